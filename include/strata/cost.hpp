@@ -1,0 +1,51 @@
+// The cost model: how long a kernel or a tensor-parallel collective takes on a device profile.
+#pragma once
+
+#include "strata/layer.hpp"
+#include "strata/profile.hpp"
+#include "strata/units.hpp"
+
+#include <string>
+
+namespace strata {
+
+enum class CostSource { analytical, measured };
+[[nodiscard]] const char* to_string(CostSource s);
+
+struct KernelCost {
+    Time time;
+    CostSource source = CostSource::analytical;
+};
+
+/// Costs from a device profile. Analytical model:
+///   GEMM: time = launch + max(flops / (peak x eff), bytes / (HBM x eta_mem)) where
+///         eff = ceiling x wave_efficiency x k / (k + k_half); wave_efficiency is the fraction of the
+///         last wave of output tiles that does useful work (tile quantization over the SMs), taking the
+///         best of the tile shapes (tile_m x tile_n, its transpose, and half-size tiles).
+///   elementwise: time = launch + bytes / (HBM x eta_mem)
+///   tensor-parallel collective inside a node (ring, alpha-beta):
+///         time = steps x step_latency + per_rank_bytes / bus_bandwidth
+///         all-reduce: 2(n-1) steps, 2(n-1)/n x message; all-gather / reduce-scatter: n-1 steps, (n-1)/n.
+/// A calibrated profile's measured GEMM shape or elementwise op class replaces the analytical value.
+class CostModel {
+public:
+    explicit CostModel(DeviceProfile profile);
+
+    [[nodiscard]] const DeviceProfile& profile() const { return profile_; }
+    [[nodiscard]] KernelCost kernel(const Kernel& k) const;
+    [[nodiscard]] double gemm_efficiency(const GemmShape& g) const;
+    [[nodiscard]] Time tp_collective(CollectiveKind kind, int ranks, Bytes message) const;
+    /// Sum of the kernels of a compute step.
+    [[nodiscard]] Time compute_step(const Step& step) const;
+    /// Serial time of a pass: compute steps and exposed collectives add up; an overlapped collective
+    /// and the compute step after it take the longer of the two.
+    [[nodiscard]] Time pass_time(const std::vector<Step>& pass, int ranks) const;
+    /// Bytes per collective step moved by each rank (ring algorithm).
+    [[nodiscard]] static Bytes ring_bytes_per_rank(CollectiveKind kind, int ranks, Bytes message);
+    [[nodiscard]] static int ring_steps(CollectiveKind kind, int ranks);
+
+private:
+    DeviceProfile profile_;
+};
+
+}  // namespace strata

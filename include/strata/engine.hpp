@@ -1,0 +1,125 @@
+// The discrete-event engine. It knows nothing of transformers: it runs a graph of tasks on in-order
+// streams, moves bytes as flows over links that share bandwidth max-min fairly, and tracks memory pools.
+#pragma once
+
+#include "strata/units.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace strata::engine {
+
+using StreamId = std::uint32_t;
+using TaskId = std::uint32_t;
+using LinkId = std::uint32_t;
+using PoolId = std::uint32_t;
+
+/// One link on a flow's route; `multiplicity` > 1 when the flow crosses the link several times
+/// (a ring collective modelled as one flow whose route is the union of all its edges).
+struct LinkUse {
+    LinkId link = 0;
+    std::uint32_t multiplicity = 1;
+};
+
+/// A memory change attached to a task: `alloc_at_start` is added to the pool when the task starts,
+/// `free_at_end` is removed when it ends. `category` indexes the pool's category names.
+struct MemoryEffect {
+    PoolId pool = 0;
+    std::uint32_t category = 0;
+    Bytes alloc_at_start{};
+    Bytes free_at_end{};
+};
+
+struct MemorySample {
+    Time time;
+    Bytes in_use;
+};
+
+struct PoolReport {
+    std::string name;
+    Bytes capacity;
+    Bytes peak;                          ///< highest total in use at any instant
+    Time peak_time;                      ///< first instant the peak was reached
+    std::vector<Bytes> peak_breakdown;   ///< in use per category at `peak_time`
+    bool over_capacity = false;
+    Time first_over_time;                ///< first instant in_use > capacity (if over_capacity)
+};
+
+struct RunStats {
+    Time end_time;                 ///< time the last task finished
+    std::uint64_t events = 0;      ///< events popped from the queue
+    std::uint64_t tasks = 0;       ///< tasks completed
+    std::uint64_t flows = 0;       ///< transfer tasks that carried bytes
+    std::uint64_t rate_updates = 0;///< max-min recomputations
+};
+
+/// Called every `progress_every` completed tasks: (tasks done, tasks total, simulated now).
+using ProgressFn = std::function<void(std::uint64_t, std::uint64_t, Time)>;
+/// Turns a task's label into words for stall reports.
+using LabelFn = std::function<std::string(std::uint32_t)>;
+
+/// The simulator. Build the graph (streams, links, pools, tasks, dependencies), then `run()` once.
+///
+/// Semantics:
+/// - Events are ordered by (integer picosecond time, insertion sequence): deterministic.
+/// - A stream executes its tasks one at a time in the order they were added; the head task starts
+///   when the stream is free and all its dependencies have finished.
+/// - A compute task lasts its fixed duration.
+/// - A transfer task first waits its latency, then moves `bytes` as a flow over its route; concurrent
+///   flows share each link max-min fairly (a flow with multiplicity k on a link uses k x its rate there);
+///   rates are recomputed whenever a flow starts or ends. A transfer with an empty route or zero bytes
+///   takes only its latency.
+/// - If work remains but no event is pending, `run()` throws SimulationError naming every blocked
+///   task (stream, label) and the unfinished tasks it waits for.
+class Simulator {
+public:
+    Simulator();
+    ~Simulator();
+    Simulator(const Simulator&) = delete;
+    Simulator& operator=(const Simulator&) = delete;
+    Simulator(Simulator&&) noexcept;
+    Simulator& operator=(Simulator&&) noexcept;
+
+    StreamId add_stream(std::string name);
+    LinkId add_link(std::string name, BytesPerSecond bandwidth);
+    PoolId add_pool(std::string name, Bytes capacity, std::vector<std::string> categories,
+                    bool keep_timeline);
+    /// Memory held from time zero (weights, gradients, optimizer state).
+    void add_static(PoolId pool, std::uint32_t category, Bytes bytes);
+
+    TaskId add_compute(StreamId stream, Time duration, std::uint32_t label);
+    TaskId add_transfer(StreamId stream, std::vector<LinkUse> route, Bytes bytes, Time latency,
+                        std::uint32_t label);
+    /// `after` cannot start before `before` has finished.
+    void add_dependency(TaskId before, TaskId after);
+    void add_memory_effect(TaskId task, MemoryEffect effect);
+    void set_label_formatter(LabelFn fn);
+
+    RunStats run(const ProgressFn& progress = {}, std::uint64_t progress_every = 100000);
+
+    // Results (valid after run()).
+    [[nodiscard]] std::size_t task_count() const;
+    [[nodiscard]] std::size_t stream_count() const;
+    [[nodiscard]] Time start_time(TaskId task) const;
+    [[nodiscard]] Time end_time(TaskId task) const;
+    [[nodiscard]] StreamId stream_of(TaskId task) const;
+    [[nodiscard]] std::uint32_t label_of(TaskId task) const;
+    [[nodiscard]] bool is_transfer(TaskId task) const;
+    [[nodiscard]] const std::string& stream_name(StreamId stream) const;
+    /// Sum of the durations of the tasks the stream ran.
+    [[nodiscard]] Time stream_busy(StreamId stream) const;
+    [[nodiscard]] PoolReport pool_report(PoolId pool) const;
+    /// Every change of the pool's total (only if keep_timeline), in time order.
+    [[nodiscard]] std::span<const MemorySample> pool_timeline(PoolId pool) const;
+    [[nodiscard]] std::size_t pool_count() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::engine

@@ -1,0 +1,88 @@
+// The cluster fabric: DGX-style nodes (GPUs on an NVSwitch) joined by rail-optimized InfiniBand in a
+// fat tree; routes between GPUs and the flows that collective algorithms put on them.
+#pragma once
+
+#include "strata/engine.hpp"
+#include "strata/units.hpp"
+
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata::fabric {
+
+struct FabricSpec {
+    int nodes = 1;
+    int gpus_per_node = 8;
+    BytesPerSecond nvlink_bandwidth{};   ///< per GPU, per direction, GPU <-> NVSwitch
+    Time nvlink_latency;                 ///< one intra-node hop
+    int rails = 8;                       ///< NICs per node; local GPU i uses rail i % rails
+    BytesPerSecond nic_bandwidth{};      ///< per NIC, per direction
+    Time nic_latency;                    ///< NIC to leaf, per hop
+    int nodes_per_leaf = 20;             ///< nodes under one leaf switch of a rail (a scalable unit)
+    int leaves_per_spine_group = 0;      ///< 0: every leaf of a rail reaches every spine of that rail
+    int spines_per_rail = 0;             ///< 0: derived so that leaf uplink = downlink / oversubscription
+    double oversubscription = 1.0;       ///< leaf downlink : uplink bandwidth
+    int tiers = 2;                       ///< 2 = leaf + spine; 3 adds a core tier joining spine groups
+    Time switch_latency;                 ///< per switch traversed
+};
+
+/// A path for one flow: the links it crosses (with multiplicity) and its total fixed latency.
+struct Route {
+    std::vector<engine::LinkUse> links;
+    Time latency;
+};
+
+class Fabric {
+public:
+    /// Builds the topology and registers every link with `sim`.
+    Fabric(const FabricSpec& spec, engine::Simulator& sim);
+    ~Fabric();
+    Fabric(const Fabric&) = delete;
+    Fabric& operator=(const Fabric&) = delete;
+
+    [[nodiscard]] const FabricSpec& spec() const;
+    [[nodiscard]] int gpu_count() const;
+    [[nodiscard]] int node_of(int gpu) const;
+    /// Shortest path; among equal-cost paths a deterministic hash of (src, dst) picks one (ECMP).
+    /// Same node: src NVLink up, dst NVLink down. Different nodes, same rail: NIC, leaf(, spine, leaf), NIC.
+    /// Different rails: first an NVLink hop to the local GPU on the destination's rail (PXN).
+    [[nodiscard]] Route route(int src_gpu, int dst_gpu) const;
+    /// Union of routes src->dst for every pair, multiplicities summed; latency = the largest.
+    [[nodiscard]] Route combined(std::span<const std::pair<int, int>> pairs) const;
+    [[nodiscard]] std::size_t link_count() const;
+    [[nodiscard]] std::string describe() const;   ///< one line: nodes, leaves, spines, links
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+enum class CollectiveKind { all_reduce, all_gather, reduce_scatter };
+
+struct CollectiveParams {
+    Time step_latency_intra;   ///< NCCL per-step latency inside a node
+    Time step_latency_inter;   ///< NCCL per-step latency across nodes
+    bool hierarchical = true;  ///< intra-node phase, inter-node phase, intra-node phase
+};
+
+/// One phase of a collective: a flow that moves `bytes` over `route` (ring edges taken together,
+/// so the phase goes as fast as its slowest edge), after a fixed `latency` (steps x step latency).
+struct CollectivePhase {
+    Route route;
+    Bytes bytes;
+    Time latency;
+};
+
+/// Plans a collective over `ranks` (GPU ids, in ring order) for a buffer of `message` bytes
+/// (the full, unsharded size). Ring: all-reduce moves 2(n-1)/n x message per edge in 2(n-1) steps,
+/// all-gather / reduce-scatter (n-1)/n x message in n-1 steps. Hierarchical, when ranks span several
+/// nodes with several ranks per node: reduce-scatter in the node, the inter-node collective on
+/// message / local-ranks, all-gather in the node. A single rank gives no phase.
+std::vector<CollectivePhase> plan_collective(const Fabric& fabric, CollectiveKind kind,
+                                             std::span<const int> ranks, Bytes message,
+                                             const CollectiveParams& params);
+
+}  // namespace strata::fabric

@@ -1,0 +1,98 @@
+// The layer model: one Megatron GPT transformer layer as a list of ops, as one GPU of a t-way
+// tensor-parallel group sees it, plus the passes (forward, backward, recompute) built from them.
+#pragma once
+
+#include "strata/scenario.hpp"
+#include "strata/units.hpp"
+
+#include <string>
+#include <vector>
+
+namespace strata {
+
+enum class KernelKind { gemm, batched_gemm, elementwise };
+enum class CollectiveKind { all_reduce, all_gather, reduce_scatter };
+[[nodiscard]] const char* to_string(CollectiveKind k);
+
+/// C[m,n] = A[m,k] * B[k,n], `batch` independent products.
+struct GemmShape {
+    std::int64_t m = 0, n = 0, k = 0, batch = 1;
+    [[nodiscard]] Flops flops() const { return Flops(2.0 * double(m) * double(n) * double(k) * double(batch)); }
+    /// bytes of A, B and C at 2 bytes per element
+    [[nodiscard]] Bytes bytes() const { return Bytes(2 * batch * (m * k + k * n + m * n)); }
+};
+
+/// One GPU kernel. Elementwise kernels carry the name calibration uses (layernorm_fwd, ...).
+struct Kernel {
+    std::string name;
+    KernelKind kind = KernelKind::elementwise;
+    GemmShape gemm;          ///< for (batched) GEMMs
+    Bytes bytes;             ///< HBM bytes read + written (elementwise)
+    std::string op_class;    ///< calibration op name for elementwise kernels
+};
+
+/// A tensor-parallel collective over the t GPUs of the group, on a buffer of `message` bytes
+/// (the full, unsharded tensor).
+struct TpCollective {
+    std::string name;
+    CollectiveKind kind = CollectiveKind::all_reduce;
+    Bytes message;
+};
+
+/// One step of a pass: kernels run back to back on the compute stream, or a collective. A collective
+/// with `overlapped` set runs concurrently with the next compute step (async all-reduce / all-gather
+/// in the backward pass); the step after that waits for both.
+struct Step {
+    enum class Kind { compute, collective } kind = Kind::compute;
+    std::vector<Kernel> kernels;
+    TpCollective collective;
+    bool overlapped = false;
+};
+
+/// One forward op of the layer (paper Section 4.1 granularity) with what it keeps for backward.
+struct LayerOp {
+    std::string name;
+    Bytes stored;                 ///< activation bytes kept for backward with no recompute
+    bool attention_core = false;  ///< re-run by selective recompute, dropped from storage then
+};
+
+struct LayerPlan {
+    std::vector<LayerOp> ops;     ///< forward ops in order, with stored activations
+    std::vector<Step> forward;
+    std::vector<Step> backward;   ///< includes recompute steps for the policy
+    Bytes stored_bytes;           ///< per layer under the policy (what the forward pass keeps)
+    Bytes recompute_peak_bytes;   ///< extra bytes live while one layer recomputes (full: the layer's activations)
+};
+
+struct LayerConfig {
+    const ModelSpec* model = nullptr;
+    int tensor = 1;
+    bool sequence_parallel = false;
+    Recompute recompute = Recompute::none;
+    int microbatch = 1;
+};
+
+/// Builds the ops and passes of one transformer layer.
+LayerPlan build_layer(const LayerConfig& cfg);
+
+/// Activation bytes per layer from the op list (sum of `stored` under the policy).
+Bytes activation_bytes_per_layer(const ModelSpec& model, int tensor, bool sequence_parallel, Recompute recompute,
+                                 int microbatch);
+
+/// Model-level pieces outside the transformer layers (paper Section 4.5).
+struct EmbeddingPlan {
+    std::vector<Step> forward, backward;  ///< embedding (first stage)
+    Bytes stored_per_microbatch;          ///< embedding dropout mask
+};
+struct OutputPlan {
+    std::vector<Step> forward, backward;  ///< final layer norm, logits GEMM, cross-entropy (last stage)
+    Bytes stored_per_microbatch;          ///< 4sbh/t + 4sbv/t with SP (paper eq. in 4.5)
+};
+EmbeddingPlan build_embedding(const LayerConfig& cfg);
+OutputPlan build_output(const LayerConfig& cfg);
+
+/// FLOPs per iteration, paper conventions (paper-tables.yaml; reproduce Table 5's MFU/HFU).
+Flops model_flops_per_iteration(const ModelSpec& model, int global_batch);
+Flops hardware_flops_per_iteration(const ModelSpec& model, int global_batch, Recompute recompute);
+
+}  // namespace strata

@@ -1,0 +1,55 @@
+// Device profiles: what one GPU can do. Analytical (public specs + a few efficiency parameters) or
+// calibrated (adds measured tables written by strata-calibrate). Format: docs/device-profile.md.
+#pragma once
+
+#include "strata/units.hpp"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct MeasuredGemm {
+    std::int64_t m = 0, n = 0, k = 0, batch = 1;
+    double time_us = 0;
+};
+
+struct MeasuredElementwise {
+    std::string op;
+    std::int64_t bytes = 0;
+    double time_us = 0;
+};
+
+struct MeasuredCollectiveFit {
+    std::string op;
+    int ranks = 0;
+    double alpha_us = 0;
+    double beta_bytes_per_s = 0;
+};
+
+struct DeviceProfile {
+    std::string file;                 ///< where it was loaded from
+    std::string name;
+    std::string kind;                 ///< analytical | calibrated
+    double peak_flops = 0;
+    double hbm_bandwidth = 0;         ///< bytes/s
+    std::int64_t memory_capacity_bytes = 0;
+    int sm_count = 0;
+    double kernel_launch_us = 0;
+    int gemm_tile_m = 256;
+    int gemm_tile_n = 128;
+    double gemm_efficiency_ceiling = 0;
+    double gemm_k_half = 0;
+    double elementwise_bandwidth_efficiency = 0;
+    double intra_node_bus_bandwidth = 0;   ///< bytes/s
+    double intra_node_step_latency_us = 0;
+    std::vector<MeasuredGemm> measured_gemms;
+    std::vector<MeasuredElementwise> measured_elementwise;
+    std::vector<MeasuredCollectiveFit> measured_collectives;
+};
+
+/// Loads and strictly validates a device profile. Throws InputError (file:line:col: ...).
+DeviceProfile load_device_profile(const std::filesystem::path& file);
+
+}  // namespace strata

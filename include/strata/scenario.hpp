@@ -1,0 +1,108 @@
+// Scenarios: what to simulate. Three independent parts (model, execution, system) that any experiment
+// file may combine, override and vary across named cases.
+#pragma once
+
+#include "strata/profile.hpp"
+#include "strata/units.hpp"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+enum class Recompute { none, selective, full };
+enum class Schedule { one_f_one_b, interleaved, gpipe };
+enum class Precision { bf16, fp16 };
+
+[[nodiscard]] const char* to_string(Recompute r);
+[[nodiscard]] const char* to_string(Schedule s);
+[[nodiscard]] const char* to_string(Precision p);
+
+/// A GPT model (paper Table 3 notation in comments).
+struct ModelSpec {
+    std::string name;
+    int heads = 0;           ///< a
+    int hidden = 0;          ///< h
+    int layers = 0;          ///< L
+    int seq_len = 0;         ///< s
+    int vocab = 0;           ///< v
+    int ffn_hidden = 0;      ///< 4h unless given
+    bool tied_embeddings = true;
+};
+
+/// How the model is trained: parallelism, recomputation, batch, schedule.
+struct ExecutionSpec {
+    int tensor = 1;               ///< t
+    int pipeline = 1;             ///< p
+    int data = 1;                 ///< d
+    int interleave = 1;           ///< m, model chunks per pipeline stage
+    bool sequence_parallel = false;
+    Recompute recompute = Recompute::none;
+    int microbatch = 1;           ///< b
+    int global_batch = 1;         ///< B
+    Schedule schedule = Schedule::one_f_one_b;
+    bool distributed_optimizer = false;
+    bool overlap_grad_reduce = false;   ///< overlap the data-parallel gradient reduction with backward
+    Precision precision = Precision::bf16;
+
+    [[nodiscard]] int gpus() const { return tensor * pipeline * data; }
+    [[nodiscard]] int microbatches() const { return global_batch / (microbatch * data); }
+};
+
+/// Inter-node and intra-node network of the system (see fabric.hpp for the topology it builds).
+struct NetworkSpec {
+    BytesPerSecond nvlink_bandwidth{};   ///< per GPU per direction, effective (NCCL bus bandwidth)
+    Time nvlink_latency;
+    int rails = 8;
+    BytesPerSecond nic_bandwidth{};      ///< per NIC per direction, effective
+    Time nic_latency;
+    int nodes_per_leaf = 20;
+    int spines_per_rail = 0;
+    double oversubscription = 1.0;
+    int tiers = 2;
+    Time switch_latency;
+    Time collective_step_latency_intra;
+    Time collective_step_latency_inter;
+    bool hierarchical_collectives = true;
+    Time p2p_latency;                    ///< software overhead of one pipeline send/recv
+};
+
+/// Optimizer step cost model: the step streams over each parameter's state.
+struct OptimizerSpec {
+    double bytes_per_param_step = 0;     ///< HBM bytes read + written per parameter in the Adam step
+    Time fixed_overhead;                 ///< grad-norm / overflow checks, launches
+};
+
+struct SystemSpec {
+    std::string name;
+    DeviceProfile device;
+    int gpus_per_node = 8;
+    Bytes memory_capacity;               ///< usable HBM per GPU
+    NetworkSpec network;
+    OptimizerSpec optimizer;
+};
+
+struct Scenario {
+    std::string name;          ///< case name
+    std::string source;        ///< file:line of the case, for messages
+    ModelSpec model;
+    ExecutionSpec execution;
+    SystemSpec system;
+};
+
+struct Experiment {
+    std::string name;
+    std::filesystem::path file;
+    std::vector<Scenario> cases;
+};
+
+/// Loads and strictly validates an experiment file (and the part files it references).
+/// Throws InputError with `file:line:col: message` on any problem.
+Experiment load_experiment(const std::filesystem::path& file);
+
+/// Checks cross-part consistency (divisibility, schedule constraints). Throws InputError.
+void validate(const Scenario& scenario);
+
+}  // namespace strata

@@ -1,0 +1,90 @@
+// The `strata` command. Library code throws typed errors; only this file turns them into exit codes:
+//   0 success, 1 internal error, 2 bad input (scenario, profile, options), 3 simulation failure.
+#include "strata/errors.hpp"
+#include "strata/profile.hpp"
+#include "strata/report.hpp"
+#include "strata/scenario.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <fstream>
+#include <iostream>
+
+namespace {
+
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary);
+    if (!out) throw strata::InputError(path + ": cannot open for writing");
+    out << text;
+    if (!out) throw strata::InputError(path + ": write failed");
+}
+
+int run_command(const std::string& file, const std::string& json_path, const std::string& csv_path,
+                const std::string& profile_path) {
+    strata::Experiment ex = strata::load_experiment(file);
+    std::optional<strata::DeviceProfile> profile;
+    if (!profile_path.empty()) profile = strata::load_device_profile(profile_path);
+    std::vector<strata::CaseResult> results;
+    results.reserve(ex.cases.size());
+    for (auto& sc : ex.cases) {
+        if (profile) sc.system.device = *profile;
+        results.push_back(strata::analyze(sc));
+    }
+    strata::print_table(std::cout, ex.name + "  (" + file + ")", results);
+    if (!json_path.empty()) {
+        write_file(json_path, strata::to_json(ex.name, results));
+        std::cout << "wrote " << json_path << "\n";
+    }
+    if (!csv_path.empty()) {
+        write_file(csv_path, strata::to_csv(results));
+        std::cout << "wrote " << csv_path << "\n";
+    }
+    return 0;
+}
+
+int explain_command(const std::string& file, const std::string& case_name) {
+    strata::Experiment ex = strata::load_experiment(file);
+    for (const auto& sc : ex.cases) {
+        if (!case_name.empty() && sc.name != case_name) continue;
+        strata::print_layer_breakdown(std::cout, sc);
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"strata: simulate large-transformer training (tensor, sequence, pipeline and data parallelism;\n"
+                 "no / selective / full activation recomputation) on a modelled GPU cluster"};
+    app.require_subcommand(1);
+    std::string file, json_path, csv_path, profile_path;
+    CLI::App* run = app.add_subcommand("run", "run an experiment file and print a table per case");
+    run->add_option("file", file, "experiment YAML (e.g. scenarios/paper/table4.yaml)")->required();
+    run->add_option("--json", json_path, "write results as JSON (schema in README.md)");
+    run->add_option("--csv", csv_path, "write results as CSV");
+    run->add_option("--profile", profile_path, "device profile to use instead of the system's (e.g. a calibrated one)");
+    std::string case_name;
+    CLI::App* explain = app.add_subcommand("explain", "print one transformer layer's kernels and collectives with their costs");
+    explain->add_option("file", file, "experiment YAML")->required();
+    explain->add_option("--case", case_name, "only this case (default: all)");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        int rc = app.exit(e);
+        return rc == 0 ? 0 : 2;
+    }
+    try {
+        if (*run) return run_command(file, json_path, csv_path, profile_path);
+        if (*explain) return explain_command(file, case_name);
+    } catch (const strata::InputError& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        return 2;
+    } catch (const strata::SimulationError& e) {
+        std::cerr << "simulation failed: " << e.what() << "\n";
+        return 3;
+    } catch (const std::exception& e) {
+        std::cerr << "internal error: " << e.what() << "\n";
+        return 1;
+    }
+    return 0;
+}

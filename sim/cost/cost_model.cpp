@@ -1,0 +1,104 @@
+// Analytical and measured kernel costs (see include/strata/cost.hpp for the formulas).
+#include "strata/cost.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace strata {
+
+const char* to_string(CostSource s) { return s == CostSource::analytical ? "analytical" : "measured"; }
+
+CostModel::CostModel(DeviceProfile profile) : profile_(std::move(profile)) {}
+
+double CostModel::gemm_efficiency(const GemmShape& g) const {
+    const double sms = profile_.sm_count;
+    const std::int64_t tm = profile_.gemm_tile_m, tn = profile_.gemm_tile_n;
+    const std::array<std::pair<std::int64_t, std::int64_t>, 3> tiles = {
+        std::pair{tm, tn}, std::pair{tn, tm}, std::pair{std::max<std::int64_t>(tm / 2, 1), tn}};
+    double best = 0;
+    for (auto [a, b] : tiles) {
+        const double count = double((g.m + a - 1) / a) * double((g.n + b - 1) / b) * double(g.batch);
+        const double waves = std::ceil(count / sms);
+        const double useful = double(g.m) * double(g.n) * double(g.batch);
+        best = std::max(best, useful / (waves * sms * double(a) * double(b)));
+    }
+    const double k = double(g.k);
+    return profile_.gemm_efficiency_ceiling * best * (k / (k + profile_.gemm_k_half));
+}
+
+KernelCost CostModel::kernel(const Kernel& kr) const {
+    const double launch_s = profile_.kernel_launch_us * 1e-6;
+    const double mem_bw = profile_.hbm_bandwidth * profile_.elementwise_bandwidth_efficiency;
+    if (kr.kind == KernelKind::elementwise) {
+        for (const auto& m : profile_.measured_elementwise) {
+            if (!kr.op_class.empty() && m.op == kr.op_class && m.bytes > 0) {
+                // Measured bandwidth of this op class, scaled to this size.
+                const double bw = double(m.bytes) / (m.time_us * 1e-6);
+                return {Time::from_seconds(launch_s + double(kr.bytes.value) / bw), CostSource::measured};
+            }
+        }
+        return {Time::from_seconds(launch_s + double(kr.bytes.value) / mem_bw), CostSource::analytical};
+    }
+    for (const auto& m : profile_.measured_gemms) {
+        if (m.m == kr.gemm.m && m.n == kr.gemm.n && m.k == kr.gemm.k && m.batch == kr.gemm.batch) {
+            return {Time::from_us(m.time_us), CostSource::measured};
+        }
+    }
+    const double compute_s = kr.gemm.flops().value / (profile_.peak_flops * gemm_efficiency(kr.gemm));
+    const double memory_s = double(kr.gemm.bytes().value) / mem_bw;
+    return {Time::from_seconds(launch_s + std::max(compute_s, memory_s)), CostSource::analytical};
+}
+
+int CostModel::ring_steps(CollectiveKind kind, int n) {
+    if (n <= 1) return 0;
+    return kind == CollectiveKind::all_reduce ? 2 * (n - 1) : n - 1;
+}
+
+Bytes CostModel::ring_bytes_per_rank(CollectiveKind kind, int n, Bytes message) {
+    if (n <= 1) return Bytes(0);
+    const std::int64_t factor = kind == CollectiveKind::all_reduce ? 2 * (n - 1) : (n - 1);
+    return Bytes((message.value * factor + n - 1) / n);
+}
+
+Time CostModel::tp_collective(CollectiveKind kind, int ranks, Bytes message) const {
+    if (ranks <= 1) return Time::zero();
+    const Bytes per_rank = ring_bytes_per_rank(kind, ranks, message);
+    const char* op = kind == CollectiveKind::all_reduce   ? "all_reduce"
+                     : kind == CollectiveKind::all_gather ? "all_gather"
+                                                          : "reduce_scatter";
+    for (const auto& m : profile_.measured_collectives) {
+        if (m.op == op && m.ranks == ranks) {
+            return Time::from_seconds(m.alpha_us * 1e-6 + double(message.value) / m.beta_bytes_per_s);
+        }
+    }
+    return Time::from_us(ring_steps(kind, ranks) * profile_.intra_node_step_latency_us) +
+           Time::from_seconds(double(per_rank.value) / profile_.intra_node_bus_bandwidth);
+}
+
+Time CostModel::compute_step(const Step& step) const {
+    Time t = Time::zero();
+    for (const auto& k : step.kernels) t += kernel(k).time;
+    return t;
+}
+
+Time CostModel::pass_time(const std::vector<Step>& pass, int ranks) const {
+    Time total = Time::zero();
+    for (std::size_t i = 0; i < pass.size(); ++i) {
+        const Step& s = pass[i];
+        if (s.kind == Step::Kind::compute) {
+            total += compute_step(s);
+            continue;
+        }
+        const Time c = tp_collective(s.collective.kind, ranks, s.collective.message);
+        if (s.overlapped && i + 1 < pass.size() && pass[i + 1].kind == Step::Kind::compute) {
+            total += std::max(c, compute_step(pass[i + 1]));
+            ++i;
+        } else {
+            total += c;
+        }
+    }
+    return total;
+}
+
+}  // namespace strata

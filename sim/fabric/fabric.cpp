@@ -1,0 +1,443 @@
+// The cluster fabric: DGX A100-style nodes joined by a rail-optimized InfiniBand fat tree, as on NVIDIA
+// Selene / DGX SuperPOD.
+//
+// Hardware modelled (public sources):
+//  - NVIDIA DGX A100 System Architecture white paper (WP-10083-001) and DGX A100 User Guide: 8 A100 GPUs
+//    per node; each GPU has 12 third-generation NVLinks (600 GB/s total, i.e. 300 GB/s per direction)
+//    spread over 6 NVSwitches, so any GPU can talk to any other at full NVLink rate; 8 single-port
+//    ConnectX-6 HDR InfiniBand NICs (200 Gb/s = 25 GB/s per direction) for the compute fabric, one per
+//    GPU, each on the GPU's PCIe switch.
+//  - NVIDIA DGX SuperPOD Reference Architecture with DGX A100 (RA-10425-001): scalable unit (SU) of 20
+//    nodes; rail-optimized compute fabric: NIC i of every node of an SU goes to leaf switch i of that SU
+//    (8 leaves per SU, one per rail); leaves are 40-port QM8790 HDR switches, 20 ports down to nodes and
+//    20 up to the spine tier; the fat tree is full bisection (no oversubscription). Larger systems add
+//    spine groups and a core tier.
+//  - Selene (TOP500, June 2020): 280 DGX A100 nodes = 2240 A100 GPUs on this design.
+//  - NCCL 2.12 "PXN" (PCI x NVLink, NVIDIA technical blog "Doubling all2all Performance with NVIDIA
+//    Collective Communication Library 2.12"): a GPU sends to a remote GPU on another rail by first moving
+//    the data over NVLink to the local GPU on the destination's rail, whose NIC then sends it, so traffic
+//    stays on one rail of the fat tree.
+//
+// Graph (a Boost.Graph bidirectional adjacency_list; every physical link is two directed edges, each an
+// engine link registered with Simulator::add_link):
+//  - one vertex per GPU and one per node for its NVSwitch fabric (the 6 NVSwitches act as one
+//    non-blocking crossbar). GPU <-> NVSwitch links carry nvlink_bandwidth per direction:
+//    "n3.gpu5>nvs", "nvs>n3.gpu5".
+//  - one vertex per NIC (node, rail). Local GPU i is attached to NIC (node, i % rails) by a graph edge with
+//    no engine link: the PCIe hop GPU -> NIC is folded into the NIC link. NIC <-> leaf links carry
+//    nic_bandwidth: "n3.nic5>leaf0.r5", "leaf0.r5>n3.nic5".
+//  - leaves: one per (leaf group, rail); a leaf group is `nodes_per_leaf` consecutive nodes (an SU), so a
+//    rail has leaf_groups = ceil(nodes / nodes_per_leaf) leaves. Name "leafL.rR".
+//  - spines, per rail. The leaves of a rail are split into spine groups of `leaves_per_spine_group`
+//    consecutive leaves (0: one group holding every leaf). Each spine group has S spines per rail and each
+//    of its leaves is linked once to each of them ("leafL.rR>spineS.rR"), spines numbered
+//    group * S + index across the rail. S = spines_per_rail, or when 0 the number of uplinks a leaf
+//    needs: S = max(1, ceil(nodes_per_leaf / oversubscription)) (Selene: 20). A leaf's uplink bandwidth is
+//    nodes_per_leaf x nic_bandwidth / oversubscription, split evenly over its S spine links, so one
+//    leaf->spine link carries that / S (with the derived S and oversubscription 1: exactly one HDR link).
+//    A leaf's uplinks are sized for a full leaf group even when the last group is partial.
+//  - tiers = 3 adds a core tier per rail, built as S planes: core c of a rail is linked to spine c of every
+//    spine group of that rail ("spineS.rR>coreC.rR"), with the spine's full downlink bandwidth
+//    (leaves_per_spine_group x leaf->spine bandwidth), so the core adds no oversubscription. With tiers = 2
+//    every leaf must share one spine group (leaves_per_spine_group 0 or >= leaf_groups).
+//
+// Routing (Fabric::route):
+//  - same GPU: empty route, zero latency.
+//  - same node: [src GPU -> NVSwitch, NVSwitch -> dst GPU], latency nvlink_latency.
+//  - other node: the rail is the destination's, r = dst_local % rails. If the source's rail differs, the
+//    route starts with the NVLink hop src -> NVSwitch -> the source node's GPU with the destination's local
+//    index (on rail r) (PXN), adding nvlink_latency. Then NIC(src node, r) -> its leaf -> ... -> the
+//    destination's leaf -> NIC(dst node, r). The switch part is a shortest path in the rail's switch
+//    graph: a breadth-first search (boost::breadth_first_search over the reversed graph filtered to switch
+//    vertices) from the destination leaf gives every switch its hop distance to it (computed once per
+//    destination leaf, then cached); the route walks from the source leaf, at each switch taking an
+//    outgoing link whose far end is one hop closer. When several qualify (ECMP), candidates are taken in
+//    the graph's edge order (deterministic) and the k-th branching picks index
+//    splitmix64(splitmix64(src * gpus + dst) + k) mod count. Latency: 2 x nic_latency + switch_latency x
+//    switches traversed (1 inside a leaf group, 3 via a spine, 5 via a core).
+//  - routes are cached per (src, dst) under a mutex, so const calls are safe from several threads.
+#include "strata/fabric.hpp"
+
+#include "strata/errors.hpp"
+#include "topology.hpp"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/filtered_graph.hpp>
+#include <boost/graph/reverse_graph.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+namespace strata::fabric {
+
+namespace detail {
+namespace {
+
+template <typename T>
+std::string str(T v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+}
+
+[[noreturn]] void bad_field(const std::string& field, const std::string& range, const std::string& got) {
+    throw InputError("fabric: " + field + " must be " + range + " (got " + got + ")");
+}
+
+void check_count(const char* field, int value, int lo, int hi) {
+    if (value < lo || value > hi) {
+        bad_field(field, "an integer in [" + str(lo) + ", " + str(hi) + "]", str(value));
+    }
+}
+
+void check_bandwidth(const char* field, BytesPerSecond bw) {
+    if (!std::isfinite(bw.value) || bw.value <= 0.0) bad_field(field, "a finite bandwidth > 0 bytes/s", str(bw.value));
+}
+
+void check_latency(const char* field, Time t) {
+    if (t < Time::zero()) bad_field(field, "a latency >= 0", str(t.ps()) + " ps");
+}
+
+constexpr int kMaxGpus = 1 << 20;             // far beyond any real system; guards against typos
+constexpr std::uint64_t kMaxLinks = 1u << 26;  // engine links; keeps memory bounded
+
+}  // namespace
+
+Layout make_layout(const FabricSpec& spec) {
+    constexpr int kBig = std::numeric_limits<int>::max();
+    check_count("nodes", spec.nodes, 1, kMaxGpus);
+    check_count("gpus_per_node", spec.gpus_per_node, 1, kMaxGpus);
+    if (static_cast<std::int64_t>(spec.nodes) * spec.gpus_per_node > kMaxGpus) {
+        bad_field("nodes x gpus_per_node", "<= " + str(kMaxGpus),
+                  str(static_cast<std::int64_t>(spec.nodes) * spec.gpus_per_node));
+    }
+    check_count("rails", spec.rails, 1, spec.gpus_per_node);
+    check_bandwidth("nvlink_bandwidth", spec.nvlink_bandwidth);
+    check_bandwidth("nic_bandwidth", spec.nic_bandwidth);
+    check_latency("nvlink_latency", spec.nvlink_latency);
+    check_latency("nic_latency", spec.nic_latency);
+    check_latency("switch_latency", spec.switch_latency);
+    check_count("nodes_per_leaf", spec.nodes_per_leaf, 1, kBig);
+    check_count("leaves_per_spine_group", spec.leaves_per_spine_group, 0, kBig);
+    check_count("spines_per_rail", spec.spines_per_rail, 0, kBig);
+    if (!std::isfinite(spec.oversubscription) || spec.oversubscription < 1.0) {
+        bad_field("oversubscription", "a finite ratio >= 1 (leaf downlink : uplink)", str(spec.oversubscription));
+    }
+    check_count("tiers", spec.tiers, 2, 3);
+
+    Layout l;
+    l.spec = spec;
+    l.gpus = spec.nodes * spec.gpus_per_node;
+    l.leaf_groups = (spec.nodes + spec.nodes_per_leaf - 1) / spec.nodes_per_leaf;
+    l.leaves_per_group = spec.leaves_per_spine_group == 0 ? l.leaf_groups
+                                                          : std::min(spec.leaves_per_spine_group, l.leaf_groups);
+    l.spine_groups = (l.leaf_groups + l.leaves_per_group - 1) / l.leaves_per_group;
+    if (spec.tiers == 2 && l.spine_groups > 1) {
+        bad_field("leaves_per_spine_group",
+                  "0 or >= the number of leaves per rail (" + str(l.leaf_groups) +
+                      ") with tiers = 2, since leaves in different spine groups are joined only by a core tier "
+                      "(tiers = 3)",
+                  str(spec.leaves_per_spine_group));
+    }
+    if (spec.spines_per_rail > 0) {
+        l.spines_per_group = spec.spines_per_rail;
+    } else {
+        const double uplinks = std::ceil(spec.nodes_per_leaf / spec.oversubscription - 1e-9);
+        l.spines_per_group = static_cast<int>(std::clamp(uplinks, 1.0, static_cast<double>(kMaxGpus)));
+    }
+    l.cores_per_rail = spec.tiers == 3 ? l.spines_per_group : 0;
+
+    // Size check before anything is allocated.
+    const auto rails = static_cast<std::uint64_t>(spec.rails);
+    const std::uint64_t physical =
+        static_cast<std::uint64_t>(l.gpus) + static_cast<std::uint64_t>(spec.nodes) * rails +
+        rails * static_cast<std::uint64_t>(l.leaf_groups) * static_cast<std::uint64_t>(l.spines_per_group) +
+        rails * static_cast<std::uint64_t>(l.spine_groups) * static_cast<std::uint64_t>(l.cores_per_rail);
+    if (2 * physical > kMaxLinks) {
+        bad_field("the fabric size (nodes, nodes_per_leaf, spines_per_rail)",
+                  "at most " + str(kMaxLinks) + " directed links", str(2 * physical));
+    }
+
+    const double leaf_uplink = spec.nodes_per_leaf * spec.nic_bandwidth.value / spec.oversubscription;
+    l.leaf_spine_bandwidth = leaf_uplink / l.spines_per_group;
+    l.spine_core_bandwidth = l.leaves_per_group * l.leaf_spine_bandwidth;
+
+    l.first_nvs = static_cast<std::size_t>(l.gpus);
+    l.first_nic = l.first_nvs + static_cast<std::size_t>(spec.nodes);
+    l.first_leaf = l.first_nic + static_cast<std::size_t>(spec.nodes) * rails;
+    l.first_spine = l.first_leaf + rails * static_cast<std::size_t>(l.leaf_groups);
+    l.first_core = l.first_spine + rails * static_cast<std::size_t>(l.spines_per_rail());
+    l.vertex_count = l.first_core + rails * static_cast<std::size_t>(l.cores_per_rail);
+    return l;
+}
+
+std::vector<PlannedLink> plan_links(const Layout& l) {
+    const FabricSpec& s = l.spec;
+    std::vector<PlannedLink> out;
+    auto both = [&out](std::size_t a, std::size_t b, const std::string& an, const std::string& bn, double bw) {
+        out.push_back({a, b, an + ">" + bn, BytesPerSecond{bw}});
+        out.push_back({b, a, bn + ">" + an, BytesPerSecond{bw}});
+    };
+    auto node_name = [](int n) { return "n" + std::to_string(n); };
+    auto rail_suffix = [](int r) { return ".r" + std::to_string(r); };
+
+    for (int n = 0; n < s.nodes; ++n) {
+        for (int i = 0; i < s.gpus_per_node; ++i) {
+            const int g = n * s.gpus_per_node + i;
+            both(l.gpu(g), l.nvs(n), node_name(n) + ".gpu" + std::to_string(i), "nvs", s.nvlink_bandwidth.value);
+        }
+    }
+    for (int n = 0; n < s.nodes; ++n) {
+        const int lg = n / s.nodes_per_leaf;
+        for (int r = 0; r < s.rails; ++r) {
+            both(l.nic(n, r), l.leaf(lg, r), node_name(n) + ".nic" + std::to_string(r),
+                 "leaf" + std::to_string(lg) + rail_suffix(r), s.nic_bandwidth.value);
+        }
+    }
+    for (int r = 0; r < s.rails; ++r) {
+        for (int lg = 0; lg < l.leaf_groups; ++lg) {
+            const int group = lg / l.leaves_per_group;
+            for (int j = 0; j < l.spines_per_group; ++j) {
+                const int sp = group * l.spines_per_group + j;
+                both(l.leaf(lg, r), l.spine(sp, r), "leaf" + std::to_string(lg) + rail_suffix(r),
+                     "spine" + std::to_string(sp) + rail_suffix(r), l.leaf_spine_bandwidth);
+            }
+        }
+    }
+    for (int r = 0; r < s.rails; ++r) {
+        for (int sp = 0; sp < l.spines_per_rail() && l.cores_per_rail > 0; ++sp) {
+            const int c = sp % l.spines_per_group;
+            both(l.spine(sp, r), l.core(c, r), "spine" + std::to_string(sp) + rail_suffix(r),
+                 "core" + std::to_string(c) + rail_suffix(r), l.spine_core_bandwidth);
+        }
+    }
+    return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr engine::LinkId kNoLink = std::numeric_limits<engine::LinkId>::max();
+
+struct EdgeProps {
+    engine::LinkId link = kNoLink;  ///< kNoLink: an attachment with no engine link (GPU <-> NIC over PCIe)
+};
+
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property, EdgeProps>;
+using Vertex = Graph::vertex_descriptor;
+
+std::uint64_t splitmix64(std::uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/// Keeps only switch vertices (leaf, spine, core), which are numbered from `first_switch` on.
+struct SwitchesOnly {
+    std::size_t first_switch = 0;
+    bool operator()(Vertex v) const { return v >= first_switch; }
+};
+
+/// Records BFS hop distances into a table indexed by (vertex - first_switch).
+struct DistanceRecorder : boost::default_bfs_visitor {
+    std::vector<int>* dist = nullptr;
+    std::size_t first_switch = 0;
+    template <typename Edge, typename G>
+    void tree_edge(Edge e, const G& g) const {
+        (*dist)[boost::target(e, g) - first_switch] = (*dist)[boost::source(e, g) - first_switch] + 1;
+    }
+};
+
+}  // namespace
+
+struct Fabric::Impl {
+    detail::Layout layout;
+    Graph graph;
+    std::size_t links = 0;
+
+    mutable std::mutex mutex;
+    mutable std::unordered_map<std::uint64_t, Route> routes;
+    /// Per destination leaf (index leaf - first_leaf): hop distance of every switch to it, -1 if none.
+    mutable std::vector<std::vector<int>> dist_to_leaf;
+
+    [[nodiscard]] engine::LinkId link(std::size_t a, std::size_t b) const {
+        const auto [e, found] = boost::edge(a, b, graph);
+        if (!found || graph[e].link == kNoLink) {
+            throw Error("fabric: internal error: no link between vertices " + std::to_string(a) + " and " +
+                        std::to_string(b));
+        }
+        return graph[e].link;
+    }
+
+    void check_gpu(int gpu) const {
+        if (gpu < 0 || gpu >= layout.gpus) {
+            throw InputError("fabric: GPU id " + std::to_string(gpu) + " out of range [0, " +
+                             std::to_string(layout.gpus) + ")");
+        }
+    }
+
+    /// Hop distances to `leaf_vertex` over the switch subgraph (BFS on the reversed, filtered graph).
+    const std::vector<int>& distances_to(std::size_t leaf_vertex) const {
+        std::vector<int>& d = dist_to_leaf[leaf_vertex - layout.first_leaf];
+        if (!d.empty()) return d;
+        d.assign(layout.vertex_count - layout.first_leaf, -1);
+        d[leaf_vertex - layout.first_leaf] = 0;
+        const auto reversed = boost::make_reverse_graph(graph);
+        using Reversed = std::remove_const_t<decltype(reversed)>;
+        const boost::filtered_graph<Reversed, boost::keep_all, SwitchesOnly> switches(
+            reversed, boost::keep_all{}, SwitchesOnly{layout.first_leaf});
+        DistanceRecorder recorder;
+        recorder.dist = &d;
+        recorder.first_switch = layout.first_leaf;
+        boost::breadth_first_search(switches, leaf_vertex, boost::visitor(recorder));
+        return d;
+    }
+
+    [[nodiscard]] Route compute(int src, int dst) const {
+        const FabricSpec& s = layout.spec;
+        Route r;
+        if (src == dst) return r;
+        const int sn = src / s.gpus_per_node;
+        const int dn = dst / s.gpus_per_node;
+        const int sl = src % s.gpus_per_node;
+        const int dl = dst % s.gpus_per_node;
+        auto use = [&r](engine::LinkId id) { r.links.push_back(engine::LinkUse{id, 1}); };
+
+        if (sn == dn) {
+            use(link(layout.gpu(src), layout.nvs(sn)));
+            use(link(layout.nvs(sn), layout.gpu(dst)));
+            r.latency = s.nvlink_latency;
+            return r;
+        }
+
+        const int rail = layout.rail_of_local(dl);
+        if (layout.rail_of_local(sl) != rail) {
+            // PXN: over NVLink to the local GPU with the destination's local index, which is on `rail`.
+            const int proxy = sn * s.gpus_per_node + dl;
+            use(link(layout.gpu(src), layout.nvs(sn)));
+            use(link(layout.nvs(sn), layout.gpu(proxy)));
+            r.latency += s.nvlink_latency;
+        }
+
+        const std::size_t src_leaf = layout.leaf(sn / s.nodes_per_leaf, rail);
+        const std::size_t dst_leaf = layout.leaf(dn / s.nodes_per_leaf, rail);
+        use(link(layout.nic(sn, rail), src_leaf));
+        std::int64_t switches = 1;
+
+        const std::vector<int>& dist = distances_to(dst_leaf);
+        const std::size_t base = layout.first_leaf;
+        const std::uint64_t hash =
+            splitmix64(static_cast<std::uint64_t>(src) * static_cast<std::uint64_t>(layout.gpus) +
+                       static_cast<std::uint64_t>(dst));
+        std::uint64_t branching = 0;
+        std::vector<Graph::edge_descriptor> next;
+        std::size_t at = src_leaf;
+        if (dist[at - base] < 0) {
+            throw Error("fabric: internal error: leaf vertex " + std::to_string(at) + " cannot reach " +
+                        std::to_string(dst_leaf));
+        }
+        while (at != dst_leaf) {
+            next.clear();
+            for (const auto e : boost::make_iterator_range(boost::out_edges(at, graph))) {
+                const std::size_t t = boost::target(e, graph);
+                if (t >= base && dist[t - base] == dist[at - base] - 1) next.push_back(e);
+            }
+            std::size_t pick = 0;
+            if (next.size() > 1) pick = splitmix64(hash + branching++) % next.size();
+            use(graph[next[pick]].link);
+            at = boost::target(next[pick], graph);
+            ++switches;
+        }
+
+        use(link(dst_leaf, layout.nic(dn, rail)));
+        r.latency += s.nic_latency * 2 + s.switch_latency * switches;
+        return r;
+    }
+};
+
+Fabric::Fabric(const FabricSpec& spec, engine::Simulator& sim) : impl_(std::make_unique<Impl>()) {
+    Impl& m = *impl_;
+    m.layout = detail::make_layout(spec);
+    const detail::Layout& l = m.layout;
+    std::vector<detail::PlannedLink> plan = detail::plan_links(l);
+
+    m.graph = Graph(l.vertex_count);
+    for (detail::PlannedLink& pl : plan) {
+        const engine::LinkId id = sim.add_link(std::move(pl.name), pl.bandwidth);
+        boost::add_edge(pl.from, pl.to, EdgeProps{id}, m.graph);
+    }
+    // GPU <-> NIC attachments (PCIe, folded into the NIC link): graph edges without an engine link.
+    for (int g = 0; g < l.gpus; ++g) {
+        const int node = g / spec.gpus_per_node;
+        const std::size_t nic = l.nic(node, l.rail_of_local(g % spec.gpus_per_node));
+        boost::add_edge(l.gpu(g), nic, EdgeProps{}, m.graph);
+        boost::add_edge(nic, l.gpu(g), EdgeProps{}, m.graph);
+    }
+    m.links = plan.size();
+    m.dist_to_leaf.resize(static_cast<std::size_t>(spec.rails) * static_cast<std::size_t>(l.leaf_groups));
+}
+
+Fabric::~Fabric() = default;
+
+const FabricSpec& Fabric::spec() const { return impl_->layout.spec; }
+
+int Fabric::gpu_count() const { return impl_->layout.gpus; }
+
+int Fabric::node_of(int gpu) const {
+    impl_->check_gpu(gpu);
+    return gpu / impl_->layout.spec.gpus_per_node;
+}
+
+Route Fabric::route(int src_gpu, int dst_gpu) const {
+    impl_->check_gpu(src_gpu);
+    impl_->check_gpu(dst_gpu);
+    const std::uint64_t key = static_cast<std::uint64_t>(src_gpu) * static_cast<std::uint64_t>(impl_->layout.gpus) +
+                              static_cast<std::uint64_t>(dst_gpu);
+    const std::lock_guard lock(impl_->mutex);
+    auto it = impl_->routes.find(key);
+    if (it == impl_->routes.end()) it = impl_->routes.emplace(key, impl_->compute(src_gpu, dst_gpu)).first;
+    return it->second;
+}
+
+Route Fabric::combined(std::span<const std::pair<int, int>> pairs) const {
+    Route out;
+    std::vector<engine::LinkUse> all;
+    for (const auto& [src, dst] : pairs) {
+        Route r = route(src, dst);
+        out.latency = std::max(out.latency, r.latency);
+        all.insert(all.end(), r.links.begin(), r.links.end());
+    }
+    std::sort(all.begin(), all.end(),
+              [](const engine::LinkUse& a, const engine::LinkUse& b) { return a.link < b.link; });
+    for (const engine::LinkUse& u : all) {
+        if (!out.links.empty() && out.links.back().link == u.link) {
+            out.links.back().multiplicity += u.multiplicity;
+        } else {
+            out.links.push_back(u);
+        }
+    }
+    return out;
+}
+
+std::size_t Fabric::link_count() const { return impl_->links; }
+
+std::string Fabric::describe() const {
+    const detail::Layout& l = impl_->layout;
+    const FabricSpec& s = l.spec;
+    std::ostringstream os;
+    os << s.nodes << " nodes x " << s.gpus_per_node << " GPUs, " << s.rails << " rails, "
+       << s.rails * l.leaf_groups << " leaves, " << s.rails * l.spines_per_rail() << " spines, ";
+    if (s.tiers == 3) os << s.rails * l.cores_per_rail << " cores, ";
+    os << s.tiers << " tiers, " << impl_->links << " links";
+    return os.str();
+}
+
+}  // namespace strata::fabric

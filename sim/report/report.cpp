@@ -1,0 +1,197 @@
+// Renders case results as a terminal table, JSON (schema in README.md) and CSV.
+#include "strata/report.hpp"
+
+#include "strata/cost.hpp"
+#include "strata/layer.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+namespace strata {
+
+CaseResult analyze(const Scenario& sc) {
+    CaseResult r;
+    r.scenario = sc;
+    r.memory = estimate_memory(sc);
+    const LayerPlan plan = build_layer(
+        {&sc.model, sc.execution.tensor, sc.execution.sequence_parallel, sc.execution.recompute, sc.execution.microbatch});
+    const CostModel cost(sc.system.device);
+    r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor).ms();
+    r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor).ms();
+    bool any_measured = false, any_analytical = false;
+    for (const auto* pass : {&plan.forward, &plan.backward}) {
+        for (const auto& step : *pass) {
+            for (const auto& k : step.kernels) {
+                (cost.kernel(k).source == CostSource::measured ? any_measured : any_analytical) = true;
+            }
+        }
+    }
+    r.layer.cost_source = any_measured && any_analytical ? "mixed" : any_measured ? "measured" : "analytical";
+    return r;
+}
+
+void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
+    const auto& e = sc.execution;
+    const LayerPlan plan = build_layer({&sc.model, e.tensor, e.sequence_parallel, e.recompute, e.microbatch});
+    const CostModel cost(sc.system.device);
+    out << fmt::format("{}: model {}, t={}, SP={}, recompute={}, b={}\n", sc.name, sc.model.name, e.tensor,
+                       e.sequence_parallel ? "on" : "off", to_string(e.recompute), e.microbatch);
+    for (const auto& [title, pass] : {std::pair{"forward", &plan.forward}, std::pair{"backward", &plan.backward}}) {
+        out << fmt::format("  {} pass: {:.3f} ms\n", title, cost.pass_time(*pass, e.tensor).ms());
+        for (const auto& step : *pass) {
+            if (step.kind == Step::Kind::collective) {
+                out << fmt::format("    {:<34} {:>14} {:>10.1f} MB {:>9.3f} ms{}\n", step.collective.name,
+                                   to_string(step.collective.kind), double(step.collective.message.value) / 1e6,
+                                   cost.tp_collective(step.collective.kind, e.tensor, step.collective.message).ms(),
+                                   step.overlapped ? "  (overlapped with the next step)" : "");
+                continue;
+            }
+            for (const auto& k : step.kernels) {
+                const KernelCost c = cost.kernel(k);
+                if (k.kind == KernelKind::elementwise) {
+                    out << fmt::format("    {:<34} {:>14} {:>10.1f} MB {:>9.3f} ms  {}\n", k.name, "elementwise",
+                                       double(k.bytes.value) / 1e6, c.time.ms(), to_string(c.source));
+                } else {
+                    out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s)\n", k.name,
+                                       "gemm", k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, c.time.ms(), to_string(c.source),
+                                       cost.gemm_efficiency(k.gemm), k.gemm.flops().value / c.time.seconds() / 1e12);
+                }
+            }
+        }
+    }
+}
+
+namespace {
+std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
+}  // namespace
+
+void print_table(std::ostream& out, const std::string& title, const std::vector<CaseResult>& results) {
+    out << title << "\n";
+    const bool engine = std::any_of(results.begin(), results.end(), [](const auto& r) { return r.iteration.has_value(); });
+    std::string header = fmt::format("{:<48} {:>4} {:>4} {:>4} {:>3} {:>3} {:>9} {:>12} {:>11} {:>9} {:>9} {:>9}",
+                                     "case", "t", "p", "d", "SP", "m", "recompute", "act/layer MB",
+                                     "act/GPU GiB", "peak GiB", "fwd ms", "bwd ms");
+    if (engine) header += fmt::format(" {:>8} {:>6} {:>6} {:>7}", "iter s", "MFU%", "HFU%", "bubble%");
+    out << header << "\n" << std::string(header.size(), '-') << "\n";
+    for (const auto& r : results) {
+        const auto& e = r.scenario.execution;
+        if (r.error) {
+            out << fmt::format("{:<48} error: {}\n", r.scenario.name, *r.error);
+            continue;
+        }
+        std::string peak = gib(r.memory.peak_stage.total()) + (r.memory.fits() ? "" : "!");
+        std::string line = fmt::format("{:<48} {:>4} {:>4} {:>4} {:>3} {:>3} {:>9} {:>12.1f} {:>11} {:>9} {:>9.2f} {:>9.2f}",
+                                       r.scenario.name.substr(0, 48), e.tensor, e.pipeline, e.data,
+                                       e.sequence_parallel ? "on" : "off", e.interleave, to_string(e.recompute),
+                                       double(r.memory.activation_per_layer.value) / 1e6, gib(r.memory.activation_first_stage),
+                                       peak, r.layer.forward_ms, r.layer.backward_ms);
+        if (r.iteration) {
+            const auto& it = *r.iteration;
+            line += fmt::format(" {:>8.3f} {:>6.1f} {:>6.1f} {:>7.1f}", it.iteration_time_s, 100 * it.mfu, 100 * it.hfu,
+                                100 * it.bubble_fraction);
+            if (it.oom) line += "  OOM";
+        }
+        out << line << "\n";
+    }
+    const bool any_oom = std::any_of(results.begin(), results.end(), [](const auto& r) { return !r.error && !r.memory.fits(); });
+    if (any_oom) out << "! = exceeds the device memory capacity (out of memory)\n";
+    out << "act/GPU = first-stage activations (paper eq. 5 with the schedule's in-flight microbatches, plus section 4.5)\n";
+}
+
+std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results) {
+    nlohmann::ordered_json root;
+    root["experiment"] = experiment;
+    root["results"] = nlohmann::ordered_json::array();
+    for (const auto& r : results) {
+        const auto& m = r.scenario.model;
+        const auto& e = r.scenario.execution;
+        nlohmann::ordered_json j;
+        j["name"] = r.scenario.name;
+        j["model"] = {{"name", m.name}, {"heads", m.heads}, {"hidden", m.hidden}, {"layers", m.layers},
+                      {"seq_len", m.seq_len}, {"vocab", m.vocab}, {"ffn_hidden", m.ffn_hidden}};
+        j["execution"] = {{"tensor", e.tensor},
+                          {"pipeline", e.pipeline},
+                          {"data", e.data},
+                          {"interleave", e.interleave},
+                          {"sequence_parallel", e.sequence_parallel},
+                          {"recompute", to_string(e.recompute)},
+                          {"microbatch", e.microbatch},
+                          {"global_batch", e.global_batch},
+                          {"schedule", to_string(e.schedule)},
+                          {"distributed_optimizer", e.distributed_optimizer},
+                          {"gpus", e.gpus()}};
+        j["system"] = r.scenario.system.name;
+        if (r.error) {
+            j["error"] = *r.error;
+            root["results"].push_back(j);
+            continue;
+        }
+        const auto& mem = r.memory;
+        const auto& ps = mem.peak_stage;
+        j["memory"] = {{"activation_bytes_per_layer", mem.activation_per_layer.value},
+                       {"activation_bytes_first_stage", mem.activation_first_stage.value},
+                       {"activation_bytes_first_stage_layers", mem.activation_first_stage_layers.value},
+                       {"weights_bytes", ps.weights.value},
+                       {"gradients_bytes", ps.gradients.value},
+                       {"optimizer_bytes", ps.optimizer.value},
+                       {"peak_bytes", ps.total().value},
+                       {"peak_stage", ps.stage},
+                       {"capacity_bytes", mem.capacity.value},
+                       {"fits", mem.fits()},
+                       {"margin_bytes", mem.margin().value}};
+        j["layer"] = {{"forward_ms", r.layer.forward_ms}, {"backward_ms", r.layer.backward_ms},
+                      {"cost_source", r.layer.cost_source}};
+        if (r.iteration) {
+            const auto& it = *r.iteration;
+            j["iteration_time_s"] = it.iteration_time_s;
+            j["mfu"] = it.mfu;
+            j["hfu"] = it.hfu;
+            j["bubble_fraction"] = it.bubble_fraction;
+            j["exposed_comm_s"] = it.exposed_comm_s;
+            j["stage_busy_s"] = it.stage_busy_s;
+            j["simulated_memory"] = {{"peak_bytes", it.peak_memory.value},
+                                     {"peak_stage", it.peak_memory_stage},
+                                     {"first_stage_activation_peak_bytes", it.first_stage_activation_peak.value},
+                                     {"oom", it.oom},
+                                     {"oom_detail", it.oom_detail}};
+            j["engine"] = {{"events", it.events}, {"tasks", it.tasks}};
+        }
+        root["results"].push_back(j);
+    }
+    return root.dump(2) + "\n";
+}
+
+std::string to_csv(const std::vector<CaseResult>& results) {
+    std::ostringstream o;
+    o << "name,model,tensor,pipeline,data,interleave,sequence_parallel,recompute,microbatch,global_batch,"
+         "activation_bytes_per_layer,activation_bytes_first_stage,peak_bytes,capacity_bytes,fits,forward_ms,"
+         "backward_ms,iteration_time_s,mfu,hfu,bubble_fraction,exposed_comm_s,simulated_peak_bytes,oom,error\n";
+    for (const auto& r : results) {
+        const auto& e = r.scenario.execution;
+        std::string name = r.scenario.name;
+        for (char& c : name) if (c == ',' || c == '"') c = ';';
+        o << name << ',' << r.scenario.model.name << ',' << e.tensor << ',' << e.pipeline << ',' << e.data << ','
+          << e.interleave << ',' << (e.sequence_parallel ? "true" : "false") << ',' << to_string(e.recompute) << ','
+          << e.microbatch << ',' << e.global_batch << ',';
+        if (r.error) {
+            o << ",,,,,,,,,,,,,," << '"' << *r.error << '"' << "\n";
+            continue;
+        }
+        o << r.memory.activation_per_layer.value << ',' << r.memory.activation_first_stage.value << ','
+          << r.memory.peak_stage.total().value << ',' << r.memory.capacity.value << ','
+          << (r.memory.fits() ? "true" : "false") << ',' << fmt::format("{:.4f},{:.4f}", r.layer.forward_ms, r.layer.backward_ms);
+        if (r.iteration) {
+            const auto& it = *r.iteration;
+            o << fmt::format(",{:.6f},{:.5f},{:.5f},{:.5f},{:.6f},{},{},", it.iteration_time_s, it.mfu, it.hfu,
+                             it.bubble_fraction, it.exposed_comm_s, it.peak_memory.value, it.oom ? "true" : "false");
+        } else {
+            o << ",,,,,,,,";
+        }
+        o << "\n";
+    }
+    return o.str();
+}
+
+}  // namespace strata

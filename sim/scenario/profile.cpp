@@ -1,0 +1,131 @@
+// Reads a device profile (docs/device-profile.md) strictly.
+#include "strata/errors.hpp"
+#include "strata/profile.hpp"
+#include "yaml_fields.hpp"
+
+#include <array>
+
+namespace strata {
+
+namespace {
+using yamlio::Fields;
+
+constexpr std::array<std::string_view, 28> kProfileKeys = {
+    "format", "name", "kind",
+    "provenance.gpu", "provenance.sm_count", "provenance.memory_bytes", "provenance.driver",
+    "provenance.cuda_runtime", "provenance.cublas", "provenance.nccl", "provenance.gpus_used",
+    "provenance.command", "provenance.date", "provenance.host",
+    "device.peak_flops", "device.hbm_bandwidth_bytes_per_s", "device.memory_capacity_bytes",
+    "device.sm_count", "device.kernel_launch_us",
+    "gemm.tile_m", "gemm.tile_n", "gemm.efficiency_ceiling", "gemm.k_half",
+    "elementwise.bandwidth_efficiency",
+    "intra_node.bus_bandwidth_bytes_per_s", "intra_node.step_latency_us",
+    "measured.copy_bandwidth_bytes_per_s", "measured"};
+
+const YAML::Node* measured_list(const YAML::Node& root, const char* name, YAML::Node& holder) {
+    if (!root["measured"] || !root["measured"].IsMap()) return nullptr;
+    holder = root["measured"][name];
+    if (!holder || holder.IsNull()) return nullptr;
+    return &holder;
+}
+
+void read_measured(const YAML::Node& root, const std::string& file, DeviceProfile& p) {
+    YAML::Node list;
+    auto each = [&](const char* name, auto&& fn, std::span<const std::string_view> keys) {
+        if (!measured_list(root, name, list)) return;
+        if (!list.IsSequence()) {
+            throw InputError(yamlio::where(file, list.Mark()) + ": measured." + name + ": expected a list");
+        }
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            Fields f("measured." + std::string(name) + "[" + std::to_string(i) + "]",
+                     yamlio::where(file, list[i].Mark()));
+            f.reset(list[i], file);
+            f.check_known(keys);
+            fn(f);
+        }
+    };
+    constexpr std::array<std::string_view, 7> gemm_keys = {"m", "n", "k", "batch", "dtype", "time_us", "tflops"};
+    each("gemm", [&](const Fields& f) {
+        MeasuredGemm g;
+        g.m = f.get_int("m", 1, 1LL << 40);
+        g.n = f.get_int("n", 1, 1LL << 40);
+        g.k = f.get_int("k", 1, 1LL << 40);
+        g.batch = f.get_int("batch", 1, 1LL << 40, 1);
+        g.time_us = f.get_double("time_us", 1e-6, 1e12);
+        p.measured_gemms.push_back(g);
+    }, gemm_keys);
+    constexpr std::array<std::string_view, 5> elem_keys = {"op", "elements", "bytes", "time_us", "gbps"};
+    constexpr std::array<std::string_view, 10> elem_ops = {
+        "layernorm_fwd", "layernorm_bwd", "gelu_fwd", "gelu_bwd", "bias_dropout_add_fwd",
+        "bias_dropout_add_bwd", "softmax_fwd", "softmax_bwd", "dropout_fwd", "dropout_bwd"};
+    each("elementwise", [&](const Fields& f) {
+        MeasuredElementwise e;
+        e.op = f.get_choice("op", elem_ops);
+        e.bytes = f.get_int("bytes", 1, 1LL << 50);
+        e.time_us = f.get_double("time_us", 1e-6, 1e12);
+        p.measured_elementwise.push_back(e);
+    }, elem_keys);
+    constexpr std::array<std::string_view, 6> coll_keys = {"op", "ranks", "bytes", "time_us", "algbw_gbps",
+                                                           "busbw_gbps"};
+    each("collectives", [&](const Fields& f) {
+        (void)f.get_int("ranks", 1, 1 << 20);
+    }, coll_keys);
+    constexpr std::array<std::string_view, 4> fit_keys = {"op", "ranks", "alpha_us", "beta_bytes_per_s"};
+    constexpr std::array<std::string_view, 4> coll_ops = {"all_reduce", "all_gather", "reduce_scatter",
+                                                          "send_recv"};
+    each("collective_fit", [&](const Fields& f) {
+        MeasuredCollectiveFit c;
+        c.op = f.get_choice("op", coll_ops);
+        c.ranks = static_cast<int>(f.get_int("ranks", 1, 1 << 20));
+        c.alpha_us = f.get_double("alpha_us", 0, 1e9);
+        c.beta_bytes_per_s = f.get_double("beta_bytes_per_s", 1, 1e18);
+        p.measured_collectives.push_back(c);
+    }, fit_keys);
+    constexpr std::array<std::string_view, 12> layer_keys = {
+        "heads", "hidden", "seq_len", "microbatch", "tensor", "sequence_parallel", "recompute",
+        "forward_ms", "backward_ms", "activation_bytes", "formula_bytes", "note"};
+    each("layers", [&](const Fields&) {}, layer_keys);
+}
+}  // namespace
+
+DeviceProfile load_device_profile(const std::filesystem::path& path) {
+    const std::string file = path.string();
+    YAML::Node root = yamlio::load_file(path);
+    Fields f("profile", yamlio::where(file, root.Mark()));
+    // The lists under `measured` stay opaque values here (measured.gemm, ...); read_measured() reads them.
+    f.reset(root, file);
+    std::vector<std::string_view> known(kProfileKeys.begin(), kProfileKeys.end());
+    constexpr std::array<std::string_view, 5> lists = {"measured.gemm", "measured.elementwise",
+                                                       "measured.collectives", "measured.collective_fit",
+                                                       "measured.layers"};
+    known.insert(known.end(), lists.begin(), lists.end());
+    f.check_known(known);
+
+    constexpr std::array<std::string_view, 1> formats = {"strata-device-profile/1"};
+    (void)f.get_choice("format", formats);
+    DeviceProfile p;
+    p.file = file;
+    p.name = f.get_string("name");
+    constexpr std::array<std::string_view, 2> kinds = {"analytical", "calibrated"};
+    p.kind = f.get_choice("kind", kinds);
+    if (p.kind == "calibrated") {
+        (void)f.get_string("provenance.gpu");
+        (void)f.get_string("provenance.date");
+    }
+    p.peak_flops = f.get_double("device.peak_flops", 1e9, 1e18);
+    p.hbm_bandwidth = f.get_double("device.hbm_bandwidth_bytes_per_s", 1e9, 1e15);
+    p.memory_capacity_bytes = f.get_int("device.memory_capacity_bytes", 1LL << 20, 1LL << 50);
+    p.sm_count = static_cast<int>(f.get_int("device.sm_count", 1, 100000));
+    p.kernel_launch_us = f.get_double("device.kernel_launch_us", 0, 1000);
+    p.gemm_tile_m = static_cast<int>(f.get_int("gemm.tile_m", 8, 4096, 256));
+    p.gemm_tile_n = static_cast<int>(f.get_int("gemm.tile_n", 8, 4096, 128));
+    p.gemm_efficiency_ceiling = f.get_double("gemm.efficiency_ceiling", 0.01, 1.0);
+    p.gemm_k_half = f.get_double("gemm.k_half", 0, 1e6);
+    p.elementwise_bandwidth_efficiency = f.get_double("elementwise.bandwidth_efficiency", 0.01, 1.0);
+    p.intra_node_bus_bandwidth = f.get_double("intra_node.bus_bandwidth_bytes_per_s", 1e6, 1e15);
+    p.intra_node_step_latency_us = f.get_double("intra_node.step_latency_us", 0, 1e6);
+    read_measured(root, file, p);
+    return p;
+}
+
+}  // namespace strata

@@ -1,0 +1,311 @@
+// Loads experiment files: model, execution and system parts (each a file or an inline mapping),
+// experiment-level overrides, and named cases. Validation is strict and every error is located.
+#include "strata/scenario.hpp"
+
+#include "strata/errors.hpp"
+#include "yaml_fields.hpp"
+
+#include <array>
+#include <optional>
+
+namespace strata {
+
+const char* to_string(Recompute r) {
+    switch (r) {
+        case Recompute::none: return "none";
+        case Recompute::selective: return "selective";
+        case Recompute::full: return "full";
+    }
+    return "?";
+}
+const char* to_string(Schedule s) {
+    switch (s) {
+        case Schedule::one_f_one_b: return "1f1b";
+        case Schedule::interleaved: return "interleaved";
+        case Schedule::gpipe: return "gpipe";
+    }
+    return "?";
+}
+const char* to_string(Precision p) { return p == Precision::bf16 ? "bf16" : "fp16"; }
+
+namespace {
+using yamlio::Fields;
+namespace fs = std::filesystem;
+
+constexpr std::array<std::string_view, 8> kModelKeys = {"name",   "heads", "hidden",     "layers",
+                                                        "seq_len", "vocab", "ffn_hidden", "tied_embeddings"};
+constexpr std::array<std::string_view, 12> kExecutionKeys = {
+    "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
+    "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision"};
+constexpr std::array<std::string_view, 22> kSystemKeys = {
+    "name",
+    "device_profile",
+    "gpus_per_node",
+    "memory_capacity_bytes",
+    "network.nvlink_bandwidth_bytes_per_s",
+    "network.nvlink_latency_us",
+    "network.rails",
+    "network.nic_bandwidth_bytes_per_s",
+    "network.nic_latency_us",
+    "network.nodes_per_leaf",
+    "network.spines_per_rail",
+    "network.oversubscription",
+    "network.tiers",
+    "network.switch_latency_us",
+    "network.collective_step_latency_intra_us",
+    "network.collective_step_latency_inter_us",
+    "network.hierarchical_collectives",
+    "network.p2p_latency_us",
+    "optimizer.bytes_per_param_step",
+    "optimizer.fixed_overhead_ms",
+    "description",
+    "sources"};
+constexpr std::array<std::string_view, 6> kExperimentKeys = {"name",   "description", "model",
+                                                             "execution", "system",  "cases"};
+constexpr std::array<std::string_view, 5> kCaseKeys = {"name", "description", "model", "execution", "system"};
+constexpr std::array<std::string_view, 1> kFileKey = {"file"};
+
+/// Applies one experiment- or case-level part entry: a path (string) replaces the part with that file;
+/// a mapping overrides keys, after first replacing the part if it has a `file:` key.
+void apply_part(Fields& fields, const YAML::Node& node, const std::string& file) {
+    auto load_into = [&](const YAML::Node& path_node) {
+        if (!path_node.IsScalar() || path_node.Scalar().empty()) {
+            throw InputError(yamlio::where(file, path_node.Mark()) + ": " + fields.part() +
+                             ": expected a file path or a mapping of keys");
+        }
+        fs::path p = fs::path(file).parent_path() / path_node.Scalar();
+        std::string pstr = p.lexically_normal().string();
+        try {
+            YAML::Node loaded = yamlio::load_file(p);
+            fields.reset(loaded, pstr);
+        } catch (const InputError& e) {
+            throw InputError(std::string(e.what()) + " (referenced as " + fields.part() + " at " +
+                             yamlio::where(file, path_node.Mark()) + ")");
+        }
+    };
+    if (node.IsScalar()) {
+        load_into(node);
+    } else if (node.IsMap()) {
+        if (node["file"]) load_into(node["file"]);
+        fields.merge(node, file, kFileKey);
+    } else {
+        throw InputError(yamlio::where(file, node.Mark()) + ": " + fields.part() +
+                         ": expected a file path or a mapping of keys");
+    }
+}
+
+ModelSpec read_model(const Fields& f) {
+    f.check_known(kModelKeys);
+    ModelSpec m;
+    m.name = f.get_string("name", std::string("model"));
+    m.heads = static_cast<int>(f.get_int("heads", 1, 1 << 16));
+    m.hidden = static_cast<int>(f.get_int("hidden", 1, 1 << 24));
+    m.layers = static_cast<int>(f.get_int("layers", 1, 1 << 16));
+    m.seq_len = static_cast<int>(f.get_int("seq_len", 1, 1 << 24));
+    m.vocab = static_cast<int>(f.get_int("vocab", 1, 1 << 26));
+    m.ffn_hidden = static_cast<int>(f.get_int("ffn_hidden", 1, 1 << 26, 4LL * m.hidden));
+    m.tied_embeddings = f.get_bool("tied_embeddings", true);
+    return m;
+}
+
+ExecutionSpec read_execution(const Fields& f) {
+    f.check_known(kExecutionKeys);
+    ExecutionSpec e;
+    e.tensor = static_cast<int>(f.get_int("tensor", 1, 1 << 16));
+    e.pipeline = static_cast<int>(f.get_int("pipeline", 1, 1 << 16));
+    e.data = static_cast<int>(f.get_int("data", 1, 1 << 20, 1));
+    e.interleave = static_cast<int>(f.get_int("interleave", 1, 1 << 10, 1));
+    e.sequence_parallel = f.get_bool("sequence_parallel", false);
+    constexpr std::array<std::string_view, 3> rc = {"none", "selective", "full"};
+    std::string r = f.get_choice("recompute", rc);
+    e.recompute = r == "none" ? Recompute::none : r == "selective" ? Recompute::selective : Recompute::full;
+    e.microbatch = static_cast<int>(f.get_int("microbatch", 1, 1 << 20));
+    e.global_batch = static_cast<int>(f.get_int("global_batch", 1, 1 << 30));
+    constexpr std::array<std::string_view, 3> sc = {"1f1b", "interleaved", "gpipe"};
+    std::string s = f.get_choice("schedule", sc, e.interleave > 1 ? "interleaved" : "1f1b");
+    e.schedule = s == "1f1b" ? Schedule::one_f_one_b : s == "interleaved" ? Schedule::interleaved : Schedule::gpipe;
+    e.distributed_optimizer = f.get_bool("distributed_optimizer", false);
+    e.overlap_grad_reduce = f.get_bool("overlap_grad_reduce", false);
+    constexpr std::array<std::string_view, 2> pc = {"bf16", "fp16"};
+    e.precision = f.get_choice("precision", pc, "bf16") == "bf16" ? Precision::bf16 : Precision::fp16;
+    return e;
+}
+
+Time us_field(const Fields& f, const std::string& key, double max_us) {
+    return Time::from_us(f.get_double(key, 0, max_us));
+}
+
+SystemSpec read_system(const Fields& f) {
+    f.check_known(kSystemKeys);
+    SystemSpec s;
+    s.name = f.get_string("name");
+    std::string profile_rel = f.get_string("device_profile");
+    fs::path profile_path = fs::path(f.file_of("device_profile")).parent_path() / profile_rel;
+    try {
+        s.device = load_device_profile(profile_path.lexically_normal());
+    } catch (const InputError& e) {
+        throw InputError(std::string(e.what()) + " (device profile named at " + f.loc("device_profile") + ")");
+    }
+    s.gpus_per_node = static_cast<int>(f.get_int("gpus_per_node", 1, 1024));
+    s.memory_capacity = Bytes(f.get_int("memory_capacity_bytes", 1LL << 20, 1LL << 50,
+                                        s.device.memory_capacity_bytes));
+    NetworkSpec& n = s.network;
+    n.nvlink_bandwidth = {f.get_double("network.nvlink_bandwidth_bytes_per_s", 1e6, 1e15,
+                                       s.device.intra_node_bus_bandwidth)};
+    n.nvlink_latency = us_field(f, "network.nvlink_latency_us", 1e6);
+    n.rails = static_cast<int>(f.get_int("network.rails", 1, 1024));
+    n.nic_bandwidth = {f.get_double("network.nic_bandwidth_bytes_per_s", 1e6, 1e15)};
+    n.nic_latency = us_field(f, "network.nic_latency_us", 1e6);
+    n.nodes_per_leaf = static_cast<int>(f.get_int("network.nodes_per_leaf", 1, 1 << 16));
+    n.spines_per_rail = static_cast<int>(f.get_int("network.spines_per_rail", 0, 1 << 16, 0));
+    n.oversubscription = f.get_double("network.oversubscription", 1.0, 64.0, 1.0);
+    n.tiers = static_cast<int>(f.get_int("network.tiers", 2, 3, 2));
+    n.switch_latency = us_field(f, "network.switch_latency_us", 1e6);
+    n.collective_step_latency_intra =
+        Time::from_us(f.get_double("network.collective_step_latency_intra_us", 0, 1e6,
+                                   s.device.intra_node_step_latency_us));
+    n.collective_step_latency_inter = us_field(f, "network.collective_step_latency_inter_us", 1e6);
+    n.hierarchical_collectives = f.get_bool("network.hierarchical_collectives", true);
+    n.p2p_latency = us_field(f, "network.p2p_latency_us", 1e6);
+    s.optimizer.bytes_per_param_step = f.get_double("optimizer.bytes_per_param_step", 0, 1e4);
+    s.optimizer.fixed_overhead = Time::from_ms(f.get_double("optimizer.fixed_overhead_ms", 0, 1e6, 0));
+    return s;
+}
+
+/// Cross-part consistency. Returns (part, key, message) of the first problem.
+struct Problem {
+    const char* part;
+    std::string key;
+    std::string message;
+};
+
+std::optional<Problem> consistency_problem(const Scenario& sc) {
+    const ModelSpec& m = sc.model;
+    const ExecutionSpec& e = sc.execution;
+    auto s = [](long long v) { return std::to_string(v); };
+    if (m.hidden % m.heads != 0)
+        return Problem{"model", "hidden", "hidden (" + s(m.hidden) + ") must be divisible by heads (" + s(m.heads) + ")"};
+    if (m.heads % e.tensor != 0)
+        return Problem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.heads (" + s(m.heads) + ")"};
+    if (m.hidden % e.tensor != 0)
+        return Problem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.hidden (" + s(m.hidden) + ")"};
+    if (m.ffn_hidden % e.tensor != 0)
+        return Problem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.ffn_hidden (" + s(m.ffn_hidden) + ")"};
+    if (m.vocab % e.tensor != 0)
+        return Problem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.vocab (" + s(m.vocab) +
+                                                  "); pad the vocabulary to a multiple of tensor"};
+    if (m.layers % (e.pipeline * e.interleave) != 0)
+        return Problem{"execution", "pipeline", "model.layers (" + s(m.layers) + ") must be divisible by pipeline x interleave (" +
+                                                    s(e.pipeline) + " x " + s(e.interleave) + ")"};
+    if (e.global_batch % (e.microbatch * e.data) != 0)
+        return Problem{"execution", "global_batch", "global_batch (" + s(e.global_batch) + ") must be divisible by microbatch x data (" +
+                                                        s(e.microbatch) + " x " + s(e.data) + ")"};
+    if (e.sequence_parallel && m.seq_len % e.tensor != 0)
+        return Problem{"execution", "sequence_parallel", "sequence parallelism needs model.seq_len (" + s(m.seq_len) +
+                                                             ") divisible by tensor (" + s(e.tensor) + ")"};
+    if (e.schedule == Schedule::interleaved) {
+        if (e.interleave < 2)
+            return Problem{"execution", "interleave", "the interleaved schedule needs interleave >= 2 (got " + s(e.interleave) + ")"};
+        if (e.pipeline < 2)
+            return Problem{"execution", "pipeline", "the interleaved schedule needs pipeline >= 2 (got " + s(e.pipeline) + ")"};
+        if (e.microbatches() % e.pipeline != 0)
+            return Problem{"execution", "global_batch",
+                           "the interleaved schedule needs the number of microbatches per pipeline (global_batch / (microbatch x data) = " +
+                               s(e.microbatches()) + ") to be a multiple of pipeline (" + s(e.pipeline) + ")"};
+    } else if (e.interleave != 1) {
+        return Problem{"execution", "interleave", "interleave = " + s(e.interleave) + " needs schedule: interleaved (got " +
+                                                      to_string(e.schedule) + ")"};
+    }
+    const int g = sc.system.gpus_per_node;
+    if (e.tensor > g ? e.tensor % g != 0 : g % e.tensor != 0)
+        return Problem{"execution", "tensor", "tensor (" + s(e.tensor) + ") and system.gpus_per_node (" + s(g) +
+                                                  ") must divide one another so tensor groups do not straddle nodes unevenly"};
+    return std::nullopt;
+}
+
+Scenario build_case(const std::string& name, const std::string& source, const Fields& model, const Fields& exec,
+                    const Fields& sys) {
+    Scenario sc;
+    sc.name = name;
+    sc.source = source;
+    sc.model = read_model(model);
+    sc.execution = read_execution(exec);
+    sc.system = read_system(sys);
+    if (auto p = consistency_problem(sc)) {
+        const Fields& f = std::string(p->part) == "model" ? model : exec;
+        throw InputError(f.loc(p->key) + ": " + p->part + "." + p->key + ": " + p->message + " (case '" + name +
+                         "' at " + source + ")");
+    }
+    return sc;
+}
+
+}  // namespace
+
+void validate(const Scenario& scenario) {
+    if (auto p = consistency_problem(scenario)) {
+        throw InputError(scenario.source + ": " + p->part + "." + p->key + ": " + p->message);
+    }
+}
+
+Experiment load_experiment(const fs::path& path) {
+    const std::string file = path.string();
+    YAML::Node root = yamlio::load_file(path);
+    for (auto it = root.begin(); it != root.end(); ++it) {
+        std::string key = it->first.Scalar();
+        if (std::find(kExperimentKeys.begin(), kExperimentKeys.end(), key) == kExperimentKeys.end()) {
+            std::string msg = yamlio::where(file, it->first.Mark()) + ": unknown key '" + key + "' in experiment.";
+            if (auto hint = yamlio::did_you_mean(key, kExperimentKeys)) msg += " Did you mean '" + *hint + "'?";
+            throw InputError(msg + " Valid keys: " + yamlio::join(kExperimentKeys) + ".");
+        }
+    }
+    Experiment ex;
+    ex.file = path;
+    ex.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : path.stem().string();
+
+    const std::string origin = yamlio::where(file, root.Mark());
+    Fields model("model", origin), exec("execution", origin), sys("system", origin);
+    for (auto [fields, key] : {std::pair{&model, "model"}, {&exec, "execution"}, {&sys, "system"}}) {
+        if (root[key]) apply_part(*fields, root[key], file);
+    }
+
+    YAML::Node cases = root["cases"];
+    if (!cases) {
+        ex.cases.push_back(build_case(ex.name, origin, model, exec, sys));
+        return ex;
+    }
+    if (!cases.IsSequence() || cases.size() == 0) {
+        throw InputError(yamlio::where(file, cases.Mark()) + ": cases: expected a non-empty list of cases");
+    }
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const YAML::Node& c = cases[i];
+        const std::string at = yamlio::where(file, c.Mark());
+        if (!c.IsMap()) throw InputError(at + ": cases[" + std::to_string(i) + "]: expected a mapping");
+        for (auto it = c.begin(); it != c.end(); ++it) {
+            std::string key = it->first.Scalar();
+            if (std::find(kCaseKeys.begin(), kCaseKeys.end(), key) == kCaseKeys.end()) {
+                std::string msg = yamlio::where(file, it->first.Mark()) + ": unknown key '" + key + "' in cases[" +
+                                  std::to_string(i) + "].";
+                if (auto hint = yamlio::did_you_mean(key, kCaseKeys)) msg += " Did you mean '" + *hint + "'?";
+                throw InputError(msg + " Valid keys: " + yamlio::join(kCaseKeys) + ".");
+            }
+        }
+        if (!c["name"] || !c["name"].IsScalar() || c["name"].Scalar().empty()) {
+            throw InputError(at + ": cases[" + std::to_string(i) + "]: missing required key 'name' (a string)");
+        }
+        std::string name = c["name"].Scalar();
+        for (const Scenario& prev : ex.cases) {
+            if (prev.name == name) {
+                throw InputError(yamlio::where(file, c["name"].Mark()) + ": cases[" + std::to_string(i) +
+                                 "].name: duplicate case name '" + name + "' (first at " + prev.source + ")");
+            }
+        }
+        Fields m = model, e = exec, s = sys;
+        for (auto [fields, key] : {std::pair{&m, "model"}, {&e, "execution"}, {&s, "system"}}) {
+            if (c[key]) apply_part(*fields, c[key], file);
+        }
+        ex.cases.push_back(build_case(name, at, m, e, s));
+    }
+    return ex;
+}
+
+}  // namespace strata

@@ -1,0 +1,241 @@
+// Strict YAML reading with source locations (see yaml_fields.hpp).
+#include "yaml_fields.hpp"
+
+#include "strata/errors.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+namespace strata::yamlio {
+
+std::string where(const std::string& file, const YAML::Mark& mark) {
+    if (mark.line < 0) return file;
+    return file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+YAML::Node load_file(const std::filesystem::path& file) {
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) {
+        throw InputError(file.string() + ": file not found");
+    }
+    if (std::filesystem::is_directory(file, ec)) {
+        throw InputError(file.string() + ": is a directory, expected a YAML file");
+    }
+    std::ifstream in(file);
+    if (!in) throw InputError(file.string() + ": cannot be read (permission denied?)");
+    try {
+        YAML::Node node = YAML::Load(in);
+        if (!node.IsDefined() || node.IsNull()) {
+            throw InputError(file.string() + ":1:1: the file is empty, expected a YAML mapping");
+        }
+        if (!node.IsMap()) {
+            throw InputError(where(file.string(), node.Mark()) + ": expected a YAML mapping (key: value lines)");
+        }
+        return node;
+    } catch (const YAML::Exception& e) {
+        throw InputError(where(file.string(), e.mark) + ": YAML syntax error: " + e.msg);
+    }
+}
+
+namespace {
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+        }
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+}  // namespace
+
+std::optional<std::string> did_you_mean(std::string_view word, std::span<const std::string_view> candidates) {
+    std::optional<std::string> best;
+    std::size_t best_d = std::numeric_limits<std::size_t>::max();
+    for (auto c : candidates) {
+        std::size_t d = edit_distance(word, c);
+        if (d < best_d) {
+            best_d = d;
+            best = std::string(c);
+        }
+    }
+    if (best && best_d <= std::max<std::size_t>(2, word.size() / 3)) return best;
+    return std::nullopt;
+}
+
+std::string join(std::span<const std::string_view> words) {
+    std::string out;
+    for (auto w : words) {
+        if (!out.empty()) out += ", ";
+        out += w;
+    }
+    return out;
+}
+
+Fields::Fields(std::string part, std::string origin) : part_(std::move(part)), origin_(std::move(origin)) {}
+
+void Fields::reset(const YAML::Node& node, const std::string& file) {
+    entries_.clear();
+    origin_ = where(file, node.Mark());
+    merge(node, file);
+}
+
+void Fields::merge(const YAML::Node& node, const std::string& file, std::span<const std::string_view> skip) {
+    if (!node.IsMap()) {
+        throw InputError(where(file, node.Mark()) + ": " + part_ + ": expected a mapping of keys");
+    }
+    flatten(node, "", file, skip);
+}
+
+void Fields::flatten(const YAML::Node& node, const std::string& prefix, const std::string& file,
+                     std::span<const std::string_view> skip) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+        if (!it->first.IsScalar()) {
+            throw InputError(where(file, it->first.Mark()) + ": " + part_ + ": keys must be plain names");
+        }
+        std::string key = prefix + it->first.Scalar();
+        if (prefix.empty() && std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
+        if (it->second.IsMap()) {
+            flatten(it->second, key + ".", file, {});
+        } else {
+            entries_[key] = Entry{it->first, it->second, file};
+        }
+    }
+}
+
+void Fields::check_known(std::span<const std::string_view> known) const {
+    for (const auto& [key, e] : entries_) {
+        if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+        std::string msg = where(e.file, e.key.Mark()) + ": unknown key '" + key + "' in " + part_ + ".";
+        if (auto hint = did_you_mean(key, known)) msg += " Did you mean '" + *hint + "'?";
+        msg += " Valid keys: " + join(known) + ".";
+        throw InputError(msg);
+    }
+}
+
+const Fields::Entry* Fields::find(const std::string& key) const {
+    auto it = entries_.find(key);
+    return it == entries_.end() ? nullptr : &it->second;
+}
+
+std::string Fields::loc(const std::string& key) const {
+    if (const Entry* e = find(key)) return where(e->file, e->key.Mark());
+    return origin_;
+}
+
+std::string Fields::file_of(const std::string& key) const {
+    if (const Entry* e = find(key)) return e->file;
+    auto colon = origin_.find(':');
+    return colon == std::string::npos ? origin_ : origin_.substr(0, colon);
+}
+
+void Fields::fail(const std::string& key, const std::string& message) const {
+    throw InputError(loc(key) + ": " + part_ + "." + key + ": " + message);
+}
+
+const Fields::Entry& Fields::require(const std::string& key, const char* expected) const {
+    const Entry* e = find(key);
+    if (!e) {
+        throw InputError(origin_ + ": " + part_ + ": missing required key '" + key + "' (expected " + expected +
+                         ")");
+    }
+    return *e;
+}
+
+void Fields::fail_type(const Entry& e, const std::string& key, const std::string& expected) const {
+    std::string got = e.value.IsScalar() ? "'" + e.value.Scalar() + "'"
+                      : e.value.IsSequence() ? "a list"
+                      : e.value.IsNull()     ? "nothing"
+                                             : "a mapping";
+    throw InputError(where(e.file, e.value.Mark()) + ": " + part_ + "." + key + ": expected " + expected +
+                     ", got " + got);
+}
+
+long long Fields::get_int(const std::string& key, long long min, long long max,
+                          std::optional<long long> fallback) const {
+    std::string expected = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    if (!has(key) && fallback) return *fallback;
+    const Entry& e = require(key, expected.c_str());
+    long long v = 0;
+    bool ok = e.value.IsScalar();
+    if (ok) {
+        const std::string& s = e.value.Scalar();
+        try {
+            std::size_t pos = 0;
+            v = std::stoll(s, &pos, 10);
+            if (pos != s.size()) {
+                // Accept integral values written in scientific notation (e.g. 2.24e3).
+                double d = std::stod(s, &pos);
+                ok = pos == s.size() && std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9e18;
+                v = static_cast<long long>(d);
+            }
+        } catch (const std::exception&) {
+            ok = false;
+        }
+    }
+    if (!ok) fail_type(e, key, expected);
+    if (v < min || v > max) fail_type(e, key, expected);
+    return v;
+}
+
+double Fields::get_double(const std::string& key, double min, double max, std::optional<double> fallback) const {
+    std::string expected = "a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    if (!has(key) && fallback) return *fallback;
+    const Entry& e = require(key, expected.c_str());
+    double v = 0;
+    bool ok = e.value.IsScalar();
+    if (ok) {
+        const std::string& s = e.value.Scalar();
+        try {
+            std::size_t pos = 0;
+            v = std::stod(s, &pos);
+            ok = pos == s.size() && std::isfinite(v);
+        } catch (const std::exception&) {
+            ok = false;
+        }
+    }
+    if (!ok || v < min || v > max) fail_type(e, key, expected);
+    return v;
+}
+
+bool Fields::get_bool(const std::string& key, std::optional<bool> fallback) const {
+    if (!has(key) && fallback) return *fallback;
+    const Entry& e = require(key, "true or false");
+    if (e.value.IsScalar()) {
+        const std::string& s = e.value.Scalar();
+        if (s == "true" || s == "True" || s == "yes" || s == "on") return true;
+        if (s == "false" || s == "False" || s == "no" || s == "off") return false;
+    }
+    fail_type(e, key, "true or false");
+}
+
+std::string Fields::get_string(const std::string& key, std::optional<std::string> fallback) const {
+    if (!has(key) && fallback) return *fallback;
+    const Entry& e = require(key, "a string");
+    if (!e.value.IsScalar() || e.value.Scalar().empty()) fail_type(e, key, "a non-empty string");
+    return e.value.Scalar();
+}
+
+std::string Fields::get_choice(const std::string& key, std::span<const std::string_view> choices,
+                               std::optional<std::string> fallback) const {
+    std::string expected = "one of: " + join(choices);
+    if (!has(key) && fallback) return *fallback;
+    const Entry& e = require(key, expected.c_str());
+    if (e.value.IsScalar()) {
+        const std::string& s = e.value.Scalar();
+        if (std::find(choices.begin(), choices.end(), s) != choices.end()) return s;
+        std::string msg = where(e.file, e.value.Mark()) + ": " + part_ + "." + key + ": '" + s +
+                          "' is not valid; expected " + expected;
+        if (auto hint = did_you_mean(s, choices)) msg += " (did you mean '" + *hint + "'?)";
+        throw InputError(msg);
+    }
+    fail_type(e, key, expected);
+}
+
+}  // namespace strata::yamlio

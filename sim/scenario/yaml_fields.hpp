@@ -1,0 +1,81 @@
+// Strict YAML reading with source locations: every value remembers the file and line it came from,
+// so that any problem is reported as `file:line:col: message` naming the key and what was expected.
+// Private to sim/: yaml-cpp types never appear in include/strata/.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::yamlio {
+
+/// `file:line:col` (1-based) for a node.
+std::string where(const std::string& file, const YAML::Mark& mark);
+
+/// Loads a YAML file; a missing, unreadable or malformed file throws InputError with its location.
+YAML::Node load_file(const std::filesystem::path& file);
+
+/// Closest candidate by edit distance, if it is close enough to be a plausible typo.
+std::optional<std::string> did_you_mean(std::string_view word, std::span<const std::string_view> candidates);
+
+/// "a, b, c"
+std::string join(std::span<const std::string_view> words);
+
+/// A flattened mapping (nested mappings become dotted keys) whose entries remember their file.
+/// Later merges override earlier ones key by key.
+class Fields {
+public:
+    struct Entry {
+        YAML::Node key;
+        YAML::Node value;
+        std::string file;
+    };
+
+    Fields(std::string part, std::string origin);
+
+    /// Replaces everything with the mapping `node` read from `file`.
+    void reset(const YAML::Node& node, const std::string& file);
+    /// Overrides key by key with the mapping `node` read from `file`. Keys in `skip` are ignored.
+    void merge(const YAML::Node& node, const std::string& file, std::span<const std::string_view> skip = {});
+
+    /// Every key must be one of `known`; otherwise InputError with a "did you mean" hint.
+    void check_known(std::span<const std::string_view> known) const;
+
+    [[nodiscard]] bool has(const std::string& key) const { return entries_.count(key) != 0; }
+    [[nodiscard]] const Entry* find(const std::string& key) const;
+    /// Location of the key if present, else of the part itself.
+    [[nodiscard]] std::string loc(const std::string& key) const;
+    [[nodiscard]] const std::string& part() const { return part_; }
+    /// The file the key's value came from (or the part's origin).
+    [[nodiscard]] std::string file_of(const std::string& key) const;
+
+    long long get_int(const std::string& key, long long min, long long max,
+                      std::optional<long long> fallback = std::nullopt) const;
+    double get_double(const std::string& key, double min, double max,
+                      std::optional<double> fallback = std::nullopt) const;
+    bool get_bool(const std::string& key, std::optional<bool> fallback = std::nullopt) const;
+    std::string get_string(const std::string& key, std::optional<std::string> fallback = std::nullopt) const;
+    std::string get_choice(const std::string& key, std::span<const std::string_view> choices,
+                           std::optional<std::string> fallback = std::nullopt) const;
+
+    /// Throws InputError located at `key` (or the part when absent).
+    [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+
+private:
+    void flatten(const YAML::Node& node, const std::string& prefix, const std::string& file,
+                 std::span<const std::string_view> skip);
+    const Entry& require(const std::string& key, const char* expected) const;
+    [[noreturn]] void fail_type(const Entry& e, const std::string& key, const std::string& expected) const;
+
+    std::string part_;
+    std::string origin_;
+    std::map<std::string, Entry> entries_;
+};
+
+}  // namespace strata::yamlio

@@ -1,0 +1,625 @@
+// Unit tests of the discrete-event engine (strata::engine::Simulator): in-order streams, dependencies,
+// max-min fair flows, memory pools, stall reports and determinism. Expected values are computed by hand
+// (times in integer picoseconds: 1 s = 1e12 ps).
+#include "strata/engine.hpp"
+#include "strata/errors.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+using namespace strata;
+using namespace strata::engine;
+
+namespace {
+
+constexpr std::int64_t kSecond = 1'000'000'000'000;  // ps
+
+Time us(double v) { return Time::from_us(v); }
+Time ps(std::int64_t v) { return Time::from_ps(v); }
+BytesPerSecond bw(double v) { return BytesPerSecond{v}; }
+
+/// A tiny deterministic generator for the randomised tests.
+struct Lcg {
+    std::uint64_t state;
+    std::uint32_t next() {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return static_cast<std::uint32_t>(state >> 33);
+    }
+    std::uint32_t below(std::uint32_t n) { return next() % n; }
+};
+
+}  // namespace
+
+TEST_CASE("dependent compute tasks on different streams run back to back", "[engine]") {
+    Simulator sim;
+    const StreamId s0 = sim.add_stream("s0");
+    const StreamId s1 = sim.add_stream("s1");
+    const StreamId s2 = sim.add_stream("s2");
+    const TaskId a = sim.add_compute(s0, us(10), 1);
+    const TaskId b = sim.add_compute(s1, us(20), 2);
+    const TaskId c = sim.add_compute(s2, us(30), 3);
+    sim.add_dependency(a, b);
+    sim.add_dependency(b, c);
+    const RunStats st = sim.run();
+
+    CHECK(sim.start_time(a) == us(0));
+    CHECK(sim.start_time(b) == us(10));
+    CHECK(sim.start_time(c) == us(30));
+    CHECK(sim.end_time(c) == us(60));
+    CHECK(st.end_time == us(60));
+    CHECK(st.tasks == 3);
+    CHECK(st.events == 3);
+    CHECK(st.flows == 0);
+    CHECK(sim.stream_busy(s1) == us(20));
+    CHECK(sim.label_of(c) == 3);
+    CHECK(sim.stream_of(b) == s1);
+    CHECK_FALSE(sim.is_transfer(a));
+    CHECK(sim.task_count() == 3);
+    CHECK(sim.stream_count() == 3);
+    CHECK(sim.stream_name(s2) == "s2");
+}
+
+TEST_CASE("a stream runs its tasks in the order they were added", "[engine]") {
+    Simulator sim;
+    const StreamId s = sim.add_stream("s");
+    const TaskId first = sim.add_compute(s, us(100), 0);
+    const TaskId second = sim.add_compute(s, us(5), 0);  // ready at 0, but queued behind `first`
+    sim.run();
+    CHECK(sim.start_time(first) == us(0));
+    CHECK(sim.start_time(second) == us(100));
+    CHECK(sim.end_time(second) == us(105));
+    CHECK(sim.stream_busy(s) == us(105));
+}
+
+TEST_CASE("a head task waiting for a dependency blocks the rest of its stream", "[engine]") {
+    Simulator sim;
+    const StreamId s1 = sim.add_stream("s1");
+    const StreamId s2 = sim.add_stream("s2");
+    const TaskId a = sim.add_compute(s1, us(50), 0);
+    const TaskId b = sim.add_compute(s2, us(10), 0);
+    const TaskId c = sim.add_compute(s2, us(1), 0);  // no dependency, but behind b
+    sim.add_dependency(a, b);
+    sim.run();
+    CHECK(sim.start_time(b) == us(50));
+    CHECK(sim.start_time(c) == us(60));
+    CHECK(sim.end_time(c) == us(61));
+    CHECK(sim.stream_busy(s2) == us(11));
+}
+
+TEST_CASE("start time is the later of stream free time and last dependency end", "[engine]") {
+    Simulator sim;
+    const StreamId x = sim.add_stream("x");
+    const StreamId y = sim.add_stream("y");
+    const StreamId z = sim.add_stream("z");
+    const TaskId x1 = sim.add_compute(x, us(30), 0);
+    const TaskId z1 = sim.add_compute(z, us(45), 0);
+    const TaskId y1 = sim.add_compute(y, us(10), 0);
+    const TaskId y2 = sim.add_compute(y, us(5), 0);   // deps end at 30 and 45; stream free at 10
+    const TaskId y3 = sim.add_compute(y, us(7), 0);   // dep ends at 30; stream free at 50
+    sim.add_dependency(x1, y2);
+    sim.add_dependency(z1, y2);
+    sim.add_dependency(x1, y3);
+    sim.run();
+    CHECK(sim.end_time(y1) == us(10));
+    CHECK(sim.start_time(y2) == us(45));
+    CHECK(sim.start_time(y3) == us(50));
+    CHECK(sim.end_time(y3) == us(57));
+}
+
+TEST_CASE("zero-duration tasks take no time and duplicate dependencies are harmless", "[engine]") {
+    Simulator sim;
+    const StreamId s = sim.add_stream("s");
+    const StreamId t = sim.add_stream("t");
+    const TaskId a = sim.add_compute(s, Time::zero(), 0);
+    const TaskId b = sim.add_compute(t, Time::zero(), 0);
+    const TaskId c = sim.add_compute(t, ps(7), 0);
+    sim.add_dependency(a, b);
+    sim.add_dependency(a, b);
+    sim.add_dependency(b, c);
+    const RunStats st = sim.run();
+    CHECK(sim.end_time(b) == ps(0));
+    CHECK(sim.start_time(c) == ps(0));
+    CHECK(st.end_time == ps(7));
+}
+
+TEST_CASE("one flow on one link takes latency plus bytes over bandwidth", "[engine][flow]") {
+    Simulator sim;
+    const StreamId s = sim.add_stream("comm");
+    const LinkId l = sim.add_link("l", bw(1e9));
+    const TaskId t = sim.add_transfer(s, {{l, 1}}, Bytes(1'000'000'000), us(5), 0);
+    const RunStats st = sim.run();
+    CHECK(sim.is_transfer(t));
+    CHECK(sim.start_time(t) == ps(0));
+    CHECK(sim.end_time(t) == ps(kSecond + 5'000'000));
+    CHECK(sim.stream_busy(s) == ps(kSecond + 5'000'000));
+    CHECK(st.flows == 1);
+    CHECK(st.tasks == 1);
+    CHECK(st.rate_updates == 2);  // start and end
+}
+
+TEST_CASE("two equal flows sharing a link both take twice as long", "[engine][flow]") {
+    Simulator sim;
+    const LinkId l = sim.add_link("l", bw(1e9));
+    const TaskId a = sim.add_transfer(sim.add_stream("a"), {{l, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    const TaskId b = sim.add_transfer(sim.add_stream("b"), {{l, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    sim.run();
+    CHECK(sim.end_time(a) == ps(2 * kSecond));
+    CHECK(sim.end_time(b) == ps(2 * kSecond));
+}
+
+TEST_CASE("a flow that joins halfway slows the first, then speeds up when it leaves", "[engine][flow]") {
+    Simulator sim;
+    const LinkId l = sim.add_link("l", bw(1e9));
+    const StreamId sa = sim.add_stream("a");
+    const StreamId sb = sim.add_stream("b");
+    const TaskId a = sim.add_transfer(sa, {{l, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    const TaskId wait = sim.add_compute(sb, Time::from_seconds(0.5), 0);
+    const TaskId b = sim.add_transfer(sb, {{l, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    sim.run();
+    // 0 .. 0.5 s: a alone at 1 GB/s (0.5 GB). 0.5 .. 1.5 s: both at 0.5 GB/s; a finishes.
+    // 1.5 .. 2.0 s: b alone moves its last 0.5 GB at 1 GB/s.
+    CHECK(sim.end_time(wait) == ps(kSecond / 2));
+    CHECK(sim.start_time(b) == ps(kSecond / 2));
+    CHECK(sim.end_time(a) == ps(3 * kSecond / 2));
+    CHECK(sim.end_time(b) == ps(2 * kSecond));
+}
+
+TEST_CASE("a transfer's latency delays its flow and its share of the link", "[engine][flow]") {
+    Simulator sim;
+    const LinkId l = sim.add_link("l", bw(2e9));
+    const TaskId a = sim.add_transfer(sim.add_stream("a"), {{l, 1}}, Bytes(2'000'000'000), Time::zero(), 0);
+    const TaskId b =
+        sim.add_transfer(sim.add_stream("b"), {{l, 1}}, Bytes(1'000'000'000), Time::from_seconds(0.25), 0);
+    sim.run();
+    // a alone for 0.25 s (0.5 GB), then both at 1 GB/s: b needs 1 s (ends 1.25 s) while a moves 1 GB;
+    // a's last 0.5 GB at 2 GB/s takes 0.25 s.
+    CHECK(sim.end_time(b) == ps(5 * kSecond / 4));
+    CHECK(sim.end_time(a) == ps(3 * kSecond / 2));
+}
+
+TEST_CASE("max-min fairness across three links", "[engine][flow]") {
+    Simulator sim;
+    const LinkId l1 = sim.add_link("l1", bw(3e9));
+    const LinkId l2 = sim.add_link("l2", bw(2e9));
+    const LinkId l3 = sim.add_link("l3", bw(100e9));
+    // A: l1 + l2, B: l2 + l3, C: l1. l2 is the bottleneck (2 GB/s over 2 flows): A = B = 1 GB/s.
+    // C takes what A leaves on l1: 2 GB/s. After A and B finish at 1 s, C has 4 - 2 = 2 GB left at 3 GB/s.
+    const TaskId a = sim.add_transfer(sim.add_stream("a"), {{l1, 1}, {l2, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    const TaskId b = sim.add_transfer(sim.add_stream("b"), {{l2, 1}, {l3, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    const TaskId c = sim.add_transfer(sim.add_stream("c"), {{l1, 1}}, Bytes(4'000'000'000), Time::zero(), 0);
+    const RunStats st = sim.run();
+    CHECK(sim.end_time(a) == ps(kSecond));
+    CHECK(sim.end_time(b) == ps(kSecond));
+    // 2e9 bytes / 3e9 B/s = 666666666666.67 ps, rounded up.
+    CHECK(sim.end_time(c) == ps(kSecond + 666'666'666'667));
+    CHECK(st.flows == 3);
+}
+
+TEST_CASE("flows on disjoint links do not slow each other", "[engine][flow]") {
+    Simulator sim;
+    const LinkId l1 = sim.add_link("l1", bw(1e9));
+    const LinkId l2 = sim.add_link("l2", bw(4e9));
+    const TaskId a = sim.add_transfer(sim.add_stream("a"), {{l1, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    const TaskId b = sim.add_transfer(sim.add_stream("b"), {{l2, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    sim.run();
+    CHECK(sim.end_time(a) == ps(kSecond));
+    CHECK(sim.end_time(b) == ps(kSecond / 4));
+}
+
+TEST_CASE("multiplicity k makes a flow use k times its rate on a link", "[engine][flow]") {
+    SECTION("multiplicity 2 halves the rate") {
+        Simulator sim;
+        const LinkId l = sim.add_link("l", bw(1e9));
+        const TaskId t = sim.add_transfer(sim.add_stream("s"), {{l, 2}}, Bytes(1'000'000'000), Time::zero(), 0);
+        sim.run();
+        CHECK(sim.end_time(t) == ps(2 * kSecond));
+    }
+    SECTION("a link listed twice counts twice") {
+        Simulator sim;
+        const LinkId l = sim.add_link("l", bw(1e9));
+        const LinkId m = sim.add_link("m", bw(1e12));
+        const TaskId t =
+            sim.add_transfer(sim.add_stream("s"), {{l, 1}, {m, 1}, {l, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+        sim.run();
+        CHECK(sim.end_time(t) == ps(2 * kSecond));
+    }
+    SECTION("weighted sharing: multiplicities 2 and 1 on a 3 GB/s link") {
+        Simulator sim;
+        const LinkId l = sim.add_link("l", bw(3e9));
+        // Both rise to 1 GB/s (2 + 1 = 3 GB/s). a (1 GB) ends at 1 s; b then has 1 GB left at 3 GB/s.
+        const TaskId a = sim.add_transfer(sim.add_stream("a"), {{l, 2}}, Bytes(1'000'000'000), Time::zero(), 0);
+        const TaskId b = sim.add_transfer(sim.add_stream("b"), {{l, 1}}, Bytes(2'000'000'000), Time::zero(), 0);
+        sim.run();
+        CHECK(sim.end_time(a) == ps(kSecond));
+        CHECK(sim.end_time(b) == ps(kSecond + 333'333'333'334));
+    }
+}
+
+TEST_CASE("transfers without bytes or without links take only their latency", "[engine][flow]") {
+    Simulator sim;
+    const StreamId s = sim.add_stream("s");
+    const LinkId l = sim.add_link("l", bw(1e9));
+    const TaskId empty_route = sim.add_transfer(s, {}, Bytes(1'000'000), us(3), 0);
+    const TaskId zero_bytes = sim.add_transfer(s, {{l, 1}}, Bytes(0), us(4), 0);
+    const TaskId real = sim.add_transfer(s, {{l, 1}}, Bytes(1000), us(1), 0);  // 1 us latency + 1 us
+    const RunStats st = sim.run();
+    CHECK(sim.end_time(empty_route) == us(3));
+    CHECK(sim.end_time(zero_bytes) == us(7));
+    CHECK(sim.start_time(real) == us(7));
+    CHECK(sim.end_time(real) == us(9));
+    CHECK(sim.is_transfer(empty_route));
+    CHECK(sim.is_transfer(zero_bytes));
+    CHECK(st.flows == 1);
+    CHECK(sim.stream_busy(s) == us(9));
+}
+
+TEST_CASE("transfers on one stream run one after the other", "[engine][flow]") {
+    Simulator sim;
+    const StreamId s = sim.add_stream("s");
+    const LinkId l = sim.add_link("l", bw(1e9));
+    const TaskId a = sim.add_transfer(s, {{l, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    const TaskId b = sim.add_transfer(s, {{l, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    sim.run();
+    CHECK(sim.end_time(a) == ps(kSecond));
+    CHECK(sim.start_time(b) == ps(kSecond));
+    CHECK(sim.end_time(b) == ps(2 * kSecond));
+}
+
+TEST_CASE("memory: peak, peak breakdown, over-capacity and timeline", "[engine][memory]") {
+    Simulator sim;
+    const PoolId p = sim.add_pool("gpu0", Bytes(100), {"weights", "activations"}, true);
+    sim.add_static(p, 0, Bytes(30));
+    const StreamId s1 = sim.add_stream("s1");
+    const StreamId s2 = sim.add_stream("s2");
+    const TaskId a = sim.add_compute(s1, us(10), 0);  // 0 .. 10 us, holds 50
+    sim.add_memory_effect(a, {p, 1, Bytes(50), Bytes(50)});
+    sim.add_compute(s2, us(5), 0);
+    const TaskId b = sim.add_compute(s2, us(10), 0);  // 5 .. 15 us, holds 40
+    sim.add_memory_effect(b, {p, 1, Bytes(40), Bytes(40)});
+    sim.run();
+
+    REQUIRE(sim.pool_count() == 1);
+    const PoolReport r = sim.pool_report(p);
+    CHECK(r.name == "gpu0");
+    CHECK(r.capacity == Bytes(100));
+    CHECK(r.peak == Bytes(120));
+    CHECK(r.peak_time == us(5));
+    REQUIRE(r.peak_breakdown.size() == 2);
+    CHECK(r.peak_breakdown[0] == Bytes(30));
+    CHECK(r.peak_breakdown[1] == Bytes(90));
+    CHECK(r.over_capacity);
+    CHECK(r.first_over_time == us(5));
+
+    const auto tl = sim.pool_timeline(p);
+    REQUIRE(tl.size() == 4);
+    CHECK(tl[0].time == us(0));
+    CHECK(tl[0].in_use == Bytes(80));  // static 30 plus a's 50, both at t = 0
+    CHECK(tl[1].time == us(5));
+    CHECK(tl[1].in_use == Bytes(120));
+    CHECK(tl[2].time == us(10));
+    CHECK(tl[2].in_use == Bytes(70));
+    CHECK(tl[3].time == us(15));
+    CHECK(tl[3].in_use == Bytes(30));
+}
+
+TEST_CASE("memory: a free at the end of a task precedes the allocation of its successor", "[engine][memory]") {
+    Simulator sim;
+    const PoolId p = sim.add_pool("pool", Bytes(100), {"x"}, false);
+    const StreamId s1 = sim.add_stream("s1");
+    const StreamId s2 = sim.add_stream("s2");
+    const TaskId a = sim.add_compute(s1, us(10), 0);
+    const TaskId b = sim.add_compute(s2, us(10), 0);
+    sim.add_dependency(a, b);
+    sim.add_memory_effect(a, {p, 0, Bytes(60), Bytes(60)});
+    sim.add_memory_effect(b, {p, 0, Bytes(60), Bytes(60)});
+    sim.run();
+    const PoolReport r = sim.pool_report(p);
+    CHECK(r.peak == Bytes(60));
+    CHECK(r.peak_time == us(0));  // first instant the peak was reached
+    CHECK_FALSE(r.over_capacity);
+    CHECK(sim.pool_timeline(p).empty());  // no timeline kept
+}
+
+TEST_CASE("memory: the peak counts intermediate values within one instant", "[engine][memory]") {
+    Simulator sim;
+    const PoolId p = sim.add_pool("pool", Bytes(40), {"a", "b"}, true);
+    const StreamId s = sim.add_stream("s");
+    const TaskId blip = sim.add_compute(s, Time::zero(), 0);  // allocates and frees at t = 0
+    sim.add_memory_effect(blip, {p, 1, Bytes(50), Bytes(50)});
+    const TaskId keep = sim.add_compute(s, us(2), 0);  // allocates 10 at 0 and keeps it
+    sim.add_memory_effect(keep, {p, 0, Bytes(10), Bytes(0)});
+    sim.run();
+    const PoolReport r = sim.pool_report(p);
+    CHECK(r.peak == Bytes(50));
+    CHECK(r.peak_time == ps(0));
+    CHECK(r.peak_breakdown[0] == Bytes(0));
+    CHECK(r.peak_breakdown[1] == Bytes(50));
+    CHECK(r.over_capacity);
+    CHECK(r.first_over_time == ps(0));
+    const auto tl = sim.pool_timeline(p);
+    REQUIRE(tl.size() == 1);
+    CHECK(tl[0].time == ps(0));
+    CHECK(tl[0].in_use == Bytes(10));
+}
+
+TEST_CASE("memory: static allocations alone set the peak at time zero", "[engine][memory]") {
+    Simulator sim;
+    const PoolId p = sim.add_pool("pool", Bytes(10), {"w", "g"}, true);
+    sim.add_static(p, 0, Bytes(8));
+    sim.add_static(p, 1, Bytes(4));
+    sim.add_compute(sim.add_stream("s"), us(1), 0);
+    sim.run();
+    const PoolReport r = sim.pool_report(p);
+    CHECK(r.peak == Bytes(12));
+    CHECK(r.peak_time == ps(0));
+    CHECK(r.peak_breakdown == std::vector<Bytes>{Bytes(8), Bytes(4)});
+    CHECK(r.over_capacity);
+    CHECK(r.first_over_time == ps(0));
+    const auto tl = sim.pool_timeline(p);
+    REQUIRE(tl.size() == 1);
+    CHECK(tl[0].in_use == Bytes(12));
+}
+
+TEST_CASE("a dependency cycle stalls with a message naming the blocked tasks", "[engine][stall]") {
+    Simulator sim;
+    const StreamId s1 = sim.add_stream("alpha");
+    const StreamId s2 = sim.add_stream("beta");
+    const TaskId ok = sim.add_compute(s1, us(1), 7);
+    const TaskId a = sim.add_compute(s1, us(1), 11);
+    const TaskId b = sim.add_compute(s2, us(1), 22);
+    sim.add_dependency(a, b);
+    sim.add_dependency(b, a);
+    sim.set_label_formatter([](std::uint32_t label) { return "op" + std::to_string(label); });
+    try {
+        sim.run();
+        FAIL("run() should have thrown");
+    } catch (const SimulationError& e) {
+        const std::string msg = e.what();
+        CHECK(msg.find("stalled") != std::string::npos);
+        CHECK(msg.find("2 of 3 tasks unfinished") != std::string::npos);
+        CHECK(msg.find("stream 'alpha': task #1 'op11' waits for task #2 'op22' on stream 'beta'") !=
+              std::string::npos);
+        CHECK(msg.find("stream 'beta': task #2 'op22' waits for task #1 'op11' on stream 'alpha'") !=
+              std::string::npos);
+    }
+    // Results up to the stall stay readable.
+    CHECK(sim.end_time(ok) == us(1));
+    CHECK(sim.end_time(a) == ps(-1));
+}
+
+TEST_CASE("a dependency queued behind its waiter on the same stream stalls", "[engine][stall]") {
+    Simulator sim;
+    const StreamId s = sim.add_stream("s");
+    const TaskId first = sim.add_compute(s, us(1), 5);
+    const TaskId second = sim.add_compute(s, us(1), 6);
+    sim.add_dependency(second, first);
+    REQUIRE_THROWS_AS(sim.run(), SimulationError);
+    try {
+        Simulator again;
+        const StreamId t = again.add_stream("t");
+        const TaskId x = again.add_compute(t, us(1), 5);
+        const TaskId y = again.add_compute(t, us(1), 6);
+        again.add_dependency(y, x);
+        again.run();
+        FAIL("run() should have thrown");
+    } catch (const SimulationError& e) {
+        const std::string msg = e.what();
+        CHECK(msg.find("stream 't': task #0 label 5 waits for task #1 label 6 on stream 't' (queued behind task "
+                       "#0 label 5)") != std::string::npos);
+    }
+    CHECK(sim.start_time(second) == ps(-1));
+}
+
+TEST_CASE("a self-dependency stalls", "[engine][stall]") {
+    Simulator sim;
+    const TaskId t = sim.add_compute(sim.add_stream("s"), us(1), 0);
+    sim.add_dependency(t, t);
+    REQUIRE_THROWS_WITH(sim.run(), Catch::Contains("(itself)"));
+}
+
+TEST_CASE("misuse throws SimulationError", "[engine][errors]") {
+    Simulator sim;
+    const StreamId s = sim.add_stream("s");
+    CHECK_THROWS_AS(sim.add_link("bad", bw(0.0)), SimulationError);
+    CHECK_THROWS_AS(sim.add_link("nan", bw(std::nan(""))), SimulationError);
+    const LinkId l = sim.add_link("l", bw(1e9));
+    CHECK_THROWS_AS(sim.add_compute(s + 1, us(1), 0), SimulationError);
+    CHECK_THROWS_AS(sim.add_compute(s, ps(-1), 0), SimulationError);
+    CHECK_THROWS_AS(sim.add_transfer(s, {{l + 1, 1}}, Bytes(1), us(0), 0), SimulationError);
+    CHECK_THROWS_AS(sim.add_transfer(s, {{l, 0}}, Bytes(1), us(0), 0), SimulationError);
+    const TaskId t = sim.add_compute(s, us(1), 0);
+    CHECK_THROWS_AS(sim.add_dependency(t, t + 1), SimulationError);
+    const PoolId p = sim.add_pool("p", Bytes(10), {"only"}, false);
+    CHECK_THROWS_AS(sim.add_memory_effect(t, {p, 1, Bytes(1), Bytes(1)}), SimulationError);
+    CHECK_THROWS_AS(sim.add_memory_effect(t, {p + 1, 0, Bytes(1), Bytes(1)}), SimulationError);
+    CHECK_THROWS_AS(sim.add_static(p, 3, Bytes(1)), SimulationError);
+    CHECK_THROWS_AS(sim.start_time(t), SimulationError);  // before run()
+    CHECK_THROWS_AS(sim.pool_report(p), SimulationError);
+
+    sim.run();
+    CHECK_THROWS_AS(sim.run(), SimulationError);
+    CHECK_THROWS_AS(sim.add_compute(s, us(1), 0), SimulationError);
+    CHECK_THROWS_AS(sim.end_time(t + 1), SimulationError);
+    CHECK_THROWS_AS(sim.stream_name(s + 1), SimulationError);
+    CHECK_THROWS_AS(sim.stream_busy(s + 1), SimulationError);
+    CHECK_THROWS_AS(sim.pool_report(p + 1), SimulationError);
+    CHECK_THROWS_AS(sim.pool_timeline(p + 1), SimulationError);
+    CHECK_THROWS_AS(sim.label_of(t + 1), SimulationError);
+}
+
+TEST_CASE("progress is reported every N tasks and once at the end", "[engine]") {
+    Simulator sim;
+    const StreamId s = sim.add_stream("s");
+    for (int i = 0; i < 10; ++i) sim.add_compute(s, us(1), 0);
+    std::vector<std::uint64_t> calls;
+    Time last;
+    sim.run(
+        [&](std::uint64_t done, std::uint64_t total, Time now) {
+            calls.push_back(done);
+            CHECK(total == 10);
+            last = now;
+        },
+        3);
+    CHECK(calls == std::vector<std::uint64_t>{3, 6, 9, 10});
+    CHECK(last == us(10));
+}
+
+TEST_CASE("an empty simulator runs to time zero", "[engine]") {
+    Simulator sim;
+    const RunStats st = sim.run();
+    CHECK(st.end_time == ps(0));
+    CHECK(st.tasks == 0);
+    CHECK(st.events == 0);
+}
+
+TEST_CASE("random contention matches a reference fluid model", "[engine][flow]") {
+    // All flows start at t = 0 on their own streams; the reference recomputes global max-min rates by
+    // naive progressive filling at every completion.
+    Lcg rng{12345};
+    const int links = 6;
+    const int flows = 12;
+    std::vector<double> cap(links);
+    Simulator sim;
+    for (int l = 0; l < links; ++l) {
+        cap[l] = 1e9 * (1 + rng.below(8));
+        sim.add_link("l" + std::to_string(l), bw(cap[l]));
+    }
+    std::vector<std::vector<LinkUse>> routes(flows);
+    std::vector<double> bytes(flows);
+    std::vector<TaskId> ids(flows);
+    for (int f = 0; f < flows; ++f) {
+        const int hops = 1 + static_cast<int>(rng.below(3));
+        for (int h = 0; h < hops; ++h) {
+            const LinkId l = rng.below(links);
+            const bool seen = std::any_of(routes[f].begin(), routes[f].end(), [&](const LinkUse& u) { return u.link == l; });
+            if (!seen) routes[f].push_back({l, 1 + rng.below(2)});
+        }
+        bytes[f] = 1e8 * (1 + rng.below(20));
+        ids[f] = sim.add_transfer(sim.add_stream("f" + std::to_string(f)), routes[f],
+                                  Bytes(static_cast<std::int64_t>(bytes[f])), Time::zero(), 0);
+    }
+    sim.run();
+
+    std::vector<double> remaining = bytes;
+    std::vector<double> finish(flows, -1.0);
+    double now = 0.0;
+    for (int round = 0; round < flows; ++round) {
+        std::vector<double> rate(flows, -1.0);
+        std::vector<double> left = cap;
+        for (;;) {  // progressive filling: find the tightest link among unfrozen flows
+            double best = 1e300;
+            int best_link = -1;
+            for (int l = 0; l < links; ++l) {
+                double w = 0;
+                for (int f = 0; f < flows; ++f) {
+                    if (finish[f] >= 0 || rate[f] >= 0) continue;
+                    for (const auto& u : routes[f]) {
+                        if (static_cast<int>(u.link) == l) w += u.multiplicity;
+                    }
+                }
+                if (w > 0 && left[l] / w < best) {
+                    best = left[l] / w;
+                    best_link = l;
+                }
+            }
+            if (best_link < 0) break;
+            for (int f = 0; f < flows; ++f) {
+                if (finish[f] >= 0 || rate[f] >= 0) continue;
+                bool on = false;
+                for (const auto& u : routes[f]) on = on || static_cast<int>(u.link) == best_link;
+                if (!on) continue;
+                rate[f] = best;
+                for (const auto& u : routes[f]) left[u.link] -= u.multiplicity * best;
+            }
+        }
+        double dt = 1e300;
+        for (int f = 0; f < flows; ++f) {
+            if (finish[f] < 0) dt = std::min(dt, remaining[f] / rate[f]);
+        }
+        now += dt;
+        for (int f = 0; f < flows; ++f) {
+            if (finish[f] >= 0) continue;
+            remaining[f] -= rate[f] * dt;
+            if (remaining[f] <= 1e-3) finish[f] = now;
+        }
+    }
+    for (int f = 0; f < flows; ++f) {
+        const double expected_ps = finish[f] * 1e12;
+        CHECK(std::abs(static_cast<double>(sim.end_time(ids[f]).ps()) - expected_ps) <= 2.0 * flows + 1e-9 * expected_ps);
+    }
+}
+
+namespace {
+
+/// A random-ish graph: compute chains on several streams, cross-stream dependencies, and transfers
+/// contending on shared links, with memory effects.
+std::vector<std::int64_t> run_random_graph(std::uint64_t seed, RunStats* stats, Bytes* peak) {
+    Lcg rng{seed};
+    Simulator sim;
+    const int streams = 12;
+    const int links = 9;
+    for (int s = 0; s < streams; ++s) sim.add_stream("s" + std::to_string(s));
+    for (int l = 0; l < links; ++l) sim.add_link("l" + std::to_string(l), bw(1e9 * (1 + rng.below(4))));
+    const PoolId pool = sim.add_pool("mem", Bytes(1'000'000), {"a", "b"}, true);
+    std::vector<TaskId> tasks;
+    for (int i = 0; i < 600; ++i) {
+        const StreamId s = rng.below(streams);
+        TaskId t;
+        if (rng.below(3) == 0) {
+            std::vector<LinkUse> route;
+            const int hops = 1 + static_cast<int>(rng.below(3));
+            for (int h = 0; h < hops; ++h) route.push_back({rng.below(links), 1 + rng.below(2)});
+            t = sim.add_transfer(s, route, Bytes(1000 + rng.below(1'000'000)), Time::from_ns(rng.below(5000)), i);
+        } else {
+            t = sim.add_compute(s, Time::from_ns(rng.below(100'000)), i);
+        }
+        if (!tasks.empty()) {
+            const int deps = static_cast<int>(rng.below(3));
+            for (int d = 0; d < deps; ++d) sim.add_dependency(tasks[rng.below(static_cast<std::uint32_t>(tasks.size()))], t);
+        }
+        sim.add_memory_effect(t, {pool, rng.below(2), Bytes(rng.below(5000)), Bytes(rng.below(5000))});
+        tasks.push_back(t);
+    }
+    *stats = sim.run();
+    *peak = sim.pool_report(pool).peak;
+    std::vector<std::int64_t> out;
+    for (TaskId t : tasks) {
+        out.push_back(sim.start_time(t).ps());
+        out.push_back(sim.end_time(t).ps());
+    }
+    for (const MemorySample& m : sim.pool_timeline(pool)) {
+        out.push_back(m.time.ps());
+        out.push_back(m.in_use.value);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("the same graph always gives identical results", "[engine][determinism]") {
+    RunStats s1;
+    RunStats s2;
+    Bytes p1;
+    Bytes p2;
+    const auto r1 = run_random_graph(42, &s1, &p1);
+    const auto r2 = run_random_graph(42, &s2, &p2);
+    CHECK(r1 == r2);
+    CHECK(s1.end_time == s2.end_time);
+    CHECK(s1.events == s2.events);
+    CHECK(s1.rate_updates == s2.rate_updates);
+    CHECK(s1.tasks == 600);
+    CHECK(s1.flows > 100);
+    CHECK(p1 == p2);
+    // Every task ends no earlier than it starts, and the run ends with the last task.
+    std::int64_t last = 0;
+    for (std::size_t i = 0; i < r1.size() && i < 1200; i += 2) {
+        CHECK(r1[i + 1] >= r1[i]);
+        last = std::max(last, r1[i + 1]);
+    }
+    CHECK(s1.end_time == ps(last));
+}
