@@ -20,6 +20,18 @@ template <class T> __host__ __device__ __forceinline__ T to(float f);
 template <> __host__ __device__ __forceinline__ __nv_bfloat16 to<__nv_bfloat16>(float f) { return __float2bfloat16(f); }
 template <> __host__ __device__ __forceinline__ __half to<__half>(float f) { return __float2half(f); }
 
+/// A 16-bit value copied from the GPU, as float (host side).
+inline float bits_to_float(DType dt, unsigned short bits) {
+    if (dt == DType::bf16) {
+        __nv_bfloat16_raw r;
+        r.x = bits;
+        return __bfloat162float(__nv_bfloat16(r));
+    }
+    __half_raw r;
+    r.x = bits;
+    return __half2float(__half(r));
+}
+
 #define CAL_DISPATCH(dt, ...)                 \
     do {                                      \
         if ((dt) == DType::bf16) {            \

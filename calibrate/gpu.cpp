@@ -26,9 +26,9 @@ void cuda_check(cudaError_t e, const char* what, const char* file, int line) {
                     " (" + cudaGetErrorString(e) + ")");
 }
 
-DeviceGuard::DeviceGuard(int dev) {
-    CAL_CUDA(cudaGetDevice(&saved_));
-    CAL_CUDA(cudaSetDevice(dev));
+DeviceGuard::DeviceGuard(int dev) {   // never throws (also used in destructors); errors surface at the next check
+    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = 0;
+    cudaSetDevice(dev);
 }
 DeviceGuard::~DeviceGuard() { cudaSetDevice(saved_); }
 

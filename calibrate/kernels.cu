@@ -292,7 +292,7 @@ __global__ void ln_gamma_part_k(const T* dy, const T* x, const float* mean, cons
                                 int cols, std::int64_t chunk, float* part_g, float* part_b) {
     const int col = blockIdx.x * blockDim.x + threadIdx.x;
     if (col >= cols) return;
-    const std::int64_t r0 = blockIdx.y * chunk, r1 = std::min<std::int64_t>(rows, r0 + chunk);
+    const std::int64_t r0 = blockIdx.y * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
     float g = 0.f, b = 0.f;
     for (std::int64_t r = r0; r < r1; ++r) {
         const std::size_t i = static_cast<std::size_t>(r) * cols + col;

@@ -59,7 +59,8 @@ struct Built {
     [[nodiscard]] const detail::PlannedLink& link(engine::LinkId id) const { return plan.at(id - base); }
     [[nodiscard]] std::vector<std::string> names(const Route& r) const {
         std::vector<std::string> out;
-        for (const engine::LinkUse& u : r.links) out.push_back(link(u.link).name);
+        for (const engine::LinkUse& u : r.links)
+            out.push_back(link(u.link).name);
         return out;
     }
     [[nodiscard]] engine::LinkId id_of(const std::string& name) const {
@@ -71,7 +72,9 @@ struct Built {
     }
 };
 
-int gpu(int node, int local) { return node * 8 + local; }
+int gpu(int node, int local) {
+    return node * 8 + local;
+}
 
 const Time kNv = Time::from_ns(700);
 const Time kNic = Time::from_ns(1000);
@@ -149,7 +152,8 @@ TEST_CASE("same-rail route across leaf groups goes through one spine", "[fabric]
 TEST_CASE("cross-rail route starts with an NVLink hop to the destination's rail (PXN)", "[fabric][route]") {
     Built b(small_spec());
     const Route r = b.fabric->route(gpu(0, 1), gpu(1, 6));
-    CHECK(b.names(r) == std::vector<std::string>{"n0.gpu1>nvs", "nvs>n0.gpu6", "n0.nic6>leaf0.r6", "leaf0.r6>n1.nic6"});
+    CHECK(b.names(r) ==
+          std::vector<std::string>{"n0.gpu1>nvs", "nvs>n0.gpu6", "n0.nic6>leaf0.r6", "leaf0.r6>n1.nic6"});
     CHECK(r.latency == kNv + kNic * 2 + kSw);
 
     const Route far = b.fabric->route(gpu(3, 0), gpu(0, 7));
@@ -208,12 +212,13 @@ TEST_CASE("ECMP is deterministic and spreads pairs over the spines", "[fabric][e
 
 TEST_CASE("combined() sums multiplicities per link, sorted by link id, latency = max", "[fabric]") {
     Built b(small_spec());
-    const std::vector<std::pair<int, int>> pairs{{gpu(0, 0), gpu(0, 1)}, {gpu(0, 0), gpu(0, 2)}, {gpu(0, 0), gpu(1, 0)},
-                                                 {gpu(0, 0), gpu(0, 1)}};
+    const std::vector<std::pair<int, int>> pairs{
+        {gpu(0, 0), gpu(0, 1)}, {gpu(0, 0), gpu(0, 2)}, {gpu(0, 0), gpu(1, 0)}, {gpu(0, 0), gpu(0, 1)}};
     const Route r = b.fabric->combined(pairs);
     // Links: n0.gpu0>nvs (x3), nvs>n0.gpu1 (x2), nvs>n0.gpu2 (x1), n0.nic0>leaf0.r0, leaf0.r0>n1.nic0.
     REQUIRE(r.links.size() == 5);
-    for (std::size_t i = 1; i < r.links.size(); ++i) CHECK(r.links[i - 1].link < r.links[i].link);
+    for (std::size_t i = 1; i < r.links.size(); ++i)
+        CHECK(r.links[i - 1].link < r.links[i].link);
     auto mult = [&](const std::string& name) {
         for (const engine::LinkUse& u : r.links) {
             if (b.link(u.link).name == name) return u.multiplicity;
@@ -236,7 +241,8 @@ TEST_CASE("three tiers: leaves in different spine groups meet at a core", "[fabr
     Built b(s);
     // GPU 128 + NIC 128 + leaf<->spine 4 x 8 x 2 x 2 = 128 + spine<->core 4 spines x 8 x 2 = 64.
     CHECK(b.fabric->link_count() == 448);
-    CHECK(b.fabric->describe() == "8 nodes x 8 GPUs, 8 rails, 32 leaves, 32 spines, 16 cores, 3 tiers, 448 links");
+    CHECK(b.fabric->describe() ==
+          "8 nodes x 8 GPUs, 8 rails, 32 leaves, 32 spines, 16 cores, 3 tiers, 448 links");
     // Spine->core carries a spine's whole downlink: 2 leaves x 25 GB/s.
     CHECK(b.link(b.id_of("spine2.r0>core0.r0")).bandwidth.value == Approx(50e9));
 
@@ -271,20 +277,25 @@ TEST_CASE("invalid specs throw InputError naming the field", "[fabric][errors]")
     using Catch::Matchers::Contains;
     CHECK_THAT(message_for(with([](FabricSpec& s) { s.nodes = 0; })), Contains("nodes") && Contains("[1,"));
     CHECK_THAT(message_for(with([](FabricSpec& s) { s.gpus_per_node = -2; })), Contains("gpus_per_node"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.rails = 9; })), Contains("rails") && Contains("[1, 8]"));
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.rails = 9; })),
+               Contains("rails") && Contains("[1, 8]"));
     CHECK_THAT(message_for(with([](FabricSpec& s) { s.nvlink_bandwidth = BytesPerSecond{0.0}; })),
                Contains("nvlink_bandwidth") && Contains("> 0"));
     CHECK_THAT(message_for(with([](FabricSpec& s) { s.nic_bandwidth = BytesPerSecond{-1.0}; })),
                Contains("nic_bandwidth"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.nic_latency = Time::from_ns(-1); })), Contains("nic_latency"));
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.nic_latency = Time::from_ns(-1); })),
+               Contains("nic_latency"));
     CHECK_THAT(message_for(with([](FabricSpec& s) { s.nodes_per_leaf = 0; })), Contains("nodes_per_leaf"));
     CHECK_THAT(message_for(with([](FabricSpec& s) { s.spines_per_rail = -1; })), Contains("spines_per_rail"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.oversubscription = 0.5; })), Contains("oversubscription"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.tiers = 1; })), Contains("tiers") && Contains("[2, 3]"));
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.oversubscription = 0.5; })),
+               Contains("oversubscription"));
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.tiers = 1; })),
+               Contains("tiers") && Contains("[2, 3]"));
     // Two spine groups need a core tier.
     CHECK_THAT(message_for(with([](FabricSpec& s) { s.leaves_per_spine_group = 1; })),
                Contains("leaves_per_spine_group") && Contains("tiers = 3"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.nodes = 1 << 20; })), Contains("nodes x gpus_per_node"));
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.nodes = 1 << 20; })),
+               Contains("nodes x gpus_per_node"));
     CHECK(message_for(small_spec()) == "no error");
 }
 
@@ -292,7 +303,8 @@ TEST_CASE("Selene-size fabrics build quickly", "[fabric][scale]") {
     const auto t0 = std::chrono::steady_clock::now();
     Built selene(selene_spec(280));
     // 2240 GPUs: 4480 NVLink + 4480 NIC + 14 leaves x 8 rails x 20 spines x 2 = 4480 leaf-spine links.
-    CHECK(selene.fabric->describe() == "280 nodes x 8 GPUs, 8 rails, 112 leaves, 160 spines, 2 tiers, 13440 links");
+    CHECK(selene.fabric->describe() ==
+          "280 nodes x 8 GPUs, 8 rails, 112 leaves, 160 spines, 2 tiers, 13440 links");
     CHECK(selene.fabric->gpu_count() == 2240);
 
     Built big(selene_spec(2048));  // 16384 GPUs, 103 leaves per rail
@@ -321,7 +333,8 @@ TEST_CASE("ring all-reduce inside one node", "[collectives]") {
     CHECK(phases[0].latency == Time::from_us(5) * 14);
     // Every GPU's NVLink up and down once.
     REQUIRE(phases[0].route.links.size() == 16);
-    for (const engine::LinkUse& u : phases[0].route.links) CHECK(u.multiplicity == 1);
+    for (const engine::LinkUse& u : phases[0].route.links)
+        CHECK(u.multiplicity == 1);
 
     const auto ag = plan_collective(*b.fabric, CollectiveKind::all_gather, ranks, Bytes(800), kParams);
     REQUIRE(ag.size() == 1);
@@ -332,14 +345,16 @@ TEST_CASE("ring all-reduce inside one node", "[collectives]") {
 TEST_CASE("flat ring across nodes uses the inter-node step latency", "[collectives]") {
     Built b(small_spec());
     std::vector<int> ranks;
-    for (int g = 0; g < 16; ++g) ranks.push_back(g);
+    for (int g = 0; g < 16; ++g)
+        ranks.push_back(g);
     CollectiveParams flat = kParams;
     flat.hierarchical = false;
     const auto rs = plan_collective(*b.fabric, CollectiveKind::reduce_scatter, ranks, Bytes(1600), flat);
     REQUIRE(rs.size() == 1);
     CHECK(rs[0].bytes.value == 1500);
     CHECK(rs[0].latency == Time::from_us(20) * 15);
-    const auto ar = plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{0, 8, 16}, Bytes(1000), flat);
+    const auto ar =
+        plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{0, 8, 16}, Bytes(1000), flat);
     REQUIRE(ar.size() == 1);
     CHECK(ar[0].bytes.value == 1334);  // ceil(4/3 x 1000)
     CHECK(ar[0].latency == Time::from_us(20) * 4);
@@ -348,7 +363,8 @@ TEST_CASE("flat ring across nodes uses the inter-node step latency", "[collectiv
 TEST_CASE("hierarchical all-reduce over 2 nodes x 8 GPUs has three phases", "[collectives]") {
     Built b(small_spec());
     std::vector<int> ranks;
-    for (int g = 0; g < 16; ++g) ranks.push_back(g);
+    for (int g = 0; g < 16; ++g)
+        ranks.push_back(g);
     const Bytes m(8 * 1024 * 1024);
     const auto p = plan_collective(*b.fabric, CollectiveKind::all_reduce, ranks, m, kParams);
     REQUIRE(p.size() == 3);
@@ -371,7 +387,8 @@ TEST_CASE("hierarchical all-reduce over 2 nodes x 8 GPUs has three phases", "[co
 TEST_CASE("hierarchical all-gather and reduce-scatter", "[collectives]") {
     Built b(small_spec());
     std::vector<int> ranks;
-    for (int g = 0; g < 32; ++g) ranks.push_back(g);  // 4 nodes x 8
+    for (int g = 0; g < 32; ++g)
+        ranks.push_back(g);  // 4 nodes x 8
     const Bytes m(3200);
     const auto ag = plan_collective(*b.fabric, CollectiveKind::all_gather, ranks, m, kParams);
     REQUIRE(ag.size() == 2);
@@ -395,22 +412,30 @@ TEST_CASE("hierarchical falls back to a flat ring when it does not apply", "[col
     CHECK(p[0].bytes.value == 1600);  // 2 x 8 / 9 x 900
     CHECK(p[0].latency == Time::from_us(20) * 16);
     // One rank per node.
-    p = plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{0, 8, 16, 24}, Bytes(400), kParams);
+    p = plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{0, 8, 16, 24}, Bytes(400),
+                        kParams);
     REQUIRE(p.size() == 1);
     CHECK(p[0].bytes.value == 600);
 }
 
 TEST_CASE("degenerate collectives and bad ranks", "[collectives][errors]") {
     Built b(small_spec());
-    CHECK(plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{3}, Bytes(100), kParams).empty());
-    CHECK(plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{}, Bytes(100), kParams).empty());
-    CHECK(plan_collective(*b.fabric, CollectiveKind::all_gather, std::vector<int>{0, 1}, Bytes(0), kParams).empty());
-    CHECK_THROWS_AS(plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{0, 32}, Bytes(1), kParams),
-                    InputError);
-    CHECK_THROWS_AS(plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{-1, 0}, Bytes(1), kParams),
-                    InputError);
-    CHECK_THROWS_AS(plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{1, 2, 1}, Bytes(1), kParams),
-                    InputError);
-    CHECK_THROWS_AS(plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{0, 1}, Bytes(-1), kParams),
-                    InputError);
+    CHECK(plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{3}, Bytes(100), kParams)
+              .empty());
+    CHECK(plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{}, Bytes(100), kParams)
+              .empty());
+    CHECK(plan_collective(*b.fabric, CollectiveKind::all_gather, std::vector<int>{0, 1}, Bytes(0), kParams)
+              .empty());
+    CHECK_THROWS_AS(
+        plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{0, 32}, Bytes(1), kParams),
+        InputError);
+    CHECK_THROWS_AS(
+        plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{-1, 0}, Bytes(1), kParams),
+        InputError);
+    CHECK_THROWS_AS(
+        plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{1, 2, 1}, Bytes(1), kParams),
+        InputError);
+    CHECK_THROWS_AS(
+        plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{0, 1}, Bytes(-1), kParams),
+        InputError);
 }

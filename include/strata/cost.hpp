@@ -35,10 +35,15 @@ public:
     [[nodiscard]] KernelCost kernel(const Kernel& k) const;
     [[nodiscard]] double gemm_efficiency(const GemmShape& g) const;
     [[nodiscard]] Time tp_collective(CollectiveKind kind, int ranks, Bytes message) const;
+    /// Share of the SMs an NCCL collective occupies (nccl_channels / sm_count).
+    [[nodiscard]] double comm_sm_fraction() const;
+    /// Duration of compute that runs concurrently with a collective of the given duration.
+    [[nodiscard]] Time overlapped_compute(Time compute, Time collective) const;
     /// Sum of the kernels of a compute step.
     [[nodiscard]] Time compute_step(const Step& step) const;
     /// Serial time of a pass: compute steps and exposed collectives add up; an overlapped collective
-    /// and the compute step after it take the longer of the two.
+    /// and the compute step after it take the longer of the two, the compute slowed by the SMs the
+    /// collective occupies while both run.
     [[nodiscard]] Time pass_time(const std::vector<Step>& pass, int ranks) const;
     /// Bytes per collective step moved by each rank (ring algorithm).
     [[nodiscard]] static Bytes ring_bytes_per_rank(CollectiveKind kind, int ranks, Bytes message);

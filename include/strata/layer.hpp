@@ -17,9 +17,14 @@ enum class CollectiveKind { all_reduce, all_gather, reduce_scatter };
 /// C[m,n] = A[m,k] * B[k,n], `batch` independent products.
 struct GemmShape {
     std::int64_t m = 0, n = 0, k = 0, batch = 1;
+    /// C is an fp32 accumulator read and written in place (C += A B): Megatron's gradient-accumulation
+    /// fusion for weight gradients, which adds into the fp32 main gradient inside the GEMM epilogue.
+    bool accumulate_fp32 = false;
     [[nodiscard]] Flops flops() const { return Flops(2.0 * double(m) * double(n) * double(k) * double(batch)); }
-    /// bytes of A, B and C at 2 bytes per element
-    [[nodiscard]] Bytes bytes() const { return Bytes(2 * batch * (m * k + k * n + m * n)); }
+    /// HBM bytes: A and B at 2 bytes per element; C written at 2, or read and written at 4 when accumulating.
+    [[nodiscard]] Bytes bytes() const {
+        return Bytes(batch * (2 * (m * k + k * n) + (accumulate_fp32 ? 8 : 2) * m * n));
+    }
 };
 
 /// One GPU kernel. Elementwise kernels carry the name calibration uses (layernorm_fwd, ...).

@@ -44,6 +44,9 @@ struct DeviceProfile {
     double elementwise_bandwidth_efficiency = 0;
     double intra_node_bus_bandwidth = 0;   ///< bytes/s
     double intra_node_step_latency_us = 0;
+    /// CUDA blocks (one SM each) an NCCL collective occupies; a kernel overlapped with a collective
+    /// loses that share of the SMs while the collective runs.
+    int nccl_channels = 0;
     std::vector<MeasuredGemm> measured_gemms;
     std::vector<MeasuredElementwise> measured_elementwise;
     std::vector<MeasuredCollectiveFit> measured_collectives;

@@ -4,6 +4,9 @@
 #include "strata/profile.hpp"
 #include "strata/report.hpp"
 #include "strata/scenario.hpp"
+#include "strata/simulate.hpp"
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
@@ -19,16 +22,48 @@ void write_file(const std::string& path, const std::string& text) {
     if (!out) throw strata::InputError(path + ": write failed");
 }
 
-int run_command(const std::string& file, const std::string& json_path, const std::string& csv_path,
-                const std::string& profile_path) {
+struct RunOptions {
+    std::string json_path, csv_path, profile_path, trace_path, case_name;
+    bool analytical_only = false;
+};
+
+int run_command(const std::string& file, const RunOptions& opt) {
+    const std::string& json_path = opt.json_path;
+    const std::string& csv_path = opt.csv_path;
+    const std::string& profile_path = opt.profile_path;
     strata::Experiment ex = strata::load_experiment(file);
     std::optional<strata::DeviceProfile> profile;
     if (!profile_path.empty()) profile = strata::load_device_profile(profile_path);
     std::vector<strata::CaseResult> results;
     results.reserve(ex.cases.size());
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    std::size_t selected = 0;
     for (auto& sc : ex.cases) {
+        if (!opt.case_name.empty() && sc.name != opt.case_name) continue;
+        ++selected;
+    }
+    if (selected == 0) throw strata::InputError(file + ": no case named '" + opt.case_name + "'");
+    if (!opt.trace_path.empty() && selected != 1)
+        throw strata::InputError("--trace needs exactly one case: pick one with --case NAME");
+    std::size_t index = 0;
+    for (auto& sc : ex.cases) {
+        if (!opt.case_name.empty() && sc.name != opt.case_name) continue;
+        ++index;
         if (profile) sc.system.device = *profile;
-        results.push_back(strata::analyze(sc));
+        strata::CaseResult r = strata::analyze(sc);
+        if (!opt.analytical_only) {
+            strata::SimulationOptions so;
+            so.trace_path = opt.trace_path;
+            if (tty) {
+                so.progress = [&](std::uint64_t done, std::uint64_t total, strata::Time now) {
+                    std::cerr << "\r[" << index << "/" << selected << "] " << sc.name << ": " << (100 * done / std::max<std::uint64_t>(total, 1))
+                              << "% of " << total << " tasks, simulated " << now.seconds() << " s   " << std::flush;
+                };
+            }
+            r.iteration = strata::simulate(sc, so);
+            if (tty) std::cerr << "\r\033[K" << std::flush;
+        }
+        results.push_back(std::move(r));
     }
     strata::print_table(std::cout, ex.name + "  (" + file + ")", results);
     if (!json_path.empty()) {
@@ -57,12 +92,16 @@ int main(int argc, char** argv) {
     CLI::App app{"strata: simulate large-transformer training (tensor, sequence, pipeline and data parallelism;\n"
                  "no / selective / full activation recomputation) on a modelled GPU cluster"};
     app.require_subcommand(1);
-    std::string file, json_path, csv_path, profile_path;
+    std::string file;
+    RunOptions ro;
     CLI::App* run = app.add_subcommand("run", "run an experiment file and print a table per case");
     run->add_option("file", file, "experiment YAML (e.g. scenarios/paper/table4.yaml)")->required();
-    run->add_option("--json", json_path, "write results as JSON (schema in README.md)");
-    run->add_option("--csv", csv_path, "write results as CSV");
-    run->add_option("--profile", profile_path, "device profile to use instead of the system's (e.g. a calibrated one)");
+    run->add_option("--json", ro.json_path, "write results as JSON (schema in README.md)");
+    run->add_option("--csv", ro.csv_path, "write results as CSV");
+    run->add_option("--profile", ro.profile_path, "device profile to use instead of the system's (e.g. a calibrated one)");
+    run->add_option("--trace", ro.trace_path, "write a Chrome trace-event JSON of the simulated iteration (one case)");
+    run->add_option("--case", ro.case_name, "run only the case with this name");
+    run->add_flag("--analytical-only", ro.analytical_only, "skip the discrete-event simulation (memory and layer costs only)");
     std::string case_name;
     CLI::App* explain = app.add_subcommand("explain", "print one transformer layer's kernels and collectives with their costs");
     explain->add_option("file", file, "experiment YAML")->required();
@@ -74,7 +113,7 @@ int main(int argc, char** argv) {
         return rc == 0 ? 0 : 2;
     }
     try {
-        if (*run) return run_command(file, json_path, csv_path, profile_path);
+        if (*run) return run_command(file, ro);
         if (*explain) return explain_command(file, case_name);
     } catch (const strata::InputError& e) {
         std::cerr << "error: " << e.what() << "\n";

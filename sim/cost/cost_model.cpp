@@ -76,6 +76,18 @@ Time CostModel::tp_collective(CollectiveKind kind, int ranks, Bytes message) con
            Time::from_seconds(double(per_rank.value) / profile_.intra_node_bus_bandwidth);
 }
 
+double CostModel::comm_sm_fraction() const {
+    if (profile_.sm_count <= 0) return 0;
+    return std::min(0.9, double(profile_.nccl_channels) / double(profile_.sm_count));
+}
+
+Time CostModel::overlapped_compute(Time compute, Time collective) const {
+    // The kernels run at (1 - f) speed while the collective holds its SMs: the overlap of length
+    // min(collective, compute) costs an extra f times that.
+    const double f = comm_sm_fraction();
+    return compute + Time::from_seconds(f * std::min(compute, collective).seconds());
+}
+
 Time CostModel::compute_step(const Step& step) const {
     Time t = Time::zero();
     for (const auto& k : step.kernels) t += kernel(k).time;
@@ -92,7 +104,7 @@ Time CostModel::pass_time(const std::vector<Step>& pass, int ranks) const {
         }
         const Time c = tp_collective(s.collective.kind, ranks, s.collective.message);
         if (s.overlapped && i + 1 < pass.size() && pass[i + 1].kind == Step::Kind::compute) {
-            total += std::max(c, compute_step(pass[i + 1]));
+            total += std::max(c, overlapped_compute(compute_step(pass[i + 1]), c));
             ++i;
         } else {
             total += c;

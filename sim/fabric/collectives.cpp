@@ -57,7 +57,8 @@ CollectivePhase ring_phase(const Fabric& fabric, const Rings& rings, Bytes bytes
     std::vector<std::pair<int, int>> edges;
     for (const std::vector<int>& ring : rings) {
         const std::size_t n = ring.size();
-        for (std::size_t i = 0; i < n && n > 1; ++i) edges.emplace_back(ring[i], ring[(i + 1) % n]);
+        for (std::size_t i = 0; i < n && n > 1; ++i)
+            edges.emplace_back(ring[i], ring[(i + 1) % n]);
     }
     return CollectivePhase{fabric.combined(edges), bytes, latency};
 }
@@ -68,7 +69,8 @@ std::vector<CollectivePhase> plan_collective(const Fabric& fabric, CollectiveKin
                                              std::span<const int> ranks, Bytes message,
                                              const CollectiveParams& params) {
     if (message.value < 0) {
-        throw InputError("collective: message size must be >= 0 bytes (got " + std::to_string(message.value) + ")");
+        throw InputError("collective: message size must be >= 0 bytes (got " + std::to_string(message.value) +
+                         ")");
     }
     for (const int r : ranks) {
         if (r < 0 || r >= fabric.gpu_count()) {
@@ -95,8 +97,9 @@ std::vector<CollectivePhase> plan_collective(const Fabric& fabric, CollectiveKin
     }
     const auto m = static_cast<std::int64_t>(by_node.size());
     const auto l = static_cast<std::int64_t>(by_node.front().size());
-    const bool uniform = std::all_of(by_node.begin(), by_node.end(),
-                                     [l](const std::vector<int>& v) { return static_cast<std::int64_t>(v.size()) == l; });
+    const bool uniform = std::all_of(by_node.begin(), by_node.end(), [l](const std::vector<int>& v) {
+        return static_cast<std::int64_t>(v.size()) == l;
+    });
 
     if (!params.hierarchical || m < 2 || l < 2 || !uniform) {
         const Rings flat{std::vector<int>(ranks.begin(), ranks.end())};
@@ -109,7 +112,8 @@ std::vector<CollectivePhase> plan_collective(const Fabric& fabric, CollectiveKin
 
     Rings across(static_cast<std::size_t>(l));
     for (std::size_t k = 0; k < across.size(); ++k) {
-        for (const std::vector<int>& node : by_node) across[k].push_back(node[k]);
+        for (const std::vector<int>& node : by_node)
+            across[k].push_back(node[k]);
     }
     const Bytes shard = scaled(message, 1, l);
     const Bytes intra_bytes = scaled(message, l - 1, l);
@@ -118,7 +122,8 @@ std::vector<CollectivePhase> plan_collective(const Fabric& fabric, CollectiveKin
     switch (kind) {
         case CollectiveKind::all_reduce:
             return {ring_phase(fabric, by_node, intra_bytes, intra_latency),
-                    ring_phase(fabric, across, scaled(shard, 2 * (m - 1), m), params.step_latency_inter * (2 * (m - 1))),
+                    ring_phase(fabric, across, scaled(shard, 2 * (m - 1), m),
+                               params.step_latency_inter * (2 * (m - 1))),
                     ring_phase(fabric, by_node, intra_bytes, intra_latency)};
         case CollectiveKind::all_gather:
             return {ring_phase(fabric, across, scaled(shard, m - 1, m), params.step_latency_inter * (m - 1)),

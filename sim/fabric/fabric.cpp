@@ -97,14 +97,15 @@ void check_count(const char* field, int value, int lo, int hi) {
 }
 
 void check_bandwidth(const char* field, BytesPerSecond bw) {
-    if (!std::isfinite(bw.value) || bw.value <= 0.0) bad_field(field, "a finite bandwidth > 0 bytes/s", str(bw.value));
+    if (!std::isfinite(bw.value) || bw.value <= 0.0)
+        bad_field(field, "a finite bandwidth > 0 bytes/s", str(bw.value));
 }
 
 void check_latency(const char* field, Time t) {
     if (t < Time::zero()) bad_field(field, "a latency >= 0", str(t.ps()) + " ps");
 }
 
-constexpr int kMaxGpus = 1 << 20;             // far beyond any real system; guards against typos
+constexpr int kMaxGpus = 1 << 20;              // far beyond any real system; guards against typos
 constexpr std::uint64_t kMaxLinks = 1u << 26;  // engine links; keeps memory bounded
 
 }  // namespace
@@ -127,7 +128,8 @@ Layout make_layout(const FabricSpec& spec) {
     check_count("leaves_per_spine_group", spec.leaves_per_spine_group, 0, kBig);
     check_count("spines_per_rail", spec.spines_per_rail, 0, kBig);
     if (!std::isfinite(spec.oversubscription) || spec.oversubscription < 1.0) {
-        bad_field("oversubscription", "a finite ratio >= 1 (leaf downlink : uplink)", str(spec.oversubscription));
+        bad_field("oversubscription", "a finite ratio >= 1 (leaf downlink : uplink)",
+                  str(spec.oversubscription));
     }
     check_count("tiers", spec.tiers, 2, 3);
 
@@ -135,15 +137,17 @@ Layout make_layout(const FabricSpec& spec) {
     l.spec = spec;
     l.gpus = spec.nodes * spec.gpus_per_node;
     l.leaf_groups = (spec.nodes + spec.nodes_per_leaf - 1) / spec.nodes_per_leaf;
-    l.leaves_per_group = spec.leaves_per_spine_group == 0 ? l.leaf_groups
-                                                          : std::min(spec.leaves_per_spine_group, l.leaf_groups);
+    l.leaves_per_group = spec.leaves_per_spine_group == 0
+                             ? l.leaf_groups
+                             : std::min(spec.leaves_per_spine_group, l.leaf_groups);
     l.spine_groups = (l.leaf_groups + l.leaves_per_group - 1) / l.leaves_per_group;
     if (spec.tiers == 2 && l.spine_groups > 1) {
-        bad_field("leaves_per_spine_group",
-                  "0 or >= the number of leaves per rail (" + str(l.leaf_groups) +
-                      ") with tiers = 2, since leaves in different spine groups are joined only by a core tier "
-                      "(tiers = 3)",
-                  str(spec.leaves_per_spine_group));
+        bad_field(
+            "leaves_per_spine_group",
+            "0 or >= the number of leaves per rail (" + str(l.leaf_groups) +
+                ") with tiers = 2, since leaves in different spine groups are joined only by a core tier "
+                "(tiers = 3)",
+            str(spec.leaves_per_spine_group));
     }
     if (spec.spines_per_rail > 0) {
         l.spines_per_group = spec.spines_per_rail;
@@ -180,7 +184,8 @@ Layout make_layout(const FabricSpec& spec) {
 std::vector<PlannedLink> plan_links(const Layout& l) {
     const FabricSpec& s = l.spec;
     std::vector<PlannedLink> out;
-    auto both = [&out](std::size_t a, std::size_t b, const std::string& an, const std::string& bn, double bw) {
+    auto both = [&out](std::size_t a, std::size_t b, const std::string& an, const std::string& bn,
+                       double bw) {
         out.push_back({a, b, an + ">" + bn, BytesPerSecond{bw}});
         out.push_back({b, a, bn + ">" + an, BytesPerSecond{bw}});
     };
@@ -190,7 +195,8 @@ std::vector<PlannedLink> plan_links(const Layout& l) {
     for (int n = 0; n < s.nodes; ++n) {
         for (int i = 0; i < s.gpus_per_node; ++i) {
             const int g = n * s.gpus_per_node + i;
-            both(l.gpu(g), l.nvs(n), node_name(n) + ".gpu" + std::to_string(i), "nvs", s.nvlink_bandwidth.value);
+            both(l.gpu(g), l.nvs(n), node_name(n) + ".gpu" + std::to_string(i), "nvs",
+                 s.nvlink_bandwidth.value);
         }
     }
     for (int n = 0; n < s.nodes; ++n) {
@@ -230,7 +236,8 @@ struct EdgeProps {
     engine::LinkId link = kNoLink;  ///< kNoLink: an attachment with no engine link (GPU <-> NIC over PCIe)
 };
 
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property, EdgeProps>;
+using Graph =
+    boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property, EdgeProps>;
 using Vertex = Graph::vertex_descriptor;
 
 std::uint64_t splitmix64(std::uint64_t x) {
@@ -387,9 +394,13 @@ Fabric::Fabric(const FabricSpec& spec, engine::Simulator& sim) : impl_(std::make
 
 Fabric::~Fabric() = default;
 
-const FabricSpec& Fabric::spec() const { return impl_->layout.spec; }
+const FabricSpec& Fabric::spec() const {
+    return impl_->layout.spec;
+}
 
-int Fabric::gpu_count() const { return impl_->layout.gpus; }
+int Fabric::gpu_count() const {
+    return impl_->layout.gpus;
+}
 
 int Fabric::node_of(int gpu) const {
     impl_->check_gpu(gpu);
@@ -399,8 +410,9 @@ int Fabric::node_of(int gpu) const {
 Route Fabric::route(int src_gpu, int dst_gpu) const {
     impl_->check_gpu(src_gpu);
     impl_->check_gpu(dst_gpu);
-    const std::uint64_t key = static_cast<std::uint64_t>(src_gpu) * static_cast<std::uint64_t>(impl_->layout.gpus) +
-                              static_cast<std::uint64_t>(dst_gpu);
+    const std::uint64_t key =
+        static_cast<std::uint64_t>(src_gpu) * static_cast<std::uint64_t>(impl_->layout.gpus) +
+        static_cast<std::uint64_t>(dst_gpu);
     const std::lock_guard lock(impl_->mutex);
     auto it = impl_->routes.find(key);
     if (it == impl_->routes.end()) it = impl_->routes.emplace(key, impl_->compute(src_gpu, dst_gpu)).first;
@@ -427,7 +439,9 @@ Route Fabric::combined(std::span<const std::pair<int, int>> pairs) const {
     return out;
 }
 
-std::size_t Fabric::link_count() const { return impl_->links; }
+std::size_t Fabric::link_count() const {
+    return impl_->links;
+}
 
 std::string Fabric::describe() const {
     const detail::Layout& l = impl_->layout;

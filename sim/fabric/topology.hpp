@@ -16,12 +16,12 @@ namespace strata::fabric::detail {
 /// that "is a switch" is `v >= first_leaf`.
 struct Layout {
     FabricSpec spec;
-    int gpus = 0;              ///< nodes x gpus_per_node
-    int leaf_groups = 0;       ///< leaves per rail: ceil(nodes / nodes_per_leaf)
-    int leaves_per_group = 0;  ///< leaves sharing one spine group (= leaf_groups when not split)
-    int spine_groups = 0;      ///< spine groups per rail: ceil(leaf_groups / leaves_per_group)
-    int spines_per_group = 0;  ///< spines one leaf reaches (spines_per_rail, or derived)
-    int cores_per_rail = 0;    ///< tiers = 3: one core per spine index (plane); else 0
+    int gpus = 0;                       ///< nodes x gpus_per_node
+    int leaf_groups = 0;                ///< leaves per rail: ceil(nodes / nodes_per_leaf)
+    int leaves_per_group = 0;           ///< leaves sharing one spine group (= leaf_groups when not split)
+    int spine_groups = 0;               ///< spine groups per rail: ceil(leaf_groups / leaves_per_group)
+    int spines_per_group = 0;           ///< spines one leaf reaches (spines_per_rail, or derived)
+    int cores_per_rail = 0;             ///< tiers = 3: one core per spine index (plane); else 0
     double leaf_spine_bandwidth = 0.0;  ///< one leaf<->spine link, bytes/s per direction
     double spine_core_bandwidth = 0.0;  ///< one spine<->core link, bytes/s per direction
 

@@ -107,9 +107,13 @@ Kernel bias_grad(const std::string& name, std::int64_t tokens, std::int64_t out)
     return elementwise(name + ".bias-grad", "", 2 * tokens * out);
 }
 
-/// Adds a layer's bf16 weight gradient into the fp32 main gradient: read 2 + 4, write 4 bytes per weight.
-Kernel grad_accumulate(const std::string& name, std::int64_t weights) {
-    return elementwise(name + ".main-grad-accumulate", "", 10 * weights);
+/// Weight-gradient GEMM with gradient-accumulation fusion: dW[in, out] += X^T dY straight into the fp32
+/// main gradient.
+Kernel wgrad(const std::string& name, std::int64_t in, std::int64_t out, std::int64_t tokens) {
+    Kernel k = gemm(name + ".wgrad", in, out, tokens);
+    k.gemm.accumulate_fp32 = true;
+    k.bytes = k.gemm.bytes();
+    return k;
 }
 
 /// Autograd sums the gradients of a tensor used twice (residual stream and layer-norm input):
@@ -156,7 +160,7 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::stri
     p.push_back(compute({gemm(name + ".dgrad", d.n, in, out)}));
     p.push_back(collective(name + (d.sp ? ".grad-reduce-scatter" : ".grad-all-reduce"),
                            d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, msg, true));
-    p.push_back(compute({gemm(name + ".wgrad", in, out, d.n), bias_grad(name, d.n, out), grad_accumulate(name, in * out)}));
+    p.push_back(compute({wgrad(name, in, out, d.n), bias_grad(name, d.n, out)}));
 }
 
 std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
@@ -166,16 +170,16 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (rc == Recompute::full) p = forward_pass(d);  // re-run the whole layer forward first
     add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg));
-    add(p, {gemm("fc2.dgrad", d.n, d.f / d.t, d.h), gemm("fc2.wgrad", d.f / d.t, d.h, d.n),
-            bias_grad("fc2", d.n, d.h), grad_accumulate("fc2", d.f / d.t * d.h),
+    add(p, {gemm("fc2.dgrad", d.n, d.f / d.t, d.h), wgrad("fc2", d.f / d.t, d.h, d.n),
+            bias_grad("fc2", d.n, d.h),
             elementwise("gelu.bwd", "gelu_bwd", kGeluBwd * d.n * d.f / d.t)});
     column_linear_backward(p, d, "fc1", d.h, d.f / d.t);
     add(p, {elementwise("ln2.bwd", "layernorm_bwd", kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h),
             elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("attn.grad-all-gather", CollectiveKind::all_gather, msg));
-    add(p, {gemm("proj.dgrad", d.n, d.h / d.t, d.h), gemm("proj.wgrad", d.h / d.t, d.h, d.n),
-            bias_grad("proj", d.n, d.h), grad_accumulate("proj", d.h / d.t * d.h)});
+    add(p, {gemm("proj.dgrad", d.n, d.h / d.t, d.h), wgrad("proj", d.h / d.t, d.h, d.n),
+            bias_grad("proj", d.n, d.h)});
     if (rc == Recompute::selective) {
         std::vector<Kernel> re = attention_core_forward(d);
         for (auto& k : re) k.name = "recompute." + k.name;
@@ -284,7 +288,7 @@ OutputPlan build_output(const LayerConfig& cfg) {
                      gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
     o.backward.push_back(collective(d.sp ? "logits.grad-reduce-scatter" : "logits.grad-all-reduce",
                                     d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, msg, true));
-    o.backward.push_back(compute({gemm("logits.wgrad", d.h, d.v / d.t, d.n)}));
+    o.backward.push_back(compute({wgrad("logits", d.h, d.v / d.t, d.n)}));
     add(o.backward, {elementwise("final-ln.bwd", "layernorm_bwd", kLayerNormBwd * d.n_sp * d.h)});
     // Final layer-norm input and logits-GEMM input (2 bytes each), fp32 logits: 4sbh/t + 4sbv/t with SP.
     o.stored_per_microbatch = Bytes(4 * d.n_sp * d.h + 4 * logits);

@@ -10,7 +10,7 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 28> kProfileKeys = {
+constexpr std::array<std::string_view, 29> kProfileKeys = {
     "format", "name", "kind",
     "provenance.gpu", "provenance.sm_count", "provenance.memory_bytes", "provenance.driver",
     "provenance.cuda_runtime", "provenance.cublas", "provenance.nccl", "provenance.gpus_used",
@@ -18,7 +18,7 @@ constexpr std::array<std::string_view, 28> kProfileKeys = {
     "device.peak_flops", "device.hbm_bandwidth_bytes_per_s", "device.memory_capacity_bytes",
     "device.sm_count", "device.kernel_launch_us",
     "gemm.tile_m", "gemm.tile_n", "gemm.efficiency_ceiling", "gemm.k_half",
-    "elementwise.bandwidth_efficiency",
+    "elementwise.bandwidth_efficiency", "intra_node.nccl_channels",
     "intra_node.bus_bandwidth_bytes_per_s", "intra_node.step_latency_us",
     "measured.copy_bandwidth_bytes_per_s", "measured"};
 
@@ -122,6 +122,7 @@ DeviceProfile load_device_profile(const std::filesystem::path& path) {
     p.gemm_efficiency_ceiling = f.get_double("gemm.efficiency_ceiling", 0.01, 1.0);
     p.gemm_k_half = f.get_double("gemm.k_half", 0, 1e6);
     p.elementwise_bandwidth_efficiency = f.get_double("elementwise.bandwidth_efficiency", 0.01, 1.0);
+    p.nccl_channels = static_cast<int>(f.get_int("intra_node.nccl_channels", 0, 1024, 0));
     p.intra_node_bus_bandwidth = f.get_double("intra_node.bus_bandwidth_bytes_per_s", 1e6, 1e15);
     p.intra_node_step_latency_us = f.get_double("intra_node.step_latency_us", 0, 1e6);
     read_measured(root, file, p);

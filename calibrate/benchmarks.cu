@@ -1,0 +1,232 @@
+// Single-GPU benchmarks of strata-calibrate, all on GPU 0 and all through the one timing loop:
+//  - basics: kernel launch overhead, cudaMemcpy device-to-device bandwidth;
+//  - GEMMs: the 12 GEMMs of a Megatron layer for the model dims, plus a square size sweep;
+//  - elementwise: own layer-norm, GeLU, bias-dropout-add kernels at the layer's sizes;
+//  - attention core: its 6 batched GEMMs, softmax and dropout forward/backward.
+// Each measured op is a small descriptor (name, bytes or FLOPs, run); buffers that do not fit are
+// skipped and reported.
+#include "kernels.hpp"
+#include "layer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace strata::calibrate {
+namespace {
+
+struct Gpu0 {
+    DeviceGuard guard{0};
+    cudaStream_t s = nullptr;
+    Gpu0() { CAL_CUDA(cudaStreamCreate(&s)); }
+    ~Gpu0() { cudaStreamDestroy(s); }
+    std::vector<StreamOn> streams() const { return {{0, s}}; }
+};
+
+std::string fmt(const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return b;
+}
+
+/// An elementwise (memory-bound) op: `bytes` read + written per run.
+struct ElemOp {
+    const char* op;
+    std::int64_t elements, bytes;
+    std::function<void(cudaStream_t)> run;
+};
+
+void time_elementwise(const Context& c, Profile& p, Gpu0& g, const ElemOp& e) {
+    const double us = time_us(g.streams(), [&] { e.run(g.s); }, c.timing);
+    ElementwiseResult r{e.op, e.elements, e.bytes, round_sig(us), round_sig(e.bytes / (us * 1e-6) / 1e9)};
+    p.elementwise.push_back(r);
+    const double copy = p.copy_bandwidth_bytes_per_s;
+    progress(std::string(e.op) + ": " + fmt("%.1f us, ", us) + fmt("%.0f GB/s", r.gbps) +
+             (copy > 0 ? fmt(" (%.0f%% of device-to-device copy)", 100.0 * r.gbps * 1e9 / copy) : ""));
+}
+
+void skip(Profile& p, const std::string& what, const OutOfMemory& e) {
+    p.skipped.push_back(what + ": " + e.what());
+    progress("skipped " + what + ": " + e.what());
+}
+
+DeviceBuffer random_buffer(const Context& c, std::size_t elems, cudaStream_t s, float lo = -1, float hi = 1) {
+    DeviceBuffer b(elems * kElem, 0);
+    static std::uint64_t seed = 1;
+    kern::fill_uniform(c.dtype, b.get(), elems, lo, hi, seed++, s);
+    return b;
+}
+
+}  // namespace
+
+ElementwiseSummary run_basics(const Context& c, Profile& p) {
+    Gpu0 g;
+    ElementwiseSummary out;
+    constexpr int kLaunches = 100;
+    out.kernel_launch_us = round_sig(
+        time_us(g.streams(), [&] { for (int i = 0; i < kLaunches; ++i) kern::empty(g.s); }, c.timing) / kLaunches, 3);
+    progress("kernel launch: " + fmt("%.2f us per back-to-back empty kernel", out.kernel_launch_us));
+    for (std::size_t bytes = std::size_t{c.quick ? 256u : 1024u} << 20; bytes >= (std::size_t{32} << 20); bytes /= 2) {
+        try {
+            DeviceBuffer a(bytes, 0), b(bytes, 0);
+            CAL_CUDA(cudaMemsetAsync(a.get(), 1, bytes, g.s));
+            const double us = time_us(
+                g.streams(), [&] { CAL_CUDA(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, g.s)); },
+                c.timing);
+            out.copy_bandwidth_bytes_per_s = round_sig(2.0 * bytes / (us * 1e-6));   // read + write
+            progress("device-to-device copy of " + gib(double(bytes)) + ": " +
+                     fmt("%.0f GB/s (read + write)", out.copy_bandwidth_bytes_per_s / 1e9));
+            break;
+        } catch (const OutOfMemory& e) {
+            skip(p, "copy bandwidth with " + gib(double(bytes)) + " buffers", e);
+        }
+    }
+    p.copy_bandwidth_bytes_per_s = out.copy_bandwidth_bytes_per_s;
+    return out;
+}
+
+void run_gemms(const Context& c, Profile& p) {
+    Gpu0 g;
+    Blas blas(0);
+    std::vector<GemmDesc> list = layer_gemms(ModelDims::from(c));
+    std::vector<std::int64_t> sweep = c.quick ? std::vector<std::int64_t>{1024, 4096, 8192}
+                                              : std::vector<std::int64_t>{1024, 2048, 4096, 8192, 16384};
+    for (std::int64_t n : sweep) list.emplace_back("square_" + std::to_string(n), n, n, n);
+    for (const GemmDesc& d : list) {
+        const std::string what = "gemm " + d.name + " m=" + std::to_string(d.m) + " n=" + std::to_string(d.n) +
+                                 " k=" + std::to_string(d.k);
+        try {
+            DeviceBuffer A = random_buffer(c, d.a_elems(), g.s), B = random_buffer(c, d.b_elems(), g.s);
+            DeviceBuffer C(d.c_elems() * kElem, 0);
+            Gemm gemm(blas, c.dtype, d);
+            const double us = time_us(g.streams(), [&] { gemm.run(A.get(), B.get(), C.get(), g.s); }, c.timing);
+            GemmResult r{d.name, d.m, d.n, d.k, d.batch, dtype_name(c.dtype), round_sig(us),
+                         round_sig(d.flops() / (us * 1e-6) / 1e12)};
+            p.gemms.push_back(r);
+            progress(what + ": " + fmt("%.1f us, ", us) + fmt("%.1f TFLOP/s", r.tflops));
+        } catch (const OutOfMemory& e) {
+            skip(p, what, e);
+        }
+    }
+}
+
+void run_elementwise(const Context& c, Profile& p) {
+    Gpu0 g;
+    const ModelDims m = ModelDims::from(c);
+    const std::int64_t rows = m.sb(), h = m.h, f = 4 * m.h / m.t;
+    const int H = static_cast<int>(h), F = static_cast<int>(f);
+    const std::size_t n = static_cast<std::size_t>(rows * h), nf = static_cast<std::size_t>(rows * f);
+    const std::int64_t E = kElem;
+    try {   // layer norm over [s*b, h]
+        DeviceBuffer x = random_buffer(c, n, g.s), y(n * E, 0), dy = random_buffer(c, n, g.s), dx(n * E, 0);
+        DeviceBuffer gm = random_buffer(c, h, g.s, 0.9f, 1.1f), bt = random_buffer(c, h, g.s);
+        DeviceBuffer mean(rows * 4, 0), rstd(rows * 4, 0), dg(h * 4, 0), db(h * 4, 0);
+        DeviceBuffer scratch(kern::layernorm_bwd_scratch_floats(rows, H) * 4, 0);
+        const std::int64_t N = static_cast<std::int64_t>(n);
+        time_elementwise(c, p, g, {"layernorm_fwd", N, 2 * N * E + rows * 8, [&](cudaStream_t s) {
+            kern::layernorm_fwd(c.dtype, x.get(), gm.get(), bt.get(), y.get(), mean.as<float>(), rstd.as<float>(),
+                                rows, H, s);
+        }});
+        time_elementwise(c, p, g, {"layernorm_bwd", N, 3 * N * E + rows * 8, [&](cudaStream_t s) {
+            kern::layernorm_bwd(c.dtype, dy.get(), x.get(), mean.as<float>(), rstd.as<float>(), gm.get(), nullptr,
+                                dx.get(), dg.as<float>(), db.as<float>(), scratch.as<float>(), rows, H, s);
+        }});
+    } catch (const OutOfMemory& e) {
+        skip(p, "layernorm over [" + std::to_string(rows) + ", " + std::to_string(h) + "]", e);
+    }
+    try {   // GeLU over [s*b, 4h/t]
+        DeviceBuffer x = random_buffer(c, nf, g.s), y(nf * E, 0), dy = random_buffer(c, nf, g.s);
+        DeviceBuffer bias = random_buffer(c, f, g.s);
+        const std::int64_t N = static_cast<std::int64_t>(nf);
+        time_elementwise(c, p, g, {"gelu_fwd", N, 2 * N * E, [&](cudaStream_t s) {
+            kern::gelu_fwd(c.dtype, x.get(), bias.get(), y.get(), rows, F, s);
+        }});
+        time_elementwise(c, p, g, {"gelu_bwd", N, 3 * N * E, [&](cudaStream_t s) {
+            kern::gelu_bwd(c.dtype, dy.get(), x.get(), bias.get(), y.get(), rows, F, s);
+        }});
+    } catch (const OutOfMemory& e) {
+        skip(p, "gelu over [" + std::to_string(rows) + ", " + std::to_string(f) + "]", e);
+    }
+    try {   // bias-dropout-add over [s*b, h]
+        DeviceBuffer x = random_buffer(c, n, g.s), res = random_buffer(c, n, g.s), out(n * E, 0), mask(n, 0);
+        DeviceBuffer bias = random_buffer(c, h, g.s);
+        const std::int64_t N = static_cast<std::int64_t>(n);
+        time_elementwise(c, p, g, {"bias_dropout_add_fwd", N, 3 * N * E + N, [&](cudaStream_t s) {
+            kern::bias_dropout_add_fwd(c.dtype, x.get(), bias.get(), res.get(), out.get(), mask.as<std::uint8_t>(),
+                                       rows, H, 0.1f, 5, s);
+        }});
+        time_elementwise(c, p, g, {"bias_dropout_add_bwd", N, 2 * N * E + N, [&](cudaStream_t s) {
+            kern::dropout_bwd(c.dtype, out.get(), mask.as<std::uint8_t>(), x.get(), n, 0.1f, s);
+        }});
+    } catch (const OutOfMemory& e) {
+        skip(p, "bias-dropout-add over [" + std::to_string(rows) + ", " + std::to_string(h) + "]", e);
+    }
+}
+
+void run_attention(const Context& c, Profile& p) {
+    Gpu0 g;
+    Blas blas(0);
+    const ModelDims m = ModelDims::from(c);
+    const std::int64_t E = kElem;
+    try {
+        AttentionCore attn(blas, c.dtype, m, 0.1f);
+        const std::size_t ns = attn.score_elems(), nq = static_cast<std::size_t>(m.sb() * 3 * m.h / m.t),
+                          nc = static_cast<std::size_t>(m.sb() * m.h / m.t);
+        const float qk = 1.f / std::sqrt(std::sqrt(static_cast<float>(m.d())));
+        DeviceBuffer qkv = random_buffer(c, nq, g.s, -qk, qk), dqkv(nq * E, 0);
+        DeviceBuffer ctx(nc * E, 0), dctx = random_buffer(c, nc, g.s);
+        DeviceBuffer scores(ns * E, 0), probs(ns * E, 0), dropped(ns * E, 0), mask(ns, 0);
+        auto* mk = mask.as<std::uint8_t>();
+        attn.forward(qkv.get(), scores.get(), probs.get(), mk, dropped.get(), ctx.get(), 9, g.s);
+        // the six batched GEMMs, with the operands they see in the layer
+        const char* q = static_cast<const char*>(qkv.get());
+        const std::int64_t d = m.d();
+        struct Operands { const void *a, *b; void* c; };
+        char* dq = static_cast<char*>(dqkv.get());
+        const Operands ops[AttentionCore::kGemms] = {
+            {q, q + d * E, scores.get()},          {dropped.get(), q + 2 * d * E, ctx.get()},
+            {dctx.get(), q + 2 * d * E, scores.get()}, {dropped.get(), dctx.get(), dq + 2 * d * E},
+            {scores.get(), q + d * E, dq},         {scores.get(), q, dq + d * E}};
+        for (int i = 0; i < AttentionCore::kGemms; ++i) {
+            const Gemm& gm = attn.gemm(i);
+            const GemmDesc& dd = gm.desc();
+            const double us = time_us(g.streams(), [&] { gm.run(ops[i].a, ops[i].b, ops[i].c, g.s); }, c.timing);
+            GemmResult r{dd.name, dd.m, dd.n, dd.k, dd.batch, dtype_name(c.dtype), round_sig(us),
+                         round_sig(dd.flops() / (us * 1e-6) / 1e12)};
+            p.gemms.push_back(r);
+            progress("gemm " + dd.name + " batch=" + std::to_string(dd.batch) + " m=" + std::to_string(dd.m) +
+                     " n=" + std::to_string(dd.n) + " k=" + std::to_string(dd.k) + ": " + fmt("%.1f us, ", us) +
+                     fmt("%.1f TFLOP/s", r.tflops));
+        }
+        attn.forward(qkv.get(), scores.get(), probs.get(), mk, dropped.get(), ctx.get(), 9, g.s);
+        const std::int64_t N = static_cast<std::int64_t>(ns), rows = m.batch() * m.s;
+        const int S = static_cast<int>(m.s);
+        const float scale = 1.f / std::sqrt(static_cast<float>(d));
+        time_elementwise(c, p, g, {"softmax_fwd", N, 2 * N * E, [&](cudaStream_t s) {
+            kern::softmax_fwd(c.dtype, scores.get(), probs.get(), rows, S, scale, true, s);
+        }});
+        time_elementwise(c, p, g, {"softmax_bwd", N, 3 * N * E, [&](cudaStream_t s) {
+            kern::softmax_bwd(c.dtype, probs.get(), dropped.get(), scores.get(), rows, S, scale, s);
+        }});
+        time_elementwise(c, p, g, {"dropout_fwd", N, 2 * N * E + N, [&](cudaStream_t s) {
+            kern::dropout_fwd(c.dtype, probs.get(), dropped.get(), mk, ns, 0.1f, 9, s);
+        }});
+        time_elementwise(c, p, g, {"dropout_bwd", N, 2 * N * E + N, [&](cudaStream_t s) {
+            kern::dropout_bwd(c.dtype, dropped.get(), mk, scores.get(), ns, 0.1f, s);
+        }});
+        const double fwd = time_us(g.streams(), [&] {
+            attn.forward(qkv.get(), scores.get(), probs.get(), mk, dropped.get(), ctx.get(), 9, g.s);
+        }, c.timing);
+        const double bwd = time_us(g.streams(), [&] {
+            attn.backward(qkv.get(), probs.get(), mk, dropped.get(), dctx.get(), scores.get(), dqkv.get(), g.s);
+        }, c.timing);
+        progress("attention core: " + fmt("forward %.1f us, ", fwd) + fmt("backward %.1f us", bwd));
+    } catch (const OutOfMemory& e) {
+        skip(p, "attention core (b*a/t=" + std::to_string(m.batch()) + ", s=" + std::to_string(m.s) + ")", e);
+    }
+}
+
+}  // namespace strata::calibrate

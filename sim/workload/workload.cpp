@@ -1,0 +1,679 @@
+// The workload: turns a scenario into a task graph for the discrete-event engine and reads the results.
+//
+// Entities. Ranks are placed like Megatron-LM: tensor innermost, then data, then pipeline
+// (global rank = stage * d * t + replica * t + tensor_rank). The t GPUs of a tensor-parallel group run
+// the same kernels on equal shards in lockstep, so each (stage, replica) group is simulated as one
+// entity with its own streams and memory pool standing for each of its t GPUs; everything between
+// groups (pipeline sends, data-parallel reductions) and inside them (tensor-parallel collectives) is
+// moved as flows over the fabric's links, GPU by GPU.
+//
+// Streams per group: compute (kernels; tensor-parallel collectives block it as in Megatron),
+// tp (tensor-parallel collectives), send-forward, send-backward. Per stage: one data-parallel stream.
+//
+// Schedules (per stage, Megatron-LM order): GPipe, 1F1B (warm-up min(p - r - 1, N) forwards), and the
+// interleaved 1F1B with m model chunks (warm-up 2(p - r - 1) + (m - 1)p virtual microbatches).
+// A chunk's forward and backward are "units"; a unit is the chunk's layers' steps concatenated
+// (adjacent compute steps merged), with the embedding on the first virtual stage and the output layer
+// and loss on the last. Pipeline sends are asynchronous (isend): the sender does not wait for the
+// receiver; the receiver's unit waits for the transfer. Without sequence parallelism the activation is
+// split over the t rails and all-gathered on the receiver (Megatron's scatter/gather optimisation);
+// with it each rank sends its own sequence shard.
+//
+// After its last backward each stage reduces gradients over data-parallel replicas (all-reduce, or
+// reduce-scatter + all-gather of parameters with the distributed optimizer), the first and last stage
+// all-reduce the tied embedding's gradient, then every group runs its optimizer step.
+//
+// Memory: each group's pool holds weights, gradients and optimizer state from time zero; a forward
+// unit allocates its chunk's activations when it starts and the backward unit frees them when it ends;
+// recompute allocates one layer's recomputed activations for the duration of a backward unit.
+#include "strata/simulate.hpp"
+
+#include "strata/cost.hpp"
+#include "strata/errors.hpp"
+#include "strata/fabric.hpp"
+#include "strata/layer.hpp"
+#include "strata/memory.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <optional>
+
+namespace strata {
+
+namespace {
+
+using engine::TaskId;
+using engine::StreamId;
+
+/// A step of a unit, costed: a compute span or a tensor-parallel collective.
+struct UnitStep {
+    bool is_compute = true;
+    Time duration;               // compute
+    CollectiveKind kind{};       // collective
+    Bytes message;
+    bool overlapped = false;
+};
+
+enum class TaskKind : std::uint32_t { forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync };
+constexpr const char* kKindNames[] = {"forward", "backward", "tp-collective", "p2p", "dp-reduce", "optimizer",
+                                      "embedding-grad-sync"};
+
+/// label = kind (4 bits) | chunk (8 bits) | microbatch (20 bits)
+std::uint32_t make_label(TaskKind kind, int chunk, int mb) {
+    return (static_cast<std::uint32_t>(kind) << 28) | (static_cast<std::uint32_t>(chunk & 0xff) << 20) |
+           static_cast<std::uint32_t>(mb & 0xfffff);
+}
+TaskKind label_kind(std::uint32_t label) { return static_cast<TaskKind>(label >> 28); }
+int label_chunk(std::uint32_t label) { return static_cast<int>((label >> 20) & 0xff); }
+int label_mb(std::uint32_t label) { return static_cast<int>(label & 0xfffff); }
+
+void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost) {
+    for (const Step& s : pass) {
+        if (s.kind == Step::Kind::compute) {
+            const Time d = cost.compute_step(s);
+            if (!out.empty() && out.back().is_compute && !(out.size() >= 2 && out[out.size() - 2].overlapped &&
+                                                            !out[out.size() - 2].is_compute)) {
+                out.back().duration += d;
+            } else {
+                UnitStep u;
+                u.duration = d;
+                out.push_back(u);
+            }
+        } else {
+            UnitStep u;
+            u.is_compute = false;
+            u.kind = s.collective.kind;
+            u.message = s.collective.message;
+            u.overlapped = s.overlapped;
+            out.push_back(u);
+        }
+    }
+}
+
+struct Unit {
+    std::vector<UnitStep> steps;
+    Flops flops;  // not used for timing
+};
+
+/// One schedule slot: forward or backward of (chunk, microbatch).
+struct Slot {
+    bool forward;
+    int chunk;
+    int mb;
+};
+
+std::vector<Slot> stage_program(const ExecutionSpec& e, int r) {
+    const int p = e.pipeline, n = e.microbatches();
+    std::vector<Slot> prog;
+    if (e.schedule == Schedule::gpipe) {
+        for (int j = 0; j < n; ++j) prog.push_back({true, 0, j});
+        for (int j = 0; j < n; ++j) prog.push_back({false, 0, j});
+        return prog;
+    }
+    if (e.schedule == Schedule::one_f_one_b) {
+        const int warm = std::min(p - r - 1, n);
+        for (int j = 0; j < warm; ++j) prog.push_back({true, 0, j});
+        for (int i = 0; i < n - warm; ++i) {
+            prog.push_back({true, 0, warm + i});
+            prog.push_back({false, 0, i});
+        }
+        for (int i = n - warm; i < n; ++i) prog.push_back({false, 0, i});
+        return prog;
+    }
+    const int m = e.interleave, total = n * m;
+    const int warm = n == p ? total : std::min(2 * (p - r - 1) + (m - 1) * p, total);
+    auto fwd = [&](int k) {
+        const int in_group = k % (p * m);
+        return Slot{true, in_group / p, (k / (p * m)) * p + (k % p)};
+    };
+    auto bwd = [&](int k) {
+        const int in_group = k % (p * m);
+        return Slot{false, m - 1 - in_group / p, (k / (p * m)) * p + (k % p)};
+    };
+    for (int k = 0; k < warm; ++k) prog.push_back(fwd(k));
+    for (int i = 0; i < total - warm; ++i) {
+        prog.push_back(fwd(warm + i));
+        prog.push_back(bwd(i));
+    }
+    for (int i = total - warm; i < total; ++i) prog.push_back(bwd(i));
+    return prog;
+}
+
+class Builder {
+public:
+    Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab)
+        : sc_(sc), e_(sc.execution), sim_(sim), fab_(fab), cost_(sc.system.device) {
+        const NetworkSpec& n = sc.system.network;
+        coll_params_ = {n.collective_step_latency_intra, n.collective_step_latency_inter, n.hierarchical_collectives};
+    }
+
+    void build();
+    IterationResult collect(SimulationDetail* detail, double wall_s, const engine::RunStats& stats);
+    std::string describe(std::uint32_t label) const {
+        return fmt::format("{} chunk {} microbatch {}", kKindNames[static_cast<int>(label_kind(label))],
+                           label_chunk(label), label_mb(label));
+    }
+    void write_trace(const std::string& path) const;
+
+private:
+    struct Group {
+        int stage = 0, replica = 0;
+        std::vector<int> gpus;
+        StreamId compute{}, tp{}, send_fwd{}, send_bwd{};
+        engine::PoolId pool{};
+        std::map<std::pair<int, std::int64_t>, std::vector<fabric::CollectivePhase>> plans;
+        TaskId last_backward{};
+        bool has_backward = false;
+    };
+    struct UnitTasks {
+        TaskId first{}, last{};
+        bool valid = false;
+    };
+
+    int group_index(int stage, int replica) const { return stage * e_.data + replica; }
+    const std::vector<fabric::CollectivePhase>& tp_phases(Group& g, CollectiveKind kind, Bytes message);
+    /// Emits a unit's steps on group g after `after` (optional); returns its first and last task.
+    UnitTasks emit_unit(Group& g, const Unit& unit, std::optional<TaskId> gather_first, std::uint32_t label);
+    TaskId emit_phases(StreamId stream, const std::vector<fabric::CollectivePhase>& phases, std::vector<TaskId> deps,
+                       std::uint32_t label, TaskId* first);
+    const Unit& unit_for(bool forward, int virtual_stage);
+
+    const Scenario& sc_;
+    const ExecutionSpec& e_;
+    engine::Simulator& sim_;
+    fabric::Fabric& fab_;
+    CostModel cost_;
+    fabric::CollectiveParams coll_params_;
+    std::vector<Group> groups_;
+    std::vector<StreamId> dp_streams_;
+    std::map<std::pair<bool, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both)
+    std::vector<TaskId> exposed_tp_;              // non-overlapped TP collective tasks of replica 0
+    Time optimizer_time_;
+    Bytes activations_chunk_, recompute_bytes_, embedding_bytes_, output_bytes_;
+};
+
+const std::vector<fabric::CollectivePhase>& Builder::tp_phases(Group& g, CollectiveKind kind, Bytes message) {
+    auto key = std::pair{static_cast<int>(kind), message.value};
+    auto it = g.plans.find(key);
+    if (it != g.plans.end()) return it->second;
+    const fabric::CollectiveKind fk = kind == CollectiveKind::all_reduce   ? fabric::CollectiveKind::all_reduce
+                                      : kind == CollectiveKind::all_gather ? fabric::CollectiveKind::all_gather
+                                                                           : fabric::CollectiveKind::reduce_scatter;
+    return g.plans.emplace(key, fabric::plan_collective(fab_, fk, g.gpus, message, coll_params_)).first->second;
+}
+
+TaskId Builder::emit_phases(StreamId stream, const std::vector<fabric::CollectivePhase>& phases,
+                            std::vector<TaskId> deps, std::uint32_t label, TaskId* first) {
+    TaskId last{};
+    bool have = false;
+    for (const auto& ph : phases) {
+        TaskId t = sim_.add_transfer(stream, ph.route.links, ph.bytes, ph.latency + ph.route.latency, label);
+        for (TaskId d : deps) sim_.add_dependency(d, t);
+        if (!have && first) *first = t;
+        deps = {t};
+        last = t;
+        have = true;
+    }
+    if (!have) {  // a collective over one rank: nothing to move, a zero-length marker keeps the graph simple
+        last = sim_.add_compute(stream, Time::zero(), label);
+        for (TaskId d : deps) sim_.add_dependency(d, last);
+        if (first) *first = last;
+    }
+    return last;
+}
+
+Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<TaskId> gather_dep,
+                                      std::uint32_t label) {
+    UnitTasks out;
+    std::vector<TaskId> prev;
+    if (gather_dep) prev.push_back(*gather_dep);
+    const std::uint32_t tp_label = make_label(TaskKind::tp, label_chunk(label), label_mb(label));
+    auto note_first = [&](TaskId t) {
+        if (!out.valid) {
+            out.first = t;
+            out.valid = true;
+        }
+    };
+    for (std::size_t i = 0; i < unit.steps.size(); ++i) {
+        const UnitStep& s = unit.steps[i];
+        if (s.is_compute) {
+            TaskId t = sim_.add_compute(g.compute, s.duration, label);
+            for (TaskId d : prev) sim_.add_dependency(d, t);
+            note_first(t);
+            prev = {t};
+            continue;
+        }
+        TaskId first{};
+        const TaskId last = emit_phases(g.tp, tp_phases(g, s.kind, s.message), prev, tp_label, &first);
+        note_first(first);
+        if (s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute) {
+            // The overlapped kernels lose the SMs the collective holds while it runs.
+            const Time c = cost_.tp_collective(s.kind, e_.tensor, s.message);
+            TaskId w = sim_.add_compute(g.compute, cost_.overlapped_compute(unit.steps[i + 1].duration, c), label);
+            for (TaskId d : prev) sim_.add_dependency(d, w);
+            prev = {w, last};
+            ++i;
+        } else {
+            // Synchronous: the next kernel waits for it, so the in-order compute stream is blocked meanwhile.
+            if (g.replica == 0) exposed_tp_.push_back(last);
+            prev = {last};
+        }
+    }
+    if (!out.valid) {
+        out.first = out.last = sim_.add_compute(g.compute, Time::zero(), label);
+        out.valid = true;
+        for (TaskId d : prev) sim_.add_dependency(d, out.first);
+        return out;
+    }
+    if (prev.size() == 1) {
+        out.last = prev[0];
+    } else {
+        out.last = sim_.add_compute(g.compute, Time::zero(), label);
+        for (TaskId d : prev) sim_.add_dependency(d, out.last);
+    }
+    return out;
+}
+
+const Unit& Builder::unit_for(bool forward, int v) {
+    const int last_v = e_.pipeline * e_.interleave - 1;
+    const int kind = (v == 0 ? 1 : 0) | (v == last_v ? 2 : 0);
+    auto key = std::pair{forward, kind};
+    auto it = units_.find(key);
+    if (it != units_.end()) return it->second;
+    const LayerConfig lc{&sc_.model, e_.tensor, e_.sequence_parallel, e_.recompute, e_.microbatch};
+    const LayerPlan layer = build_layer(lc);
+    const int layers = sc_.model.layers / (e_.pipeline * e_.interleave);
+    Unit u;
+    if (forward) {
+        if (kind & 1) append(u.steps, build_embedding(lc).forward, cost_);
+        for (int i = 0; i < layers; ++i) append(u.steps, layer.forward, cost_);
+        if (kind & 2) append(u.steps, build_output(lc).forward, cost_);
+    } else {
+        if (kind & 2) append(u.steps, build_output(lc).backward, cost_);
+        for (int i = 0; i < layers; ++i) append(u.steps, layer.backward, cost_);
+        if (kind & 1) append(u.steps, build_embedding(lc).backward, cost_);
+    }
+    return units_.emplace(key, std::move(u)).first->second;
+}
+
+void Builder::build() {
+    const int p = e_.pipeline, d = e_.data, t = e_.tensor, m = e_.interleave;
+    const LayerConfig lc{&sc_.model, t, e_.sequence_parallel, e_.recompute, e_.microbatch};
+    const LayerPlan layer = build_layer(lc);
+    const int layers_per_chunk = sc_.model.layers / (p * m);
+    activations_chunk_ = layer.stored_bytes * layers_per_chunk;
+    recompute_bytes_ = layer.recompute_peak_bytes;
+    embedding_bytes_ = build_embedding(lc).stored_per_microbatch;
+    output_bytes_ = build_output(lc).stored_per_microbatch;
+    const BytesPerParam bpp = bytes_per_param(e_);
+    const std::vector<std::string> categories = {"weights", "gradients", "optimizer", "activations",
+                                                 "embedding/output activations", "recompute"};
+
+    // Groups, streams, pools.
+    groups_.resize(static_cast<std::size_t>(p * d));
+    for (int r = 0; r < p; ++r) {
+        dp_streams_.push_back(sim_.add_stream(fmt::format("stage {} data-parallel", r)));
+        for (int k = 0; k < d; ++k) {
+            Group& g = groups_[static_cast<std::size_t>(group_index(r, k))];
+            g.stage = r;
+            g.replica = k;
+            for (int i = 0; i < t; ++i) g.gpus.push_back(r * d * t + k * t + i);
+            const std::string name = fmt::format("GPUs {}-{} (stage {}, replica {})", g.gpus.front(), g.gpus.back(), r, k);
+            g.compute = sim_.add_stream(name + " compute");
+            g.tp = sim_.add_stream(name + " tensor-parallel");
+            g.send_fwd = sim_.add_stream(name + " send-forward");
+            g.send_bwd = sim_.add_stream(name + " send-backward");
+            g.pool = sim_.add_pool(name, sc_.system.memory_capacity, categories, r == 0 && k == 0);
+            const double params = parameters_on_stage(sc_.model, e_, r);
+            sim_.add_static(g.pool, 0, Bytes(std::llround(params * bpp.weights)));
+            sim_.add_static(g.pool, 1, Bytes(std::llround(params * bpp.gradients)));
+            sim_.add_static(g.pool, 2, Bytes(std::llround(params * bpp.optimizer)));
+        }
+    }
+
+    // Phase 1: each group's program, in schedule order.
+    // units[(group, forward, chunk, mb)] -> tasks; gathers for the receiver side of pipeline sends.
+    const int n = e_.microbatches();
+    auto unit_index = [&](int chunk, int mb) { return static_cast<std::size_t>(chunk * n + mb); };
+    std::vector<std::vector<UnitTasks>> fwd(groups_.size()), bwd(groups_.size());
+    std::vector<std::vector<std::optional<TaskId>>> recv_gate(groups_.size());
+    const bool scatter_gather = !e_.sequence_parallel && t > 1;
+    const Bytes activation_msg(2LL * sc_.model.seq_len * e_.microbatch * sc_.model.hidden);
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+        Group& g = groups_[gi];
+        fwd[gi].resize(static_cast<std::size_t>(m * n));
+        bwd[gi].resize(static_cast<std::size_t>(m * n));
+        recv_gate[gi].resize(static_cast<std::size_t>(2 * m * n));
+        for (const Slot& s : stage_program(e_, g.stage)) {
+            const int v = s.chunk * p + g.stage;
+            const bool receives = s.forward ? v > 0 : v < p * m - 1;
+            const std::uint32_t label = make_label(s.forward ? TaskKind::forward : TaskKind::backward, s.chunk, s.mb);
+            std::optional<TaskId> gate;
+            if (receives) {
+                // A zero-length gate the incoming transfer will feed (dependency added in phase 2); without
+                // sequence parallelism the received shards are all-gathered over NVLink first.
+                TaskId gt = sim_.add_compute(g.tp, Time::zero(), make_label(TaskKind::p2p, s.chunk, s.mb));
+                recv_gate[gi][(s.forward ? 0 : 1) * m * n + unit_index(s.chunk, s.mb)] = gt;
+                if (scatter_gather) {
+                    TaskId first{};
+                    gate = emit_phases(g.tp, tp_phases(g, CollectiveKind::all_gather, activation_msg), {gt},
+                                       make_label(TaskKind::p2p, s.chunk, s.mb), &first);
+                } else {
+                    gate = gt;
+                }
+            }
+            UnitTasks ut = emit_unit(g, unit_for(s.forward, v), gate, label);
+            if (s.forward) {
+                Bytes act = activations_chunk_;
+                sim_.add_memory_effect(ut.first, {g.pool, 3, act, Bytes(0)});
+                if (v == 0) sim_.add_memory_effect(ut.first, {g.pool, 4, embedding_bytes_, Bytes(0)});
+                if (v == p * m - 1) sim_.add_memory_effect(ut.first, {g.pool, 4, output_bytes_, Bytes(0)});
+                fwd[gi][unit_index(s.chunk, s.mb)] = ut;
+            } else {
+                sim_.add_memory_effect(ut.last, {g.pool, 3, Bytes(0), activations_chunk_});
+                if (v == 0) sim_.add_memory_effect(ut.last, {g.pool, 4, Bytes(0), embedding_bytes_});
+                if (v == p * m - 1) sim_.add_memory_effect(ut.last, {g.pool, 4, Bytes(0), output_bytes_});
+                if (recompute_bytes_.value > 0) sim_.add_memory_effect(ut.first, {g.pool, 5, recompute_bytes_, recompute_bytes_});
+                bwd[gi][unit_index(s.chunk, s.mb)] = ut;
+                g.last_backward = ut.last;
+                g.has_backward = true;
+            }
+        }
+    }
+
+    // Phase 2: pipeline sends, in each sender's program order. Each TP rank sends its share over its own
+    // rail; the t flows move together as one flow over the union of their routes.
+    const Bytes per_rank(activation_msg.value / t);
+    std::map<std::pair<int, int>, fabric::Route> routes;
+    auto route_between = [&](const Group& a, const Group& b) -> const fabric::Route& {
+        auto key = std::pair{a.gpus.front(), b.gpus.front()};
+        auto it = routes.find(key);
+        if (it != routes.end()) return it->second;
+        std::vector<std::pair<int, int>> pairs;
+        for (int i = 0; i < t; ++i) pairs.emplace_back(a.gpus[static_cast<std::size_t>(i)], b.gpus[static_cast<std::size_t>(i)]);
+        return routes.emplace(key, fab_.combined(pairs)).first->second;
+    };
+    const Time p2p_latency = sc_.system.network.p2p_latency;
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+        Group& g = groups_[gi];
+        for (const Slot& s : stage_program(e_, g.stage)) {
+            const int v = s.chunk * p + g.stage;
+            const int to_v = s.forward ? v + 1 : v - 1;
+            if (to_v < 0 || to_v >= p * m) continue;
+            const int to_stage = to_v % p, to_chunk = to_v / p;
+            const std::size_t to_gi = static_cast<std::size_t>(group_index(to_stage, g.replica));
+            const fabric::Route& route = route_between(g, groups_[to_gi]);
+            const UnitTasks& src = s.forward ? fwd[gi][unit_index(s.chunk, s.mb)] : bwd[gi][unit_index(s.chunk, s.mb)];
+            TaskId x = sim_.add_transfer(s.forward ? g.send_fwd : g.send_bwd, route.links, per_rank,
+                                         route.latency + p2p_latency, make_label(TaskKind::p2p, s.chunk, s.mb));
+            sim_.add_dependency(src.last, x);
+            const auto& gate = recv_gate[to_gi][(s.forward ? 0 : 1) * m * n + unit_index(to_chunk, s.mb)];
+            if (!gate) throw SimulationError("internal: pipeline receive without a gate");
+            sim_.add_dependency(x, *gate);
+        }
+    }
+
+    // Phase 3: gradient reduction over data-parallel replicas, tied-embedding sync, optimizer step.
+    const double grad_bytes_per_param = bpp.gradients;
+    std::vector<TaskId> reduced(static_cast<std::size_t>(p));
+    for (int r = 0; r < p; ++r) {
+        const double params = parameters_on_stage(sc_.model, e_, r);
+        std::vector<TaskId> deps;
+        for (int k = 0; k < d; ++k) deps.push_back(groups_[static_cast<std::size_t>(group_index(r, k))].last_backward);
+        const Bytes grads(std::llround(params * grad_bytes_per_param));
+        // One ring per tensor rank i (same rail); the t rings move together.
+        auto combined_plan = [&](fabric::CollectiveKind kind, Bytes msg) {
+            std::vector<fabric::CollectivePhase> merged;
+            for (int i = 0; i < t; ++i) {
+                std::vector<int> ranks;
+                for (int k = 0; k < d; ++k) ranks.push_back(r * d * t + k * t + i);
+                auto phases = fabric::plan_collective(fab_, kind, ranks, msg, coll_params_);
+                if (merged.empty()) {
+                    merged = std::move(phases);
+                    continue;
+                }
+                for (std::size_t ph = 0; ph < phases.size() && ph < merged.size(); ++ph) {
+                    for (const auto& lu : phases[ph].route.links) merged[ph].route.links.push_back(lu);
+                }
+            }
+            for (auto& ph : merged) {  // sum multiplicities of repeated links, deterministic order
+                auto& links = ph.route.links;
+                std::sort(links.begin(), links.end(), [](const auto& a, const auto& b) { return a.link < b.link; });
+                std::vector<engine::LinkUse> out;
+                for (const auto& lu : links) {
+                    if (!out.empty() && out.back().link == lu.link) out.back().multiplicity += lu.multiplicity;
+                    else out.push_back(lu);
+                }
+                links = std::move(out);
+            }
+            return merged;
+        };
+        const std::uint32_t label = make_label(TaskKind::dp, 0, 0);
+        TaskId done{};
+        if (d > 1) {
+            auto phases = combined_plan(e_.distributed_optimizer ? fabric::CollectiveKind::reduce_scatter
+                                                                 : fabric::CollectiveKind::all_reduce, grads);
+            done = emit_phases(dp_streams_[static_cast<std::size_t>(r)], phases, deps, label, nullptr);
+        } else {
+            done = sim_.add_compute(dp_streams_[static_cast<std::size_t>(r)], Time::zero(), label);
+            for (TaskId dd : deps) sim_.add_dependency(dd, done);
+        }
+        reduced[static_cast<std::size_t>(r)] = done;
+    }
+    if (p > 1 && sc_.model.tied_embeddings) {
+        // The word-embedding gradient (v h / t per GPU) is all-reduced between the first and last stage.
+        const Bytes emb(std::llround(double(sc_.model.vocab) * sc_.model.hidden / t * grad_bytes_per_param));
+        std::vector<std::pair<int, int>> fwd_pairs, bwd_pairs;
+        for (int k = 0; k < d; ++k)
+            for (int i = 0; i < t; ++i) {
+                const int a = k * t + i, b = (p - 1) * d * t + k * t + i;
+                fwd_pairs.emplace_back(a, b);
+                bwd_pairs.emplace_back(b, a);
+            }
+        fabric::Route ra = fab_.combined(fwd_pairs), rb = fab_.combined(bwd_pairs);
+        for (const auto& lu : rb.links) ra.links.push_back(lu);
+        const std::uint32_t label = make_label(TaskKind::embedding_sync, 0, 0);
+        TaskId x = sim_.add_transfer(dp_streams_[0], ra.links, emb, std::max(ra.latency, rb.latency) + p2p_latency, label);
+        sim_.add_dependency(reduced[0], x);
+        sim_.add_dependency(reduced[static_cast<std::size_t>(p - 1)], x);
+        reduced[0] = x;
+        reduced[static_cast<std::size_t>(p - 1)] = x;
+    }
+    std::vector<std::vector<TaskId>> stepped(static_cast<std::size_t>(p));
+    for (auto& g : groups_) {
+        const double params = parameters_on_stage(sc_.model, e_, g.stage);
+        const double shard = e_.distributed_optimizer ? params / d : params;
+        const auto& dev = sc_.system.device;
+        const Time step = Time::from_seconds(shard * sc_.system.optimizer.bytes_per_param_step /
+                                             (dev.hbm_bandwidth * dev.elementwise_bandwidth_efficiency)) +
+                          sc_.system.optimizer.fixed_overhead;
+        TaskId o = sim_.add_compute(g.compute, step, make_label(TaskKind::optimizer, 0, 0));
+        sim_.add_dependency(reduced[static_cast<std::size_t>(g.stage)], o);
+        stepped[static_cast<std::size_t>(g.stage)].push_back(o);
+        if (g.replica == 0 && g.stage == 0) optimizer_time_ = step;
+    }
+    if (e_.distributed_optimizer && d > 1) {
+        // Updated bf16 parameters are all-gathered over the data-parallel replicas of each stage.
+        for (int r = 0; r < p; ++r) {
+            std::vector<int> ranks;
+            for (int k = 0; k < d; ++k) ranks.push_back(r * d * t + k * t);
+            const double params = parameters_on_stage(sc_.model, e_, r);
+            auto phases = fabric::plan_collective(fab_, fabric::CollectiveKind::all_gather, ranks,
+                                                  Bytes(std::llround(params * 2)), coll_params_);
+            emit_phases(dp_streams_[static_cast<std::size_t>(r)], phases, stepped[static_cast<std::size_t>(r)],
+                        make_label(TaskKind::dp, 1, 0), nullptr);
+        }
+    }
+}
+
+IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const engine::RunStats& stats) {
+    IterationResult r;
+    const double T = stats.end_time.seconds();
+    r.iteration_time_s = T;
+    const double peak = sc_.system.device.peak_flops * e_.gpus();
+    r.mfu = model_flops_per_iteration(sc_.model, e_.global_batch).value / (T * peak);
+    r.hfu = hardware_flops_per_iteration(sc_.model, e_.global_batch, e_.recompute).value / (T * peak);
+    const int p = e_.pipeline;
+    double exposed_tp = 0;
+    for (TaskId x : exposed_tp_) exposed_tp += (sim_.end_time(x) - sim_.start_time(x)).seconds();
+    exposed_tp /= p;  // per stage on average (replica 0)
+    double busy_sum = 0;
+    for (int s = 0; s < p; ++s) {
+        const double b = sim_.stream_busy(groups_[static_cast<std::size_t>(group_index(s, 0))].compute).seconds();
+        r.stage_busy_s.push_back(b);
+        busy_sum += b;
+    }
+    const double busy_mean = busy_sum / p;
+    // Exposed communication: synchronous tensor-parallel collectives plus the time between the end of the
+    // last backward and the start of the optimizer step (gradient reduction, embedding sync).
+    const Group& g0 = groups_[0];
+    double tail = 0;
+    for (TaskId t = 0; t < sim_.task_count(); ++t) {
+        if (sim_.stream_of(t) == g0.compute && label_kind(sim_.label_of(t)) == TaskKind::optimizer) {
+            tail = (sim_.start_time(t) - sim_.end_time(g0.last_backward)).seconds();
+        }
+    }
+    r.exposed_comm_s = exposed_tp + std::max(0.0, tail);
+    r.bubble_fraction = std::max(0.0, 1.0 - (busy_mean + r.exposed_comm_s) / T);
+    // Memory.
+    Bytes best{};
+    for (const auto& g : groups_) {
+        const engine::PoolReport pr = sim_.pool_report(g.pool);
+        if (pr.peak > best) {
+            best = pr.peak;
+            r.peak_memory_stage = g.stage;
+        }
+        if (pr.over_capacity && !r.oom) {
+            r.oom = true;
+            std::string parts;
+            const char* names[] = {"weights", "gradients", "optimizer", "activations", "embedding/output", "recompute"};
+            for (std::size_t c = 0; c < pr.peak_breakdown.size(); ++c) {
+                parts += fmt::format("{}{} {:.2f} GiB", c ? ", " : "", names[c], pr.peak_breakdown[c].gib());
+            }
+            r.oom_detail = fmt::format("GPUs {}-{} (stage {}, replica {}) exceed {:.2f} GiB at t = {:.4f} s; peak {:.2f} GiB at "
+                                       "t = {:.4f} s: {}",
+                                       g.gpus.front(), g.gpus.back(), g.stage, g.replica, pr.capacity.gib(),
+                                       pr.first_over_time.seconds(), pr.peak.gib(), pr.peak_time.seconds(), parts);
+        }
+    }
+    r.peak_memory = best;
+    const engine::PoolReport p0 = sim_.pool_report(g0.pool);
+    r.first_stage_activation_peak = p0.peak_breakdown.size() > 3 ? p0.peak_breakdown[3] : Bytes(0);
+    r.events = stats.events;
+    r.tasks = stats.tasks;
+    r.wall_s = wall_s;
+    if (detail) {
+        auto tl = sim_.pool_timeline(g0.pool);
+        detail->stage0_memory.assign(tl.begin(), tl.end());
+        detail->memory_categories = {"weights", "gradients", "optimizer", "activations", "embedding/output", "recompute"};
+        for (int s = 0; s < p; ++s)
+            detail->stage_peaks.push_back(sim_.pool_report(groups_[static_cast<std::size_t>(group_index(s, 0))].pool).peak);
+        std::vector<StreamId> compute(static_cast<std::size_t>(p)), tp(static_cast<std::size_t>(p));
+        for (int s = 0; s < p; ++s) {
+            compute[static_cast<std::size_t>(s)] = groups_[static_cast<std::size_t>(group_index(s, 0))].compute;
+            tp[static_cast<std::size_t>(s)] = groups_[static_cast<std::size_t>(group_index(s, 0))].tp;
+        }
+        for (TaskId t = 0; t < sim_.task_count(); ++t) {
+            const StreamId st = sim_.stream_of(t);
+            const Time a = sim_.start_time(t), b = sim_.end_time(t);
+            if (b == a) continue;
+            for (int s = 0; s < p; ++s) {
+                const auto su = static_cast<std::size_t>(s);
+                if (st != compute[su] && st != tp[su]) continue;
+                const std::uint32_t l = sim_.label_of(t);
+                char kind = st == tp[su] ? 'C'
+                            : label_kind(l) == TaskKind::forward ? 'F'
+                            : label_kind(l) == TaskKind::backward ? 'B'
+                                                                  : 'O';
+                detail->intervals.push_back({a.seconds(), b.seconds(), s, kind, label_mb(l), label_chunk(l)});
+            }
+        }
+    }
+    return r;
+}
+
+void Builder::write_trace(const std::string& path) const {
+    std::ofstream out(path, std::ios::binary);
+    if (!out) throw InputError(path + ": cannot open the trace file for writing");
+    out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+    bool first = true;
+    auto sep = [&]() -> const char* {
+        if (first) {
+            first = false;
+            return "";
+        }
+        return ",\n";
+    };
+    // Process per GPU group (its t GPUs run in lockstep), thread per stream.
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+        const Group& g = groups_[gi];
+        out << sep() << fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"GPUs {}-{} stage {} replica {}"}}}})",
+                                    gi, g.gpus.front(), g.gpus.back(), g.stage, g.replica);
+        const StreamId streams[] = {g.compute, g.tp, g.send_fwd, g.send_bwd};
+        const char* names[] = {"compute", "tensor-parallel comm", "send forward", "send backward"};
+        for (int i = 0; i < 4; ++i) {
+            out << sep() << fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", gi,
+                                        streams[i], names[i]);
+        }
+    }
+    std::vector<int> stream_pid(sim_.stream_count(), static_cast<int>(groups_.size()));
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+        const Group& g = groups_[gi];
+        for (StreamId s : {g.compute, g.tp, g.send_fwd, g.send_bwd}) stream_pid[s] = static_cast<int>(gi);
+    }
+    out << sep() << fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"data-parallel"}}}})", groups_.size());
+    for (TaskId t = 0; t < sim_.task_count(); ++t) {
+        const Time a = sim_.start_time(t), b = sim_.end_time(t);
+        if (b == a) continue;
+        const std::uint32_t l = sim_.label_of(t);
+        out << sep()
+            << fmt::format(R"({{"name":"{} c{} mb{}","cat":"{}","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":{},"tid":{}}})",
+                           kKindNames[static_cast<int>(label_kind(l))], label_chunk(l), label_mb(l),
+                           kKindNames[static_cast<int>(label_kind(l))], a.us(), (b - a).us(), stream_pid[sim_.stream_of(t)],
+                           sim_.stream_of(t));
+    }
+    out << "\n]}\n";
+    if (!out) throw InputError(path + ": writing the trace failed");
+}
+
+fabric::FabricSpec fabric_spec(const Scenario& sc) {
+    const NetworkSpec& n = sc.system.network;
+    fabric::FabricSpec f;
+    f.gpus_per_node = sc.system.gpus_per_node;
+    f.nodes = (sc.execution.gpus() + f.gpus_per_node - 1) / f.gpus_per_node;
+    f.nvlink_bandwidth = n.nvlink_bandwidth;
+    f.nvlink_latency = n.nvlink_latency;
+    f.rails = n.rails;
+    f.nic_bandwidth = n.nic_bandwidth;
+    f.nic_latency = n.nic_latency;
+    f.nodes_per_leaf = n.nodes_per_leaf;
+    f.spines_per_rail = n.spines_per_rail;
+    f.oversubscription = n.oversubscription;
+    f.tiers = n.tiers;
+    f.switch_latency = n.switch_latency;
+    return f;
+}
+
+}  // namespace
+
+IterationResult simulate(const Scenario& sc, const SimulationOptions& options, SimulationDetail* detail) {
+    validate(sc);
+    const auto t0 = std::chrono::steady_clock::now();
+    engine::Simulator sim;
+    fabric::Fabric fab(fabric_spec(sc), sim);
+    Builder builder(sc, sim, fab);
+    builder.build();
+    sim.set_label_formatter([&builder](std::uint32_t l) { return builder.describe(l); });
+    const engine::RunStats stats = sim.run(options.progress, 200000);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    IterationResult r = builder.collect(detail, wall, stats);
+    if (!options.trace_path.empty()) builder.write_trace(options.trace_path);
+    return r;
+}
+
+}  // namespace strata

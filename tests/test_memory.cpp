@@ -1,0 +1,96 @@
+// Memory per GPU: parameters, bytes per parameter, and the first stage's activations (paper eq. 5).
+#include "strata/layer.hpp"
+#include "strata/memory.hpp"
+#include "strata/scenario.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace strata;
+
+namespace {
+Scenario table4_case(int index) {
+    return load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table4.yaml").cases.at(index);
+}
+Scenario model_case(const char* model_file, int t, int p, int m, int B, bool sp, Recompute rc) {
+    Scenario sc = table4_case(0);
+    const Experiment ex = load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table2.yaml");
+    for (const auto& c : ex.cases)
+        if (c.model.name == model_file) sc.model = c.model;
+    sc.execution.tensor = t;
+    sc.execution.pipeline = p;
+    sc.execution.interleave = m;
+    sc.execution.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+    sc.execution.microbatch = 1;
+    sc.execution.global_batch = B;
+    sc.execution.sequence_parallel = sp;
+    sc.execution.recompute = rc;
+    validate(sc);
+    return sc;
+}
+}  // namespace
+
+TEST_CASE("parameter counts match the models' names") {
+    const Experiment ex = load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table2.yaml");
+    auto params = [&](const char* name) {
+        for (const auto& c : ex.cases)
+            if (c.model.name == name) return total_parameters(c.model);
+        return 0.0;
+    };
+    CHECK(params("gpt3-175b") == Approx(175e9).epsilon(0.01));
+    CHECK(params("mt-nlg-530b") == Approx(530e9).epsilon(0.01));
+    CHECK(params("gpt-1t") == Approx(1.008e12).epsilon(0.01));
+    CHECK(params("gpt-22b") == Approx(22e9).epsilon(0.02));
+}
+
+TEST_CASE("bytes per parameter: mixed-precision Adam, distributed optimizer shards the optimizer state") {
+    ExecutionSpec e;
+    BytesPerParam b = bytes_per_param(e);
+    CHECK(b.weights + b.gradients + b.optimizer == 18);
+    e.precision = Precision::fp16;
+    b = bytes_per_param(e);
+    CHECK(b.weights + b.gradients + b.optimizer == 20);
+    e.precision = Precision::bf16;
+    e.distributed_optimizer = true;
+    e.data = 4;
+    b = bytes_per_param(e);
+    CHECK(b.optimizer == 3);
+}
+
+TEST_CASE("first stage under 1F1B holds L layers' activations (eq. 5)") {
+    const Scenario sc = model_case("gpt-1t", 8, 64, 1, 512, true, Recompute::selective);
+    const MemoryReport r = estimate_memory(sc);
+    const std::int64_t s = 2048, h = 25600, L = 128, t = 8;
+    CHECK(r.activation_first_stage_layers.value == 34 * s * h * L / t);  // eq. 6 with SP + selective
+    // Section 4.5: embedding dropout masks of the p microbatches in flight (sbhp/t).
+    CHECK(r.first_stage.activations_embedding.value == s * h * 64 / t);
+}
+
+TEST_CASE("interleaved schedule multiplies the first stage's activations by 1 + (p-1)/(p m)") {
+    const Scenario sc = model_case("gpt3-175b", 8, 8, 3, 64, false, Recompute::none);
+    const MemoryReport r = estimate_memory(sc);
+    const std::int64_t per_layer = r.activation_per_layer.value, L = 96, p = 8, m = 3;
+    // L (1 + (p-1)/(p m)) layers = L (p m + p - 1) / (p m)
+    CHECK(r.activation_first_stage_layers.value * (p * m) == per_layer * L * (p * m + p - 1));
+    CHECK(in_flight_chunks(sc.execution, 0) == int(p * m + p - 1));
+    CHECK(in_flight_chunks(sc.execution, int(p) - 1) == int((m - 1) * p + 1));
+}
+
+TEST_CASE("fits / out of memory against the capacity, with the margin") {
+    Scenario sc = table4_case(0);  // 22B, t=8, no recompute: 59.7 GiB activations + 49 GiB states
+    MemoryReport r = estimate_memory(sc);
+    CHECK_FALSE(r.fits());
+    CHECK(r.margin().value < 0);
+    sc = table4_case(4);  // selective + sequence parallel
+    r = estimate_memory(sc);
+    CHECK(r.fits());
+    CHECK(r.margin().value == r.capacity.value - r.peak_stage.total().value);
+    // Full recompute keeps the least.
+    CHECK(estimate_memory(table4_case(2)).activation_first_stage < r.activation_first_stage);
+}
+
+TEST_CASE("fewer microbatches than stages: the first stage holds only those") {
+    Scenario sc = model_case("gpt3-175b", 8, 8, 1, 4, true, Recompute::selective);
+    CHECK(in_flight_chunks(sc.execution, 0) == 4);
+    const MemoryReport r = estimate_memory(sc);
+    CHECK(r.activation_first_stage_layers.value == r.activation_per_layer.value * 4 * (96 / 8));
+}

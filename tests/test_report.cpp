@@ -1,0 +1,290 @@
+// Tests of the result renderings (to_json, to_csv, print_table) on the analytical results of the
+// paper's Table 4 cases: the JSON schema, agreement with the CaseResult values, one CSV row per case,
+// and byte-identical output across runs.
+#include "strata/errors.hpp"
+#include "strata/report.hpp"
+#include "strata/scenario.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace strata;
+using Catch::Contains;
+using nlohmann::json;
+
+namespace {
+
+std::string table4_path() { return std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table4.yaml"; }
+
+std::vector<CaseResult> analyze_table4() {
+    const Experiment ex = load_experiment(table4_path());
+    std::vector<CaseResult> results;
+    for (const Scenario& sc : ex.cases) results.push_back(analyze(sc));
+    return results;
+}
+
+/// Splits on `sep`, except inside double quotes (CSV quoting; the quotes are kept).
+std::vector<std::string> split(const std::string& text, char sep) {
+    std::vector<std::string> out;
+    std::string cur;
+    bool quoted = false;
+    for (char c : text) {
+        if (c == '"') quoted = !quoted;
+        if (c == sep && !quoted) {
+            out.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    out.push_back(cur);
+    return out;
+}
+
+/// Non-empty lines of `text`.
+std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> out;
+    for (auto& l : split(text, '\n')) {
+        if (!l.empty()) out.push_back(l);
+    }
+    return out;
+}
+
+std::size_t column(const std::vector<std::string>& header, const std::string& name) {
+    for (std::size_t i = 0; i < header.size(); ++i) {
+        if (header[i] == name) return i;
+    }
+    FAIL("CSV header has no column '" << name << "'");
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("analyze gives positive per-layer times and Table 2 activation memory for Table 4", "[report]") {
+    const auto results = analyze_table4();
+    REQUIRE(results.size() == 5);
+    for (const CaseResult& r : results) {
+        INFO(r.scenario.name);
+        CHECK_FALSE(r.error.has_value());
+        CHECK_FALSE(r.iteration.has_value());
+        CHECK(r.layer.forward_ms > 0);
+        CHECK(r.layer.backward_ms > r.layer.forward_ms * 0.9);
+        CHECK(r.layer.cost_source == "analytical");
+        CHECK(r.memory.activation_per_layer.value > 0);
+        CHECK(r.memory.capacity.value == 85899345920LL);
+    }
+    // Table 2 (s = 2048, b = 4, h = 6144, a = 64, t = 8): sbh (10 + 24/t + 5as/(ht)) for the baseline.
+    const std::int64_t s = 2048, b = 4, h = 6144, a = 64, t = 8;
+    CHECK(results[0].memory.activation_per_layer.value == s * b * h * (10 + 24 / t) + 5 * a * s * s * b / t);
+    // Sequence parallelism and recomputation only ever reduce the activation memory of a layer.
+    CHECK(results[1].memory.activation_per_layer < results[0].memory.activation_per_layer);
+    CHECK(results[2].memory.activation_per_layer < results[3].memory.activation_per_layer);
+    CHECK(results[3].memory.activation_per_layer < results[0].memory.activation_per_layer);
+    CHECK(results[4].memory.activation_per_layer < results[3].memory.activation_per_layer);
+    // Full recomputation repeats the forward pass in the backward pass.
+    CHECK(results[2].layer.backward_ms > results[0].layer.backward_ms + 0.5 * results[0].layer.forward_ms);
+}
+
+TEST_CASE("to_json has the documented schema and the CaseResult values", "[report][json]") {
+    const auto results = analyze_table4();
+    const std::string text = to_json("Table 4", results);
+    json root;
+    REQUIRE_NOTHROW(root = json::parse(text));
+
+    REQUIRE(root.is_object());
+    CHECK(root.at("experiment") == "Table 4");
+    REQUIRE(root.contains("results"));
+    REQUIRE(root["results"].is_array());
+    REQUIRE(root["results"].size() == results.size());
+
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        const CaseResult& r = results[i];
+        const json& j = root["results"][i];
+        INFO(r.scenario.name);
+        REQUIRE(j.is_object());
+        CHECK(j.at("name") == r.scenario.name);
+        CHECK(j.at("system") == "selene-a100");
+        CHECK_FALSE(j.contains("error"));
+
+        const json& m = j.at("model");
+        for (const char* key : {"heads", "hidden", "layers", "seq_len", "vocab"}) {
+            INFO(key);
+            REQUIRE(m.contains(key));
+            CHECK(m[key].is_number_integer());
+        }
+        CHECK(m["heads"] == r.scenario.model.heads);
+        CHECK(m["hidden"] == r.scenario.model.hidden);
+        CHECK(m["layers"] == r.scenario.model.layers);
+        CHECK(m["seq_len"] == r.scenario.model.seq_len);
+        CHECK(m["vocab"] == r.scenario.model.vocab);
+        CHECK(m["heads"] == 64);
+        CHECK(m["hidden"] == 6144);
+
+        const json& e = j.at("execution");
+        for (const char* key : {"tensor", "pipeline", "data", "interleave", "microbatch", "global_batch"}) {
+            INFO(key);
+            REQUIRE(e.contains(key));
+            CHECK(e[key].is_number_integer());
+        }
+        CHECK(e["tensor"] == r.scenario.execution.tensor);
+        CHECK(e["pipeline"] == r.scenario.execution.pipeline);
+        CHECK(e["data"] == r.scenario.execution.data);
+        CHECK(e["interleave"] == r.scenario.execution.interleave);
+        CHECK(e["microbatch"] == r.scenario.execution.microbatch);
+        CHECK(e["global_batch"] == r.scenario.execution.global_batch);
+        REQUIRE(e.contains("sequence_parallel"));
+        CHECK(e["sequence_parallel"].is_boolean());
+        CHECK(e["sequence_parallel"] == r.scenario.execution.sequence_parallel);
+        REQUIRE(e.contains("recompute"));
+        CHECK(e["recompute"] == to_string(r.scenario.execution.recompute));
+
+        const json& mem = j.at("memory");
+        for (const char* key : {"activation_bytes_per_layer", "activation_bytes_first_stage", "weights_bytes",
+                                "gradients_bytes", "optimizer_bytes", "peak_bytes", "capacity_bytes"}) {
+            INFO(key);
+            REQUIRE(mem.contains(key));
+            CHECK(mem[key].is_number_integer());
+            CHECK(mem[key].get<std::int64_t>() > 0);
+        }
+        CHECK(mem["activation_bytes_per_layer"].get<std::int64_t>() == r.memory.activation_per_layer.value);
+        CHECK(mem["activation_bytes_first_stage"].get<std::int64_t>() == r.memory.activation_first_stage.value);
+        CHECK(mem["weights_bytes"].get<std::int64_t>() == r.memory.peak_stage.weights.value);
+        CHECK(mem["gradients_bytes"].get<std::int64_t>() == r.memory.peak_stage.gradients.value);
+        CHECK(mem["optimizer_bytes"].get<std::int64_t>() == r.memory.peak_stage.optimizer.value);
+        CHECK(mem["peak_bytes"].get<std::int64_t>() == r.memory.peak_stage.total().value);
+        CHECK(mem["capacity_bytes"].get<std::int64_t>() == r.memory.capacity.value);
+        REQUIRE(mem.contains("fits"));
+        CHECK(mem["fits"].is_boolean());
+        CHECK(mem["fits"] == r.memory.fits());
+        // The peak includes the parameter state.
+        CHECK(mem["peak_bytes"].get<std::int64_t>() >= mem["weights_bytes"].get<std::int64_t>() +
+                                                           mem["gradients_bytes"].get<std::int64_t>() +
+                                                           mem["optimizer_bytes"].get<std::int64_t>());
+
+        const json& layer = j.at("layer");
+        REQUIRE(layer.contains("forward_ms"));
+        REQUIRE(layer.contains("backward_ms"));
+        CHECK(layer["forward_ms"].get<double>() == Approx(r.layer.forward_ms));
+        CHECK(layer["backward_ms"].get<double>() == Approx(r.layer.backward_ms));
+
+        // Without an engine run there are no iteration results.
+        CHECK_FALSE(j.contains("iteration_time_s"));
+    }
+}
+
+TEST_CASE("to_csv has a header and one row per case with the same values", "[report][csv]") {
+    const auto results = analyze_table4();
+    const std::string text = to_csv(results);
+    const auto rows = lines(text);
+    REQUIRE(rows.size() == results.size() + 1);
+
+    const auto header = split(rows[0], ',');
+    CHECK(header.front() == "name");
+    const std::size_t c_act = column(header, "activation_bytes_per_layer");
+    const std::size_t c_first = column(header, "activation_bytes_first_stage");
+    const std::size_t c_tensor = column(header, "tensor");
+    const std::size_t c_sp = column(header, "sequence_parallel");
+    const std::size_t c_rc = column(header, "recompute");
+    const std::size_t c_peak = column(header, "peak_bytes");
+    const std::size_t c_fits = column(header, "fits");
+    const std::size_t c_fwd = column(header, "forward_ms");
+    const std::size_t c_bwd = column(header, "backward_ms");
+    const std::size_t c_err = column(header, "error");
+
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        const CaseResult& r = results[i];
+        INFO(rows[i + 1]);
+        const auto f = split(rows[i + 1], ',');
+        REQUIRE(f.size() == header.size());
+        CHECK(f[0] == r.scenario.name);
+        CHECK(f[1] == "gpt-22b");
+        CHECK(f[c_tensor] == "8");
+        CHECK(f[c_sp] == (r.scenario.execution.sequence_parallel ? "true" : "false"));
+        CHECK(f[c_rc] == to_string(r.scenario.execution.recompute));
+        CHECK(std::stoll(f[c_act]) == r.memory.activation_per_layer.value);
+        CHECK(std::stoll(f[c_first]) == r.memory.activation_first_stage.value);
+        CHECK(std::stoll(f[c_peak]) == r.memory.peak_stage.total().value);
+        CHECK(f[c_fits] == (r.memory.fits() ? "true" : "false"));
+        CHECK(std::stod(f[c_fwd]) == Approx(r.layer.forward_ms).margin(1e-4));
+        CHECK(std::stod(f[c_bwd]) == Approx(r.layer.backward_ms).margin(1e-4));
+        CHECK(f[c_err].empty());
+    }
+}
+
+TEST_CASE("JSON and CSV agree on the activation bytes", "[report][json][csv]") {
+    const auto results = analyze_table4();
+    const json root = json::parse(to_json("Table 4", results));
+    const auto rows = lines(to_csv(results));
+    const std::size_t c_act = column(split(rows[0], ','), "activation_bytes_per_layer");
+    REQUIRE(rows.size() == root["results"].size() + 1);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        CHECK(std::stoll(split(rows[i + 1], ',')[c_act]) ==
+              root["results"][i]["memory"]["activation_bytes_per_layer"].get<std::int64_t>());
+        CHECK(split(rows[i + 1], ',')[0] == root["results"][i]["name"].get<std::string>());
+    }
+}
+
+TEST_CASE("renderings are deterministic", "[report]") {
+    const auto a = analyze_table4();
+    const auto b = analyze_table4();
+    CHECK(to_json("Table 4", a) == to_json("Table 4", b));
+    CHECK(to_csv(a) == to_csv(b));
+    std::ostringstream ta, tb;
+    print_table(ta, "Table 4", a);
+    print_table(tb, "Table 4", b);
+    CHECK(ta.str() == tb.str());
+    CHECK_FALSE(ta.str().empty());
+}
+
+TEST_CASE("a case that failed is rendered with its error and without results", "[report]") {
+    auto results = analyze_table4();
+    results.resize(2);
+    results[1].error = "stalled, see details";
+    const json root = json::parse(to_json("with error", results));
+    REQUIRE(root["results"].size() == 2);
+    CHECK(root["results"][0].contains("memory"));
+    const json& failed = root["results"][1];
+    CHECK(failed.at("name") == results[1].scenario.name);
+    CHECK(failed.at("error") == "stalled, see details");
+    CHECK_FALSE(failed.contains("memory"));
+    CHECK_FALSE(failed.contains("layer"));
+
+    const auto rows = lines(to_csv(results));
+    REQUIRE(rows.size() == 3);
+    CHECK_THAT(rows[2], Contains("\"stalled, see details\""));
+    const auto failed_fields = split(rows[2], ',');
+    REQUIRE(failed_fields.size() == split(rows[0], ',').size());
+    CHECK(failed_fields.back() == "\"stalled, see details\"");
+    CHECK(failed_fields[column(split(rows[0], ','), "activation_bytes_per_layer")].empty());
+
+    std::ostringstream table;
+    print_table(table, "with error", results);
+    CHECK_THAT(table.str(), Contains("error: stalled, see details"));
+}
+
+TEST_CASE("print_table lists every case", "[report]") {
+    const auto results = analyze_table4();
+    std::ostringstream out;
+    print_table(out, "Table 4 - per-layer time, 22B", results);
+    const std::string text = out.str();
+    CHECK_THAT(text, Contains("Table 4 - per-layer time, 22B"));
+    CHECK_THAT(text, Contains("act/layer MB"));
+    for (const CaseResult& r : results) CHECK_THAT(text, Contains(r.scenario.name));
+    CHECK(lines(text).size() >= results.size() + 3);  // title, header, rule, rows
+}
+
+TEST_CASE("print_layer_breakdown shows both passes", "[report]") {
+    const Experiment ex = load_experiment(table4_path());
+    std::ostringstream out;
+    print_layer_breakdown(out, ex.cases.at(0));
+    const std::string text = out.str();
+    CHECK_THAT(text, Contains("baseline no recompute"));
+    CHECK_THAT(text, Contains("forward pass"));
+    CHECK_THAT(text, Contains("backward pass"));
+    CHECK_THAT(text, Contains("gemm"));
+}
