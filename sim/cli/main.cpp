@@ -6,7 +6,11 @@
 #include "strata/scenario.hpp"
 #include "strata/simulate.hpp"
 
+#include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <CLI/CLI.hpp>
 
@@ -77,6 +81,31 @@ int run_command(const std::string& file, const RunOptions& opt) {
     return 0;
 }
 
+/// Simulates every case of the given experiments and reports the simulator's own speed.
+int bench_command(const std::vector<std::string>& files) {
+    std::cout << fmt::format("{:<40} {:>6} {:>10} {:>11} {:>8} {:>12} {:>9}\n", "case", "GPUs", "tasks", "events",
+                             "wall s", "events/s", "iter s");
+    double total_wall = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const auto& file : files) {
+        strata::Experiment ex = strata::load_experiment(file);
+        for (const auto& sc : ex.cases) {
+            const strata::IterationResult r = strata::simulate(sc);
+            total_wall += r.wall_s;
+            std::cout << fmt::format("{:<40} {:>6} {:>10} {:>11} {:>8.3f} {:>12.0f} {:>9.3f}\n", sc.name.substr(0, 40),
+                                     sc.execution.gpus(), r.tasks, r.events, r.wall_s, double(r.events) / r.wall_s,
+                                     r.iteration_time_s)
+                      << std::flush;
+        }
+    }
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    std::cout << fmt::format("total: {:.3f} s simulating, {:.3f} s with loading; peak memory (max RSS) {:.1f} MiB\n",
+                             total_wall, elapsed, double(ru.ru_maxrss) / 1024.0);
+    return 0;
+}
+
 int explain_command(const std::string& file, const std::string& case_name) {
     strata::Experiment ex = strata::load_experiment(file);
     for (const auto& sc : ex.cases) {
@@ -106,6 +135,9 @@ int main(int argc, char** argv) {
     CLI::App* explain = app.add_subcommand("explain", "print one transformer layer's kernels and collectives with their costs");
     explain->add_option("file", file, "experiment YAML")->required();
     explain->add_option("--case", case_name, "only this case (default: all)");
+    std::vector<std::string> bench_files;
+    CLI::App* bench = app.add_subcommand("bench", "simulate experiments and report wall time, events per second and peak memory");
+    bench->add_option("files", bench_files, "experiment YAML files")->required();
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -115,6 +147,7 @@ int main(int argc, char** argv) {
     try {
         if (*run) return run_command(file, ro);
         if (*explain) return explain_command(file, case_name);
+        if (*bench) return bench_command(bench_files);
     } catch (const strata::InputError& e) {
         std::cerr << "error: " << e.what() << "\n";
         return 2;

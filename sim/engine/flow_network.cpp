@@ -1,5 +1,6 @@
-// Max-min fair sharing of link bandwidth between active flows: progressive filling over the connected
-// components touched since the last recomputation. The algorithm is described in flow_network.hpp.
+// Max-min fair sharing of link bandwidth between active flows: progressive filling over the flows that a
+// start or end can affect, with a bottleneck check that widens the set until the allocation is max-min
+// fair (or falls back to the whole connected component). The algorithm is described in flow_network.hpp.
 #include "flow_network.hpp"
 
 #include "strata/errors.hpp"
@@ -17,6 +18,10 @@ namespace {
 constexpr double kResidualFraction = 1e-12;
 /// Largest completion delay accepted, in picoseconds (about 46 days of simulated time).
 constexpr double kMaxDelayPs = 4e18;
+/// Relative tolerance of the saturation and rate comparisons of the repair checks.
+constexpr double kTolerance = 1e-12;
+/// Repair rounds before falling back to water-filling the whole component.
+constexpr int kMaxRepairRounds = 4;
 
 }  // namespace
 
@@ -54,6 +59,7 @@ void FlowNetwork::activate(std::uint32_t flow, std::int64_t now) {
     Flow& f = flows_[flow];
     f.remaining = f.bytes;
     f.rate = 0.0;
+    f.bottleneck = kNoLink;
     f.last_ps = now;
     ++f.version;
     for (std::uint32_t j = 0; j < f.route_length; ++j) {
@@ -69,6 +75,7 @@ void FlowNetwork::deactivate(std::uint32_t flow) {
     Flow& f = flows_[flow];
     ++f.version;
     f.rate = 0.0;
+    f.bottleneck = kNoLink;
     for (std::uint32_t j = 0; j < f.route_length; ++j) {
         const LinkId link = route_[f.route_offset + j].link;
         auto& list = on_link_[link];
@@ -111,72 +118,73 @@ std::int64_t FlowNetwork::completion(const Flow& f, std::int64_t now) {
     return now + (rounded > 0.0 ? static_cast<std::int64_t>(rounded) : 0);
 }
 
-std::span<const std::uint32_t> FlowNetwork::recompute(std::int64_t now) {
-    changed_.clear();
-    comp_links_.clear();
-    comp_flows_.clear();
-    if (++epoch_ == 0) {  // wrapped: clear stale marks so that no old epoch can match
-        std::fill(link_mark_.begin(), link_mark_.end(), 0);
-        for (Flow& f : flows_) f.mark = 0;
-        epoch_ = 1;
+void FlowNetwork::touch(LinkId link) {
+    if (link_mark_[link] != epoch_) {
+        link_mark_[link] = epoch_;
+        touched_.push_back(link);
     }
+}
 
-    // Connected components of the dirty links: links -> active flows -> their links, breadth first.
-    for (LinkId link : dirty_links_) {
-        link_dirty_[link] = 0;
-        if (link_mark_[link] != epoch_) {
-            link_mark_[link] = epoch_;
-            comp_links_.push_back(link);
-        }
+void FlowNetwork::include(std::uint32_t flow) {
+    Flow& f = flows_[flow];
+    if (f.mark == epoch_) return;
+    f.mark = epoch_;
+    set_.push_back(flow);
+    for (std::uint32_t j = 0; j < f.route_length; ++j) touch(route_[f.route_offset + j].link);
+}
+
+void FlowNetwork::include_component() {
+    // Breadth first: every flow on a touched link joins, touching the rest of its route in turn.
+    for (std::size_t i = 0; i < touched_.size(); ++i) {
+        for (const LinkEntry& e : on_link_[touched_[i]]) include(e.flow);
     }
-    dirty_links_.clear();
-    for (std::size_t i = 0; i < comp_links_.size(); ++i) {
-        for (const LinkEntry& e : on_link_[comp_links_[i]]) {
-            Flow& f = flows_[e.flow];
-            if (f.mark == epoch_) continue;
-            f.mark = epoch_;
-            f.new_rate = -1.0;
-            comp_flows_.push_back(e.flow);
-            for (std::uint32_t j = 0; j < f.route_length; ++j) {
-                const LinkId other = route_[f.route_offset + j].link;
-                if (link_mark_[other] != epoch_) {
-                    link_mark_[other] = epoch_;
-                    comp_links_.push_back(other);
-                }
+}
+
+void FlowNetwork::water_fill() {
+    for (std::uint32_t id : set_) {
+        flows_[id].new_rate = -1.0;
+        flows_[id].new_bottleneck = kNoLink;
+    }
+    flows_filled_ += set_.size();
+    // Capacity left by the flows outside the set, and the set's weight, per touched link.
+    heap_.clear();
+    for (LinkId link : touched_) {
+        double cap = bandwidth_[link];
+        std::uint64_t weight = 0;
+        for (const LinkEntry& e : on_link_[link]) {
+            const Flow& g = flows_[e.flow];
+            if (g.mark == epoch_) {
+                weight += e.multiplicity;
+            } else {
+                cap -= static_cast<double>(e.multiplicity) * g.rate;
             }
         }
-    }
-    if (comp_flows_.empty()) return {};
-
-    // Progressive filling with a lazy min-heap of link fair levels (ties: smaller link id first).
-    heap_.clear();
-    for (LinkId link : comp_links_) {
-        std::uint64_t weight = 0;
-        for (const LinkEntry& e : on_link_[link]) weight += e.multiplicity;
-        cap_[link] = bandwidth_[link];
+        cap_[link] = cap;
         weight_[link] = weight;
-        if (weight > 0) heap_.emplace_back(bandwidth_[link] / static_cast<double>(weight), link);
+        if (weight > 0) heap_.emplace_back(std::max(cap, 0.0) / static_cast<double>(weight), link);
     }
+    // Progressive filling with a lazy min-heap of link fair levels (ties: smaller link id first).
     const auto later = std::greater<std::pair<double, LinkId>>();
     std::make_heap(heap_.begin(), heap_.end(), later);
     while (!heap_.empty()) {
         std::pop_heap(heap_.begin(), heap_.end(), later);
         const auto [key, link] = heap_.back();
         heap_.pop_back();
-        if (weight_[link] == 0) continue;  // every flow on it is frozen already
+        if (weight_[link] == 0) continue;  // every flow of the set on it is frozen already
         const double level = std::max(cap_[link], 0.0) / static_cast<double>(weight_[link]);
         if (level != key) {  // stale key: re-queue at the current level
             heap_.emplace_back(level, link);
             std::push_heap(heap_.begin(), heap_.end(), later);
             continue;
         }
-        // This link is the bottleneck of its unfrozen flows. Guard against a zero rate caused by
-        // floating-point cancellation: a link with capacity always gives its flows something.
+        // This link is the bottleneck of its unfrozen flows. Never hand out a zero rate (floating-point
+        // cancellation, or a link filled by fixed flows in repair mode): the flow would never finish.
         const double rate = std::max(level, bandwidth_[link] * 1e-12);
         for (const LinkEntry& e : on_link_[link]) {
             Flow& f = flows_[e.flow];
-            if (f.new_rate >= 0.0) continue;
+            if (f.mark != epoch_ || f.new_rate >= 0.0) continue;
             f.new_rate = rate;
+            f.new_bottleneck = link;
             for (std::uint32_t j = 0; j < f.route_length; ++j) {
                 const LinkUse& use = route_[f.route_offset + j];
                 cap_[use.link] -= static_cast<double>(use.multiplicity) * rate;
@@ -184,10 +192,110 @@ std::span<const std::uint32_t> FlowNetwork::recompute(std::int64_t now) {
             }
         }
     }
+}
 
-    // Apply: only flows whose rate changed are advanced and rescheduled.
-    for (std::uint32_t id : comp_flows_) {
+bool FlowNetwork::check_and_grow() {
+    // Checks every touched link against the bottleneck characterisation (see the header); flows outside
+    // the set that violate it join the set. Returns whether any did.
+    std::vector<std::uint32_t>& grow = changed_;  // free scratch until the final apply
+    grow.clear();
+    const std::size_t links = touched_.size();
+    for (std::size_t i = 0; i < links; ++i) {
+        const LinkId link = touched_[i];
+        const auto& list = on_link_[link];
+        double load = 0.0;
+        double fastest_in_set = 0.0;       // fastest flow of the set on this link
+        double bottlenecked_in_set = -1.0; // rate of the set's flows that froze on this link, if any
+        bool has_fixed = false;
+        for (const LinkEntry& e : list) {
+            const Flow& g = flows_[e.flow];
+            if (g.mark == epoch_) {
+                load += static_cast<double>(e.multiplicity) * g.new_rate;
+                fastest_in_set = std::max(fastest_in_set, g.new_rate);
+                if (g.new_bottleneck == link) bottlenecked_in_set = std::max(bottlenecked_in_set, g.new_rate);
+            } else {
+                load += static_cast<double>(e.multiplicity) * g.rate;
+                has_fixed = true;
+            }
+        }
+        if (!has_fixed) continue;
+        const double cap = bandwidth_[link];
+        const bool saturated = load >= cap * (1.0 - kTolerance);
+        const bool overloaded = load > cap * (1.0 + kTolerance);
+        for (const LinkEntry& e : list) {
+            const Flow& g = flows_[e.flow];
+            if (g.mark == epoch_) continue;
+            const bool bad =
+                overloaded ||
+                (g.bottleneck == link && (!saturated || fastest_in_set > g.rate * (1.0 + kTolerance))) ||
+                (bottlenecked_in_set >= 0.0 && g.rate > bottlenecked_in_set * (1.0 + kTolerance));
+            if (bad) grow.push_back(e.flow);
+        }
+    }
+    for (std::uint32_t id : grow) include(id);
+    const bool grew = !grow.empty();
+    grow.clear();
+    return grew;
+}
+
+std::span<const std::uint32_t> FlowNetwork::recompute(std::int64_t now) {
+    changed_.clear();
+    set_.clear();
+    touched_.clear();
+    if (++epoch_ == 0) {  // wrapped: clear stale marks so that no old epoch can match
+        std::fill(link_mark_.begin(), link_mark_.end(), 0);
+        for (Flow& f : flows_) f.mark = 0;
+        epoch_ = 1;
+    }
+
+    // Seeds: on each dirty link, the new flows, the flows bottlenecked there, and everyone if a new flow
+    // joined a link that was saturated already.
+    for (LinkId link : dirty_links_) {
+        link_dirty_[link] = 0;
+        touch(link);
+    }
+    dirty_links_.clear();
+    const std::size_t dirty = touched_.size();
+    for (std::size_t i = 0; i < dirty; ++i) {
+        const LinkId link = touched_[i];
+        bool joined = false;
+        double load = 0.0;
+        for (const LinkEntry& e : on_link_[link]) {
+            const Flow& g = flows_[e.flow];
+            if (g.bottleneck == kNoLink) {
+                joined = true;
+            } else {
+                load += static_cast<double>(e.multiplicity) * g.rate;
+            }
+        }
+        const bool everyone = joined && load >= bandwidth_[link] * (1.0 - kTolerance);
+        for (const LinkEntry& e : on_link_[link]) {
+            const Flow& g = flows_[e.flow];
+            if (everyone || g.bottleneck == kNoLink || g.bottleneck == link) include(e.flow);
+        }
+    }
+
+    if (full_) {
+        include_component();
+        water_fill();
+    } else {
+        water_fill();
+        for (int round = 0; check_and_grow(); ++round) {
+            if (round + 1 >= kMaxRepairRounds) {
+                ++fallbacks_;
+                include_component();
+                water_fill();
+                break;
+            }
+            water_fill();
+        }
+    }
+
+    // Apply: flows whose rate changed are advanced to `now` and rescheduled.
+    changed_.clear();
+    for (std::uint32_t id : set_) {
         Flow& f = flows_[id];
+        f.bottleneck = f.new_bottleneck;
         if (f.new_rate == f.rate) continue;
         advance(f, now);
         f.rate = f.new_rate;

@@ -1,30 +1,45 @@
 // Max-min fair bandwidth sharing between the flows that are active on a set of links (private to the
-// engine; see simulator.cpp for the event loop that drives it).
+// engine; simulator.cpp drives it from its event loop).
 //
 // Model. Link l has capacity C_l (bytes/s). An active flow f crosses link l with multiplicity m_fl >= 1
-// and moves at one rate r_f; on link l it consumes m_fl * r_f. The rates are the (weighted) max-min fair
-// allocation: no flow's rate can be raised without lowering the rate of a flow whose rate is not larger.
+// and moves at one rate r_f; on link l it consumes m_fl * r_f. The rates are the max-min fair allocation:
+// no flow's rate can be raised without lowering the rate of a flow whose rate is not larger. Equivalently
+// (bottleneck characterisation), the allocation is feasible and every flow f has a bottleneck link b(f)
+// on its route that is saturated and on which no flow is faster than f.
 //
-// Algorithm: progressive filling ("water-filling"). All unfrozen flows rise together at a common rate r.
-// Link l saturates when used_l + r * W_l = C_l, where used_l is the bandwidth taken by frozen flows and
-// W_l is the sum of the multiplicities of the unfrozen flows on l; its fair level is (C_l - used_l) / W_l.
-// Repeatedly take the link with the smallest level, freeze every unfrozen flow on it at that level, and
-// charge those flows to every other link of their routes. Freezing a flow at a level not above a link's
-// level never lowers that link's level, so the links sit in a lazy min-heap keyed by level: a popped link
-// whose key is stale is pushed back with its current level. Ties break by link id, so the result depends
-// only on the order of operations, which is itself deterministic. Cost: O(E log L) for E (flow, link)
-// incidences and L links.
+// Water-filling (progressive filling). All unfrozen flows rise together at a common rate. Link l saturates
+// when used_l + level * W_l = C_l, where used_l is taken by frozen flows and W_l is the sum of the
+// multiplicities of the unfrozen flows on l; its fair level is (C_l - used_l) / W_l. Repeatedly take the
+// link with the smallest level, freeze every unfrozen flow on it at that level (that link becomes the
+// flows' bottleneck), and charge those flows to the other links of their routes. Freezing flows at a level
+// not above a link's level never lowers that link's level, so links sit in a lazy min-heap keyed by level
+// (a popped link whose key is stale goes back with its current level); ties break by link id. Cost:
+// O(E log L) for E (flow, link) incidences and L links.
 //
-// Component recomputation. When a flow starts or ends, only the flows connected to it through shared links
-// (transitively) can change rate. Starting or ending a flow marks its links dirty; `recompute()` collects
-// the connected component(s) of the dirty links by breadth-first search over the link -> active flows
-// lists and water-fills only those. The simulator defers `recompute()` until simulated time is about to
-// advance, so a burst of flows that start or end at the same instant costs one recomputation.
+// What gets recomputed. Starting or ending a flow marks its links dirty, and the simulator calls
+// `recompute()` once per instant of simulated time at which something changed. Only flows connected to a
+// dirty link through shared links (transitively: its connected component) can change rate. Two modes:
+//  - full: water-fill the whole connected component of the dirty links, found by breadth-first search
+//    over link -> active flows -> links;
+//  - repair (default): big components (thousands of flows over a fat tree) are common, so recompute a
+//    subset A of the component and keep every other flow's rate fixed. A starts with the new flows, the
+//    flows whose bottleneck is a dirty link, and all flows on dirty links that were saturated when a flow
+//    joined them. A is water-filled over the capacity that the fixed flows leave; then every link touched
+//    by A is checked against the bottleneck characterisation: a fixed flow whose bottleneck link is no
+//    longer saturated or now carries a faster flow of A, a fixed flow faster than a flow of A bottlenecked
+//    on the same link, and the flows on an overloaded link all join A, and A is water-filled again. When
+//    no check fails the allocation is max-min fair (every flow has a valid bottleneck: the fixed ones
+//    because their bottleneck links are untouched or were checked, those of A by construction and by the
+//    check). After a few rounds without convergence the whole component is recomputed. Comparisons use a
+//    relative tolerance of 1e-12, so a repair agrees with a full recomputation to about that precision.
 //
 // Flow progress. Each flow keeps its remaining bytes (double) and the time they were last brought up to
 // date. Only flows whose rate actually changes are touched: their remaining bytes are advanced to `now`
 // at the old rate, the new rate is stored, their version is bumped (events carrying an older version are
-// stale) and their completion time is now + ceil(remaining / rate) picoseconds.
+// stale) and their completion time becomes now + ceil(remaining / rate) picoseconds.
+//
+// Everything is deterministic: no container is keyed or ordered by address, and the order of every
+// floating-point operation depends only on the sequence of calls.
 #pragma once
 
 #include "strata/engine.hpp"
@@ -42,8 +57,8 @@ public:
     LinkId add_link(double bandwidth);
     [[nodiscard]] std::size_t link_count() const { return bandwidth_.size(); }
 
-    /// Registers a flow that is not active yet. `route` must be non-empty, name valid links at most once
-    /// each with multiplicity >= 1; `bytes` > 0. Returns the flow's index.
+    /// Registers a flow that is not active yet. `route` must be non-empty and name valid links, each at
+    /// most once, with multiplicity >= 1; `bytes` > 0. Returns the flow's index.
     std::uint32_t add_flow(std::span<const LinkUse> route, double bytes);
     [[nodiscard]] std::size_t flow_count() const { return flows_.size(); }
 
@@ -55,20 +70,33 @@ public:
     /// Whether some flow started or ended since the last `recompute()`.
     [[nodiscard]] bool dirty() const { return !dirty_links_.empty(); }
 
-    /// Water-fills the components of the dirty links at time `now` (picoseconds). Returns the flows whose
-    /// rate changed, in a deterministic order; for each, `completion_ps()` and `version()` are new.
+    /// Recomputes the rates affected by the flows started or ended since the last call, at time `now`
+    /// (picoseconds). Returns the flows whose rate changed, in a deterministic order; for each,
+    /// `completion_ps()` and `version()` are new.
     std::span<const std::uint32_t> recompute(std::int64_t now);
+
+    /// Full mode: always water-fill whole connected components (the reference; slower on big ones).
+    void set_full_recompute(bool full) { full_ = full; }
 
     [[nodiscard]] std::uint32_t version(std::uint32_t flow) const { return flows_[flow].version; }
     [[nodiscard]] std::int64_t completion_ps(std::uint32_t flow) const { return flows_[flow].end_ps; }
+    /// Current rate in bytes per second (0 before the first recompute after activation).
     [[nodiscard]] double rate(std::uint32_t flow) const { return flows_[flow].rate; }
 
+    /// Work counters: flows water-filled, and recomputations that fell back to a whole component.
+    [[nodiscard]] std::uint64_t flows_filled() const { return flows_filled_; }
+    [[nodiscard]] std::uint64_t fallbacks() const { return fallbacks_; }
+
 private:
+    static constexpr LinkId kNoLink = 0xffffffffu;
+
     struct Flow {
         std::uint32_t route_offset = 0;  ///< into route_ / route_pos_
         std::uint32_t route_length = 0;
         std::uint32_t version = 0;       ///< bumped on every reschedule and on deactivation
-        std::uint32_t mark = 0;          ///< BFS epoch
+        std::uint32_t mark = 0;          ///< == epoch_ while the flow is in the recomputed set
+        LinkId bottleneck = kNoLink;     ///< link it froze on; kNoLink until first rated
+        LinkId new_bottleneck = kNoLink; ///< water-filling scratch
         double bytes = 0.0;
         double remaining = 0.0;
         double rate = 0.0;               ///< bytes per second; 0 until the first recompute
@@ -85,11 +113,18 @@ private:
     static void advance(Flow& f, std::int64_t now);
     [[nodiscard]] static std::int64_t completion(const Flow& f, std::int64_t now);
     void mark_dirty(LinkId link);
+    void touch(LinkId link);
+    void include(std::uint32_t flow);
+    void include_component();
+    void water_fill();
+    bool check_and_grow();
+
+    bool full_ = false;
 
     // Links.
     std::vector<double> bandwidth_;
     std::vector<std::vector<LinkEntry>> on_link_;   ///< active flows per link (unordered; swap-removed)
-    std::vector<std::uint32_t> link_mark_;           ///< BFS epoch
+    std::vector<std::uint32_t> link_mark_;           ///< == epoch_ when touched by the recomputed set
     std::vector<std::uint8_t> link_dirty_;
     std::vector<double> cap_;                        ///< water-filling scratch: capacity left
     std::vector<std::uint64_t> weight_;              ///< water-filling scratch: unfrozen multiplicity
@@ -102,10 +137,13 @@ private:
     // Scratch, reused across recomputations.
     std::uint32_t epoch_ = 0;
     std::vector<LinkId> dirty_links_;
-    std::vector<LinkId> comp_links_;
-    std::vector<std::uint32_t> comp_flows_;
+    std::vector<LinkId> touched_;                    ///< links crossed by the recomputed set
+    std::vector<std::uint32_t> set_;                 ///< the recomputed set A
     std::vector<std::uint32_t> changed_;
     std::vector<std::pair<double, LinkId>> heap_;
+
+    std::uint64_t flows_filled_ = 0;
+    std::uint64_t fallbacks_ = 0;
 };
 
 }  // namespace strata::engine::detail

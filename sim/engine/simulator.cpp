@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -353,6 +354,7 @@ struct Simulator::Impl {
         start.assign(n, kNever);
         end.assign(n, kNever);
         heap.reserve(std::min<std::size_t>(streams.size() * 2 + 16, 1u << 20));
+        if (std::getenv("STRATA_DEBUG_FULL_MAXMIN")) net.set_full_recompute(true);  // TEMP
 
         now = 0;
         for (StreamId s = 0; s < streams.size(); ++s) try_start(s);

@@ -22,17 +22,12 @@ constexpr std::array<std::string_view, 29> kProfileKeys = {
     "intra_node.bus_bandwidth_bytes_per_s", "intra_node.step_latency_us",
     "measured.copy_bandwidth_bytes_per_s", "measured"};
 
-const YAML::Node* measured_list(const YAML::Node& root, const char* name, YAML::Node& holder) {
-    if (!root["measured"] || !root["measured"].IsMap()) return nullptr;
-    holder = root["measured"][name];
-    if (!holder || holder.IsNull()) return nullptr;
-    return &holder;
-}
-
 void read_measured(const YAML::Node& root, const std::string& file, DeviceProfile& p) {
-    YAML::Node list;
+    const YAML::Node measured = root["measured"];
     auto each = [&](const char* name, auto&& fn, std::span<const std::string_view> keys) {
-        if (!measured_list(root, name, list)) return;
+        if (!measured || !measured.IsMap()) return;
+        const YAML::Node list = measured[name];
+        if (!list || list.IsNull()) return;
         if (!list.IsSequence()) {
             throw InputError(yamlio::where(file, list.Mark()) + ": measured." + name + ": expected a list");
         }
@@ -123,8 +118,10 @@ DeviceProfile load_device_profile(const std::filesystem::path& path) {
     p.gemm_k_half = f.get_double("gemm.k_half", 0, 1e6);
     p.elementwise_bandwidth_efficiency = f.get_double("elementwise.bandwidth_efficiency", 0.01, 1.0);
     p.nccl_channels = static_cast<int>(f.get_int("intra_node.nccl_channels", 0, 1024, 0));
-    p.intra_node_bus_bandwidth = f.get_double("intra_node.bus_bandwidth_bytes_per_s", 1e6, 1e15);
-    p.intra_node_step_latency_us = f.get_double("intra_node.step_latency_us", 0, 1e6);
+    // Optional: a profile calibrated on one GPU has no collective measurements; the system's
+    // network.nvlink_bandwidth_bytes_per_s then has to say it.
+    p.intra_node_bus_bandwidth = f.get_double("intra_node.bus_bandwidth_bytes_per_s", 1e6, 1e15, 0.0);
+    p.intra_node_step_latency_us = f.get_double("intra_node.step_latency_us", 0, 1e6, 0.0);
     read_measured(root, file, p);
     return p;
 }

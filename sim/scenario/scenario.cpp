@@ -150,8 +150,18 @@ SystemSpec read_system(const Fields& f) {
     s.memory_capacity = Bytes(f.get_int("memory_capacity_bytes", 1LL << 20, 1LL << 50,
                                         s.device.memory_capacity_bytes));
     NetworkSpec& n = s.network;
-    n.nvlink_bandwidth = {f.get_double("network.nvlink_bandwidth_bytes_per_s", 1e6, 1e15,
-                                       s.device.intra_node_bus_bandwidth)};
+    if (s.device.intra_node_bus_bandwidth > 0) {
+        n.nvlink_bandwidth = {f.get_double("network.nvlink_bandwidth_bytes_per_s", 1e6, 1e15,
+                                           s.device.intra_node_bus_bandwidth)};
+    } else {
+        if (!f.has("network.nvlink_bandwidth_bytes_per_s")) {
+            f.fail("network.nvlink_bandwidth_bytes_per_s",
+                   "missing; the device profile " + s.device.file +
+                       " has no intra_node block (calibrated on one GPU), so the system must give the NVLink bandwidth");
+        }
+        n.nvlink_bandwidth = {f.get_double("network.nvlink_bandwidth_bytes_per_s", 1e6, 1e15)};
+        s.device.intra_node_bus_bandwidth = n.nvlink_bandwidth.value;  // tensor-parallel collectives use it
+    }
     n.nvlink_latency = us_field(f, "network.nvlink_latency_us", 1e6);
     n.rails = static_cast<int>(f.get_int("network.rails", 1, 1024));
     n.nic_bandwidth = {f.get_double("network.nic_bandwidth_bytes_per_s", 1e6, 1e15)};

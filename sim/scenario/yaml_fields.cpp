@@ -104,7 +104,10 @@ void Fields::flatten(const YAML::Node& node, const std::string& prefix, const st
         if (it->second.IsMap()) {
             flatten(it->second, key + ".", file, {});
         } else {
-            entries_[key] = Entry{it->first, it->second, file};
+            // Erase, then emplace: YAML::Node::operator= would write through the node shared with the
+            // Fields this one was copied from (an experiment-level part), leaking a case's override.
+            entries_.erase(key);
+            entries_.emplace(key, Entry{it->first, it->second, file});
         }
     }
 }

@@ -1,0 +1,147 @@
+// The discrete-event workload end to end on small models: memory through the schedule (eq. 5),
+// schedules, determinism, out-of-memory reporting, trace output.
+#include "strata/layer.hpp"
+#include "strata/simulate.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+using namespace strata;
+
+namespace {
+Scenario small(int p, int m, int n_microbatches, bool sp, Recompute rc) {
+    Scenario sc = load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table4.yaml").cases.at(0);
+    sc.model.layers = 24;
+    sc.model.seq_len = 1024;
+    sc.execution.pipeline = p;
+    sc.execution.interleave = m;
+    sc.execution.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+    sc.execution.microbatch = 1;
+    sc.execution.global_batch = n_microbatches;
+    sc.execution.sequence_parallel = sp;
+    sc.execution.recompute = rc;
+    validate(sc);
+    return sc;
+}
+}  // namespace
+
+TEST_CASE("simulated first-stage activation peak equals eq. 5 under 1F1B") {
+    const Scenario sc = small(4, 1, 8, true, Recompute::selective);
+    const IterationResult r = simulate(sc);
+    const Bytes per_layer = activation_bytes_per_layer(sc.model, 8, true, Recompute::selective, 1);
+    CHECK(r.first_stage_activation_peak.value == per_layer.value * sc.model.layers);
+    // eq. 6: 34 s b h L / t with SP + selective
+    CHECK(r.first_stage_activation_peak.value == 34LL * 1024 * 6144 * 24 / 8);
+}
+
+TEST_CASE("simulated first-stage peak under the interleaved schedule is eq. 5 x (1 + (p-1)/(p m))") {
+    const int p = 4, m = 2;
+    const Scenario sc = small(p, m, 8, false, Recompute::none);
+    const IterationResult r = simulate(sc);
+    const Bytes per_layer = activation_bytes_per_layer(sc.model, 8, false, Recompute::none, 1);
+    // L (1 + (p-1)/(p m)) = L (p m + p - 1) / (p m) layers
+    CHECK(r.first_stage_activation_peak.value * (p * m) == per_layer.value * sc.model.layers * (p * m + p - 1));
+}
+
+TEST_CASE("GPipe keeps every microbatch's activations until the backward passes") {
+    Scenario sc = small(4, 1, 8, true, Recompute::selective);
+    sc.execution.schedule = Schedule::gpipe;
+    const IterationResult r = simulate(sc);
+    const Bytes per_layer = activation_bytes_per_layer(sc.model, 8, true, Recompute::selective, 1);
+    CHECK(r.first_stage_activation_peak.value == per_layer.value * (sc.model.layers / 4) * 8);
+}
+
+TEST_CASE("the same scenario simulates to identical results") {
+    const Scenario sc = small(4, 2, 8, true, Recompute::selective);
+    const IterationResult a = simulate(sc), b = simulate(sc);
+    CHECK(a.iteration_time_s == b.iteration_time_s);
+    CHECK(a.events == b.events);
+    CHECK(a.peak_memory == b.peak_memory);
+    CHECK(a.bubble_fraction == b.bubble_fraction);
+}
+
+TEST_CASE("pipeline bubble: more microbatches and interleaving shrink it") {
+    const IterationResult few = simulate(small(4, 1, 4, true, Recompute::selective));
+    const IterationResult many = simulate(small(4, 1, 16, true, Recompute::selective));
+    const IterationResult inter = simulate(small(4, 2, 16, true, Recompute::selective));
+    CHECK(few.bubble_fraction > many.bubble_fraction);
+    CHECK(many.bubble_fraction > inter.bubble_fraction);
+    // 1F1B bubble is about (p-1)/(N+p-1) of the iteration: 3/7 for N = 4, 3/19 for N = 16.
+    CHECK(few.bubble_fraction == Approx(3.0 / 7.0).margin(0.08));
+    CHECK(many.bubble_fraction == Approx(3.0 / 19.0).margin(0.05));
+}
+
+TEST_CASE("full recompute is slower than selective, which is slower than none, per microbatch") {
+    const IterationResult none = simulate(small(2, 1, 4, true, Recompute::none));
+    const IterationResult sel = simulate(small(2, 1, 4, true, Recompute::selective));
+    const IterationResult full = simulate(small(2, 1, 4, true, Recompute::full));
+    CHECK(none.iteration_time_s < sel.iteration_time_s);
+    CHECK(sel.iteration_time_s < full.iteration_time_s);
+    CHECK(full.hfu > full.mfu);
+    CHECK(none.hfu == Approx(none.mfu));
+}
+
+TEST_CASE("data parallelism adds the gradient reduction but keeps per-replica work") {
+    Scenario one = small(2, 1, 4, true, Recompute::selective);
+    Scenario two = one;
+    two.execution.data = 2;
+    two.execution.global_batch = 8;
+    const IterationResult a = simulate(one), b = simulate(two);
+    CHECK(b.iteration_time_s > a.iteration_time_s);
+    CHECK(b.exposed_comm_s > a.exposed_comm_s);
+    CHECK(b.first_stage_activation_peak == a.first_stage_activation_peak);
+    two.execution.distributed_optimizer = true;
+    const IterationResult c = simulate(two);
+    CHECK(c.peak_memory < b.peak_memory);
+}
+
+TEST_CASE("a case over the memory capacity is flagged with the GPU, the time and the breakdown") {
+    Scenario sc = small(2, 1, 4, false, Recompute::none);
+    sc.system.memory_capacity = Bytes(8LL << 30);
+    const IterationResult r = simulate(sc);
+    CHECK(r.oom);
+    CHECK_THAT(r.oom_detail, Catch::Contains("GPUs 0-7 (stage 0, replica 0)"));
+    CHECK_THAT(r.oom_detail, Catch::Contains("activations"));
+    CHECK_THAT(r.oom_detail, Catch::Contains("weights"));
+}
+
+TEST_CASE("the Chrome trace has a process per GPU group and complete events") {
+    const std::string path = "strata_test_trace.json";
+    SimulationOptions opt;
+    opt.trace_path = path;
+    const Scenario sc = small(2, 1, 2, true, Recompute::selective);
+    const IterationResult r = simulate(sc, opt);
+    std::ifstream in(path);
+    REQUIRE(in);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    int processes = 0, complete = 0;
+    double last_end_us = 0;
+    for (const auto& e : j["traceEvents"]) {
+        if (e["ph"] == "M" && e["name"] == "process_name") ++processes;
+        if (e["ph"] == "X") {
+            ++complete;
+            last_end_us = std::max(last_end_us, e["ts"].get<double>() + e["dur"].get<double>());
+        }
+    }
+    CHECK(processes == 3);  // two stage groups + data-parallel
+    CHECK(complete > 10);
+    CHECK(last_end_us == Approx(r.iteration_time_s * 1e6).epsilon(1e-6));
+    std::remove(path.c_str());
+}
+
+TEST_CASE("detail: stage timeline and memory samples for plots") {
+    SimulationDetail d;
+    const Scenario sc = small(2, 1, 4, true, Recompute::selective);
+    const IterationResult r = simulate(sc, {}, &d);
+    CHECK(d.stage_peaks.size() == 2);
+    CHECK_FALSE(d.stage0_memory.empty());
+    int forwards = 0;
+    for (const auto& iv : d.intervals) {
+        CHECK(iv.end_s <= r.iteration_time_s + 1e-12);
+        if (iv.kind == 'F' && iv.stage == 0) ++forwards;
+    }
+    CHECK(forwards >= 4);
+}
