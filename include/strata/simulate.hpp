@@ -35,6 +35,10 @@ struct SimulationDetail {
     std::vector<Interval> intervals;
 };
 
+/// The detail as JSON: {"name", "iteration_time_s", "capacity_bytes", "stage_peaks_bytes": [...],
+/// "memory": [[t_s, bytes], ...] (stage 0), "intervals": [[stage, kind, start_s, end_s, microbatch, chunk], ...]}
+std::string detail_to_json(const Scenario& scenario, const IterationResult& result, const SimulationDetail& detail);
+
 /// Builds the task graph (workload) for `scenario`, runs the engine and fills an IterationResult.
 /// Throws InputError for an unsupported configuration and SimulationError if the graph stalls.
 IterationResult simulate(const Scenario& scenario, const SimulationOptions& options = {},

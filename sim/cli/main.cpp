@@ -27,7 +27,7 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 struct RunOptions {
-    std::string json_path, csv_path, profile_path, trace_path, case_name;
+    std::string json_path, csv_path, profile_path, trace_path, timeline_path, case_name;
     bool analytical_only = false;
 };
 
@@ -47,8 +47,8 @@ int run_command(const std::string& file, const RunOptions& opt) {
         ++selected;
     }
     if (selected == 0) throw strata::InputError(file + ": no case named '" + opt.case_name + "'");
-    if (!opt.trace_path.empty() && selected != 1)
-        throw strata::InputError("--trace needs exactly one case: pick one with --case NAME");
+    if ((!opt.trace_path.empty() || !opt.timeline_path.empty()) && selected != 1)
+        throw strata::InputError("--trace and --timeline need exactly one case: pick one with --case NAME");
     std::size_t index = 0;
     for (auto& sc : ex.cases) {
         if (!opt.case_name.empty() && sc.name != opt.case_name) continue;
@@ -64,7 +64,12 @@ int run_command(const std::string& file, const RunOptions& opt) {
                               << "% of " << total << " tasks, simulated " << now.seconds() << " s   " << std::flush;
                 };
             }
-            r.iteration = strata::simulate(sc, so);
+            strata::SimulationDetail detail;
+            r.iteration = strata::simulate(sc, so, opt.timeline_path.empty() ? nullptr : &detail);
+            if (!opt.timeline_path.empty()) {
+                write_file(opt.timeline_path, strata::detail_to_json(sc, *r.iteration, detail));
+                std::cout << "wrote " << opt.timeline_path << "\n";
+            }
             if (tty) std::cerr << "\r\033[K" << std::flush;
         }
         results.push_back(std::move(r));
@@ -129,6 +134,7 @@ int main(int argc, char** argv) {
     run->add_option("--csv", ro.csv_path, "write results as CSV");
     run->add_option("--profile", ro.profile_path, "device profile to use instead of the system's (e.g. a calibrated one)");
     run->add_option("--trace", ro.trace_path, "write a Chrome trace-event JSON of the simulated iteration (one case)");
+    run->add_option("--timeline", ro.timeline_path, "write the first pipeline replica's stage timeline and stage-0 memory over time as JSON (one case)");
     run->add_option("--case", ro.case_name, "run only the case with this name");
     run->add_flag("--analytical-only", ro.analytical_only, "skip the discrete-event simulation (memory and layer costs only)");
     std::string case_name;

@@ -35,6 +35,7 @@
 #include "strata/memory.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -660,6 +661,23 @@ fabric::FabricSpec fabric_spec(const Scenario& sc) {
 }
 
 }  // namespace
+
+std::string detail_to_json(const Scenario& sc, const IterationResult& r, const SimulationDetail& d) {
+    nlohmann::ordered_json j;
+    j["name"] = sc.name;
+    j["iteration_time_s"] = r.iteration_time_s;
+    j["capacity_bytes"] = sc.system.memory_capacity.value;
+    j["pipeline"] = sc.execution.pipeline;
+    j["categories"] = d.memory_categories;
+    std::vector<std::int64_t> peaks;
+    for (Bytes b : d.stage_peaks) peaks.push_back(b.value);
+    j["stage_peaks_bytes"] = peaks;
+    auto& mem = j["memory"] = nlohmann::ordered_json::array();
+    for (const auto& s : d.stage0_memory) mem.push_back({s.time.seconds(), s.in_use.value});
+    auto& iv = j["intervals"] = nlohmann::ordered_json::array();
+    for (const auto& x : d.intervals) iv.push_back({x.stage, std::string(1, x.kind), x.start_s, x.end_s, x.microbatch, x.chunk});
+    return j.dump() + "\n";
+}
 
 IterationResult simulate(const Scenario& sc, const SimulationOptions& options, SimulationDetail* detail) {
     validate(sc);
