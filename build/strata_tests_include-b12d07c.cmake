@@ -1,5 +1,0 @@
-if(EXISTS "/work/main/build/strata_tests_tests-b12d07c.cmake")
-  include("/work/main/build/strata_tests_tests-b12d07c.cmake")
-else()
-  add_test(strata_tests_NOT_BUILT-b12d07c strata_tests_NOT_BUILT-b12d07c)
-endif()
