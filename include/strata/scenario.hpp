@@ -90,6 +90,8 @@ struct Scenario {
     ModelSpec model;
     ExecutionSpec execution;
     SystemSpec system;
+    /// Set for a sweep combination that cannot run (the reason); such cases are reported, not dropped.
+    std::string infeasible;
 };
 
 struct Experiment {
@@ -101,6 +103,11 @@ struct Experiment {
 /// Loads and strictly validates an experiment file (and the part files it references).
 /// Throws InputError with `file:line:col: message` on any problem.
 Experiment load_experiment(const std::filesystem::path& file);
+
+/// Loads one model part file (the keys of the `model` part). Throws InputError.
+ModelSpec load_model(const std::filesystem::path& file);
+/// Loads one system part file. Throws InputError.
+SystemSpec load_system(const std::filesystem::path& file);
 
 /// Checks cross-part consistency (divisibility, schedule constraints). Throws InputError.
 void validate(const Scenario& scenario);

@@ -4,13 +4,17 @@
 #include "strata/profile.hpp"
 #include "strata/report.hpp"
 #include "strata/scenario.hpp"
+#include "strata/search.hpp"
 #include "strata/simulate.hpp"
 
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -29,59 +33,159 @@ void write_file(const std::string& path, const std::string& text) {
 struct RunOptions {
     std::string json_path, csv_path, profile_path, trace_path, timeline_path, case_name;
     bool analytical_only = false;
+    int jobs = 0;
 };
 
-int run_command(const std::string& file, const RunOptions& opt) {
-    const std::string& json_path = opt.json_path;
-    const std::string& csv_path = opt.csv_path;
-    const std::string& profile_path = opt.profile_path;
-    strata::Experiment ex = strata::load_experiment(file);
-    std::optional<strata::DeviceProfile> profile;
-    if (!profile_path.empty()) profile = strata::load_device_profile(profile_path);
-    std::vector<strata::CaseResult> results;
-    results.reserve(ex.cases.size());
-    const bool tty = isatty(STDERR_FILENO) != 0;
-    std::size_t selected = 0;
-    for (auto& sc : ex.cases) {
-        if (!opt.case_name.empty() && sc.name != opt.case_name) continue;
-        ++selected;
+/// Evaluates one case: analytical memory and layer costs, then (unless analytical-only) the simulation.
+strata::CaseResult evaluate(const strata::Scenario& sc, const RunOptions& opt, const strata::SimulationOptions& so,
+                            bool* simulation_failed) {
+    strata::CaseResult r;
+    r.scenario = sc;
+    if (!sc.infeasible.empty()) {
+        r.error = "infeasible: " + sc.infeasible;
+        return r;
     }
-    if (selected == 0) throw strata::InputError(file + ": no case named '" + opt.case_name + "'");
-    if ((!opt.trace_path.empty() || !opt.timeline_path.empty()) && selected != 1)
-        throw strata::InputError("--trace and --timeline need exactly one case: pick one with --case NAME");
-    std::size_t index = 0;
-    for (auto& sc : ex.cases) {
-        if (!opt.case_name.empty() && sc.name != opt.case_name) continue;
-        ++index;
-        if (profile) sc.system.device = *profile;
-        strata::CaseResult r = strata::analyze(sc);
+    try {
+        r = strata::analyze(sc);
         if (!opt.analytical_only) {
-            strata::SimulationOptions so;
-            so.trace_path = opt.trace_path;
-            if (tty) {
-                so.progress = [&](std::uint64_t done, std::uint64_t total, strata::Time now) {
-                    std::cerr << "\r[" << index << "/" << selected << "] " << sc.name << ": " << (100 * done / std::max<std::uint64_t>(total, 1))
-                              << "% of " << total << " tasks, simulated " << now.seconds() << " s   " << std::flush;
-                };
-            }
             strata::SimulationDetail detail;
             r.iteration = strata::simulate(sc, so, opt.timeline_path.empty() ? nullptr : &detail);
             if (!opt.timeline_path.empty()) {
                 write_file(opt.timeline_path, strata::detail_to_json(sc, *r.iteration, detail));
-                std::cout << "wrote " << opt.timeline_path << "\n";
             }
-            if (tty) std::cerr << "\r\033[K" << std::flush;
         }
-        results.push_back(std::move(r));
+    } catch (const strata::SimulationError& e) {
+        r.error = std::string("simulation failed: ") + e.what();
+        *simulation_failed = true;
+    }
+    return r;
+}
+
+int run_command(const std::string& file, const RunOptions& opt) {
+    strata::Experiment ex = strata::load_experiment(file);
+    std::optional<strata::DeviceProfile> profile;
+    if (!opt.profile_path.empty()) profile = strata::load_device_profile(opt.profile_path);
+    std::vector<strata::Scenario> selected;
+    for (auto& sc : ex.cases) {
+        if (!opt.case_name.empty() && sc.name != opt.case_name) continue;
+        if (profile) sc.system.device = *profile;
+        selected.push_back(sc);
+    }
+    if (selected.empty()) {
+        std::string names;
+        for (const auto& sc : ex.cases) names += (names.empty() ? "" : ", ") + ("'" + sc.name + "'");
+        throw strata::InputError(file + ": no case named '" + opt.case_name + "'; the cases are: " + names);
+    }
+    if ((!opt.trace_path.empty() || !opt.timeline_path.empty()) && selected.size() != 1)
+        throw strata::InputError("--trace and --timeline need exactly one case: pick one with --case NAME");
+
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    const std::size_t n = selected.size();
+    std::vector<strata::CaseResult> results(n);
+    std::atomic<bool> failed{false};
+    std::mutex io;
+    if (n == 1) {
+        strata::SimulationOptions so;
+        so.trace_path = opt.trace_path;
+        if (tty) {
+            so.progress = [&](std::uint64_t done, std::uint64_t total, strata::Time now) {
+                std::cerr << "\r" << selected[0].name << ": " << (100 * done / std::max<std::uint64_t>(total, 1)) << "% of "
+                          << total << " tasks, simulated " << fmt::format("{:.3f}", now.seconds()) << " s   " << std::flush;
+            };
+        }
+        bool f = false;
+        results[0] = evaluate(selected[0], opt, so, &f);
+        failed = f;
+        if (tty) std::cerr << "\r\033[K" << std::flush;
+    } else {
+        // Cases run in parallel over the cores; results keep the file's order whatever the thread count.
+        const unsigned jobs = std::max(1u, std::min<unsigned>(opt.jobs > 0 ? unsigned(opt.jobs) : std::thread::hardware_concurrency(),
+                                                              static_cast<unsigned>(n)));
+        std::atomic<std::size_t> next{0}, done{0};
+        const auto t0 = std::chrono::steady_clock::now();
+        auto worker = [&] {
+            for (std::size_t i = next++; i < n; i = next++) {
+                bool f = false;
+                results[i] = evaluate(selected[i], opt, {}, &f);
+                if (f) failed = true;
+                const std::size_t d = ++done;
+                if (tty) {
+                    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                    const double eta = el / double(d) * double(n - d);
+                    const int width = 30, fill = int(width * d / n);
+                    std::lock_guard<std::mutex> lock(io);
+                    std::cerr << "\r[" << std::string(std::size_t(fill), '#') << std::string(std::size_t(width - fill), '.') << "] "
+                              << d << "/" << n << " cases, " << fmt::format("{:.1f}", el) << " s, ETA "
+                              << fmt::format("{:.1f}", eta) << " s   " << std::flush;
+                }
+            }
+        };
+        std::vector<std::thread> pool;
+        for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(worker);
+        for (auto& t : pool) t.join();
+        if (tty) std::cerr << "\r\033[K" << std::flush;
     }
     strata::print_table(std::cout, ex.name + "  (" + file + ")", results);
-    if (!json_path.empty()) {
-        write_file(json_path, strata::to_json(ex.name, results));
-        std::cout << "wrote " << json_path << "\n";
+    if (!opt.timeline_path.empty() && !results[0].error) std::cout << "wrote " << opt.timeline_path << "\n";
+    if (!opt.trace_path.empty() && !results[0].error) std::cout << "wrote " << opt.trace_path << "\n";
+    if (!opt.json_path.empty()) {
+        write_file(opt.json_path, strata::to_json(ex.name, results));
+        std::cout << "wrote " << opt.json_path << "\n";
     }
-    if (!csv_path.empty()) {
-        write_file(csv_path, strata::to_csv(results));
-        std::cout << "wrote " << csv_path << "\n";
+    if (!opt.csv_path.empty()) {
+        write_file(opt.csv_path, strata::to_csv(results));
+        std::cout << "wrote " << opt.csv_path << "\n";
+    }
+    if (failed) {
+        std::cerr << "error: at least one case failed to simulate (see the table)\n";
+        return 3;
+    }
+    return 0;
+}
+
+struct SearchOptions {
+    std::string model, system, json_path;
+    int gpus = 0, global_batch = 0, top = 10, simulate_top = 8, jobs = 0;
+};
+
+int search_command(const SearchOptions& o) {
+    strata::SearchRequest req;
+    req.model = strata::load_model(o.model);
+    req.system = strata::load_system(o.system);
+    req.gpus = o.gpus;
+    req.global_batch = o.global_batch;
+    req.simulate_top = std::max(o.top, o.simulate_top);
+    req.jobs = o.jobs;
+    if (isatty(STDERR_FILENO)) {
+        req.progress = [](std::size_t d, std::size_t n) { std::cerr << "\rsimulating candidates: " << d << "/" << n << "   " << std::flush; };
+    }
+    const strata::SearchResult r = strata::search(req);
+    if (isatty(STDERR_FILENO)) std::cerr << "\r\033[K";
+    std::cout << fmt::format("search: {} on {} GPUs of {}, global batch {}\n", req.model.name, req.gpus, req.system.name,
+                             req.global_batch);
+    std::cout << fmt::format("{} configurations enumerated; {} fit in memory and were ranked analytically; the best {} "
+                             "simulated\n", r.enumerated, r.screened, r.simulated.size());
+    for (const auto& [reason, count] : r.rejected) std::cout << fmt::format("  rejected: {} x {}\n", count, reason);
+    std::cout << fmt::format("{:>4} {:>3} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>5} {:>9} {:>9} {:>6} {:>9}\n", "rank", "t",
+                             "p", "d", "m", "b", "recompute", "SP", "dopt", "estim s", "sim s", "MFU%", "peak GiB");
+    int rank = 0;
+    std::vector<strata::CaseResult> results;
+    for (const auto& c : r.simulated) {
+        if (rank >= o.top) break;
+        const auto& e = c.execution;
+        const auto& it = *c.result.iteration;
+        std::cout << fmt::format("{:>4} {:>3} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>5} {:>9.3f} {:>9.3f} {:>6.1f} {:>9.2f}{}\n",
+                                 ++rank, e.tensor, e.pipeline, e.data, e.interleave, e.microbatch, strata::to_string(e.recompute),
+                                 e.sequence_parallel ? "on" : "off", e.distributed_optimizer ? "on" : "off", c.estimate_s,
+                                 it.iteration_time_s, 100 * it.mfu, it.peak_memory.gib(), it.oom ? "  OOM" : "");
+        strata::CaseResult cr = c.result;
+        cr.scenario.name = fmt::format("rank {}", rank);
+        results.push_back(cr);
+    }
+    std::cout << fmt::format("search took {:.2f} s\n", r.wall_s);
+    if (!o.json_path.empty()) {
+        write_file(o.json_path, strata::to_json("search " + req.model.name, results));
+        std::cout << "wrote " << o.json_path << "\n";
     }
     return 0;
 }
@@ -136,11 +240,23 @@ int main(int argc, char** argv) {
     run->add_option("--trace", ro.trace_path, "write a Chrome trace-event JSON of the simulated iteration (one case)");
     run->add_option("--timeline", ro.timeline_path, "write the first pipeline replica's stage timeline and stage-0 memory over time as JSON (one case)");
     run->add_option("--case", ro.case_name, "run only the case with this name");
+    run->add_option("--jobs,-j", ro.jobs, "cases to run in parallel (default: one per core)")->check(CLI::Range(1, 1024));
     run->add_flag("--analytical-only", ro.analytical_only, "skip the discrete-event simulation (memory and layer costs only)");
     std::string case_name;
     CLI::App* explain = app.add_subcommand("explain", "print one transformer layer's kernels and collectives with their costs");
     explain->add_option("file", file, "experiment YAML")->required();
     explain->add_option("--case", case_name, "only this case (default: all)");
+    SearchOptions so;
+    CLI::App* srch = app.add_subcommand("search", "find the fastest execution of a model on N GPUs that fits in memory");
+    srch->add_option("--model", so.model, "model YAML (e.g. scenarios/models/mt-nlg-530b.yaml)")->required();
+    srch->add_option("--system", so.system, "system YAML (e.g. scenarios/systems/selene-a100.yaml)")->required();
+    srch->add_option("--gpus", so.gpus, "number of GPUs")->required()->check(CLI::Range(1, 1 << 20));
+    srch->add_option("--global-batch", so.global_batch, "global batch size (sequences)")->required()->check(CLI::Range(1, 1 << 30));
+    srch->add_option("--top", so.top, "how many to print")->check(CLI::Range(1, 1000));
+    srch->add_option("--simulate-top", so.simulate_top, "candidates simulated event by event after the analytical screen")
+        ->check(CLI::Range(1, 1000));
+    srch->add_option("--jobs,-j", so.jobs, "parallel simulations (default: one per core)")->check(CLI::Range(1, 1024));
+    srch->add_option("--json", so.json_path, "write the top candidates as JSON results");
     std::vector<std::string> bench_files;
     CLI::App* bench = app.add_subcommand("bench", "simulate experiments and report wall time, events per second and peak memory");
     bench->add_option("files", bench_files, "experiment YAML files")->required();
@@ -154,6 +270,7 @@ int main(int argc, char** argv) {
         if (*run) return run_command(file, ro);
         if (*explain) return explain_command(file, case_name);
         if (*bench) return bench_command(bench_files);
+        if (*srch) return search_command(so);
     } catch (const strata::InputError& e) {
         std::cerr << "error: " << e.what() << "\n";
         return 2;

@@ -21,7 +21,7 @@ constexpr double kMaxDelayPs = 4e18;
 /// Relative tolerance of the saturation and rate comparisons of the repair checks.
 constexpr double kTolerance = 1e-12;
 /// Repair rounds before falling back to water-filling the whole component.
-constexpr int kMaxRepairRounds = 4;
+constexpr int kMaxRepairRounds = 16;
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include "yaml_fields.hpp"
 
 #include <array>
+#include <functional>
 #include <optional>
 
 namespace strata {
@@ -60,8 +61,8 @@ constexpr std::array<std::string_view, 22> kSystemKeys = {
     "optimizer.fixed_overhead_ms",
     "description",
     "sources"};
-constexpr std::array<std::string_view, 6> kExperimentKeys = {"name",   "description", "model",
-                                                             "execution", "system",  "cases"};
+constexpr std::array<std::string_view, 7> kExperimentKeys = {"name",   "description", "model", "execution",
+                                                             "system", "cases",       "sweep"};
 constexpr std::array<std::string_view, 5> kCaseKeys = {"name", "description", "model", "execution", "system"};
 constexpr std::array<std::string_view, 1> kFileKey = {"file"};
 
@@ -234,7 +235,7 @@ std::optional<Problem> consistency_problem(const Scenario& sc) {
 }
 
 Scenario build_case(const std::string& name, const std::string& source, const Fields& model, const Fields& exec,
-                    const Fields& sys) {
+                    const Fields& sys, bool allow_infeasible = false) {
     Scenario sc;
     sc.name = name;
     sc.source = source;
@@ -242,6 +243,10 @@ Scenario build_case(const std::string& name, const std::string& source, const Fi
     sc.execution = read_execution(exec);
     sc.system = read_system(sys);
     if (auto p = consistency_problem(sc)) {
+        if (allow_infeasible) {
+            sc.infeasible = std::string(p->part) + "." + p->key + ": " + p->message;
+            return sc;
+        }
         const Fields& f = std::string(p->part) == "model" ? model : exec;
         throw InputError(f.loc(p->key) + ": " + p->part + "." + p->key + ": " + p->message + " (case '" + name +
                          "' at " + source + ")");
@@ -250,6 +255,18 @@ Scenario build_case(const std::string& name, const std::string& source, const Fi
 }
 
 }  // namespace
+
+ModelSpec load_model(const fs::path& path) {
+    Fields f("model", path.string());
+    f.reset(yamlio::load_file(path), path.string());
+    return read_model(f);
+}
+
+SystemSpec load_system(const fs::path& path) {
+    Fields f("system", path.string());
+    f.reset(yamlio::load_file(path), path.string());
+    return read_system(f);
+}
 
 void validate(const Scenario& scenario) {
     if (auto p = consistency_problem(scenario)) {
@@ -278,42 +295,120 @@ Experiment load_experiment(const fs::path& path) {
         if (root[key]) apply_part(*fields, root[key], file);
     }
 
+    struct Base {
+        std::string name, source;
+        Fields m, e, s;
+    };
+    std::vector<Base> bases;
     YAML::Node cases = root["cases"];
     if (!cases) {
-        ex.cases.push_back(build_case(ex.name, origin, model, exec, sys));
+        bases.push_back({ex.name, origin, model, exec, sys});
+    } else {
+        if (!cases.IsSequence() || cases.size() == 0) {
+            throw InputError(yamlio::where(file, cases.Mark()) + ": cases: expected a non-empty list of cases");
+        }
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            const YAML::Node& c = cases[i];
+            const std::string at = yamlio::where(file, c.Mark());
+            if (!c.IsMap()) throw InputError(at + ": cases[" + std::to_string(i) + "]: expected a mapping");
+            for (auto it = c.begin(); it != c.end(); ++it) {
+                std::string key = it->first.Scalar();
+                if (std::find(kCaseKeys.begin(), kCaseKeys.end(), key) == kCaseKeys.end()) {
+                    std::string msg = yamlio::where(file, it->first.Mark()) + ": unknown key '" + key + "' in cases[" +
+                                      std::to_string(i) + "].";
+                    if (auto hint = yamlio::did_you_mean(key, kCaseKeys)) msg += " Did you mean '" + *hint + "'?";
+                    throw InputError(msg + " Valid keys: " + yamlio::join(kCaseKeys) + ".");
+                }
+            }
+            if (!c["name"] || !c["name"].IsScalar() || c["name"].Scalar().empty()) {
+                throw InputError(at + ": cases[" + std::to_string(i) + "]: missing required key 'name' (a string)");
+            }
+            std::string name = c["name"].Scalar();
+            for (const Base& prev : bases) {
+                if (prev.name == name) {
+                    throw InputError(yamlio::where(file, c["name"].Mark()) + ": cases[" + std::to_string(i) +
+                                     "].name: duplicate case name '" + name + "' (first at " + prev.source + ")");
+                }
+            }
+            Fields m = model, e = exec, s = sys;
+            for (auto [fields, key] : {std::pair{&m, "model"}, {&e, "execution"}, {&s, "system"}}) {
+                if (c[key]) apply_part(*fields, c[key], file);
+            }
+            bases.push_back({name, at, m, e, s});
+        }
+    }
+
+    YAML::Node sweep = root["sweep"];
+    if (!sweep) {
+        for (const Base& b : bases) ex.cases.push_back(build_case(b.name, b.source, b.m, b.e, b.s));
         return ex;
     }
-    if (!cases.IsSequence() || cases.size() == 0) {
-        throw InputError(yamlio::where(file, cases.Mark()) + ": cases: expected a non-empty list of cases");
+    // sweep: {execution.microbatch: [1, 2, 4], model: {seq_len: [2048, 4096]}} -> cartesian product, in the
+    // order the keys are written, the last key varying fastest.
+    struct Axis {
+        std::string part, key;
+        std::vector<YAML::Node> values;
+    };
+    std::vector<Axis> axes;
+    Fields flat("sweep", yamlio::where(file, sweep.Mark()));
+    if (!sweep.IsMap()) throw InputError(yamlio::where(file, sweep.Mark()) + ": sweep: expected a mapping of key: [values]");
+    std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& n, const std::string& prefix) {
+        for (auto it = n.begin(); it != n.end(); ++it) {
+            const std::string key = prefix + it->first.Scalar();
+            if (it->second.IsMap()) {
+                walk(it->second, key + ".");
+                continue;
+            }
+            const auto dot = key.find('.');
+            const std::string part = dot == std::string::npos ? "" : key.substr(0, dot);
+            const std::string sub = dot == std::string::npos ? key : key.substr(dot + 1);
+            std::span<const std::string_view> known;
+            if (part == "model") known = kModelKeys;
+            else if (part == "execution") known = kExecutionKeys;
+            else
+                throw InputError(yamlio::where(file, it->first.Mark()) + ": sweep: '" + key +
+                                 "' must name a model or execution key (model.KEY or execution.KEY)");
+            if (std::find(known.begin(), known.end(), sub) == known.end()) {
+                std::string msg = yamlio::where(file, it->first.Mark()) + ": sweep: unknown " + part + " key '" + sub + "'.";
+                if (auto hint = yamlio::did_you_mean(sub, known)) msg += " Did you mean '" + *hint + "'?";
+                throw InputError(msg + " Valid keys: " + yamlio::join(known) + ".");
+            }
+            if (!it->second.IsSequence() || it->second.size() == 0) {
+                throw InputError(yamlio::where(file, it->second.Mark()) + ": sweep." + key +
+                                 ": expected a non-empty list of values");
+            }
+            Axis a{part, sub, {}};
+            for (std::size_t i = 0; i < it->second.size(); ++i) a.values.push_back(it->second[i]);
+            axes.push_back(std::move(a));
+        }
+    };
+    walk(sweep, "");
+    std::size_t combos = 1;
+    for (const Axis& a : axes) combos *= a.values.size();
+    if (combos * bases.size() > 100000) {
+        throw InputError(yamlio::where(file, sweep.Mark()) + ": sweep: " + std::to_string(combos * bases.size()) +
+                         " cases is more than the limit of 100000");
     }
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-        const YAML::Node& c = cases[i];
-        const std::string at = yamlio::where(file, c.Mark());
-        if (!c.IsMap()) throw InputError(at + ": cases[" + std::to_string(i) + "]: expected a mapping");
-        for (auto it = c.begin(); it != c.end(); ++it) {
-            std::string key = it->first.Scalar();
-            if (std::find(kCaseKeys.begin(), kCaseKeys.end(), key) == kCaseKeys.end()) {
-                std::string msg = yamlio::where(file, it->first.Mark()) + ": unknown key '" + key + "' in cases[" +
-                                  std::to_string(i) + "].";
-                if (auto hint = yamlio::did_you_mean(key, kCaseKeys)) msg += " Did you mean '" + *hint + "'?";
-                throw InputError(msg + " Valid keys: " + yamlio::join(kCaseKeys) + ".");
+    for (const Base& b : bases) {
+        for (std::size_t c = 0; c < combos; ++c) {
+            Fields m = b.m, e = b.e;
+            std::string label;
+            std::size_t rest = c;
+            std::vector<std::size_t> pick(axes.size());
+            for (std::size_t i = axes.size(); i-- > 0;) {
+                pick[i] = rest % axes[i].values.size();
+                rest /= axes[i].values.size();
             }
-        }
-        if (!c["name"] || !c["name"].IsScalar() || c["name"].Scalar().empty()) {
-            throw InputError(at + ": cases[" + std::to_string(i) + "]: missing required key 'name' (a string)");
-        }
-        std::string name = c["name"].Scalar();
-        for (const Scenario& prev : ex.cases) {
-            if (prev.name == name) {
-                throw InputError(yamlio::where(file, c["name"].Mark()) + ": cases[" + std::to_string(i) +
-                                 "].name: duplicate case name '" + name + "' (first at " + prev.source + ")");
+            for (std::size_t i = 0; i < axes.size(); ++i) {
+                const YAML::Node& v = axes[i].values[pick[i]];
+                YAML::Node one;
+                one[axes[i].key] = v;
+                (axes[i].part == "model" ? m : e).merge(one, file);
+                label += (label.empty() ? "" : ", ") + axes[i].key + "=" + (v.IsScalar() ? v.Scalar() : "?");
             }
+            const std::string name = (b.name == ex.name && !cases) ? label : b.name + " " + label;
+            ex.cases.push_back(build_case(name, b.source, m, e, b.s, true));
         }
-        Fields m = model, e = exec, s = sys;
-        for (auto [fields, key] : {std::pair{&m, "model"}, {&e, "execution"}, {&s, "system"}}) {
-            if (c[key]) apply_part(*fields, c[key], file);
-        }
-        ex.cases.push_back(build_case(name, at, m, e, s));
     }
     return ex;
 }

@@ -1,0 +1,143 @@
+// Configuration search (see include/strata/search.hpp).
+//
+// Screen: per-stage time per microbatch = layers per stage x (forward + backward) of the analytical layer
+// model (tensor-parallel collectives included) plus the embedding / output layer; iteration estimate =
+// (microbatches + (p - 1) / m) x that + data-parallel gradient reduction over the NIC rails + optimizer.
+// The screen only orders candidates; the reported times are simulated.
+#include "strata/search.hpp"
+
+#include "strata/cost.hpp"
+#include "strata/errors.hpp"
+#include "strata/layer.hpp"
+#include "strata/memory.hpp"
+#include "strata/simulate.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace strata {
+
+namespace {
+
+double estimate(const Scenario& sc, const CostModel& cost) {
+    const ExecutionSpec& e = sc.execution;
+    const LayerConfig lc{&sc.model, e.tensor, e.sequence_parallel, e.recompute, e.microbatch};
+    const LayerPlan layer = build_layer(lc);
+    const double per_layer = (cost.pass_time(layer.forward, e.tensor) + cost.pass_time(layer.backward, e.tensor)).seconds();
+    const OutputPlan out = build_output(lc);
+    const double output = (cost.pass_time(out.forward, e.tensor) + cost.pass_time(out.backward, e.tensor)).seconds();
+    const int layers_per_stage = sc.model.layers / e.pipeline;
+    const double stage = layers_per_stage * per_layer + (e.pipeline == 1 ? output : output / 2);
+    const double n = e.microbatches();
+    double t = (n + double(e.pipeline - 1) / e.interleave) * stage;
+    const double params = parameters_on_stage(sc.model, e, 0);
+    const BytesPerParam bpp = bytes_per_param(e);
+    if (e.data > 1) {
+        const double grads = params * bpp.gradients;
+        const double bw = e.tensor * e.pipeline * e.data > sc.system.gpus_per_node ? sc.system.network.nic_bandwidth.value
+                                                                                  : sc.system.network.nvlink_bandwidth.value;
+        t += 2.0 * (e.data - 1) / e.data * grads / bw;
+    }
+    const auto& dev = sc.system.device;
+    t += params / (e.distributed_optimizer ? e.data : 1) * sc.system.optimizer.bytes_per_param_step /
+         (dev.hbm_bandwidth * dev.elementwise_bandwidth_efficiency);
+    return t;
+}
+
+std::vector<int> divisors(int n) {
+    std::vector<int> d;
+    for (int i = 1; i <= n; ++i)
+        if (n % i == 0) d.push_back(i);
+    return d;
+}
+
+}  // namespace
+
+SearchResult search(const SearchRequest& req) {
+    if (req.gpus <= 0) throw InputError("search: --gpus must be positive");
+    if (req.global_batch <= 0) throw InputError("search: --global-batch must be positive");
+    const auto t0 = std::chrono::steady_clock::now();
+    SearchResult res;
+    const CostModel cost(req.system.device);
+    std::vector<SearchCandidate> fits;
+    const Recompute policies[] = {Recompute::none, Recompute::selective, Recompute::full};
+    for (int t : divisors(req.gpus)) {
+        if (t > req.system.gpus_per_node) break;
+        for (int p : divisors(req.gpus / t)) {
+            if (p > req.model.layers) break;
+            const int d = req.gpus / (t * p);
+            for (int m = 1; m <= std::max(1, req.max_interleave); ++m) {
+                for (int b : req.microbatches) {
+                    for (Recompute rc : policies) {
+                        for (int sp = 0; sp <= (t > 1 ? 1 : 0); ++sp) {
+                            for (int dopt = 0; dopt <= (d > 1 ? 1 : 0); ++dopt) {
+                                ++res.enumerated;
+                                Scenario sc;
+                                sc.name = "candidate";
+                                sc.model = req.model;
+                                sc.system = req.system;
+                                ExecutionSpec& e = sc.execution;
+                                e.tensor = t;
+                                e.pipeline = p;
+                                e.data = d;
+                                e.interleave = m;
+                                e.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+                                e.microbatch = b;
+                                e.global_batch = req.global_batch;
+                                e.recompute = rc;
+                                e.sequence_parallel = sp == 1;
+                                e.distributed_optimizer = dopt == 1;
+                                try {
+                                    validate(sc);
+                                } catch (const InputError&) {
+                                    ++res.rejected["infeasible sizes (divisibility, schedule)"];
+                                    continue;
+                                }
+                                if (!estimate_memory(sc).fits()) {
+                                    ++res.rejected["out of memory (analytical)"];
+                                    continue;
+                                }
+                                fits.push_back({e, estimate(sc, cost), {}});
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    res.screened = fits.size();
+    std::stable_sort(fits.begin(), fits.end(), [](const auto& a, const auto& b) { return a.estimate_s < b.estimate_s; });
+    const std::size_t k = std::min<std::size_t>(fits.size(), std::size_t(std::max(0, req.simulate_top)));
+    fits.resize(k);
+    std::atomic<std::size_t> next{0}, done{0};
+    const unsigned jobs = std::max(1u, std::min<unsigned>(req.jobs > 0 ? unsigned(req.jobs) : std::thread::hardware_concurrency(),
+                                                          static_cast<unsigned>(std::max<std::size_t>(k, 1))));
+    auto worker = [&] {
+        for (std::size_t i = next++; i < k; i = next++) {
+            Scenario sc;
+            sc.name = "candidate";
+            sc.model = req.model;
+            sc.system = req.system;
+            sc.execution = fits[i].execution;
+            fits[i].result = analyze(sc);
+            fits[i].result.iteration = simulate(sc);
+            const std::size_t n = ++done;
+            if (req.progress) req.progress(n, k);
+        }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(worker);
+    for (auto& th : pool) th.join();
+    std::stable_sort(fits.begin(), fits.end(), [](const auto& a, const auto& b) {
+        const bool ao = a.result.iteration->oom, bo = b.result.iteration->oom;
+        if (ao != bo) return !ao;
+        return a.result.iteration->iteration_time_s < b.result.iteration->iteration_time_s;
+    });
+    res.simulated = std::move(fits);
+    res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return res;
+}
+
+}  // namespace strata
