@@ -554,13 +554,24 @@ def plot_memory_timeline(tl, t5, save):
 # ----------------------------------------------------------------------------------------------
 # Optional sweep
 # ----------------------------------------------------------------------------------------------
+def _dependent(res, key_of, k, j):
+    """True when the value of key k is a function of the value of key j across the cases."""
+    seen = {}
+    for r in res:
+        kk = key_of(r)
+        a, b = json.dumps(kk[j]), json.dumps(kk[k])
+        if seen.setdefault(a, b) != b:
+            return False
+    return True
+
+
 def plot_sweep(sw, save):
-    res = [r for r in sw.get("results", []) if "error" not in r]
+    all_res = sw.get("results", [])
+    res = [r for r in all_res if "error" not in r and "mfu" in r]
+    failed = [r for r in all_res if "error" in r]
     if not res:
-        print("sweep.json: no successful cases; skipping sweep.png")
-        return
-    if not any("mfu" in r for r in res):
-        print("sweep.json has no simulated results (mfu); run without --analytical-only; skipping sweep.png")
+        print("sweep.json has no simulated cases with results (run it without --analytical-only); "
+              "skipping sweep.png")
         return
 
     def key_of(r):
@@ -568,45 +579,68 @@ def plot_sweep(sw, save):
         d["model"] = r["model"]["name"]
         return d
 
+    def is_num(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def text(v):
+        return json.dumps(v).strip('"')
+
+    def oom_of(r):
+        return r.get("simulated_memory", {}).get("oom", False) or not r["memory"].get("fits", True)
+
     keys = list(key_of(res[0]).keys())
     varying = [k for k in keys if len(set(json.dumps(key_of(r)[k]) for r in res)) > 1]
-    numeric = [k for k in varying if all(isinstance(key_of(r)[k], (int, float)) and not isinstance(key_of(r)[k], bool)
-                                         for r in res)]
-    if "microbatch" in numeric:
-        xkey = "microbatch"
-    elif numeric:
-        xkey = numeric[0]
-    else:
-        xkey = None
-    fig, ax = plt.subplots(figsize=(9, 5))
+    # Drop keys that only follow another varying key (schedule follows interleave, gpus follows data, ...);
+    # keys that determine each other (sequence_parallel and recompute varied together) are both kept.
+    kept = [k for k in varying
+            if not any(j != k and _dependent(res, key_of, k, j) and not _dependent(res, key_of, j, k)
+                       for j in varying)]
+    numeric = [k for k in kept if all(is_num(key_of(r)[k]) for r in res)]
+    xkey = "microbatch" if "microbatch" in numeric else (numeric[0] if numeric else None)
+
+    fig, ax = plt.subplots(figsize=(10, 5.4))
+    vals = [100 * r["mfu"] for r in res]
+    feasible = [r for r in res if not oom_of(r)]
+    best = max(feasible, key=lambda r: r["mfu"]) if feasible else None
     if xkey is None:  # categorical: one bar per case
-        names = [r["name"] for r in res]
-        vals = [100 * r["mfu"] for r in res]
-        bars = ax.bar(range(len(res)), vals, color=C_PRESENT)
+        cols = [C_CAP if oom_of(r) else C_PRESENT for r in res]
+        bars = ax.bar(range(len(res)), vals, color=cols)
         bar_labels(ax, bars, ["%.1f" % v for v in vals])
         ax.set_xticks(range(len(res)))
-        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+        ax.set_xticklabels([r["name"] for r in res], rotation=30, ha="right", fontsize=8)
         ax.set_xlabel("case")
+        ax.set_ylim(0, max(vals) * 1.2)
+        if any(oom_of(r) for r in res):
+            ax.legend(handles=[Patch(color=C_PRESENT, label="fits in memory"),
+                               Patch(color=C_CAP, label="exceeds device memory (OOM)")], fontsize=8, frameon=False)
     else:
-        rest = [k for k in varying if k != xkey]
+        rest = [k for k in kept if k != xkey]
         series = defaultdict(list)
         for r in res:
             kk = key_of(r)
-            label = ", ".join("%s=%s" % (k, json.dumps(kk[k]).strip('"')) for k in rest) or "MFU"
-            oom = r.get("simulated_memory", {}).get("oom", False) or not r["memory"].get("fits", True)
-            series[label].append((kk[xkey], 100 * r["mfu"], oom))
-        oom_seen = False
-        for label in sorted(series):
-            pts = sorted(series[label])
-            line, = ax.plot([a for a, _, _ in pts], [b for _, b, _ in pts], "o-", label=label)
-            for a, b, o in pts:
-                ax.annotate("%.1f%s" % (b, " OOM" if o else ""), (a, b), xytext=(0, 7), textcoords="offset points",
-                            ha="center", fontsize=8, color=C_CAP if o else "black")
+            sort_key = tuple((0, kk[k], "") if is_num(kk[k]) else (1, 0, text(kk[k])) for k in rest)
+            label = ", ".join("%s=%s" % (k, text(kk[k])) for k in rest) or "MFU"
+            series[(sort_key, label)].append((kk[xkey], 100 * r["mfu"], oom_of(r), r))
+        cmap = plt.get_cmap("viridis")
+        n = len(series)
+        many = n > 2
+        for idx, (sk, label) in enumerate(sorted(series)):
+            pts = sorted(series[(sk, label)], key=lambda t: t[0])
+            col = cmap(0.9 * idx / max(1, n - 1)) if n > 1 else C_PRESENT
+            ax.plot([a for a, _, _, _ in pts], [b for _, b, _, _ in pts], "o-", color=col, label=label, lw=1.8)
+            for a, b, o, _ in pts:
                 if o:
-                    oom_seen = True
-                    ax.plot([a], [b], "o", mfc="none", mec=C_CAP, ms=13, mew=1.8)
-        if oom_seen:
-            ax.plot([], [], "o", mfc="none", mec=C_CAP, ms=10, mew=1.8, label="exceeds device memory (OOM)")
+                    ax.plot([a], [b], "o", mfc="none", mec=C_CAP, ms=13, mew=1.6)
+                if not many:
+                    ax.annotate("%.1f" % b, (a, b), xytext=(0, 8), textcoords="offset points", ha="center",
+                                fontsize=8)
+        if any(oom_of(r) for r in res):
+            ax.plot([], [], "o", mfc="none", mec=C_CAP, ms=10, mew=1.6, label="exceeds device memory (OOM)")
+        if best is not None:
+            kb = key_of(best)
+            ax.plot([kb[xkey]], [100 * best["mfu"]], "*", color="black", ms=15, zorder=5,
+                    label="best that fits: %.1f%% (%s)" % (100 * best["mfu"], ", ".join(
+                        "%s=%s" % (k, text(kb[k])) for k in [xkey] + rest)))
         xs = sorted(set(key_of(r)[xkey] for r in res))
         if all(isinstance(v, int) and v > 0 for v in xs) and len(xs) > 2 and xs[-1] / xs[0] >= 4:
             ax.set_xscale("log", base=2)
@@ -614,11 +648,19 @@ def plot_sweep(sw, save):
         ax.set_xticklabels([str(v) for v in xs])
         ax.minorticks_off()
         ax.set_xlabel(xkey)
-        ax.legend(fontsize=8, frameon=False)
-    ax.set_ylabel("MFU (%)")
-    ax.set_ylim(0, max(100 * r["mfu"] for r in res) * 1.2)
+        lo, hi = min(vals), max(vals)
+        pad = max(2.0, 0.1 * (hi - lo))
+        ax.set_ylim(max(0, lo - pad), hi + 3 * pad)
+        ax.legend(fontsize=8, frameon=True, loc="best", ncol=2 if n > 5 else 1)
+    ax.set_ylabel("MFU (%, simulated)")
     ax.grid(alpha=0.3)
-    ax.set_title("Sweep: %s" % sw.get("experiment", "sweep.json"))
+    ax.set_axisbelow(True)
+    title = "Sweep: %s" % sw.get("experiment", "sweep.json")
+    if failed:
+        reasons = sorted(set(r["error"] for r in failed))
+        title += "\n%d case%s not plotted (%s)" % (len(failed), "" if len(failed) == 1 else "s",
+                                                   reasons[0] if len(reasons) == 1 else "%d distinct errors" % len(reasons))
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     save(fig, "sweep")
 

@@ -395,7 +395,7 @@ TEST_CASE("unknown top-level key in the experiment", "[scenario][errors]") {
     CHECK_THAT(msg, StartsWith(at("bad/unknown_experiment_key.yaml", 3, 1)));
     CHECK_THAT(msg, Contains("unknown key 'modle' in experiment."));
     CHECK_THAT(msg, Contains("Did you mean 'model'?"));
-    CHECK_THAT(msg, Contains("Valid keys: name, description, model, execution, system, cases."));
+    CHECK_THAT(msg, Contains("Valid keys: name, description, model, execution, system, cases, sweep."));
 }
 
 TEST_CASE("unknown key in a case names the case index", "[scenario][errors]") {
@@ -760,4 +760,34 @@ TEST_CASE("load_device_profile on a missing file and on a non-profile file", "[p
     const std::string msg = profile_error("valid/model-small.yaml");
     CHECK_THAT(msg, StartsWith(at("valid/model-small.yaml", 3, 1)));
     CHECK_THAT(msg, Contains("unknown key 'heads' in profile."));
+}
+
+TEST_CASE("sweep: cartesian product in written order, infeasible combinations kept with the reason") {
+    const Experiment ex = load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/sweeps/microbatch.yaml");
+    REQUIRE(ex.cases.size() == 4 * 5);
+    CHECK(ex.cases[0].name == "microbatch=1, interleave=1");
+    CHECK(ex.cases[1].name == "microbatch=1, interleave=2");
+    CHECK(ex.cases[5].name == "microbatch=2, interleave=1");
+    CHECK(ex.cases[5].execution.microbatch == 2);
+    CHECK(ex.cases[6].execution.interleave == 2);
+    CHECK(ex.cases[6].execution.schedule == Schedule::interleaved);
+    int infeasible = 0;
+    for (const auto& c : ex.cases) {
+        if (c.execution.interleave == 5) {
+            CHECK_THAT(c.infeasible, Catch::Contains("divisible by pipeline x interleave"));
+            ++infeasible;
+        } else {
+            CHECK(c.infeasible.empty());
+        }
+    }
+    CHECK(infeasible == 4);
+}
+
+TEST_CASE("sweep: a key that is not a model or execution key is an error with its location") {
+    const std::string dir = std::string(STRATA_SOURCE_DIR) + "/tests/data/bad/";
+    CHECK_THROWS_WITH(load_experiment(dir + "sweep_unknown_key.yaml"),
+                      Catch::Contains("sweep_unknown_key.yaml:6:3") && Catch::Contains("unknown execution key 'microbatches'") &&
+                          Catch::Contains("Did you mean 'microbatch'?"));
+    CHECK_THROWS_WITH(load_experiment(dir + "sweep_not_list.yaml"),
+                      Catch::Contains("sweep_not_list.yaml:6:25") && Catch::Contains("expected a non-empty list"));
 }

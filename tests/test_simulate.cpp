@@ -1,6 +1,7 @@
 // The discrete-event workload end to end on small models: memory through the schedule (eq. 5),
 // schedules, determinism, out-of-memory reporting, trace output.
 #include "strata/layer.hpp"
+#include "strata/search.hpp"
 #include "strata/simulate.hpp"
 
 #include <catch2/catch.hpp>
@@ -144,4 +145,25 @@ TEST_CASE("detail: stage timeline and memory samples for plots") {
         if (iv.kind == 'F' && iv.stage == 0) ++forwards;
     }
     CHECK(forwards >= 4);
+}
+
+TEST_CASE("search: candidates that fit, ranked by simulated time, rejections counted by reason") {
+    SearchRequest req;
+    req.model = load_model(std::string(STRATA_SOURCE_DIR) + "/scenarios/models/gpt-22b.yaml");
+    req.system = load_system(std::string(STRATA_SOURCE_DIR) + "/scenarios/systems/selene-a100.yaml");
+    req.gpus = 8;
+    req.global_batch = 8;
+    req.simulate_top = 4;
+    req.jobs = 2;
+    const SearchResult r = search(req);
+    REQUIRE(r.simulated.size() == 4);
+    CHECK(r.enumerated > r.screened);
+    CHECK(r.rejected.at("out of memory (analytical)") > 0);
+    for (std::size_t i = 0; i < r.simulated.size(); ++i) {
+        const auto& c = r.simulated[i];
+        CHECK(c.execution.gpus() == 8);
+        CHECK(c.result.memory.fits());
+        CHECK_FALSE(c.result.iteration->oom);
+        if (i > 0) CHECK(r.simulated[i - 1].result.iteration->iteration_time_s <= c.result.iteration->iteration_time_s);
+    }
 }

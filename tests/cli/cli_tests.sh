@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Command-line behaviour: exit codes, deterministic output whatever the thread count, files written.
+# usage: tests/cli/cli_tests.sh path/to/strata
+set -u
+strata=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $1"; fi; }
+
+"$strata" run "$root/tests/data/bad/unknown_execution_key.yaml" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad input exits with 2" '[[ $rc -eq 2 ]]'
+check "bad input message names file and line" 'grep -q "unknown_execution_key.yaml:[0-9]*:[0-9]*:" "$tmp/err"'
+"$strata" run "$tmp/missing.yaml" >/dev/null 2>"$tmp/err"; rc=$?
+check "missing file exits with 2" '[[ $rc -eq 2 ]]'
+check "missing file is named" 'grep -q "missing.yaml: file not found" "$tmp/err"'
+"$strata" run >/dev/null 2>&1; rc=$?
+check "missing argument exits with 2" '[[ $rc -eq 2 ]]'
+"$strata" run "$root/scenarios/paper/table4.yaml" --case "no such case" >/dev/null 2>"$tmp/err"; rc=$?
+check "unknown case exits with 2 and lists the cases" '[[ $rc -eq 2 ]] && grep -q "selective + sequence" "$tmp/err"'
+
+"$strata" run "$root/scenarios/sweeps/microbatch.yaml" --jobs 1 --csv "$tmp/a.csv" --json "$tmp/a.json" >/dev/null; rc1=$?
+"$strata" run "$root/scenarios/sweeps/microbatch.yaml" --jobs 2 --csv "$tmp/b.csv" --json "$tmp/b.json" >/dev/null; rc2=$?
+check "sweep runs" '[[ $rc1 -eq 0 && $rc2 -eq 0 ]]'
+check "sweep CSV identical for 1 and 2 threads" 'cmp -s "$tmp/a.csv" "$tmp/b.csv"'
+check "sweep JSON identical for 1 and 2 threads" 'cmp -s "$tmp/a.json" "$tmp/b.json"'
+check "sweep CSV has a row per case (20) plus header" '[[ $(wc -l < "$tmp/a.csv") -eq 21 ]]'
+check "infeasible combinations are reported, not dropped" '[[ $(grep -c "infeasible" "$tmp/a.csv") -eq 4 ]]'
+
+"$strata" run "$root/scenarios/paper/table4.yaml" --case "selective recompute" --trace "$tmp/t.json" --timeline "$tmp/tl.json" >/dev/null; rc=$?
+check "trace and timeline written" '[[ $rc -eq 0 && -s "$tmp/t.json" && -s "$tmp/tl.json" ]]'
+"$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
+  --gpus 8 --global-batch 8 --top 3 --simulate-top 4 >"$tmp/s.txt"; rc=$?
+check "search runs and prints a ranking" '[[ $rc -eq 0 ]] && grep -q "^   1 " "$tmp/s.txt"'
+
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]
