@@ -334,7 +334,7 @@ def plot_memory_ladder(t2, save):
     ax.set_ylabel("activation memory per layer\n(% of tensor-parallel baseline)")
     ax.legend(loc="upper center", ncol=5, fontsize=8.5, frameon=False, bbox_to_anchor=(0.5, 1.0))
     ax.set_title("Figure 7: activation memory per transformer layer and GPU, relative to tensor parallelism alone\n"
-                 "(strata, Table 2 configurations; MB = absolute activation bytes per layer and GPU, MB = 10\u2076 bytes; "
+                 "(strata, Table 2 configurations; MB labels = bytes per layer and GPU in 10\u2076 B; "
                  "paper: each technique alone ~50%, both < 20%)")
     fig.tight_layout()
     save(fig, "memory_ladder")
