@@ -4,6 +4,8 @@
 #include "strata/engine.hpp"
 #include "strata/errors.hpp"
 
+#include "../sim/engine/flow_network.hpp"  // private: the max-min solver, tested directly below
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -19,9 +21,15 @@ namespace {
 
 constexpr std::int64_t kSecond = 1'000'000'000'000;  // ps
 
-Time us(double v) { return Time::from_us(v); }
-Time ps(std::int64_t v) { return Time::from_ps(v); }
-BytesPerSecond bw(double v) { return BytesPerSecond{v}; }
+Time us(double v) {
+    return Time::from_us(v);
+}
+Time ps(std::int64_t v) {
+    return Time::from_ps(v);
+}
+BytesPerSecond bw(double v) {
+    return BytesPerSecond{v};
+}
 
 /// A tiny deterministic generator for the randomised tests.
 struct Lcg {
@@ -99,8 +107,8 @@ TEST_CASE("start time is the later of stream free time and last dependency end",
     const TaskId x1 = sim.add_compute(x, us(30), 0);
     const TaskId z1 = sim.add_compute(z, us(45), 0);
     const TaskId y1 = sim.add_compute(y, us(10), 0);
-    const TaskId y2 = sim.add_compute(y, us(5), 0);   // deps end at 30 and 45; stream free at 10
-    const TaskId y3 = sim.add_compute(y, us(7), 0);   // dep ends at 30; stream free at 50
+    const TaskId y2 = sim.add_compute(y, us(5), 0);  // deps end at 30 and 45; stream free at 10
+    const TaskId y3 = sim.add_compute(y, us(7), 0);  // dep ends at 30; stream free at 50
     sim.add_dependency(x1, y2);
     sim.add_dependency(z1, y2);
     sim.add_dependency(x1, y3);
@@ -189,8 +197,10 @@ TEST_CASE("max-min fairness across three links", "[engine][flow]") {
     const LinkId l3 = sim.add_link("l3", bw(100e9));
     // A: l1 + l2, B: l2 + l3, C: l1. l2 is the bottleneck (2 GB/s over 2 flows): A = B = 1 GB/s.
     // C takes what A leaves on l1: 2 GB/s. After A and B finish at 1 s, C has 4 - 2 = 2 GB left at 3 GB/s.
-    const TaskId a = sim.add_transfer(sim.add_stream("a"), {{l1, 1}, {l2, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
-    const TaskId b = sim.add_transfer(sim.add_stream("b"), {{l2, 1}, {l3, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    const TaskId a =
+        sim.add_transfer(sim.add_stream("a"), {{l1, 1}, {l2, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+    const TaskId b =
+        sim.add_transfer(sim.add_stream("b"), {{l2, 1}, {l3, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
     const TaskId c = sim.add_transfer(sim.add_stream("c"), {{l1, 1}}, Bytes(4'000'000'000), Time::zero(), 0);
     const RunStats st = sim.run();
     CHECK(sim.end_time(a) == ps(kSecond));
@@ -215,7 +225,8 @@ TEST_CASE("multiplicity k makes a flow use k times its rate on a link", "[engine
     SECTION("multiplicity 2 halves the rate") {
         Simulator sim;
         const LinkId l = sim.add_link("l", bw(1e9));
-        const TaskId t = sim.add_transfer(sim.add_stream("s"), {{l, 2}}, Bytes(1'000'000'000), Time::zero(), 0);
+        const TaskId t =
+            sim.add_transfer(sim.add_stream("s"), {{l, 2}}, Bytes(1'000'000'000), Time::zero(), 0);
         sim.run();
         CHECK(sim.end_time(t) == ps(2 * kSecond));
     }
@@ -223,8 +234,8 @@ TEST_CASE("multiplicity k makes a flow use k times its rate on a link", "[engine
         Simulator sim;
         const LinkId l = sim.add_link("l", bw(1e9));
         const LinkId m = sim.add_link("m", bw(1e12));
-        const TaskId t =
-            sim.add_transfer(sim.add_stream("s"), {{l, 1}, {m, 1}, {l, 1}}, Bytes(1'000'000'000), Time::zero(), 0);
+        const TaskId t = sim.add_transfer(sim.add_stream("s"), {{l, 1}, {m, 1}, {l, 1}}, Bytes(1'000'000'000),
+                                          Time::zero(), 0);
         sim.run();
         CHECK(sim.end_time(t) == ps(2 * kSecond));
     }
@@ -232,8 +243,10 @@ TEST_CASE("multiplicity k makes a flow use k times its rate on a link", "[engine
         Simulator sim;
         const LinkId l = sim.add_link("l", bw(3e9));
         // Both rise to 1 GB/s (2 + 1 = 3 GB/s). a (1 GB) ends at 1 s; b then has 1 GB left at 3 GB/s.
-        const TaskId a = sim.add_transfer(sim.add_stream("a"), {{l, 2}}, Bytes(1'000'000'000), Time::zero(), 0);
-        const TaskId b = sim.add_transfer(sim.add_stream("b"), {{l, 1}}, Bytes(2'000'000'000), Time::zero(), 0);
+        const TaskId a =
+            sim.add_transfer(sim.add_stream("a"), {{l, 2}}, Bytes(1'000'000'000), Time::zero(), 0);
+        const TaskId b =
+            sim.add_transfer(sim.add_stream("b"), {{l, 1}}, Bytes(2'000'000'000), Time::zero(), 0);
         sim.run();
         CHECK(sim.end_time(a) == ps(kSecond));
         CHECK(sim.end_time(b) == ps(kSecond + 333'333'333'334));
@@ -307,22 +320,33 @@ TEST_CASE("memory: peak, peak breakdown, over-capacity and timeline", "[engine][
     CHECK(tl[3].in_use == Bytes(30));
 }
 
-TEST_CASE("memory: a free at the end of a task precedes the allocation of its successor", "[engine][memory]") {
+TEST_CASE("memory: a free at the end of a task precedes the allocation of its successor",
+          "[engine][memory]") {
     Simulator sim;
     const PoolId p = sim.add_pool("pool", Bytes(100), {"x"}, false);
+    const PoolId q = sim.add_pool("traced", Bytes(100), {"x"}, true);
     const StreamId s1 = sim.add_stream("s1");
     const StreamId s2 = sim.add_stream("s2");
     const TaskId a = sim.add_compute(s1, us(10), 0);
     const TaskId b = sim.add_compute(s2, us(10), 0);
     sim.add_dependency(a, b);
-    sim.add_memory_effect(a, {p, 0, Bytes(60), Bytes(60)});
-    sim.add_memory_effect(b, {p, 0, Bytes(60), Bytes(60)});
+    for (const PoolId pool : {p, q}) {
+        sim.add_memory_effect(a, {pool, 0, Bytes(60), Bytes(60)});
+        sim.add_memory_effect(b, {pool, 0, Bytes(60), Bytes(60)});
+    }
     sim.run();
     const PoolReport r = sim.pool_report(p);
     CHECK(r.peak == Bytes(60));
     CHECK(r.peak_time == us(0));  // first instant the peak was reached
     CHECK_FALSE(r.over_capacity);
     CHECK(sim.pool_timeline(p).empty());  // no timeline kept
+    // At 10 us a's free and b's allocation cancel out: no sample there.
+    const auto tl = sim.pool_timeline(q);
+    REQUIRE(tl.size() == 2);
+    CHECK(tl[0].time == us(0));
+    CHECK(tl[0].in_use == Bytes(60));
+    CHECK(tl[1].time == us(20));
+    CHECK(tl[1].in_use == Bytes(0));
 }
 
 TEST_CASE("memory: the peak counts intermediate values within one instant", "[engine][memory]") {
@@ -409,8 +433,9 @@ TEST_CASE("a dependency queued behind its waiter on the same stream stalls", "[e
         FAIL("run() should have thrown");
     } catch (const SimulationError& e) {
         const std::string msg = e.what();
-        CHECK(msg.find("stream 't': task #0 label 5 waits for task #1 label 6 on stream 't' (queued behind task "
-                       "#0 label 5)") != std::string::npos);
+        CHECK(msg.find(
+                  "stream 't': task #0 label 5 waits for task #1 label 6 on stream 't' (queued behind task "
+                  "#0 label 5)") != std::string::npos);
     }
     CHECK(sim.start_time(second) == ps(-1));
 }
@@ -455,7 +480,8 @@ TEST_CASE("misuse throws SimulationError", "[engine][errors]") {
 TEST_CASE("progress is reported every N tasks and once at the end", "[engine]") {
     Simulator sim;
     const StreamId s = sim.add_stream("s");
-    for (int i = 0; i < 10; ++i) sim.add_compute(s, us(1), 0);
+    for (int i = 0; i < 10; ++i)
+        sim.add_compute(s, us(1), 0);
     std::vector<std::uint64_t> calls;
     Time last;
     sim.run(
@@ -496,7 +522,8 @@ TEST_CASE("random contention matches a reference fluid model", "[engine][flow]")
         const int hops = 1 + static_cast<int>(rng.below(3));
         for (int h = 0; h < hops; ++h) {
             const LinkId l = rng.below(links);
-            const bool seen = std::any_of(routes[f].begin(), routes[f].end(), [&](const LinkUse& u) { return u.link == l; });
+            const bool seen = std::any_of(routes[f].begin(), routes[f].end(),
+                                          [&](const LinkUse& u) { return u.link == l; });
             if (!seen) routes[f].push_back({l, 1 + rng.below(2)});
         }
         bytes[f] = 1e8 * (1 + rng.below(20));
@@ -531,10 +558,12 @@ TEST_CASE("random contention matches a reference fluid model", "[engine][flow]")
             for (int f = 0; f < flows; ++f) {
                 if (finish[f] >= 0 || rate[f] >= 0) continue;
                 bool on = false;
-                for (const auto& u : routes[f]) on = on || static_cast<int>(u.link) == best_link;
+                for (const auto& u : routes[f])
+                    on = on || static_cast<int>(u.link) == best_link;
                 if (!on) continue;
                 rate[f] = best;
-                for (const auto& u : routes[f]) left[u.link] -= u.multiplicity * best;
+                for (const auto& u : routes[f])
+                    left[u.link] -= u.multiplicity * best;
             }
         }
         double dt = 1e300;
@@ -550,7 +579,8 @@ TEST_CASE("random contention matches a reference fluid model", "[engine][flow]")
     }
     for (int f = 0; f < flows; ++f) {
         const double expected_ps = finish[f] * 1e12;
-        CHECK(std::abs(static_cast<double>(sim.end_time(ids[f]).ps()) - expected_ps) <= 2.0 * flows + 1e-9 * expected_ps);
+        CHECK(std::abs(static_cast<double>(sim.end_time(ids[f]).ps()) - expected_ps) <=
+              2.0 * flows + 1e-9 * expected_ps);
     }
 }
 
@@ -563,8 +593,10 @@ std::vector<std::int64_t> run_random_graph(std::uint64_t seed, RunStats* stats, 
     Simulator sim;
     const int streams = 12;
     const int links = 9;
-    for (int s = 0; s < streams; ++s) sim.add_stream("s" + std::to_string(s));
-    for (int l = 0; l < links; ++l) sim.add_link("l" + std::to_string(l), bw(1e9 * (1 + rng.below(4))));
+    for (int s = 0; s < streams; ++s)
+        sim.add_stream("s" + std::to_string(s));
+    for (int l = 0; l < links; ++l)
+        sim.add_link("l" + std::to_string(l), bw(1e9 * (1 + rng.below(4))));
     const PoolId pool = sim.add_pool("mem", Bytes(1'000'000), {"a", "b"}, true);
     std::vector<TaskId> tasks;
     for (int i = 0; i < 600; ++i) {
@@ -573,14 +605,17 @@ std::vector<std::int64_t> run_random_graph(std::uint64_t seed, RunStats* stats, 
         if (rng.below(3) == 0) {
             std::vector<LinkUse> route;
             const int hops = 1 + static_cast<int>(rng.below(3));
-            for (int h = 0; h < hops; ++h) route.push_back({rng.below(links), 1 + rng.below(2)});
-            t = sim.add_transfer(s, route, Bytes(1000 + rng.below(1'000'000)), Time::from_ns(rng.below(5000)), i);
+            for (int h = 0; h < hops; ++h)
+                route.push_back({rng.below(links), 1 + rng.below(2)});
+            t = sim.add_transfer(s, route, Bytes(1000 + rng.below(1'000'000)), Time::from_ns(rng.below(5000)),
+                                 i);
         } else {
             t = sim.add_compute(s, Time::from_ns(rng.below(100'000)), i);
         }
         if (!tasks.empty()) {
             const int deps = static_cast<int>(rng.below(3));
-            for (int d = 0; d < deps; ++d) sim.add_dependency(tasks[rng.below(static_cast<std::uint32_t>(tasks.size()))], t);
+            for (int d = 0; d < deps; ++d)
+                sim.add_dependency(tasks[rng.below(static_cast<std::uint32_t>(tasks.size()))], t);
         }
         sim.add_memory_effect(t, {pool, rng.below(2), Bytes(rng.below(5000)), Bytes(rng.below(5000))});
         tasks.push_back(t);
@@ -622,4 +657,104 @@ TEST_CASE("the same graph always gives identical results", "[engine][determinism
         last = std::max(last, r1[i + 1]);
     }
     CHECK(s1.end_time == ps(last));
+}
+
+TEST_CASE("flow network: rates of a small max-min example", "[engine][flow]") {
+    detail::FlowNetwork net;
+    const LinkId l1 = net.add_link(3e9);
+    const LinkId l2 = net.add_link(2e9);
+    const LinkId l3 = net.add_link(100e9);
+    const std::vector<LinkUse> ra{{l1, 1}, {l2, 1}};
+    const std::vector<LinkUse> rb{{l2, 1}, {l3, 1}};
+    const std::vector<LinkUse> rc{{l1, 1}};
+    const std::uint32_t a = net.add_flow(ra, 1e9);
+    const std::uint32_t b = net.add_flow(rb, 1e9);
+    const std::uint32_t c = net.add_flow(rc, 1e9);
+    net.activate(a, 0);
+    net.activate(b, 0);
+    net.activate(c, 0);
+    REQUIRE(net.dirty());
+    CHECK(net.recompute(0).size() == 3);
+    CHECK_FALSE(net.dirty());
+    CHECK(net.rate(a) == Approx(1e9).epsilon(1e-12));
+    CHECK(net.rate(b) == Approx(1e9).epsilon(1e-12));
+    CHECK(net.rate(c) == Approx(2e9).epsilon(1e-12));
+    CHECK(net.completion_ps(a) == kSecond);
+    CHECK(net.completion_ps(c) == kSecond / 2);
+    // b leaves: a is now limited by l1 together with c (1.5 GB/s each), at 0.25 s.
+    net.deactivate(b);
+    const auto changed = net.recompute(kSecond / 4);
+    CHECK(changed.size() == 2);
+    CHECK(net.rate(a) == Approx(1.5e9).epsilon(1e-12));
+    CHECK(net.rate(c) == Approx(1.5e9).epsilon(1e-12));
+    // a moved 0.25 GB by then and has 0.75 GB left: 0.5 s more. c moved 0.5 GB: 0.5 GB left, 1/3 s more.
+    CHECK(net.completion_ps(a) == kSecond / 4 + kSecond / 2);
+    CHECK(net.completion_ps(c) == kSecond / 4 + 333'333'333'334);
+}
+
+TEST_CASE("flow network: local repair agrees with full component water-filling", "[engine][flow]") {
+    // Random starts and ends; after every recomputation both solvers must hold the same rates.
+    struct Config {
+        int links;
+        int flows;
+        int max_active;
+    };
+    for (const Config cfg : {Config{8, 120, 40}, Config{60, 600, 200}, Config{400, 2000, 300}}) {
+        Lcg rng{static_cast<std::uint64_t>(cfg.links) * 7919};
+        detail::FlowNetwork full;
+        detail::FlowNetwork repair;
+        full.set_full_recompute(true);
+        for (int l = 0; l < cfg.links; ++l) {
+            const double c = 1e9 * (1 + rng.below(8));
+            full.add_link(c);
+            repair.add_link(c);
+        }
+        for (int f = 0; f < cfg.flows; ++f) {
+            std::vector<LinkUse> route;
+            const int hops = 1 + static_cast<int>(rng.below(5));
+            for (int h = 0; h < hops; ++h) {
+                const LinkId l = rng.below(static_cast<std::uint32_t>(cfg.links));
+                const bool seen =
+                    std::any_of(route.begin(), route.end(), [&](const LinkUse& u) { return u.link == l; });
+                if (!seen) route.push_back({l, 1 + static_cast<std::uint32_t>(rng.below(4) == 0)});
+            }
+            full.add_flow(route, 1e9);
+            repair.add_flow(route, 1e9);
+        }
+        std::vector<std::uint32_t> active;
+        std::vector<std::uint32_t> idle;
+        for (int f = 0; f < cfg.flows; ++f)
+            idle.push_back(static_cast<std::uint32_t>(f));
+        double worst = 0.0;
+        for (int step = 0; step < 3000; ++step) {
+            const int changes = 1 + static_cast<int>(rng.below(3));
+            for (int k = 0; k < changes; ++k) {
+                const bool start =
+                    active.empty() || (static_cast<int>(active.size()) < cfg.max_active && rng.below(2) == 0);
+                if (start && !idle.empty()) {
+                    const auto i = rng.below(static_cast<std::uint32_t>(idle.size()));
+                    const std::uint32_t f = idle[i];
+                    idle.erase(idle.begin() + i);
+                    active.push_back(f);
+                    full.activate(f, step);
+                    repair.activate(f, step);
+                } else if (!active.empty()) {
+                    const auto i = rng.below(static_cast<std::uint32_t>(active.size()));
+                    const std::uint32_t f = active[i];
+                    active.erase(active.begin() + i);
+                    idle.push_back(f);
+                    full.deactivate(f);
+                    repair.deactivate(f);
+                }
+            }
+            full.recompute(step);
+            repair.recompute(step);
+            for (std::uint32_t f : active) {
+                worst = std::max(worst, std::abs(full.rate(f) - repair.rate(f)) / full.rate(f));
+            }
+        }
+        INFO("links " << cfg.links << ", flows " << cfg.flows);
+        CHECK(worst < 1e-10);
+        CHECK(repair.fallbacks() == 0);
+    }
 }

@@ -97,6 +97,12 @@ TEST_CASE("data parallelism adds the gradient reduction but keeps per-replica wo
     two.execution.distributed_optimizer = true;
     const IterationResult c = simulate(two);
     CHECK(c.peak_memory < b.peak_memory);
+    // Overlapping the gradient reduction with the last microbatch's backward hides part of it.
+    two.execution.distributed_optimizer = false;
+    two.execution.overlap_grad_reduce = true;
+    const IterationResult o = simulate(two);
+    CHECK(o.iteration_time_s < b.iteration_time_s);
+    CHECK(o.iteration_time_s > a.iteration_time_s);
 }
 
 TEST_CASE("a case over the memory capacity is flagged with the GPU, the time and the breakdown") {

@@ -17,6 +17,8 @@ BytesPerParam bytes_per_param(const ExecutionSpec& exec);
 
 /// Parameters held by one GPU of pipeline stage `stage` (tensor sharding applied).
 double parameters_on_stage(const ModelSpec& model, const ExecutionSpec& exec, int stage);
+/// Parameters of one transformer layer held by one GPU of a t-way tensor-parallel group.
+double layer_parameters_per_gpu(const ModelSpec& model, int tensor);
 /// All parameters of the model (unsharded).
 double total_parameters(const ModelSpec& model);
 

@@ -23,6 +23,30 @@ constexpr double kTolerance = 1e-12;
 /// Repair rounds before falling back to water-filling the whole component.
 constexpr int kMaxRepairRounds = 16;
 
+/// Min-heap order of link levels: smaller level first, then smaller link id (deterministic ties).
+inline bool before(const FlowNetwork::Level& a, const FlowNetwork::Level& b) {
+    return a.key < b.key || (a.key == b.key && a.link < b.link);
+}
+
+/// Restores the 4-ary min-heap property below position `i` (the entry there may have grown).
+void sift_down(std::vector<FlowNetwork::Level>& h, std::size_t i) {
+    const std::size_t n = h.size();
+    const FlowNetwork::Level item = h[i];
+    for (;;) {
+        const std::size_t first = 4 * i + 1;
+        if (first >= n) break;
+        std::size_t best = first;
+        const std::size_t last = std::min(first + 4, n);
+        for (std::size_t c = first + 1; c < last; ++c) {
+            if (before(h[c], h[best])) best = c;
+        }
+        if (!before(h[best], item)) break;
+        h[i] = h[best];
+        i = best;
+    }
+    h[i] = item;
+}
+
 }  // namespace
 
 LinkId FlowNetwork::add_link(double bandwidth) {
@@ -130,13 +154,15 @@ void FlowNetwork::include(std::uint32_t flow) {
     if (f.mark == epoch_) return;
     f.mark = epoch_;
     set_.push_back(flow);
-    for (std::uint32_t j = 0; j < f.route_length; ++j) touch(route_[f.route_offset + j].link);
+    for (std::uint32_t j = 0; j < f.route_length; ++j)
+        touch(route_[f.route_offset + j].link);
 }
 
 void FlowNetwork::include_component() {
     // Breadth first: every flow on a touched link joins, touching the rest of its route in turn.
     for (std::size_t i = 0; i < touched_.size(); ++i) {
-        for (const LinkEntry& e : on_link_[touched_[i]]) include(e.flow);
+        for (const LinkEntry& e : on_link_[touched_[i]])
+            include(e.flow);
     }
 }
 
@@ -161,22 +187,29 @@ void FlowNetwork::water_fill() {
         }
         cap_[link] = cap;
         weight_[link] = weight;
-        if (weight > 0) heap_.emplace_back(std::max(cap, 0.0) / static_cast<double>(weight), link);
+        if (weight > 0) heap_.push_back(Level{std::max(cap, 0.0) / static_cast<double>(weight), link});
     }
-    // Progressive filling with a lazy min-heap of link fair levels (ties: smaller link id first).
-    const auto later = std::greater<std::pair<double, LinkId>>();
-    std::make_heap(heap_.begin(), heap_.end(), later);
+    // Progressive filling with a lazy min-heap of link fair levels (ties: smaller link id first). Levels
+    // only grow, so a top entry whose level is stale is re-keyed in place and sifted down.
+    for (std::size_t i = heap_.size(); i-- > 0;)
+        sift_down(heap_, i);
     while (!heap_.empty()) {
-        std::pop_heap(heap_.begin(), heap_.end(), later);
-        const auto [key, link] = heap_.back();
-        heap_.pop_back();
-        if (weight_[link] == 0) continue;  // every flow of the set on it is frozen already
-        const double level = std::max(cap_[link], 0.0) / static_cast<double>(weight_[link]);
-        if (level != key) {  // stale key: re-queue at the current level
-            heap_.emplace_back(level, link);
-            std::push_heap(heap_.begin(), heap_.end(), later);
+        const LinkId link = heap_.front().link;
+        if (weight_[link] == 0) {  // every flow of the set on it is frozen already
+            heap_.front() = heap_.back();
+            heap_.pop_back();
+            if (!heap_.empty()) sift_down(heap_, 0);
             continue;
         }
+        const double level = std::max(cap_[link], 0.0) / static_cast<double>(weight_[link]);
+        if (level != heap_.front().key) {
+            heap_.front().key = level;
+            sift_down(heap_, 0);
+            continue;
+        }
+        heap_.front() = heap_.back();
+        heap_.pop_back();
+        if (!heap_.empty()) sift_down(heap_, 0);
         // This link is the bottleneck of its unfrozen flows. Never hand out a zero rate (floating-point
         // cancellation, or a link filled by fixed flows in repair mode): the flow would never finish.
         const double rate = std::max(level, bandwidth_[link] * 1e-12);
@@ -204,8 +237,8 @@ bool FlowNetwork::check_and_grow() {
         const LinkId link = touched_[i];
         const auto& list = on_link_[link];
         double load = 0.0;
-        double fastest_in_set = 0.0;       // fastest flow of the set on this link
-        double bottlenecked_in_set = -1.0; // rate of the set's flows that froze on this link, if any
+        double fastest_in_set = 0.0;        // fastest flow of the set on this link
+        double bottlenecked_in_set = -1.0;  // rate of the set's flows that froze on this link, if any
         bool has_fixed = false;
         for (const LinkEntry& e : list) {
             const Flow& g = flows_[e.flow];
@@ -232,7 +265,8 @@ bool FlowNetwork::check_and_grow() {
             if (bad) grow.push_back(e.flow);
         }
     }
-    for (std::uint32_t id : grow) include(id);
+    for (std::uint32_t id : grow)
+        include(id);
     const bool grew = !grow.empty();
     grow.clear();
     return grew;
@@ -244,7 +278,8 @@ std::span<const std::uint32_t> FlowNetwork::recompute(std::int64_t now) {
     touched_.clear();
     if (++epoch_ == 0) {  // wrapped: clear stale marks so that no old epoch can match
         std::fill(link_mark_.begin(), link_mark_.end(), 0);
-        for (Flow& f : flows_) f.mark = 0;
+        for (Flow& f : flows_)
+            f.mark = 0;
         epoch_ = 1;
     }
 

@@ -87,22 +87,28 @@ public:
     [[nodiscard]] std::uint64_t flows_filled() const { return flows_filled_; }
     [[nodiscard]] std::uint64_t fallbacks() const { return fallbacks_; }
 
+    /// A link's fair level in the water-filling heap.
+    struct Level {
+        double key;
+        LinkId link;
+    };
+
 private:
     static constexpr LinkId kNoLink = 0xffffffffu;
 
     struct Flow {
         std::uint32_t route_offset = 0;  ///< into route_ / route_pos_
         std::uint32_t route_length = 0;
-        std::uint32_t version = 0;       ///< bumped on every reschedule and on deactivation
-        std::uint32_t mark = 0;          ///< == epoch_ while the flow is in the recomputed set
-        LinkId bottleneck = kNoLink;     ///< link it froze on; kNoLink until first rated
-        LinkId new_bottleneck = kNoLink; ///< water-filling scratch
+        std::uint32_t version = 0;        ///< bumped on every reschedule and on deactivation
+        std::uint32_t mark = 0;           ///< == epoch_ while the flow is in the recomputed set
+        LinkId bottleneck = kNoLink;      ///< link it froze on; kNoLink until first rated
+        LinkId new_bottleneck = kNoLink;  ///< water-filling scratch
         double bytes = 0.0;
         double remaining = 0.0;
-        double rate = 0.0;               ///< bytes per second; 0 until the first recompute
-        double new_rate = 0.0;           ///< water-filling scratch; < 0 while unfrozen
-        std::int64_t last_ps = 0;        ///< `remaining` is exact at this time
-        std::int64_t end_ps = 0;         ///< scheduled completion
+        double rate = 0.0;         ///< bytes per second; 0 until the first recompute
+        double new_rate = 0.0;     ///< water-filling scratch; < 0 while unfrozen
+        std::int64_t last_ps = 0;  ///< `remaining` is exact at this time
+        std::int64_t end_ps = 0;   ///< scheduled completion
     };
     /// One active flow on a link.
     struct LinkEntry {
@@ -123,24 +129,24 @@ private:
 
     // Links.
     std::vector<double> bandwidth_;
-    std::vector<std::vector<LinkEntry>> on_link_;   ///< active flows per link (unordered; swap-removed)
-    std::vector<std::uint32_t> link_mark_;           ///< == epoch_ when touched by the recomputed set
+    std::vector<std::vector<LinkEntry>> on_link_;  ///< active flows per link (unordered; swap-removed)
+    std::vector<std::uint32_t> link_mark_;         ///< == epoch_ when touched by the recomputed set
     std::vector<std::uint8_t> link_dirty_;
-    std::vector<double> cap_;                        ///< water-filling scratch: capacity left
-    std::vector<std::uint64_t> weight_;              ///< water-filling scratch: unfrozen multiplicity
+    std::vector<double> cap_;            ///< water-filling scratch: capacity left
+    std::vector<std::uint64_t> weight_;  ///< water-filling scratch: unfrozen multiplicity
 
     // Flows.
     std::vector<Flow> flows_;
-    std::vector<LinkUse> route_;                     ///< all routes, back to back
-    std::vector<std::uint32_t> route_pos_;           ///< index of the flow in on_link_[route_[i].link]
+    std::vector<LinkUse> route_;            ///< all routes, back to back
+    std::vector<std::uint32_t> route_pos_;  ///< index of the flow in on_link_[route_[i].link]
 
     // Scratch, reused across recomputations.
     std::uint32_t epoch_ = 0;
     std::vector<LinkId> dirty_links_;
-    std::vector<LinkId> touched_;                    ///< links crossed by the recomputed set
-    std::vector<std::uint32_t> set_;                 ///< the recomputed set A
+    std::vector<LinkId> touched_;     ///< links crossed by the recomputed set
+    std::vector<std::uint32_t> set_;  ///< the recomputed set A
     std::vector<std::uint32_t> changed_;
-    std::vector<std::pair<double, LinkId>> heap_;
+    std::vector<Level> heap_;
 
     std::uint64_t flows_filled_ = 0;
     std::uint64_t fallbacks_ = 0;

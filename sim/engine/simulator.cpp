@@ -14,12 +14,13 @@
 // the streams involved.
 //
 // Flows. Rates come from max-min fair water-filling (flow_network.hpp). Starting or ending a flow only
-// marks its links dirty; the rates of the affected components are recomputed once, just before simulated
-// time advances past the current instant, and every flow whose rate changed gets a new flow_done event.
+// marks its links dirty; the affected rates are recomputed once, just before simulated time advances past
+// the current instant, and every flow whose rate changed gets a new flow_done event.
 //
 // Memory. Per task, the memory effects and the successor lists are stored in compressed (CSR) arrays
-// built at run(); per-task data is kept as a structure of arrays (about 40 bytes per task plus 4 per
-// dependency), and transfer-only data (route, bytes, rate) lives in the flow network's side table.
+// built at run(); per-task data is kept as a structure of arrays (about 50 bytes per task, plus 4 per
+// dependency and 24 per memory effect), and transfer-only data (route, bytes, rate) lives in the flow
+// network's side table.
 //
 // Stalls. If the event heap empties while tasks remain, every stream's head task is blocked on an
 // unfinished dependency (a cycle, or a dependency queued behind the waiting task on some stream); run()
@@ -32,7 +33,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -48,7 +48,7 @@ enum EventType : std::uint64_t { task_end = 0, flow_start = 1, flow_done = 2 };
 
 struct Event {
     std::int64_t time;
-    std::uint64_t key;   ///< sequence number * 4 + EventType: orders equal times by insertion
+    std::uint64_t key;  ///< sequence number * 4 + EventType: orders equal times by insertion
     std::uint32_t task;
     std::uint32_t version;
 };
@@ -70,8 +70,8 @@ std::string format_time(std::int64_t ps) {
 struct Simulator::Impl {
     struct Stream {
         std::string name;
-        std::vector<TaskId> tasks;   ///< in execution order
-        std::uint32_t head = 0;      ///< index in `tasks` of the next task to run
+        std::vector<TaskId> tasks;  ///< in execution order
+        std::uint32_t head = 0;     ///< index in `tasks` of the next task to run
         bool busy = false;
         std::int64_t busy_ps = 0;
     };
@@ -95,7 +95,7 @@ struct Simulator::Impl {
     std::vector<Stream> streams;
     std::vector<std::string> link_names;
     detail::FlowNetwork net;
-    std::vector<TaskId> flow_task;          ///< flow index -> transfer task
+    std::vector<TaskId> flow_task;  ///< flow index -> transfer task
     std::vector<Pool> pools;
     LabelFn label_fn;
 
@@ -127,7 +127,9 @@ struct Simulator::Impl {
 
     // ---- helpers ----
     void check_building(const char* what) const {
-        if (ran) throw SimulationError(std::string("Simulator::") + what + ": the graph cannot change after run()");
+        if (ran)
+            throw SimulationError(std::string("Simulator::") + what +
+                                  ": the graph cannot change after run()");
     }
     void check_task(TaskId t, const char* what) const {
         if (t >= task_stream.size()) {
@@ -148,7 +150,8 @@ struct Simulator::Impl {
         }
     }
     void check_ran(const char* what) const {
-        if (!ran) throw SimulationError(std::string("Simulator::") + what + ": results are only valid after run()");
+        if (!ran)
+            throw SimulationError(std::string("Simulator::") + what + ": results are only valid after run()");
     }
 
     TaskId new_task(StreamId stream, std::int64_t duration, std::uint32_t label, bool transfer,
@@ -186,11 +189,14 @@ struct Simulator::Impl {
         p.in_use += delta;
         p.by_category[e.category] += delta;
         if (p.keep_timeline) {
-            // Changes at one instant coalesce into one sample holding the value after the last of them.
-            if (!p.timeline.empty() && p.timeline.back().time.ps() == now) {
-                p.timeline.back().in_use = Bytes(p.in_use);
+            // Changes at one instant coalesce into one sample holding the value after the last of them;
+            // an instant whose changes cancel out leaves no sample (except the one at time zero).
+            auto& tl = p.timeline;
+            if (!tl.empty() && tl.back().time.ps() == now) {
+                tl.back().in_use = Bytes(p.in_use);
+                if (tl.size() >= 2 && tl[tl.size() - 2].in_use == tl.back().in_use) tl.pop_back();
             } else {
-                p.timeline.push_back(MemorySample{Time::from_ps(now), Bytes(p.in_use)});
+                tl.push_back(MemorySample{Time::from_ps(now), Bytes(p.in_use)});
             }
         }
         if (p.in_use > p.peak) {
@@ -213,8 +219,14 @@ struct Simulator::Impl {
         start[t] = now;
         if (!effect_offset.empty()) {
             for (std::uint32_t i = effect_offset[t]; i < effect_offset[t + 1]; ++i) {
-                if (effects[i].alloc_at_start.value != 0) change_pool(effects[i], effects[i].alloc_at_start.value);
+                if (effects[i].alloc_at_start.value != 0)
+                    change_pool(effects[i], effects[i].alloc_at_start.value);
             }
+        }
+        if (task_duration[t] > std::numeric_limits<std::int64_t>::max() - now) {
+            throw SimulationError("simulated time overflows: " + describe(t) + " on stream '" + st.name +
+                                  "' starts at " + format_time(now) + " and lasts " +
+                                  format_time(task_duration[t]));
         }
         const std::int64_t at = now + task_duration[t];
         push(at, task_flow[t] == kNoFlow ? task_end : flow_start, t);
@@ -255,22 +267,30 @@ struct Simulator::Impl {
             ++succ_offset[before + 1];
             ++waiting[after];
         }
-        for (std::size_t i = 0; i < n; ++i) succ_offset[i + 1] += succ_offset[i];
+        for (std::size_t i = 0; i < n; ++i)
+            succ_offset[i + 1] += succ_offset[i];
         succ.resize(edges.size());
         std::vector<std::uint32_t> fill(succ_offset.begin(), succ_offset.end() - 1);
-        for (const auto& [before, after] : edges) succ[fill[before]++] = after;
+        for (const auto& [before, after] : edges)
+            succ[fill[before]++] = after;
         std::vector<std::pair<TaskId, TaskId>>().swap(edges);
     }
 
     void build_effects() {
         if (pending_effects.empty()) return;
+        if (pending_effects.size() >= std::numeric_limits<std::uint32_t>::max()) {
+            throw SimulationError("Simulator::run: too many memory effects");
+        }
         const std::size_t n = task_stream.size();
         effect_offset.assign(n + 1, 0);
-        for (const auto& pe : pending_effects) ++effect_offset[pe.first + 1];
-        for (std::size_t i = 0; i < n; ++i) effect_offset[i + 1] += effect_offset[i];
+        for (const auto& pe : pending_effects)
+            ++effect_offset[pe.first + 1];
+        for (std::size_t i = 0; i < n; ++i)
+            effect_offset[i + 1] += effect_offset[i];
         effects.resize(pending_effects.size());
         std::vector<std::uint32_t> fill(effect_offset.begin(), effect_offset.end() - 1);
-        for (const auto& [task, effect] : pending_effects) effects[fill[task]++] = effect;
+        for (const auto& [task, effect] : pending_effects)
+            effects[fill[task]++] = effect;
         std::vector<std::pair<TaskId, MemoryEffect>>().swap(pending_effects);
     }
 
@@ -296,10 +316,12 @@ struct Simulator::Impl {
         }
         // (head task, index in `heads`), sorted by task, to find the heads among successors quickly.
         std::vector<std::pair<TaskId, std::size_t>> head_slot;
-        for (std::size_t h = 0; h < heads.size(); ++h) head_slot.emplace_back(heads[h], h);
+        for (std::size_t h = 0; h < heads.size(); ++h)
+            head_slot.emplace_back(heads[h], h);
         std::sort(head_slot.begin(), head_slot.end());
         auto slot_of = [&](TaskId t) -> std::size_t {
-            const auto it = std::lower_bound(head_slot.begin(), head_slot.end(), std::make_pair(t, std::size_t{0}));
+            const auto it =
+                std::lower_bound(head_slot.begin(), head_slot.end(), std::make_pair(t, std::size_t{0}));
             return it != head_slot.end() && it->first == t ? it->second : heads.size();
         };
         // Unfinished dependencies of each head, found by one pass over the successor lists.
@@ -338,9 +360,11 @@ struct Simulator::Impl {
                     msg += " (blocked)";
                 }
             }
-            if (list.size() > kMaxBlockers) msg += ", ... and " + std::to_string(list.size() - kMaxBlockers) + " more";
+            if (list.size() > kMaxBlockers)
+                msg += ", ... and " + std::to_string(list.size() - kMaxBlockers) + " more";
         }
-        if (heads.size() > kMaxLines) msg += "\n  ... and " + std::to_string(heads.size() - kMaxLines) + " more";
+        if (heads.size() > kMaxLines)
+            msg += "\n  ... and " + std::to_string(heads.size() - kMaxLines) + " more";
         throw SimulationError(msg);
     }
 
@@ -354,10 +378,10 @@ struct Simulator::Impl {
         start.assign(n, kNever);
         end.assign(n, kNever);
         heap.reserve(std::min<std::size_t>(streams.size() * 2 + 16, 1u << 20));
-        if (std::getenv("STRATA_DEBUG_FULL_MAXMIN")) net.set_full_recompute(true);  // TEMP
 
         now = 0;
-        for (StreamId s = 0; s < streams.size(); ++s) try_start(s);
+        for (StreamId s = 0; s < streams.size(); ++s)
+            try_start(s);
 
         for (;;) {
             if (net.dirty() && (heap.empty() || heap.front().time > now)) {
@@ -443,7 +467,8 @@ void Simulator::add_static(PoolId pool, std::uint32_t category, Bytes bytes) {
         throw SimulationError("Simulator::add_static: category " + std::to_string(category) +
                               " out of range for pool '" + p.name + "'");
     }
-    if (bytes.value < 0) throw SimulationError("Simulator::add_static: negative size for pool '" + p.name + "'");
+    if (bytes.value < 0)
+        throw SimulationError("Simulator::add_static: negative size for pool '" + p.name + "'");
     p.in_use += bytes.value;
     p.by_category[category] += bytes.value;
 }
@@ -464,22 +489,25 @@ TaskId Simulator::add_transfer(StreamId stream, std::vector<LinkUse> route, Byte
     im.check_building("add_transfer");
     im.check_stream(stream, "add_transfer");
     const std::string& sname = im.streams[stream].name;
-    if (latency.ps() < 0) throw SimulationError("Simulator::add_transfer: negative latency on stream '" + sname + "'");
-    if (bytes.value < 0) throw SimulationError("Simulator::add_transfer: negative size on stream '" + sname + "'");
+    if (latency.ps() < 0)
+        throw SimulationError("Simulator::add_transfer: negative latency on stream '" + sname + "'");
+    if (bytes.value < 0)
+        throw SimulationError("Simulator::add_transfer: negative size on stream '" + sname + "'");
     // Validate the route and merge repeated links (multiplicities add up), keeping first-seen order.
     std::vector<LinkUse> merged;
     merged.reserve(route.size());
     for (const LinkUse& use : route) {
         if (use.link >= im.net.link_count()) {
             throw SimulationError("Simulator::add_transfer: link id " + std::to_string(use.link) +
-                                  " out of range (" + std::to_string(im.net.link_count()) + " links) on stream '" +
-                                  sname + "'");
+                                  " out of range (" + std::to_string(im.net.link_count()) +
+                                  " links) on stream '" + sname + "'");
         }
         if (use.multiplicity == 0) {
-            throw SimulationError("Simulator::add_transfer: multiplicity 0 on link '" + im.link_names[use.link] +
-                                  "' (stream '" + sname + "')");
+            throw SimulationError("Simulator::add_transfer: multiplicity 0 on link '" +
+                                  im.link_names[use.link] + "' (stream '" + sname + "')");
         }
-        auto it = std::find_if(merged.begin(), merged.end(), [&](const LinkUse& m) { return m.link == use.link; });
+        auto it =
+            std::find_if(merged.begin(), merged.end(), [&](const LinkUse& m) { return m.link == use.link; });
         if (it != merged.end()) {
             it->multiplicity += use.multiplicity;
         } else {
@@ -518,15 +546,23 @@ void Simulator::add_memory_effect(TaskId task, MemoryEffect effect) {
     im.pending_effects.emplace_back(task, effect);
 }
 
-void Simulator::set_label_formatter(LabelFn fn) { impl_->label_fn = std::move(fn); }
+void Simulator::set_label_formatter(LabelFn fn) {
+    impl_->label_fn = std::move(fn);
+}
 
 RunStats Simulator::run(const ProgressFn& progress, std::uint64_t progress_every) {
     return impl_->run(progress, progress_every);
 }
 
-std::size_t Simulator::task_count() const { return impl_->task_stream.size(); }
-std::size_t Simulator::stream_count() const { return impl_->streams.size(); }
-std::size_t Simulator::pool_count() const { return impl_->pools.size(); }
+std::size_t Simulator::task_count() const {
+    return impl_->task_stream.size();
+}
+std::size_t Simulator::stream_count() const {
+    return impl_->streams.size();
+}
+std::size_t Simulator::pool_count() const {
+    return impl_->pools.size();
+}
 
 Time Simulator::start_time(TaskId task) const {
     impl_->check_task(task, "start_time");
@@ -576,7 +612,8 @@ PoolReport Simulator::pool_report(PoolId pool) const {
     r.peak = Bytes(p.peak);
     r.peak_time = Time::from_ps(p.peak_time);
     r.peak_breakdown.reserve(p.peak_breakdown.size());
-    for (std::int64_t b : p.peak_breakdown) r.peak_breakdown.emplace_back(b);
+    for (std::int64_t b : p.peak_breakdown)
+        r.peak_breakdown.emplace_back(b);
     r.over_capacity = p.over;
     r.first_over_time = Time::from_ps(p.over ? p.first_over : 0);
     return r;

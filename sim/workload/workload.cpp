@@ -170,6 +170,7 @@ private:
         std::map<std::pair<int, std::int64_t>, std::vector<fabric::CollectivePhase>> plans;
         TaskId last_backward{};
         bool has_backward = false;
+        std::vector<TaskId> grad_buckets;   // with overlap_grad_reduce: each layer's last backward, in order
     };
     struct UnitTasks {
         TaskId first{}, last{};
@@ -183,6 +184,9 @@ private:
     TaskId emit_phases(StreamId stream, const std::vector<fabric::CollectivePhase>& phases, std::vector<TaskId> deps,
                        std::uint32_t label, TaskId* first);
     const Unit& unit_for(bool forward, int virtual_stage);
+    /// The last microbatch's backward of a chunk, layer by layer, so that each layer's gradient bucket can
+    /// start its data-parallel reduction as soon as it is complete (overlap_grad_reduce).
+    UnitTasks emit_backward_by_layer(Group& g, int virtual_stage, std::optional<TaskId> gate, std::uint32_t label);
 
     const Scenario& sc_;
     const ExecutionSpec& e_;
@@ -302,6 +306,40 @@ const Unit& Builder::unit_for(bool forward, int v) {
     return units_.emplace(key, std::move(u)).first->second;
 }
 
+Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optional<TaskId> gate, std::uint32_t label) {
+    const LayerConfig lc{&sc_.model, e_.tensor, e_.sequence_parallel, e_.recompute, e_.microbatch};
+    const int last_v = e_.pipeline * e_.interleave - 1;
+    std::vector<Unit> pieces;
+    if (v == last_v) {
+        pieces.emplace_back();
+        append(pieces.back().steps, build_output(lc).backward, cost_);
+    }
+    const LayerPlan layer = build_layer(lc);
+    const int layers = sc_.model.layers / (e_.pipeline * e_.interleave);
+    for (int i = 0; i < layers; ++i) {
+        pieces.emplace_back();
+        append(pieces.back().steps, layer.backward, cost_);
+    }
+    if (v == 0) {
+        pieces.emplace_back();
+        append(pieces.back().steps, build_embedding(lc).backward, cost_);
+    }
+    UnitTasks all;
+    std::optional<TaskId> prev = gate;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+        const UnitTasks ut = emit_unit(g, pieces[i], prev, label);
+        if (!all.valid) {
+            all.first = ut.first;
+            all.valid = true;
+        }
+        all.last = ut.last;
+        prev = ut.last;
+        const bool is_layer = !(v == last_v && i == 0) && !(v == 0 && i + 1 == pieces.size());
+        if (is_layer) g.grad_buckets.push_back(ut.last);
+    }
+    return all;
+}
+
 void Builder::build() {
     const int p = e_.pipeline, d = e_.data, t = e_.tensor, m = e_.interleave;
     const LayerConfig lc{&sc_.model, t, e_.sequence_parallel, e_.recompute, e_.microbatch};
@@ -368,7 +406,8 @@ void Builder::build() {
                     gate = gt;
                 }
             }
-            UnitTasks ut = emit_unit(g, unit_for(s.forward, v), gate, label);
+            const bool split = !s.forward && e_.overlap_grad_reduce && e_.data > 1 && s.mb == n - 1;
+            UnitTasks ut = split ? emit_backward_by_layer(g, v, gate, label) : emit_unit(g, unit_for(s.forward, v), gate, label);
             if (s.forward) {
                 Bytes act = activations_chunk_;
                 sim_.add_memory_effect(ut.first, {g.pool, 3, act, Bytes(0)});
@@ -455,11 +494,32 @@ void Builder::build() {
             return merged;
         };
         const std::uint32_t label = make_label(TaskKind::dp, 0, 0);
+        const auto kind = e_.distributed_optimizer ? fabric::CollectiveKind::reduce_scatter : fabric::CollectiveKind::all_reduce;
+        const StreamId dp = dp_streams_[static_cast<std::size_t>(r)];
         TaskId done{};
-        if (d > 1) {
-            auto phases = combined_plan(e_.distributed_optimizer ? fabric::CollectiveKind::reduce_scatter
-                                                                 : fabric::CollectiveKind::all_reduce, grads);
-            done = emit_phases(dp_streams_[static_cast<std::size_t>(r)], phases, deps, label, nullptr);
+        const std::size_t buckets = groups_[static_cast<std::size_t>(group_index(r, 0))].grad_buckets.size();
+        if (d > 1 && buckets > 0) {
+            // Overlapped: each layer's bucket is reduced as soon as every replica has finished its last
+            // backward; what is left (embeddings, final norm) after the last backward.
+            const double layer_params = layer_parameters_per_gpu(sc_.model, t);
+            const Bytes bucket(std::llround(layer_params * grad_bytes_per_param));
+            const auto bucket_phases = combined_plan(kind, bucket);
+            for (std::size_t j = 0; j < buckets; ++j) {
+                std::vector<TaskId> ready;
+                for (int k = 0; k < d; ++k) ready.push_back(groups_[static_cast<std::size_t>(group_index(r, k))].grad_buckets[j]);
+                done = emit_phases(dp, bucket_phases, ready, label, nullptr);
+            }
+            const double rest = params - layer_params * double(buckets);
+            if (rest > 0.5) {
+                done = emit_phases(dp, combined_plan(kind, Bytes(std::llround(rest * grad_bytes_per_param))), deps, label, nullptr);
+            } else {
+                TaskId x = sim_.add_compute(dp, Time::zero(), label);
+                for (TaskId dd : deps) sim_.add_dependency(dd, x);
+                sim_.add_dependency(done, x);
+                done = x;
+            }
+        } else if (d > 1) {
+            done = emit_phases(dp, combined_plan(kind, grads), deps, label, nullptr);
         } else {
             done = sim_.add_compute(dp_streams_[static_cast<std::size_t>(r)], Time::zero(), label);
             for (TaskId dd : deps) sim_.add_dependency(dd, done);
