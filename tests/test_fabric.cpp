@@ -439,3 +439,35 @@ TEST_CASE("degenerate collectives and bad ranks", "[collectives][errors]") {
         plan_collective(*b.fabric, CollectiveKind::all_reduce, std::vector<int>{0, 1}, Bytes(-1), kParams),
         InputError);
 }
+
+TEST_CASE("concurrent collectives: one flow per phase over all groups' links", "[collectives]") {
+    Built b(small_spec());
+    // Data-parallel rings of tensor ranks 0 and 1 over nodes 0, 1, 2: rails 0 and 1, disjoint links.
+    const std::vector<std::vector<int>> rings = {{gpu(0, 0), gpu(1, 0), gpu(2, 0)}, {gpu(0, 1), gpu(1, 1), gpu(2, 1)}};
+    const auto one = plan_collective(*b.fabric, CollectiveKind::all_reduce, rings[0], Bytes(3000), kParams);
+    const auto both = plan_concurrent_collectives(*b.fabric, CollectiveKind::all_reduce, rings, Bytes(3000), kParams);
+    REQUIRE(both.size() == one.size());
+    REQUIRE(both.size() == 1);
+    CHECK(both[0].bytes == one[0].bytes);
+    CHECK(both[0].latency == one[0].latency);
+    CHECK(both[0].route.links.size() == 2 * one[0].route.links.size());
+    for (const auto& u : both[0].route.links) CHECK(u.multiplicity == 1);
+    // The same ring twice doubles each link's multiplicity.
+    const std::vector<std::vector<int>> same = {rings[0], rings[0]};
+    const auto twice = plan_concurrent_collectives(*b.fabric, CollectiveKind::all_reduce, same, Bytes(3000), kParams);
+    REQUIRE(twice[0].route.links.size() == one[0].route.links.size());
+    for (const auto& u : twice[0].route.links) CHECK(u.multiplicity == 2);
+}
+
+TEST_CASE("merge_routes sums multiplicities and keeps the largest latency", "[fabric]") {
+    Route a{{{3, 1}, {1, 1}}, Time::from_ns(5)};
+    Route c{{{1, 2}, {7, 1}}, Time::from_ns(9)};
+    const Route both[] = {a, c};
+    const Route m = merge_routes(both);
+    REQUIRE(m.links.size() == 3);
+    CHECK(m.links[0].link == 1);
+    CHECK(m.links[0].multiplicity == 3);
+    CHECK(m.links[1].link == 3);
+    CHECK(m.links[2].link == 7);
+    CHECK(m.latency == Time::from_ns(9));
+}

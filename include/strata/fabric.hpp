@@ -60,6 +60,9 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+/// Union of routes, multiplicities of shared links summed (sorted by link id); latency = the largest.
+Route merge_routes(std::span<const Route> routes);
+
 enum class CollectiveKind { all_reduce, all_gather, reduce_scatter };
 
 struct CollectiveParams {
@@ -84,5 +87,12 @@ struct CollectivePhase {
 std::vector<CollectivePhase> plan_collective(const Fabric& fabric, CollectiveKind kind,
                                              std::span<const int> ranks, Bytes message,
                                              const CollectiveParams& params);
+
+/// Several collectives of the same shape running at once (e.g. the data-parallel all-reduce of each tensor
+/// rank, each on its own rail): phase by phase, the groups' flows merged into one flow, so the phase goes
+/// as fast as the slowest group.
+std::vector<CollectivePhase> plan_concurrent_collectives(const Fabric& fabric, CollectiveKind kind,
+                                                         std::span<const std::vector<int>> groups, Bytes message,
+                                                         const CollectiveParams& params);
 
 }  // namespace strata::fabric

@@ -135,4 +135,27 @@ std::vector<CollectivePhase> plan_collective(const Fabric& fabric, CollectiveKin
     throw InputError("collective: unknown collective kind " + std::to_string(static_cast<int>(kind)));
 }
 
+std::vector<CollectivePhase> plan_concurrent_collectives(const Fabric& fabric, CollectiveKind kind,
+                                                         std::span<const std::vector<int>> groups, Bytes message,
+                                                         const CollectiveParams& params) {
+    std::vector<std::vector<CollectivePhase>> plans;
+    for (const auto& g : groups) plans.push_back(plan_collective(fabric, kind, g, message, params));
+    if (plans.empty()) return {};
+    std::vector<CollectivePhase> merged = plans.front();
+    for (std::size_t ph = 0; ph < merged.size(); ++ph) {
+        std::vector<Route> routes;
+        for (const auto& plan : plans) {
+            if (plan.size() != merged.size()) {
+                throw InputError("plan_concurrent_collectives: the groups differ in shape (phases " +
+                                 std::to_string(plan.size()) + " vs " + std::to_string(merged.size()) + ")");
+            }
+            routes.push_back(plan[ph].route);
+            merged[ph].latency = std::max(merged[ph].latency, plan[ph].latency);
+            merged[ph].bytes = std::max(merged[ph].bytes, plan[ph].bytes);
+        }
+        merged[ph].route = merge_routes(routes);
+    }
+    return merged;
+}
+
 }  // namespace strata::fabric

@@ -419,11 +419,10 @@ Route Fabric::route(int src_gpu, int dst_gpu) const {
     return it->second;
 }
 
-Route Fabric::combined(std::span<const std::pair<int, int>> pairs) const {
+Route merge_routes(std::span<const Route> routes) {
     Route out;
     std::vector<engine::LinkUse> all;
-    for (const auto& [src, dst] : pairs) {
-        Route r = route(src, dst);
+    for (const Route& r : routes) {
         out.latency = std::max(out.latency, r.latency);
         all.insert(all.end(), r.links.begin(), r.links.end());
     }
@@ -437,6 +436,13 @@ Route Fabric::combined(std::span<const std::pair<int, int>> pairs) const {
         }
     }
     return out;
+}
+
+Route Fabric::combined(std::span<const std::pair<int, int>> pairs) const {
+    std::vector<Route> routes;
+    routes.reserve(pairs.size());
+    for (const auto& [src, dst] : pairs) routes.push_back(route(src, dst));
+    return merge_routes(routes);
 }
 
 std::size_t Fabric::link_count() const {

@@ -467,31 +467,11 @@ void Builder::build() {
         for (int k = 0; k < d; ++k) deps.push_back(groups_[static_cast<std::size_t>(group_index(r, k))].last_backward);
         const Bytes grads(std::llround(params * grad_bytes_per_param));
         // One ring per tensor rank i (same rail); the t rings move together.
+        std::vector<std::vector<int>> rings(static_cast<std::size_t>(t));
+        for (int i = 0; i < t; ++i)
+            for (int k = 0; k < d; ++k) rings[static_cast<std::size_t>(i)].push_back(r * d * t + k * t + i);
         auto combined_plan = [&](fabric::CollectiveKind kind, Bytes msg) {
-            std::vector<fabric::CollectivePhase> merged;
-            for (int i = 0; i < t; ++i) {
-                std::vector<int> ranks;
-                for (int k = 0; k < d; ++k) ranks.push_back(r * d * t + k * t + i);
-                auto phases = fabric::plan_collective(fab_, kind, ranks, msg, coll_params_);
-                if (merged.empty()) {
-                    merged = std::move(phases);
-                    continue;
-                }
-                for (std::size_t ph = 0; ph < phases.size() && ph < merged.size(); ++ph) {
-                    for (const auto& lu : phases[ph].route.links) merged[ph].route.links.push_back(lu);
-                }
-            }
-            for (auto& ph : merged) {  // sum multiplicities of repeated links, deterministic order
-                auto& links = ph.route.links;
-                std::sort(links.begin(), links.end(), [](const auto& a, const auto& b) { return a.link < b.link; });
-                std::vector<engine::LinkUse> out;
-                for (const auto& lu : links) {
-                    if (!out.empty() && out.back().link == lu.link) out.back().multiplicity += lu.multiplicity;
-                    else out.push_back(lu);
-                }
-                links = std::move(out);
-            }
-            return merged;
+            return fabric::plan_concurrent_collectives(fab_, kind, rings, msg, coll_params_);
         };
         const std::uint32_t label = make_label(TaskKind::dp, 0, 0);
         const auto kind = e_.distributed_optimizer ? fabric::CollectiveKind::reduce_scatter : fabric::CollectiveKind::all_reduce;
@@ -536,10 +516,10 @@ void Builder::build() {
                 fwd_pairs.emplace_back(a, b);
                 bwd_pairs.emplace_back(b, a);
             }
-        fabric::Route ra = fab_.combined(fwd_pairs), rb = fab_.combined(bwd_pairs);
-        for (const auto& lu : rb.links) ra.links.push_back(lu);
+        const fabric::Route both[] = {fab_.combined(fwd_pairs), fab_.combined(bwd_pairs)};
+        const fabric::Route ra = fabric::merge_routes(both);
         const std::uint32_t label = make_label(TaskKind::embedding_sync, 0, 0);
-        TaskId x = sim_.add_transfer(dp_streams_[0], ra.links, emb, std::max(ra.latency, rb.latency) + p2p_latency, label);
+        TaskId x = sim_.add_transfer(dp_streams_[0], ra.links, emb, ra.latency + p2p_latency, label);
         sim_.add_dependency(reduced[0], x);
         sim_.add_dependency(reduced[static_cast<std::size_t>(p - 1)], x);
         reduced[0] = x;
