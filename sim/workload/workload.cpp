@@ -98,8 +98,11 @@ void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const Cos
 
 struct Unit {
     std::vector<UnitStep> steps;
-    Flops flops;  // not used for timing
 };
+
+/// Memory categories of every group's pool, in index order.
+const std::vector<std::string> kMemoryCategories = {"weights",     "gradients",        "optimizer",
+                                                    "activations", "embedding/output", "recompute"};
 
 /// One schedule slot: forward or backward of (chunk, microbatch).
 struct Slot {
@@ -169,7 +172,7 @@ private:
         engine::PoolId pool{};
         std::map<std::pair<int, std::int64_t>, std::vector<fabric::CollectivePhase>> plans;
         TaskId last_backward{};
-        bool has_backward = false;
+        TaskId optimizer{};
         std::vector<TaskId> grad_buckets;   // with overlap_grad_reduce: each layer's last backward, in order
     };
     struct UnitTasks {
@@ -198,7 +201,6 @@ private:
     std::vector<StreamId> dp_streams_;
     std::map<std::pair<bool, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both)
     std::vector<TaskId> exposed_tp_;              // non-overlapped TP collective tasks of replica 0
-    Time optimizer_time_;
     Bytes activations_chunk_, recompute_bytes_, embedding_bytes_, output_bytes_;
 };
 
@@ -350,8 +352,6 @@ void Builder::build() {
     embedding_bytes_ = build_embedding(lc).stored_per_microbatch;
     output_bytes_ = build_output(lc).stored_per_microbatch;
     const BytesPerParam bpp = bytes_per_param(e_);
-    const std::vector<std::string> categories = {"weights", "gradients", "optimizer", "activations",
-                                                 "embedding/output activations", "recompute"};
 
     // Groups, streams, pools.
     groups_.resize(static_cast<std::size_t>(p * d));
@@ -367,7 +367,7 @@ void Builder::build() {
             g.tp = sim_.add_stream(name + " tensor-parallel");
             g.send_fwd = sim_.add_stream(name + " send-forward");
             g.send_bwd = sim_.add_stream(name + " send-backward");
-            g.pool = sim_.add_pool(name, sc_.system.memory_capacity, categories, r == 0 && k == 0);
+            g.pool = sim_.add_pool(name, sc_.system.memory_capacity, kMemoryCategories, r == 0 && k == 0);
             const double params = parameters_on_stage(sc_.model, e_, r);
             sim_.add_static(g.pool, 0, Bytes(std::llround(params * bpp.weights)));
             sim_.add_static(g.pool, 1, Bytes(std::llround(params * bpp.gradients)));
@@ -421,7 +421,6 @@ void Builder::build() {
                 if (recompute_bytes_.value > 0) sim_.add_memory_effect(ut.first, {g.pool, 5, recompute_bytes_, recompute_bytes_});
                 bwd[gi][unit_index(s.chunk, s.mb)] = ut;
                 g.last_backward = ut.last;
-                g.has_backward = true;
             }
         }
     }
@@ -536,7 +535,7 @@ void Builder::build() {
         TaskId o = sim_.add_compute(g.compute, step, make_label(TaskKind::optimizer, 0, 0));
         sim_.add_dependency(reduced[static_cast<std::size_t>(g.stage)], o);
         stepped[static_cast<std::size_t>(g.stage)].push_back(o);
-        if (g.replica == 0 && g.stage == 0) optimizer_time_ = step;
+        g.optimizer = o;
     }
     if (e_.distributed_optimizer && d > 1) {
         // Updated bf16 parameters are all-gathered over the data-parallel replicas of each stage.
@@ -573,12 +572,7 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     // Exposed communication: synchronous tensor-parallel collectives plus the time between the end of the
     // last backward and the start of the optimizer step (gradient reduction, embedding sync).
     const Group& g0 = groups_[0];
-    double tail = 0;
-    for (TaskId t = 0; t < sim_.task_count(); ++t) {
-        if (sim_.stream_of(t) == g0.compute && label_kind(sim_.label_of(t)) == TaskKind::optimizer) {
-            tail = (sim_.start_time(t) - sim_.end_time(g0.last_backward)).seconds();
-        }
-    }
+    const double tail = (sim_.start_time(g0.optimizer) - sim_.end_time(g0.last_backward)).seconds();
     r.exposed_comm_s = exposed_tp + std::max(0.0, tail);
     r.bubble_fraction = std::max(0.0, 1.0 - (busy_mean + r.exposed_comm_s) / T);
     // Memory.
@@ -592,9 +586,8 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
         if (pr.over_capacity && !r.oom) {
             r.oom = true;
             std::string parts;
-            const char* names[] = {"weights", "gradients", "optimizer", "activations", "embedding/output", "recompute"};
             for (std::size_t c = 0; c < pr.peak_breakdown.size(); ++c) {
-                parts += fmt::format("{}{} {:.2f} GiB", c ? ", " : "", names[c], pr.peak_breakdown[c].gib());
+                parts += fmt::format("{}{} {:.2f} GiB", c ? ", " : "", kMemoryCategories[c], pr.peak_breakdown[c].gib());
             }
             r.oom_detail = fmt::format("GPUs {}-{} (stage {}, replica {}) exceed {:.2f} GiB at t = {:.4f} s; peak {:.2f} GiB at "
                                        "t = {:.4f} s: {}",
@@ -611,7 +604,7 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     if (detail) {
         auto tl = sim_.pool_timeline(g0.pool);
         detail->stage0_memory.assign(tl.begin(), tl.end());
-        detail->memory_categories = {"weights", "gradients", "optimizer", "activations", "embedding/output", "recompute"};
+        detail->memory_categories = kMemoryCategories;
         for (int s = 0; s < p; ++s)
             detail->stage_peaks.push_back(sim_.pool_report(groups_[static_cast<std::size_t>(group_index(s, 0))].pool).peak);
         std::vector<StreamId> compute(static_cast<std::size_t>(p)), tp(static_cast<std::size_t>(p));
