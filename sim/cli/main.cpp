@@ -57,6 +57,9 @@ strata::CaseResult evaluate(const strata::Scenario& sc, const RunOptions& opt, c
     } catch (const strata::SimulationError& e) {
         r.error = std::string("simulation failed: ") + e.what();
         *simulation_failed = true;
+    } catch (const std::exception& e) {  // bad input found while building (e.g. the fabric), or a bug
+        r.error = e.what();
+        *simulation_failed = true;
     }
     return r;
 }

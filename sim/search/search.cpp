@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <thread>
 
 namespace strata {
@@ -114,6 +115,7 @@ SearchResult search(const SearchRequest& req) {
     std::atomic<std::size_t> next{0}, done{0};
     const unsigned jobs = std::max(1u, std::min<unsigned>(req.jobs > 0 ? unsigned(req.jobs) : std::thread::hardware_concurrency(),
                                                           static_cast<unsigned>(std::max<std::size_t>(k, 1))));
+    std::vector<std::exception_ptr> errors(k);
     auto worker = [&] {
         for (std::size_t i = next++; i < k; i = next++) {
             Scenario sc;
@@ -121,8 +123,12 @@ SearchResult search(const SearchRequest& req) {
             sc.model = req.model;
             sc.system = req.system;
             sc.execution = fits[i].execution;
-            fits[i].result = analyze(sc);
-            fits[i].result.iteration = simulate(sc);
+            try {
+                fits[i].result = analyze(sc);
+                fits[i].result.iteration = simulate(sc);
+            } catch (...) {
+                errors[i] = std::current_exception();  // rethrown on the calling thread, first by rank
+            }
             const std::size_t n = ++done;
             if (req.progress) req.progress(n, k);
         }
@@ -130,6 +136,8 @@ SearchResult search(const SearchRequest& req) {
     std::vector<std::thread> pool;
     for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(worker);
     for (auto& th : pool) th.join();
+    for (const auto& e : errors)
+        if (e) std::rethrow_exception(e);
     std::stable_sort(fits.begin(), fits.end(), [](const auto& a, const auto& b) {
         const bool ao = a.result.iteration->oom, bo = b.result.iteration->oom;
         if (ao != bo) return !ao;
