@@ -169,6 +169,11 @@ int search_command(const SearchOptions& o) {
     std::cout << fmt::format("{} configurations enumerated; {} fit in memory and were ranked analytically; the best {} "
                              "simulated\n", r.enumerated, r.screened, r.simulated.size());
     for (const auto& [reason, count] : r.rejected) std::cout << fmt::format("  rejected: {} x {}\n", count, reason);
+    if (r.simulated.empty()) {
+        std::cerr << fmt::format("error: no execution of {} on {} GPUs with global batch {} is feasible and fits in memory "
+                                 "(the rejections above say why)\n", req.model.name, req.gpus, req.global_batch);
+        return 2;
+    }
     std::cout << fmt::format("{:>4} {:>3} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>5} {:>9} {:>9} {:>6} {:>9}\n", "rank", "t",
                              "p", "d", "m", "b", "recompute", "SP", "dopt", "estim s", "sim s", "MFU%", "peak GiB");
     int rank = 0;
