@@ -75,6 +75,12 @@ TEST_CASE("measured entries replace the analytical model and say so") {
     CHECK(g.source == CostSource::measured);
     CHECK(g.time == Time::from_us(250));
     CHECK(c.kernel(gemm(1280, 1280, 2048)).source == CostSource::analytical);
+    // A transposed product (C^T = B^T A^T) is the same measurement.
+    DeviceProfile q = test_profile();
+    q.measured_gemms.push_back({6144, 2304, 8192, 1, 900.0});
+    CHECK(CostModel(q).kernel(gemm(2304, 6144, 8192)).source == CostSource::measured);
+    CHECK(CostModel(q).kernel(gemm(2304, 6144, 8192)).time == Time::from_us(900));
+    CHECK(CostModel(q).kernel(gemm(2304, 8192, 6144)).source == CostSource::analytical);
     Kernel k;
     k.kind = KernelKind::elementwise;
     k.bytes = Bytes(2'000'000);

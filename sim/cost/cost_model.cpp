@@ -41,7 +41,10 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
         return {Time::from_seconds(launch_s + double(kr.bytes.value) / mem_bw), CostSource::analytical};
     }
     for (const auto& m : profile_.measured_gemms) {
-        if (m.m == kr.gemm.m && m.n == kr.gemm.n && m.k == kr.gemm.k && m.batch == kr.gemm.batch) {
+        // C = A B and its transpose C^T = B^T A^T are the same work: calibration writes weight gradients in
+        // the [out, in] layout of the weights, the layer model as [in, out].
+        const bool same_mn = (m.m == kr.gemm.m && m.n == kr.gemm.n) || (m.m == kr.gemm.n && m.n == kr.gemm.m);
+        if (same_mn && m.k == kr.gemm.k && m.batch == kr.gemm.batch) {
             return {Time::from_us(m.time_us), CostSource::measured};
         }
     }
