@@ -26,6 +26,21 @@ check "sweep runs" '[[ $rc1 -eq 0 && $rc2 -eq 0 ]]'
 check "sweep CSV identical for 1 and 2 threads" 'cmp -s "$tmp/a.csv" "$tmp/b.csv"'
 check "sweep JSON identical for 1 and 2 threads" 'cmp -s "$tmp/a.json" "$tmp/b.json"'
 check "sweep CSV has a row per case (20) plus header" '[[ $(wc -l < "$tmp/a.csv") -eq 21 ]]'
+check "sweep CSV and JSON agree case by case" 'python3 - "$tmp/a.csv" "$tmp/a.json" <<"PY"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+res = json.load(open(sys.argv[2]))["results"]
+assert len(rows) == len(res)
+for row, r in zip(rows, res):
+    assert row["name"] == r["name"].replace(",", ";"), (row["name"], r["name"])
+    if "error" in r:
+        assert row["error"] and r["error"] in row["error"], row
+        continue
+    assert abs(float(row["iteration_time_s"]) - r["iteration_time_s"]) < 1e-6, row["name"]
+    assert abs(float(row["mfu"]) - r["mfu"]) < 1e-5
+    assert int(row["activation_bytes_per_layer"]) == r["memory"]["activation_bytes_per_layer"]
+    assert (row["oom"] == "true") == r["simulated_memory"]["oom"]
+PY'
 check "infeasible combinations are reported, not dropped" '[[ $(grep -c "infeasible" "$tmp/a.csv") -eq 4 ]]'
 
 "$strata" run "$root/scenarios/paper/table4.yaml" --case "selective recompute" --trace "$tmp/t.json" --timeline "$tmp/tl.json" >/dev/null; rc=$?
