@@ -9,10 +9,12 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -223,6 +225,21 @@ int bench_command(const std::vector<std::string>& files) {
     return 0;
 }
 
+/// Runs plots/make_plots.py (matplotlib) on the JSON results in `dir`.
+int plot_command(const std::string& dir) {
+    const std::string script = STRATA_PLOTS_SCRIPT;
+    if (access(script.c_str(), R_OK) != 0) throw strata::InputError(script + ": plotting script not found");
+    std::string quoted_dir = "'";
+    for (char c : dir) quoted_dir += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted_dir += "'";
+    const int rc = std::system(("python3 '" + script + "' --out " + quoted_dir).c_str());
+    if (rc != 0) {
+        std::cerr << "error: the plotting script failed (exit status " << (WIFEXITED(rc) ? WEXITSTATUS(rc) : rc) << ")\n";
+        return 2;
+    }
+    return 0;
+}
+
 int explain_command(const std::string& file, const std::string& case_name) {
     strata::Experiment ex = strata::load_experiment(file);
     for (const auto& sc : ex.cases) {
@@ -265,6 +282,9 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 1000));
     srch->add_option("--jobs,-j", so.jobs, "parallel simulations (default: one per core)")->check(CLI::Range(1, 1024));
     srch->add_option("--json", so.json_path, "write the top candidates as JSON results");
+    std::string plot_dir = "out";
+    CLI::App* plot = app.add_subcommand("plot", "draw the plots from the JSON results in a directory (python3 + matplotlib)");
+    plot->add_option("--out", plot_dir, "directory with table5.json, table2.json, timeline.json ... (default: out)");
     std::vector<std::string> bench_files;
     CLI::App* bench = app.add_subcommand("bench", "simulate experiments and report wall time, events per second and peak memory");
     bench->add_option("files", bench_files, "experiment YAML files")->required();
@@ -279,6 +299,7 @@ int main(int argc, char** argv) {
         if (*explain) return explain_command(file, case_name);
         if (*bench) return bench_command(bench_files);
         if (*srch) return search_command(so);
+        if (*plot) return plot_command(plot_dir);
     } catch (const strata::InputError& e) {
         std::cerr << "error: " << e.what() << "\n";
         return 2;
