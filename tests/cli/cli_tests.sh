@@ -49,5 +49,8 @@ check "trace and timeline written" '[[ $rc -eq 0 && -s "$tmp/t.json" && -s "$tmp
   --gpus 8 --global-batch 8 --top 3 --simulate-top 4 >"$tmp/s.txt"; rc=$?
 check "search runs and prints a ranking" '[[ $rc -eq 0 ]] && grep -q "^   1 " "$tmp/s.txt"'
 
+"$strata" plot --out "$tmp/empty" >/dev/null 2>"$tmp/err"; rc=$?
+check "plot without inputs exits 2 and names the missing file" '[[ $rc -eq 2 ]] && grep -q "table5.json" "$tmp/err"'
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
