@@ -83,7 +83,9 @@ void check_gemms(Checker& c, Blas& blas) {
                     g2.push_back(got[at]);
                     r2.push_back(ref[at]);
                 }
-        expect_close("GEMM " + d.name + " m=96 n=80 k=72 ta=" + std::to_string(d.ta) + " tb=" + std::to_string(d.tb),
+        expect_close("GEMM " + d.name + " m=" + std::to_string(d.m) + " n=" + std::to_string(d.n) + " k=" +
+                         std::to_string(d.k) + " batch=" + std::to_string(d.batch) + " ta=" + std::to_string(d.ta) +
+                         " tb=" + std::to_string(d.tb),
                      g2, r2, 2e-2, 1e-2);
     }
 }

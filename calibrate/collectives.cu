@@ -7,6 +7,7 @@
 #include "kernels.hpp"
 
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,7 +22,9 @@ struct Group {
     std::vector<cudaStream_t> streams;
     std::vector<DeviceBuffer> send, recv;
     ~Group() {
-        for (auto c : comms) ncclCommDestroy(c);
+        const bool unwinding = std::uncaught_exceptions() > 0;   // see ~Layer in layer.cu: abort, never wait
+        for (auto c : comms)
+            if (c) (void)(unwinding ? ncclCommAbort(c) : ncclCommDestroy(c));
         for (int i = 0; i < static_cast<int>(streams.size()); ++i) {
             cudaSetDevice(i);
             cudaStreamDestroy(streams[i]);

@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <string>
 
@@ -138,6 +139,10 @@ struct Rank {
                 &d_ln1_part, &d_ln1, &dx};
     }
     ~Rank() {
+        // cuBLAS handles (and the plans that use them) go before the stream they were last bound to.
+        attn.reset();
+        g.clear();
+        blas.reset();
         if (st) {
             cudaSetDevice(dev);
             cudaStreamDestroy(st);
@@ -149,7 +154,11 @@ class Layer {
 public:
     Layer(const Context& c, bool sp, int ranks);
     ~Layer() {
-        for (auto comm : comms_) ncclCommDestroy(comm);
+        // While an exception unwinds, a peer may never reach its collective: ncclCommDestroy would wait for
+        // it (and cudaFree behind it would block on the spinning kernels); ncclCommAbort stops them.
+        const bool unwinding = std::uncaught_exceptions() > 0;
+        for (auto comm : comms_)
+            if (comm) (void)(unwinding ? ncclCommAbort(comm) : ncclCommDestroy(comm));
     }
     void forward();
     void backward();
