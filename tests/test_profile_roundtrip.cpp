@@ -2,6 +2,8 @@
 // calibrate/profile_writer and strata::load_device_profile, and its measurements drive the cost model.
 #include "profile_writer.hpp"
 #include "strata/cost.hpp"
+#include "strata/layer.hpp"
+#include "strata/report.hpp"
 #include "strata/errors.hpp"
 #include "strata/profile.hpp"
 #include "strata/scenario.hpp"
@@ -10,6 +12,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
 
 using namespace strata;
 
@@ -109,4 +114,35 @@ TEST_CASE("a one-GPU calibrated profile needs the system to give the NVLink band
     CHECK(s.device.intra_node_bus_bandwidth == 300e9);
     std::remove((dir + "parts/profile-one-gpu.tmp.yaml").c_str());
     std::remove((dir + "parts/system-one-gpu.tmp.yaml").c_str());
+}
+
+TEST_CASE("check-profile: measured whole layers against the prediction from op-level entries") {
+    calibrate::Profile one = sample(false);  // one GPU: the measured layer has no collectives
+    const DeviceProfile d1 = round_trip(one, "strata_test_profile_check1.yaml");
+    REQUIRE(d1.measured_layers.size() == 1);
+    CHECK(d1.gpus_used == 1);
+    CHECK(d1.measured_layers[0].tensor == 8);
+    // Prediction without collectives: the sum of the compute steps.
+    ModelSpec m{"measured", 64, 6144, 1, 2048, 51200, 4 * 6144, true};
+    const LayerPlan plan = build_layer({&m, 8, false, Recompute::none, 4});
+    const CostModel cost(d1);
+    Time fwd = Time::zero();
+    for (const auto& s : plan.forward)
+        if (s.kind == Step::Kind::compute) fwd += cost.compute_step(s);
+    std::ostringstream out;
+    const double worst = print_profile_check(out, d1);
+    CHECK_THAT(out.str(), Catch::Contains("(compute only)"));
+    CHECK_THAT(out.str(), Catch::Contains(fmt::format("{:.3f}", fwd.ms())));
+    CHECK(worst >= std::abs(fwd.ms() / 3.1 - 1) - 1e-9);
+
+    // With eight GPUs the measurement includes the collectives, and so does the prediction.
+    calibrate::Profile eight = sample(true);
+    const DeviceProfile d8 = round_trip(eight, "strata_test_profile_check8.yaml");
+    std::ostringstream out8;
+    print_profile_check(out8, d8);
+    CHECK_THAT(out8.str(), !Catch::Contains("(compute only)"));
+    CHECK_THAT(out8.str(), Catch::Contains(fmt::format("{:.3f}", CostModel(d8).pass_time(plan.forward, 8).ms())));
+    // A profile without intra-node figures cannot cost a tensor-parallel collective: a clear error.
+    CHECK_THROWS_WITH(cost.tp_collective(CollectiveKind::all_gather, 8, Bytes(1000)),
+                      Catch::Contains("no intra-node bus bandwidth"));
 }

@@ -144,7 +144,7 @@ TEST_CASE("table2.yaml resolves the Selene system and the A100 profile", "[scena
     CHECK(s.network.switch_latency.ps() > 0);
     CHECK(s.network.p2p_latency.ps() > 0);
     CHECK(s.network.hierarchical_collectives);
-    CHECK(s.optimizer.bytes_per_param_step == 38);
+    CHECK(s.optimizer.bytes_per_param_step == 42);
     CHECK(s.optimizer.fixed_overhead.ps() > 0);
 }
 

@@ -28,6 +28,15 @@ struct MeasuredCollectiveFit {
     double beta_bytes_per_s = 0;
 };
 
+/// A whole transformer layer measured by strata-calibrate, as one GPU of a t-way group sees it.
+struct MeasuredLayer {
+    int heads = 0, hidden = 0, seq_len = 0, microbatch = 0, tensor = 1;
+    bool sequence_parallel = false;
+    std::string recompute;  ///< none | selective | full
+    double forward_ms = 0, backward_ms = 0;
+    std::int64_t activation_bytes = 0, formula_bytes = 0;
+};
+
 struct DeviceProfile {
     std::string file;                 ///< where it was loaded from
     std::string name;
@@ -50,6 +59,8 @@ struct DeviceProfile {
     std::vector<MeasuredGemm> measured_gemms;
     std::vector<MeasuredElementwise> measured_elementwise;
     std::vector<MeasuredCollectiveFit> measured_collectives;
+    std::vector<MeasuredLayer> measured_layers;
+    int gpus_used = 0;                ///< provenance: GPUs the calibration ran on (0 if not given)
 };
 
 /// Loads and strictly validates a device profile. Throws InputError (file:line:col: ...).

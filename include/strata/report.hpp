@@ -49,6 +49,12 @@ CaseResult analyze(const Scenario& scenario);
 /// One layer's forward and backward passes, step by step, with each kernel's cost and its source.
 void print_layer_breakdown(std::ostream& out, const Scenario& scenario);
 
+/// For each whole layer a calibrated profile measured: the per-layer forward / backward time the simulator
+/// predicts from the profile's op-level entries (tensor-parallel collectives left out when the calibration ran
+/// on fewer GPUs than t, as the measurement did), the error, and the measured activation bytes against the
+/// layer model's. Returns the largest absolute relative time error (0 if there is no measured layer).
+double print_profile_check(std::ostream& out, const DeviceProfile& profile);
+
 void print_table(std::ostream& out, const std::string& title, const std::vector<CaseResult>& results);
 std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results);
 std::string to_csv(const std::vector<CaseResult>& results);

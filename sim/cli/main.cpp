@@ -282,6 +282,10 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 1000));
     srch->add_option("--jobs,-j", so.jobs, "parallel simulations (default: one per core)")->check(CLI::Range(1, 1024));
     srch->add_option("--json", so.json_path, "write the top candidates as JSON results");
+    std::string check_file;
+    CLI::App* check = app.add_subcommand("check-profile",
+                                         "compare a calibrated profile's measured whole layers with the simulator's prediction from its op-level entries");
+    check->add_option("profile", check_file, "device profile YAML written by strata-calibrate")->required();
     std::string plot_dir = "out";
     CLI::App* plot = app.add_subcommand("plot", "draw the plots from the JSON results in a directory (python3 + matplotlib)");
     plot->add_option("--out", plot_dir, "directory with table5.json, table2.json, timeline.json ... (default: out)");
@@ -300,6 +304,10 @@ int main(int argc, char** argv) {
         if (*bench) return bench_command(bench_files);
         if (*srch) return search_command(so);
         if (*plot) return plot_command(plot_dir);
+        if (*check) {
+            strata::print_profile_check(std::cout, strata::load_device_profile(check_file));
+            return 0;
+        }
     } catch (const strata::InputError& e) {
         std::cerr << "error: " << e.what() << "\n";
         return 2;

@@ -1,6 +1,8 @@
 // Analytical and measured kernel costs (see include/strata/cost.hpp for the formulas).
 #include "strata/cost.hpp"
 
+#include "strata/errors.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -74,6 +76,11 @@ Time CostModel::tp_collective(CollectiveKind kind, int ranks, Bytes message) con
         if (m.op == op && m.ranks == ranks) {
             return Time::from_seconds(m.alpha_us * 1e-6 + double(message.value) / m.beta_bytes_per_s);
         }
+    }
+    if (profile_.intra_node_bus_bandwidth <= 0) {
+        throw InputError(profile_.file + ": device profile " + profile_.name +
+                         " has no intra-node bus bandwidth (no intra_node block): give the system's "
+                         "network.nvlink_bandwidth_bytes_per_s");
     }
     return Time::from_us(ring_steps(kind, ranks) * profile_.intra_node_step_latency_us) +
            Time::from_seconds(double(per_rank.value) / profile_.intra_node_bus_bandwidth);

@@ -63,6 +63,46 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
     }
 }
 
+double print_profile_check(std::ostream& out, const DeviceProfile& profile) {
+    const CostModel cost(profile);
+    out << fmt::format("profile {} ({}), {} measured layer(s)\n", profile.name, profile.file, profile.measured_layers.size());
+    if (profile.measured_layers.empty()) return 0;
+    out << fmt::format("{:<34} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7} {:>14} {:>14}\n", "layer (a, h, s, b, t, SP, recompute)",
+                       "meas fwd", "pred fwd", "err", "meas bwd", "pred bwd", "err", "act meas B", "act model B");
+    double worst = 0;
+    for (const auto& l : profile.measured_layers) {
+        ModelSpec m;
+        m.name = "measured";
+        m.heads = l.heads;
+        m.hidden = l.hidden;
+        m.layers = 1;
+        m.seq_len = l.seq_len;
+        m.vocab = 51200;
+        m.ffn_hidden = 4 * l.hidden;
+        const Recompute rc = l.recompute == "none" ? Recompute::none : l.recompute == "selective" ? Recompute::selective : Recompute::full;
+        const LayerPlan plan = build_layer({&m, l.tensor, l.sequence_parallel, rc, l.microbatch});
+        // The measurement leaves the collectives out when the calibration had fewer GPUs than t.
+        const bool with_comm = profile.gpus_used >= l.tensor;
+        auto predict = [&](const std::vector<Step>& pass) {
+            if (with_comm) return cost.pass_time(pass, l.tensor).ms();
+            Time t = Time::zero();
+            for (const auto& step : pass)
+                if (step.kind == Step::Kind::compute) t += cost.compute_step(step);
+            return t.ms();
+        };
+        const double pf = predict(plan.forward), pb = predict(plan.backward);
+        const double ef = l.forward_ms > 0 ? pf / l.forward_ms - 1 : 0, eb = l.backward_ms > 0 ? pb / l.backward_ms - 1 : 0;
+        worst = std::max({worst, std::abs(ef), std::abs(eb)});
+        out << fmt::format("{:<34} {:>9.3f} {:>9.3f} {:>6.1f}% {:>9.3f} {:>9.3f} {:>6.1f}% {:>14} {:>14}{}\n",
+                           fmt::format("{}, {}, {}, {}, {}, {}, {}", l.heads, l.hidden, l.seq_len, l.microbatch, l.tensor,
+                                       l.sequence_parallel ? "on" : "off", l.recompute),
+                           l.forward_ms, pf, 100 * ef, l.backward_ms, pb, 100 * eb, l.activation_bytes,
+                           plan.stored_bytes.value, with_comm ? "" : "  (compute only)");
+    }
+    out << fmt::format("largest time error {:.1f}%\n", 100 * worst);
+    return worst;
+}
+
 namespace {
 std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
 }  // namespace

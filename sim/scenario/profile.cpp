@@ -79,7 +79,22 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
     constexpr std::array<std::string_view, 12> layer_keys = {
         "heads", "hidden", "seq_len", "microbatch", "tensor", "sequence_parallel", "recompute",
         "forward_ms", "backward_ms", "activation_bytes", "formula_bytes", "note"};
-    each("layers", [&](const Fields&) {}, layer_keys);
+    constexpr std::array<std::string_view, 3> recompute_choices = {"none", "selective", "full"};
+    each("layers", [&](const Fields& f) {
+        MeasuredLayer l;
+        l.heads = static_cast<int>(f.get_int("heads", 1, 1 << 16));
+        l.hidden = static_cast<int>(f.get_int("hidden", 1, 1 << 24));
+        l.seq_len = static_cast<int>(f.get_int("seq_len", 1, 1 << 24));
+        l.microbatch = static_cast<int>(f.get_int("microbatch", 1, 1 << 20));
+        l.tensor = static_cast<int>(f.get_int("tensor", 1, 1 << 16));
+        l.sequence_parallel = f.get_bool("sequence_parallel", false);
+        l.recompute = f.get_choice("recompute", recompute_choices, "none");
+        l.forward_ms = f.get_double("forward_ms", 0, 1e9);
+        l.backward_ms = f.get_double("backward_ms", 0, 1e9);
+        l.activation_bytes = f.get_int("activation_bytes", 0, 1LL << 50, 0);
+        l.formula_bytes = f.get_int("formula_bytes", 0, 1LL << 50, 0);
+        p.measured_layers.push_back(l);
+    }, layer_keys);
 }
 }  // namespace
 
@@ -103,6 +118,7 @@ DeviceProfile load_device_profile(const std::filesystem::path& path) {
     p.name = f.get_string("name");
     constexpr std::array<std::string_view, 2> kinds = {"analytical", "calibrated"};
     p.kind = f.get_choice("kind", kinds);
+    p.gpus_used = static_cast<int>(f.get_int("provenance.gpus_used", 0, 1 << 20, 0));
     if (p.kind == "calibrated") {
         (void)f.get_string("provenance.gpu");
         (void)f.get_string("provenance.date");
