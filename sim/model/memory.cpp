@@ -18,8 +18,7 @@ BytesPerParam bytes_per_param(const ExecutionSpec& e) {
     return b;
 }
 
-namespace {
-double layer_params_impl(const ModelSpec& m, int t) {
+double layer_parameters_per_gpu(const ModelSpec& m, int t) {
     const double h = m.hidden, f = m.ffn_hidden;
     // QKV (3h^2 + 3h) and fc1 (hf + f) are column-parallel: weights and biases sharded.
     // Projection (h^2) and fc2 (fh) row-parallel: weights sharded, biases (h each) replicated.
@@ -27,6 +26,7 @@ double layer_params_impl(const ModelSpec& m, int t) {
     return (4.0 * h * h + 2.0 * h * f + 3.0 * h + f) / t + 6.0 * h;
 }
 
+namespace {
 /// Of the first `chunks` forward passes a stage runs, how many belong to its first model chunk.
 /// Megatron's interleaved order runs p microbatches on chunk 0, then p on chunk 1, ... and wraps.
 std::int64_t first_chunk_microbatches(const ExecutionSpec& e, int chunks) {
@@ -38,8 +38,6 @@ std::int64_t first_chunk_microbatches(const ExecutionSpec& e, int chunks) {
 }
 }  // namespace
 
-double layer_parameters_per_gpu(const ModelSpec& m, int t) { return layer_params_impl(m, t); }
-
 double total_parameters(const ModelSpec& m) {
     const double h = m.hidden, f = m.ffn_hidden;
     double layer = 4.0 * h * h + 2.0 * h * f + 9.0 * h + f;
@@ -48,7 +46,7 @@ double total_parameters(const ModelSpec& m) {
 
 double parameters_on_stage(const ModelSpec& m, const ExecutionSpec& e, int stage) {
     const int p = e.pipeline;
-    double params = double(m.layers / p) * layer_params_impl(m, e.tensor);
+    double params = double(m.layers / p) * layer_parameters_per_gpu(m, e.tensor);
     const double word = double(m.vocab) * m.hidden / e.tensor;
     if (stage == 0) params += word + double(m.seq_len) * m.hidden;  // word + position embeddings
     if (stage == p - 1) {
