@@ -77,8 +77,10 @@ void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const Cos
     for (const Step& s : pass) {
         if (s.kind == Step::Kind::compute) {
             const Time d = cost.compute_step(s);
-            if (!out.empty() && out.back().is_compute && !(out.size() >= 2 && out[out.size() - 2].overlapped &&
-                                                            !out[out.size() - 2].is_compute)) {
+            // An overlapped collective pairs with exactly the compute step after it: later kernels must not join
+            // that step, or they would run concurrently with the collective too.
+            const bool paired = out.size() >= 2 && !out[out.size() - 2].is_compute && out[out.size() - 2].overlapped;
+            if (!out.empty() && out.back().is_compute && !paired) {
                 out.back().duration += d;
             } else {
                 UnitStep u;
