@@ -39,8 +39,11 @@ struct RunOptions {
 };
 
 /// Evaluates one case: analytical memory and layer costs, then (unless analytical-only) the simulation.
+/// Failure kinds of a case, as bits: which exit code the run ends with.
+enum Failure : int { kBadInput = 1, kSimulation = 2, kInternal = 4 };
+
 strata::CaseResult evaluate(const strata::Scenario& sc, const RunOptions& opt, const strata::SimulationOptions& so,
-                            bool* simulation_failed) {
+                            int* failures) {
     strata::CaseResult r;
     r.scenario = sc;
     if (!sc.infeasible.empty()) {
@@ -58,10 +61,13 @@ strata::CaseResult evaluate(const strata::Scenario& sc, const RunOptions& opt, c
         }
     } catch (const strata::SimulationError& e) {
         r.error = std::string("simulation failed: ") + e.what();
-        *simulation_failed = true;
-    } catch (const std::exception& e) {  // bad input found while building (e.g. the fabric), or a bug
+        *failures |= kSimulation;
+    } catch (const strata::InputError& e) {  // bad input found while building the case (e.g. its fabric)
         r.error = e.what();
-        *simulation_failed = true;
+        *failures |= kBadInput;
+    } catch (const std::exception& e) {
+        r.error = std::string("internal error: ") + e.what();
+        *failures |= kInternal;
     }
     return r;
 }
@@ -87,7 +93,7 @@ int run_command(const std::string& file, const RunOptions& opt) {
     const bool tty = isatty(STDERR_FILENO) != 0;
     const std::size_t n = selected.size();
     std::vector<strata::CaseResult> results(n);
-    std::atomic<bool> failed{false};
+    std::atomic<int> failed{0};
     std::mutex io;
     if (n == 1) {
         strata::SimulationOptions so;
@@ -98,7 +104,7 @@ int run_command(const std::string& file, const RunOptions& opt) {
                           << total << " tasks, simulated " << fmt::format("{:.3f}", now.seconds()) << " s   " << std::flush;
             };
         }
-        bool f = false;
+        int f = 0;
         results[0] = evaluate(selected[0], opt, so, &f);
         failed = f;
         if (tty) std::cerr << "\r\033[K" << std::flush;
@@ -110,9 +116,9 @@ int run_command(const std::string& file, const RunOptions& opt) {
         const auto t0 = std::chrono::steady_clock::now();
         auto worker = [&] {
             for (std::size_t i = next++; i < n; i = next++) {
-                bool f = false;
+                int f = 0;
                 results[i] = evaluate(selected[i], opt, {}, &f);
-                if (f) failed = true;
+                failed |= f;
                 const std::size_t d = ++done;
                 if (tty) {
                     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -141,9 +147,9 @@ int run_command(const std::string& file, const RunOptions& opt) {
         write_file(opt.csv_path, strata::to_csv(results));
         std::cout << "wrote " << opt.csv_path << "\n";
     }
-    if (failed) {
-        std::cerr << "error: at least one case failed to simulate (see the table)\n";
-        return 3;
+    if (failed != 0) {
+        std::cerr << "error: at least one case could not be evaluated (see the table)\n";
+        return (failed & kInternal) ? 1 : (failed & kSimulation) ? 3 : 2;
     }
     return 0;
 }
