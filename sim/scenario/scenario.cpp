@@ -347,10 +347,10 @@ Experiment load_experiment(const fs::path& path) {
     // order the keys are written, the last key varying fastest.
     struct Axis {
         std::string part, key;
+        YAML::Node key_node;
         std::vector<YAML::Node> values;
     };
     std::vector<Axis> axes;
-    Fields flat("sweep", yamlio::where(file, sweep.Mark()));
     if (!sweep.IsMap()) throw InputError(yamlio::where(file, sweep.Mark()) + ": sweep: expected a mapping of key: [values]");
     std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& n, const std::string& prefix) {
         for (auto it = n.begin(); it != n.end(); ++it) {
@@ -377,7 +377,7 @@ Experiment load_experiment(const fs::path& path) {
                 throw InputError(yamlio::where(file, it->second.Mark()) + ": sweep." + key +
                                  ": expected a non-empty list of values");
             }
-            Axis a{part, sub, {}};
+            Axis a{part, sub, it->first, {}};
             for (std::size_t i = 0; i < it->second.size(); ++i) a.values.push_back(it->second[i]);
             axes.push_back(std::move(a));
         }
@@ -401,9 +401,7 @@ Experiment load_experiment(const fs::path& path) {
             }
             for (std::size_t i = 0; i < axes.size(); ++i) {
                 const YAML::Node& v = axes[i].values[pick[i]];
-                YAML::Node one;
-                one[axes[i].key] = v;
-                (axes[i].part == "model" ? m : e).merge(one, file);
+                (axes[i].part == "model" ? m : e).set(axes[i].key, axes[i].key_node, v, file);
                 label += (label.empty() ? "" : ", ") + axes[i].key + "=" + (v.IsScalar() ? v.Scalar() : "?");
             }
             const std::string name = (b.name == ex.name && !cases) ? label : b.name + " " + label;

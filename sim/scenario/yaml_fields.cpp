@@ -112,6 +112,11 @@ void Fields::flatten(const YAML::Node& node, const std::string& prefix, const st
     }
 }
 
+void Fields::set(const std::string& key, const YAML::Node& key_node, const YAML::Node& value, const std::string& file) {
+    entries_.erase(key);
+    entries_.emplace(key, Entry{key_node, value, file});
+}
+
 void Fields::check_known(std::span<const std::string_view> known) const {
     for (const auto& [key, e] : entries_) {
         if (std::find(known.begin(), known.end(), key) != known.end()) continue;

@@ -44,6 +44,10 @@ public:
     /// Overrides key by key with the mapping `node` read from `file`. Keys in `skip` are ignored.
     void merge(const YAML::Node& node, const std::string& file, std::span<const std::string_view> skip = {});
 
+    /// Sets one (flat) key to `value`, `key_node` giving its location. No new YAML node is built, so no
+    /// yaml-cpp memory is merged between documents (which makes large sweeps quadratic).
+    void set(const std::string& key, const YAML::Node& key_node, const YAML::Node& value, const std::string& file);
+
     /// Every key must be one of `known`; otherwise InputError with a "did you mean" hint.
     void check_known(std::span<const std::string_view> known) const;
 

@@ -377,58 +377,133 @@ void Builder::build() {
         }
     }
 
-    // Phase 1: each group's program, in schedule order.
-    // units[(group, forward, chunk, mb)] -> tasks; gathers for the receiver side of pipeline sends.
+    // Phase 1: each group's program, in schedule order, with Megatron's blocking p2p calls between units.
     const int n = e_.microbatches();
-    auto unit_index = [&](int chunk, int mb) { return static_cast<std::size_t>(chunk * n + mb); };
-    std::vector<std::vector<UnitTasks>> fwd(groups_.size()), bwd(groups_.size());
-    std::vector<std::vector<std::optional<TaskId>>> recv_gate(groups_.size());
+    const std::size_t per_dir = static_cast<std::size_t>(m * n);
+    auto msg_index = [&](bool forward, int chunk, int mb) {
+        return (forward ? 0 : per_dir) + static_cast<std::size_t>(chunk * n + mb);
+    };
+    // Per group: the call that sends each unit's output and the call that receives each unit's input,
+    // indexed by the unit (direction, chunk, microbatch); a call is (post task, wait task).
+    struct Call {
+        TaskId post{}, wait{};
+    };
+    struct Receive {
+        std::size_t call = 0;
+        std::optional<TaskId> gather_first;  // scatter/gather: the all-gather the transfer feeds
+    };
+    std::vector<std::vector<Call>> calls(groups_.size());
+    std::vector<std::vector<std::optional<std::size_t>>> sends(groups_.size());
+    std::vector<std::vector<std::optional<Receive>>> receives(groups_.size());
     const bool scatter_gather = !e_.sequence_parallel && t > 1;
     const Bytes activation_msg(2LL * sc_.model.seq_len * e_.microbatch * sc_.model.hidden);
+    const int last_v = p * m - 1;
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
         Group& g = groups_[gi];
-        fwd[gi].resize(static_cast<std::size_t>(m * n));
-        bwd[gi].resize(static_cast<std::size_t>(m * n));
-        recv_gate[gi].resize(static_cast<std::size_t>(2 * m * n));
-        for (const Slot& s : stage_program(e_, g.stage)) {
+        sends[gi].resize(2 * per_dir);
+        receives[gi].resize(2 * per_dir);
+        const std::vector<Slot> prog = stage_program(e_, g.stage);
+        auto sends_output = [&](const Slot& s) {
             const int v = s.chunk * p + g.stage;
-            const bool receives = s.forward ? v > 0 : v < p * m - 1;
-            const std::uint32_t label = make_label(s.forward ? TaskKind::forward : TaskKind::backward, s.chunk, s.mb);
-            std::optional<TaskId> gate;
-            if (receives) {
-                // A zero-length gate the incoming transfer will feed (dependency added in phase 2); without
-                // sequence parallelism the received shards are all-gathered over NVLink first.
-                TaskId gt = sim_.add_compute(g.tp, Time::zero(), make_label(TaskKind::p2p, s.chunk, s.mb));
-                recv_gate[gi][(s.forward ? 0 : 1) * m * n + unit_index(s.chunk, s.mb)] = gt;
+            return s.forward ? v < last_v : v > 0;
+        };
+        auto needs_input = [&](const Slot& s) {
+            const int v = s.chunk * p + g.stage;
+            return s.forward ? v > 0 : v < last_v;
+        };
+        std::optional<TaskId> prev_last;  // the last task the compute stream ran so far
+        // A blocking call: posted when the compute stream reaches it, done when all its transfers are.
+        auto make_call = [&](const std::vector<std::size_t>& out_units, const std::vector<std::size_t>& in_units)
+            -> std::optional<TaskId> {
+            std::vector<std::size_t> outs, ins;
+            for (std::size_t u : out_units)
+                if (sends_output(prog[u])) outs.push_back(u);
+            for (std::size_t u : in_units)
+                if (needs_input(prog[u])) ins.push_back(u);
+            if (outs.empty() && ins.empty()) return std::nullopt;
+            Call c;
+            c.post = sim_.add_compute(g.compute, Time::zero(), make_label(TaskKind::p2p, 0, 0));
+            if (prev_last) sim_.add_dependency(*prev_last, c.post);
+            c.wait = sim_.add_compute(g.compute, Time::zero(), make_label(TaskKind::p2p, 0, 0));
+            sim_.add_dependency(c.post, c.wait);
+            const std::size_t id = calls[gi].size();
+            calls[gi].push_back(c);
+            for (std::size_t u : outs) sends[gi][msg_index(prog[u].forward, prog[u].chunk, prog[u].mb)] = id;
+            for (std::size_t u : ins) {
+                Receive rcv{id, std::nullopt};
                 if (scatter_gather) {
+                    // The received shards are all-gathered over NVLink before the call returns.
                     TaskId first{};
-                    gate = emit_phases(g.tp, tp_phases(g, CollectiveKind::all_gather, activation_msg), {gt},
-                                       make_label(TaskKind::p2p, s.chunk, s.mb), &first);
-                } else {
-                    gate = gt;
+                    const TaskId last = emit_phases(g.tp, tp_phases(g, CollectiveKind::all_gather, activation_msg), {c.post},
+                                                    make_label(TaskKind::p2p, prog[u].chunk, prog[u].mb), &first);
+                    sim_.add_dependency(last, c.wait);
+                    rcv.gather_first = first;
                 }
+                receives[gi][msg_index(prog[u].forward, prog[u].chunk, prog[u].mb)] = rcv;
             }
+            prev_last = c.wait;
+            return c.wait;
+        };
+        // Call boundaries follow Megatron-LM's schedules: the interleaved schedule runs a forward and a backward
+        // back to back and exchanges afterwards (send_forward_backward_recv_forward_backward); 1F1B combines a
+        // send with the receive of the next unit only between a forward and a backward (send_forward_recv_backward,
+        // send_backward_recv_forward), and sends, then receives, between two units of the same direction.
+        std::vector<std::size_t> pending_out;
+        std::optional<TaskId> gate = make_call({}, {0});
+        const bool interleaved = e_.schedule == Schedule::interleaved;
+        // Megatron: with as many microbatches as stages every forward is warm-up, then one receive before
+        // the backwards (no steady forward-backward pairs).
+        const bool all_warmup = interleaved && n == p;
+        for (std::size_t u = 0; u < prog.size(); ++u) {
+            const Slot& s = prog[u];
+            const int v = s.chunk * p + g.stage;
+            const std::uint32_t label = make_label(s.forward ? TaskKind::forward : TaskKind::backward, s.chunk, s.mb);
             const bool split = !s.forward && e_.overlap_grad_reduce && e_.data > 1 && s.mb == n - 1;
-            UnitTasks ut = split ? emit_backward_by_layer(g, v, gate, label) : emit_unit(g, unit_for(s.forward, v), gate, label);
+            // A unit starts after the call before it, or else after the unit before it (so that a unit opening
+            // with a collective does not overtake the previous unit's last kernels).
+            const std::optional<TaskId> after = gate ? gate : prev_last;
+            UnitTasks ut = split ? emit_backward_by_layer(g, v, after, label) : emit_unit(g, unit_for(s.forward, v), after, label);
+            gate.reset();
+            prev_last = ut.last;
             if (s.forward) {
-                Bytes act = activations_chunk_;
-                sim_.add_memory_effect(ut.first, {g.pool, 3, act, Bytes(0)});
+                sim_.add_memory_effect(ut.first, {g.pool, 3, activations_chunk_, Bytes(0)});
                 if (v == 0) sim_.add_memory_effect(ut.first, {g.pool, 4, embedding_bytes_, Bytes(0)});
-                if (v == p * m - 1) sim_.add_memory_effect(ut.first, {g.pool, 4, output_bytes_, Bytes(0)});
-                fwd[gi][unit_index(s.chunk, s.mb)] = ut;
+                if (v == last_v) sim_.add_memory_effect(ut.first, {g.pool, 4, output_bytes_, Bytes(0)});
             } else {
                 sim_.add_memory_effect(ut.last, {g.pool, 3, Bytes(0), activations_chunk_});
                 if (v == 0) sim_.add_memory_effect(ut.last, {g.pool, 4, Bytes(0), embedding_bytes_});
-                if (v == p * m - 1) sim_.add_memory_effect(ut.last, {g.pool, 4, Bytes(0), output_bytes_});
+                if (v == last_v) sim_.add_memory_effect(ut.last, {g.pool, 4, Bytes(0), output_bytes_});
                 if (recompute_bytes_.value > 0) sim_.add_memory_effect(ut.first, {g.pool, 5, recompute_bytes_, recompute_bytes_});
-                bwd[gi][unit_index(s.chunk, s.mb)] = ut;
                 g.last_backward = ut.last;
             }
+            pending_out.push_back(u);
+            if (u + 1 == prog.size()) {
+                make_call(pending_out, {});
+                break;
+            }
+            const Slot& next = prog[u + 1];
+            if (interleaved && s.forward && !next.forward) {
+                if (!all_warmup) continue;  // a steady forward-backward pair runs back to back, then one exchange
+                make_call(pending_out, {});  // all warm-up: send the last forward, then receive for the backwards
+                gate = make_call({}, {u + 1});
+            } else if (interleaved) {
+                std::vector<std::size_t> ins = {u + 1};
+                // The exchange before a steady pair also brings the pair's backward its input.
+                if (next.forward && u + 2 < prog.size() && !prog[u + 2].forward) ins.push_back(u + 2);
+                gate = make_call(pending_out, ins);
+            } else if (s.forward != next.forward) {
+                gate = make_call(pending_out, {u + 1});
+            } else {
+                make_call(pending_out, {});
+                gate = make_call({}, {u + 1});
+            }
+            pending_out.clear();
         }
     }
 
-    // Phase 2: pipeline sends, in each sender's program order. Each TP rank sends its share over its own
-    // rail; the t flows move together as one flow over the union of their routes.
+    // Phase 2: pipeline transfers, in each sender's program order. A transfer starts once both calls are
+    // posted (NCCL send/recv rendezvous); each TP rank sends its share over its own rail and the t flows
+    // move together as one flow over the union of their routes.
     const Bytes per_rank(activation_msg.value / t);
     std::map<std::pair<int, int>, fabric::Route> routes;
     auto route_between = [&](const Group& a, const Group& b) -> const fabric::Route& {
@@ -445,17 +520,22 @@ void Builder::build() {
         for (const Slot& s : stage_program(e_, g.stage)) {
             const int v = s.chunk * p + g.stage;
             const int to_v = s.forward ? v + 1 : v - 1;
-            if (to_v < 0 || to_v >= p * m) continue;
+            if (to_v < 0 || to_v > last_v) continue;
             const int to_stage = to_v % p, to_chunk = to_v / p;
             const std::size_t to_gi = static_cast<std::size_t>(group_index(to_stage, g.replica));
+            const auto& send_call = sends[gi][msg_index(s.forward, s.chunk, s.mb)];
+            const auto& recv = receives[to_gi][msg_index(s.forward, to_chunk, s.mb)];
+            if (!send_call || !recv) throw SimulationError("internal: a pipeline message without its send or receive call");
+            const Call& cs = calls[gi][*send_call];
+            const Call& cr = calls[to_gi][recv->call];
             const fabric::Route& route = route_between(g, groups_[to_gi]);
-            const UnitTasks& src = s.forward ? fwd[gi][unit_index(s.chunk, s.mb)] : bwd[gi][unit_index(s.chunk, s.mb)];
             TaskId x = sim_.add_transfer(s.forward ? g.send_fwd : g.send_bwd, route.links, per_rank,
                                          route.latency + p2p_latency, make_label(TaskKind::p2p, s.chunk, s.mb));
-            sim_.add_dependency(src.last, x);
-            const auto& gate = recv_gate[to_gi][(s.forward ? 0 : 1) * m * n + unit_index(to_chunk, s.mb)];
-            if (!gate) throw SimulationError("internal: pipeline receive without a gate");
-            sim_.add_dependency(x, *gate);
+            sim_.add_dependency(cs.post, x);
+            sim_.add_dependency(cr.post, x);
+            sim_.add_dependency(x, cs.wait);
+            if (recv->gather_first) sim_.add_dependency(x, *recv->gather_first);
+            else sim_.add_dependency(x, cr.wait);
         }
     }
 
