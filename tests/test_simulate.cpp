@@ -173,3 +173,19 @@ TEST_CASE("search: candidates that fit, ranked by simulated time, rejections cou
         if (i > 0) CHECK(r.simulated[i - 1].result.iteration->iteration_time_s <= c.result.iteration->iteration_time_s);
     }
 }
+
+TEST_CASE("pipeline sends block like Megatron's p2p calls: the sender waits for the transfer") {
+    Scenario sc = small(2, 1, 4, true, Recompute::selective);
+    sc.system.network.p2p_latency = Time::from_ms(5);  // make the transfer obvious
+    SimulationDetail d;
+    simulate(sc, {}, &d);
+    double f0_end = 0, f1_start = 1e9;
+    for (const auto& iv : d.intervals) {
+        if (iv.stage != 0 || iv.kind != 'F') continue;
+        if (iv.microbatch == 0) f0_end = std::max(f0_end, iv.end_s);
+        if (iv.microbatch == 1) f1_start = std::min(f1_start, iv.start_s);
+    }
+    // Stage 0 needs no input for microbatch 1, but its send of microbatch 0 holds it for >= 5 ms.
+    CHECK(f1_start - f0_end >= 5e-3);
+    CHECK(f1_start - f0_end < 6e-3);
+}
