@@ -14,8 +14,12 @@
 // interleaved 1F1B with m model chunks (warm-up 2(p - r - 1) + (m - 1)p virtual microbatches).
 // A chunk's forward and backward are "units"; a unit is the chunk's layers' steps concatenated
 // (adjacent compute steps merged), with the embedding on the first virtual stage and the output layer
-// and loss on the last. Pipeline sends are asynchronous (isend): the sender does not wait for the
-// receiver; the receiver's unit waits for the transfer. Without sequence parallelism the activation is
+// and loss on the last. Pipeline communication follows Megatron-LM (2022): blocking calls between units
+// (batch_isend_irecv, then a device synchronize). A call is a zero-length "post" task and a "wait" task on
+// the compute stream; a transfer starts once the sender's and the receiver's calls are both posted, and
+// both waits depend on it. Call boundaries are the schedule's: the interleaved schedule exchanges once after
+// each steady forward-backward pair; 1F1B combines a send with the next receive between a forward and a
+// backward, and sends then receives between two units of one direction. Without sequence parallelism the activation is
 // split over the t rails and all-gathered on the receiver (Megatron's scatter/gather optimisation);
 // with it each rank sends its own sequence shard.
 //
