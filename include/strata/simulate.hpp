@@ -18,6 +18,8 @@ struct SimulationOptions {
     engine::ProgressFn progress;
     /// Keep the first stage's memory timeline (for plots).
     bool keep_timeline = true;
+    /// Refuse (InputError) a case whose task graph would exceed this many tasks (about 180 bytes each).
+    std::uint64_t max_tasks = 100'000'000;
 };
 
 struct SimulationDetail {

@@ -36,6 +36,7 @@ struct RunOptions {
     std::string json_path, csv_path, profile_path, trace_path, timeline_path, case_name;
     bool analytical_only = false;
     int jobs = 0;
+    std::uint64_t max_tasks_millions = 100;
 };
 
 /// Evaluates one case: analytical memory and layer costs, then (unless analytical-only) the simulation.
@@ -98,6 +99,7 @@ int run_command(const std::string& file, const RunOptions& opt) {
     if (n == 1) {
         strata::SimulationOptions so;
         so.trace_path = opt.trace_path;
+        so.max_tasks = opt.max_tasks_millions * 1'000'000;
         if (tty) {
             so.progress = [&](std::uint64_t done, std::uint64_t total, strata::Time now) {
                 std::cerr << "\r" << selected[0].name << ": " << (100 * done / std::max<std::uint64_t>(total, 1)) << "% of "
@@ -117,7 +119,9 @@ int run_command(const std::string& file, const RunOptions& opt) {
         auto worker = [&] {
             for (std::size_t i = next++; i < n; i = next++) {
                 int f = 0;
-                results[i] = evaluate(selected[i], opt, {}, &f);
+                strata::SimulationOptions so;
+                so.max_tasks = opt.max_tasks_millions * 1'000'000;
+                results[i] = evaluate(selected[i], opt, so, &f);
                 failed |= f;
                 const std::size_t d = ++done;
                 if (tty) {
@@ -272,6 +276,9 @@ int main(int argc, char** argv) {
     run->add_option("--timeline", ro.timeline_path, "write the first pipeline replica's stage timeline and stage-0 memory over time as JSON (one case)");
     run->add_option("--case", ro.case_name, "run only the case with this name");
     run->add_option("--jobs,-j", ro.jobs, "cases to run in parallel (default: one per core)")->check(CLI::Range(1, 1024));
+    run->add_option("--max-tasks", ro.max_tasks_millions,
+                    "refuse cases needing more than this many million tasks (about 180 bytes each; default 100)")
+        ->check(CLI::Range(1, 100000));
     run->add_flag("--analytical-only", ro.analytical_only, "skip the discrete-event simulation (memory and layer costs only)");
     std::string case_name;
     CLI::App* explain = app.add_subcommand("explain", "print one transformer layer's kernels and collectives with their costs");

@@ -156,8 +156,8 @@ std::vector<Slot> stage_program(const ExecutionSpec& e, int r) {
 
 class Builder {
 public:
-    Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab)
-        : sc_(sc), e_(sc.execution), sim_(sim), fab_(fab), cost_(sc.system.device) {
+    Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab, const SimulationOptions& options)
+        : sc_(sc), e_(sc.execution), sim_(sim), fab_(fab), cost_(sc.system.device), options_(options) {
         const NetworkSpec& n = sc.system.network;
         coll_params_ = {n.collective_step_latency_intra, n.collective_step_latency_inter, n.hierarchical_collectives};
     }
@@ -202,6 +202,7 @@ private:
     engine::Simulator& sim_;
     fabric::Fabric& fab_;
     CostModel cost_;
+    const SimulationOptions& options_;
     fabric::CollectiveParams coll_params_;
     std::vector<Group> groups_;
     std::vector<StreamId> dp_streams_;
@@ -373,7 +374,8 @@ void Builder::build() {
             g.tp = sim_.add_stream(name + " tensor-parallel");
             g.send_fwd = sim_.add_stream(name + " send-forward");
             g.send_bwd = sim_.add_stream(name + " send-backward");
-            g.pool = sim_.add_pool(name, sc_.system.memory_capacity, kMemoryCategories, r == 0 && k == 0);
+            g.pool = sim_.add_pool(name, sc_.system.memory_capacity, kMemoryCategories,
+                                   options_.keep_timeline && r == 0 && k == 0);
             const double params = parameters_on_stage(sc_.model, e_, r);
             sim_.add_static(g.pool, 0, Bytes(std::llround(params * bpp.weights)));
             sim_.add_static(g.pool, 1, Bytes(std::llround(params * bpp.gradients)));
@@ -381,8 +383,27 @@ void Builder::build() {
         }
     }
 
-    // Phase 1: each group's program, in schedule order, with Megatron's blocking p2p calls between units.
+    // Refuse a graph too large for memory before building it: every group runs every slot of its program.
     const int n = e_.microbatches();
+    {
+        double estimate = 0;
+        for (int r = 0; r < p; ++r) {
+            for (const Slot& s : stage_program(e_, r)) {
+                for (const UnitStep& st : unit_for(s.forward, s.chunk * p + r).steps) estimate += st.is_compute ? 1.0 : 2.0;
+                estimate += 3.0;  // p2p call, transfer
+            }
+        }
+        estimate *= d;
+        if (estimate > double(options_.max_tasks)) {
+            throw InputError(fmt::format("{}: case '{}' would need about {:.0f} million tasks (about {:.1f} GiB of memory), more "
+                                         "than the limit of {} million; simulate fewer GPUs or microbatches, or raise the "
+                                         "limit (strata run --max-tasks)",
+                                         sc_.source, sc_.name, estimate / 1e6, estimate * 180 / double(1 << 30),
+                                         options_.max_tasks / 1'000'000));
+        }
+    }
+
+    // Phase 1: each group's program, in schedule order, with Megatron's blocking p2p calls between units.
     const std::size_t per_dir = static_cast<std::size_t>(m * n);
     auto msg_index = [&](bool forward, int chunk, int mb) {
         return (forward ? 0 : per_dir) + static_cast<std::size_t>(chunk * n + mb);
@@ -803,7 +824,7 @@ IterationResult simulate(const Scenario& sc, const SimulationOptions& options, S
     const auto t0 = std::chrono::steady_clock::now();
     engine::Simulator sim;
     fabric::Fabric fab(fabric_spec(sc), sim);
-    Builder builder(sc, sim, fab);
+    Builder builder(sc, sim, fab, options);
     builder.build();
     sim.set_label_formatter([&builder](std::uint32_t l) { return builder.describe(l); });
     const engine::RunStats stats = sim.run(options.progress, 200000);
