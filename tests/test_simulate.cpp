@@ -1,5 +1,6 @@
 // The discrete-event workload end to end on small models: memory through the schedule (eq. 5),
 // schedules, determinism, out-of-memory reporting, trace output.
+#include "strata/errors.hpp"
 #include "strata/layer.hpp"
 #include "strata/search.hpp"
 #include "strata/simulate.hpp"
@@ -188,4 +189,11 @@ TEST_CASE("pipeline sends block like Megatron's p2p calls: the sender waits for 
     // Stage 0 needs no input for microbatch 1, but its send of microbatch 0 holds it for >= 5 ms.
     CHECK(f1_start - f0_end >= 5e-3);
     CHECK(f1_start - f0_end < 6e-3);
+}
+
+TEST_CASE("a case too large for memory is refused before it is built, with the estimate") {
+    SimulationOptions o;
+    o.max_tasks = 100;
+    CHECK_THROWS_WITH(simulate(small(2, 1, 4, true, Recompute::selective), o),
+                      Catch::Contains("million tasks") && Catch::Contains("--max-tasks"));
 }
