@@ -1,6 +1,7 @@
 // The `strata` command. Library code throws typed errors; only this file turns them into exit codes:
 //   0 success, 1 internal error, 2 bad input (scenario, profile, options), 3 simulation failure.
 #include "strata/errors.hpp"
+#include "strata/parallel.hpp"
 #include "strata/profile.hpp"
 #include "strata/report.hpp"
 #include "strata/scenario.hpp"
@@ -16,7 +17,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -112,32 +112,26 @@ int run_command(const std::string& file, const RunOptions& opt) {
         if (tty) std::cerr << "\r\033[K" << std::flush;
     } else {
         // Cases run in parallel over the cores; results keep the file's order whatever the thread count.
-        const unsigned jobs = std::max(1u, std::min<unsigned>(opt.jobs > 0 ? unsigned(opt.jobs) : std::thread::hardware_concurrency(),
-                                                              static_cast<unsigned>(n)));
-        std::atomic<std::size_t> next{0}, done{0};
         const auto t0 = std::chrono::steady_clock::now();
-        auto worker = [&] {
-            for (std::size_t i = next++; i < n; i = next++) {
+        strata::SimulationOptions so;
+        so.max_tasks = opt.max_tasks_millions * 1'000'000;
+        strata::parallel_for(
+            n, opt.jobs > 0 ? unsigned(opt.jobs) : 0u,
+            [&](std::size_t i) {
                 int f = 0;
-                strata::SimulationOptions so;
-                so.max_tasks = opt.max_tasks_millions * 1'000'000;
                 results[i] = evaluate(selected[i], opt, so, &f);
                 failed |= f;
-                const std::size_t d = ++done;
-                if (tty) {
-                    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                    const double eta = el / double(d) * double(n - d);
-                    const int width = 30, fill = int(width * d / n);
-                    std::lock_guard<std::mutex> lock(io);
-                    std::cerr << "\r[" << std::string(std::size_t(fill), '#') << std::string(std::size_t(width - fill), '.') << "] "
-                              << d << "/" << n << " cases, " << fmt::format("{:.1f}", el) << " s, ETA "
-                              << fmt::format("{:.1f}", eta) << " s   " << std::flush;
-                }
-            }
-        };
-        std::vector<std::thread> pool;
-        for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(worker);
-        for (auto& t : pool) t.join();
+            },
+            [&](std::size_t d, std::size_t total) {
+                if (!tty) return;
+                const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                const double eta = el / double(d) * double(total - d);
+                const int width = 30, fill = int(width * d / total);
+                std::lock_guard<std::mutex> lock(io);
+                std::cerr << "\r[" << std::string(std::size_t(fill), '#') << std::string(std::size_t(width - fill), '.') << "] "
+                          << d << "/" << total << " cases, " << fmt::format("{:.1f}", el) << " s, ETA "
+                          << fmt::format("{:.1f}", eta) << " s   " << std::flush;
+            });
         if (tty) std::cerr << "\r\033[K" << std::flush;
     }
     strata::print_table(std::cout, ex.name + "  (" + file + ")", results);

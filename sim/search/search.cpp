@@ -10,13 +10,11 @@
 #include "strata/errors.hpp"
 #include "strata/layer.hpp"
 #include "strata/memory.hpp"
+#include "strata/parallel.hpp"
 #include "strata/simulate.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <exception>
-#include <thread>
 
 namespace strata {
 
@@ -62,6 +60,14 @@ SearchResult search(const SearchRequest& req) {
     const auto t0 = std::chrono::steady_clock::now();
     SearchResult res;
     const CostModel cost(req.system.device);
+    auto candidate = [&](const ExecutionSpec& e) {
+        Scenario sc;
+        sc.name = "candidate";
+        sc.model = req.model;
+        sc.system = req.system;
+        sc.execution = e;
+        return sc;
+    };
     std::vector<SearchCandidate> fits;
     const Recompute policies[] = {Recompute::none, Recompute::selective, Recompute::full};
     for (int t : divisors(req.gpus)) {
@@ -75,10 +81,7 @@ SearchResult search(const SearchRequest& req) {
                         for (int sp = 0; sp <= (t > 1 ? 1 : 0); ++sp) {
                             for (int dopt = 0; dopt <= (d > 1 ? 1 : 0); ++dopt) {
                                 ++res.enumerated;
-                                Scenario sc;
-                                sc.name = "candidate";
-                                sc.model = req.model;
-                                sc.system = req.system;
+                                Scenario sc = candidate({});
                                 ExecutionSpec& e = sc.execution;
                                 e.tensor = t;
                                 e.pipeline = p;
@@ -112,32 +115,14 @@ SearchResult search(const SearchRequest& req) {
     std::stable_sort(fits.begin(), fits.end(), [](const auto& a, const auto& b) { return a.estimate_s < b.estimate_s; });
     const std::size_t k = std::min<std::size_t>(fits.size(), std::size_t(std::max(0, req.simulate_top)));
     fits.resize(k);
-    std::atomic<std::size_t> next{0}, done{0};
-    const unsigned jobs = std::max(1u, std::min<unsigned>(req.jobs > 0 ? unsigned(req.jobs) : std::thread::hardware_concurrency(),
-                                                          static_cast<unsigned>(std::max<std::size_t>(k, 1))));
-    std::vector<std::exception_ptr> errors(k);
-    auto worker = [&] {
-        for (std::size_t i = next++; i < k; i = next++) {
-            Scenario sc;
-            sc.name = "candidate";
-            sc.model = req.model;
-            sc.system = req.system;
-            sc.execution = fits[i].execution;
-            try {
-                fits[i].result = analyze(sc);
-                fits[i].result.iteration = simulate(sc);
-            } catch (...) {
-                errors[i] = std::current_exception();  // rethrown on the calling thread, first by rank
-            }
-            const std::size_t n = ++done;
-            if (req.progress) req.progress(n, k);
-        }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(worker);
-    for (auto& th : pool) th.join();
-    for (const auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    parallel_for(
+        k, req.jobs > 0 ? unsigned(req.jobs) : 0u,
+        [&](std::size_t i) {
+            const Scenario sc = candidate(fits[i].execution);
+            fits[i].result = analyze(sc);
+            fits[i].result.iteration = simulate(sc);
+        },
+        req.progress);
     std::stable_sort(fits.begin(), fits.end(), [](const auto& a, const auto& b) {
         const bool ao = a.result.iteration->oom, bo = b.result.iteration->oom;
         if (ao != bo) return !ao;
