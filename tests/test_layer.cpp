@@ -98,6 +98,95 @@ TEST_CASE("passes: collectives per layer follow Megatron with and without sequen
         if (s.kind == Step::Kind::collective) CHECK(s.collective.message.value == 2LL * 2048 * 4 * 6144);
 }
 
+TEST_CASE("2021 Megatron: no async tensor-parallel communication, no gradient-accumulation fusion") {
+    ModelSpec m{"x", 64, 6144, 48, 2048, 51200, 4 * 6144, true};
+    auto collectives = [](const std::vector<Step>& pass, bool overlapped) {
+        int n = 0;
+        for (const auto& s : pass)
+            if (s.kind == Step::Kind::collective && s.overlapped == overlapped) ++n;
+        return n;
+    };
+    auto kernels_named = [](const std::vector<Step>& pass, const std::string& suffix) {
+        std::vector<Kernel> out;
+        for (const auto& s : pass)
+            for (const auto& k : s.kernels)
+                if (k.name.size() >= suffix.size() && k.name.compare(k.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+                    out.push_back(k);
+        return out;
+    };
+    for (const bool sp : {false, true}) {
+        LayerConfig c{&m, 8, sp, Recompute::none, 4};
+        const LayerPlan modern = build_layer(c);
+        c.async_tp_comm = false;
+        const LayerPlan sync = build_layer(c);
+        // Same collectives, none overlapped any more; the compute steps hold the same kernels.
+        CHECK(collectives(modern.backward, true) == (sp ? 4 : 2));
+        CHECK(collectives(sync.backward, true) == 0);
+        CHECK(collectives(sync.backward, false) == collectives(modern.backward, false) + collectives(modern.backward, true));
+        CHECK(kernels_named(sync.backward, "").size() == kernels_named(modern.backward, "").size());
+        // The input-gradient reduction follows the weight-gradient GEMM, not the data-gradient GEMM.
+        for (std::size_t i = 1; i < sync.backward.size(); ++i) {
+            const Step& st = sync.backward[i];
+            if (st.kind != Step::Kind::collective) continue;
+            if (st.collective.name != "fc1.grad-all-reduce" && st.collective.name != "fc1.grad-reduce-scatter") continue;
+            REQUIRE(sync.backward[i - 1].kind == Step::Kind::compute);
+            CHECK(sync.backward[i - 1].kernels.back().name == "fc1.bias-grad");
+        }
+    }
+    LayerConfig c{&m, 8, false, Recompute::none, 4};
+    const auto fused = kernels_named(build_layer(c).backward, ".wgrad");
+    REQUIRE(fused.size() == 4);
+    for (const auto& k : fused) {
+        CHECK(k.gemm.accumulate_fp32);
+        CHECK(k.bytes.value == 2 * (k.gemm.m * k.gemm.k + k.gemm.k * k.gemm.n) + 8 * k.gemm.m * k.gemm.n);
+    }
+    CHECK(kernels_named(build_layer(c).backward, ".main-grad-add").empty());
+    c.gradient_accumulation_fusion = false;
+    const LayerPlan unfused = build_layer(c);
+    const auto plain = kernels_named(unfused.backward, ".wgrad");
+    const auto adds = kernels_named(unfused.backward, ".main-grad-add");
+    REQUIRE(plain.size() == 4);
+    REQUIRE(adds.size() == 4);
+    std::int64_t weights = 0, added = 0;
+    for (const auto& k : plain) {
+        CHECK_FALSE(k.gemm.accumulate_fp32);
+        weights += k.gemm.m * k.gemm.n;
+    }
+    for (const auto& k : adds) added += k.bytes.value;
+    // Every weight of the layer (12 h^2 / t): read the 16-bit gradient (2) and the fp32 main gradient (4),
+    // write the main gradient (4).
+    CHECK(weights == 12LL * 6144 * 6144 / 8);
+    CHECK(added == 10 * weights);
+    c.fp32_main_grads = false;  // fp16 training keeps 16-bit main gradients: 2 + 2 + 2
+    std::int64_t added16 = 0;
+    for (const auto& k : kernels_named(build_layer(c).backward, ".main-grad-add")) added16 += k.bytes.value;
+    CHECK(added16 == 6 * weights);
+}
+
+TEST_CASE("layer_config carries the execution's switches") {
+    ModelSpec m{"x", 64, 6144, 48, 2048, 51200, 4 * 6144, true};
+    ExecutionSpec e;
+    e.tensor = 8;
+    e.microbatch = 2;
+    e.sequence_parallel = true;
+    e.recompute = Recompute::selective;
+    LayerConfig c = layer_config(m, e);
+    CHECK(c.tensor == 8);
+    CHECK(c.microbatch == 2);
+    CHECK(c.sequence_parallel);
+    CHECK(c.recompute == Recompute::selective);
+    CHECK(c.gradient_accumulation_fusion);
+    CHECK(c.async_tp_comm);
+    CHECK(c.fp32_main_grads);
+    e.gradient_accumulation_fusion = false;
+    e.async_tp_comm = false;
+    e.precision = Precision::fp16;
+    c = layer_config(m, e);
+    CHECK_FALSE(c.gradient_accumulation_fusion);
+    CHECK_FALSE(c.async_tp_comm);
+    CHECK_FALSE(c.fp32_main_grads);
+}
+
 TEST_CASE("recompute FLOPs: selective re-runs the attention core, full re-runs the whole forward") {
     ModelSpec m{"x", 96, 12288, 96, 2048, 51200, 4 * 12288, true};
     auto gemm_flops = [](const std::vector<Step>& pass) {

@@ -145,6 +145,9 @@ TEST_CASE("table2.yaml resolves the Selene system and the A100 profile", "[scena
     CHECK(s.network.p2p_latency.ps() > 0);
     CHECK(s.network.hierarchical_collectives);
     CHECK(s.optimizer.bytes_per_param_step == 42);
+    CHECK(s.optimizer.bytes_per_param_step_fp16 == 54);
+    CHECK(s.optimizer.bytes_per_param(Precision::fp16) == 54);
+    CHECK(s.optimizer.bytes_per_param(Precision::bf16) == 42);
     CHECK(s.optimizer.fixed_overhead.ps() > 0);
 }
 
@@ -212,6 +215,8 @@ TEST_CASE("experiment-level parts and defaults reach a case without overrides", 
     CHECK(sc.execution.recompute == Recompute::selective);
     CHECK_FALSE(sc.execution.distributed_optimizer);
     CHECK_FALSE(sc.execution.overlap_grad_reduce);
+    CHECK(sc.execution.gradient_accumulation_fusion);
+    CHECK(sc.execution.async_tp_comm);
     CHECK(sc.execution.precision == Precision::bf16);
     // System file with its profile (relative to the system file) and profile-derived defaults.
     CHECK(sc.system.name == "test-cluster");
@@ -226,6 +231,7 @@ TEST_CASE("experiment-level parts and defaults reach a case without overrides", 
     CHECK(sc.system.network.tiers == 2);
     CHECK(sc.system.network.hierarchical_collectives);
     CHECK(sc.system.optimizer.bytes_per_param_step == 40);
+    CHECK(sc.system.optimizer.bytes_per_param_step_fp16 == 40);  // defaults to the bf16 figure
     CHECK(sc.system.optimizer.fixed_overhead.ps() == 0);
 }
 
@@ -317,6 +323,8 @@ TEST_CASE("integers in scientific notation, choices and YAML booleans", "[scenar
     CHECK(sc.execution.global_batch == 16);  // 1.6e1
     CHECK(sc.execution.precision == Precision::fp16);
     CHECK(sc.execution.distributed_optimizer);  // yes
+    CHECK_FALSE(sc.execution.gradient_accumulation_fusion);
+    CHECK_FALSE(sc.execution.async_tp_comm);
 }
 
 TEST_CASE("an experiment without cases is a single case named after the file", "[scenario]") {

@@ -106,6 +106,19 @@ TEST_CASE("data parallelism adds the gradient reduction but keeps per-replica wo
     CHECK(o.iteration_time_s > a.iteration_time_s);
 }
 
+TEST_CASE("2021 Megatron switches cost time: exposed backward collectives, separate main-gradient adds") {
+    const Scenario modern = small(2, 1, 4, false, Recompute::none);
+    Scenario sync = modern;
+    sync.execution.async_tp_comm = false;
+    Scenario unfused = modern;
+    unfused.execution.gradient_accumulation_fusion = false;
+    const IterationResult m = simulate(modern), s = simulate(sync), u = simulate(unfused);
+    CHECK(s.iteration_time_s > m.iteration_time_s);
+    CHECK(s.exposed_comm_s > m.exposed_comm_s);
+    CHECK(u.iteration_time_s > m.iteration_time_s);
+    CHECK(u.exposed_comm_s == Approx(m.exposed_comm_s));
+}
+
 TEST_CASE("a case over the memory capacity is flagged with the GPU, the time and the breakdown") {
     Scenario sc = small(2, 1, 4, false, Recompute::none);
     sc.system.memory_capacity = Bytes(8LL << 30);

@@ -75,7 +75,18 @@ struct LayerConfig {
     bool sequence_parallel = false;
     Recompute recompute = Recompute::none;
     int microbatch = 1;
+    /// Weight-gradient GEMMs add into the fp32 main gradient in their epilogue (Megatron-LM since late
+    /// 2021); without it the GEMM writes a 16-bit gradient that a separate kernel adds to the main gradient.
+    bool gradient_accumulation_fusion = true;
+    /// Backward tensor-parallel collectives overlap the data- / weight-gradient GEMMs (Megatron-LM's
+    /// asynchronous tensor-parallel communication); without it they run after both GEMMs, exposed.
+    bool async_tp_comm = true;
+    /// Main gradients (and the data-parallel reduction) in fp32, else in the 16-bit training type.
+    bool fp32_main_grads = true;
 };
+
+/// The layer configuration of a scenario's execution.
+[[nodiscard]] LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& execution);
 
 /// Builds the ops and passes of one transformer layer.
 LayerPlan build_layer(const LayerConfig& cfg);

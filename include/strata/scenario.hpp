@@ -45,6 +45,8 @@ struct ExecutionSpec {
     Schedule schedule = Schedule::one_f_one_b;
     bool distributed_optimizer = false;
     bool overlap_grad_reduce = false;   ///< overlap the data-parallel gradient reduction with backward
+    bool gradient_accumulation_fusion = true;  ///< weight-gradient GEMMs add into the main gradient
+    bool async_tp_comm = true;          ///< backward tensor-parallel collectives overlap the GEMMs
     Precision precision = Precision::bf16;
 
     [[nodiscard]] int gpus() const { return tensor * pipeline * data; }
@@ -71,7 +73,12 @@ struct NetworkSpec {
 
 /// Optimizer step cost model: the step streams over each parameter's state.
 struct OptimizerSpec {
-    double bytes_per_param_step = 0;     ///< HBM bytes read + written per parameter in the Adam step
+    double bytes_per_param_step = 0;     ///< HBM bytes read + written per parameter in the Adam step (bf16)
+    double bytes_per_param_step_fp16 = 0;  ///< the same with fp16 (loss scaling: grad copy, unscale)
+    /// The step's bytes per parameter for a training precision.
+    [[nodiscard]] double bytes_per_param(Precision p) const {
+        return p == Precision::fp16 ? bytes_per_param_step_fp16 : bytes_per_param_step;
+    }
     Time fixed_overhead;                 ///< grad-norm / overflow checks, launches
 };
 

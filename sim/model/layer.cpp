@@ -12,6 +12,10 @@
 //   backward, SP   : all-gather of the output gradient before projection / fc2 (exposed); the QKV / fc1
 //                    input is re-gathered (overlapped with the data-gradient GEMM) and the input gradient
 //                    reduce-scattered (overlapped with the weight-gradient GEMM).
+// Older Megatron-LM (2021, the SC21 paper's) had neither this asynchronous communication nor
+// gradient-accumulation fusion: execution keys `async_tp_comm` and `gradient_accumulation_fusion` (both
+// default on) switch each off; the backward collectives then run after the GEMMs, exposed, and each weight
+// gradient is written in 16 bits and added to the main gradient by a separate kernel.
 #include "strata/layer.hpp"
 
 #include "strata/errors.hpp"
@@ -32,6 +36,9 @@ namespace {
 struct Dims {
     std::int64_t s, b, h, a, t, f, v, n, n_sp, d, heads_t;
     bool sp;
+    bool fused_wgrad;              ///< gradient-accumulation fusion
+    bool async_comm;               ///< backward collectives overlapped with the GEMMs
+    std::int64_t main_grad_bytes;  ///< 4 (fp32 main gradients) or 2
 };
 
 Dims dims_of(const LayerConfig& c) {
@@ -50,6 +57,9 @@ Dims dims_of(const LayerConfig& c) {
     d.n_sp = d.sp ? d.n / d.t : d.n;
     d.d = d.h / d.a;
     d.heads_t = d.a / d.t;
+    d.fused_wgrad = c.gradient_accumulation_fusion;
+    d.async_comm = c.async_tp_comm;
+    d.main_grad_bytes = c.fp32_main_grads ? 4 : 2;
     return d;
 }
 
@@ -107,13 +117,25 @@ Kernel bias_grad(const std::string& name, std::int64_t tokens, std::int64_t out)
     return elementwise(name + ".bias-grad", "", 2 * tokens * out);
 }
 
-/// Weight-gradient GEMM with gradient-accumulation fusion: dW[in, out] += X^T dY straight into the fp32
-/// main gradient.
-Kernel wgrad(const std::string& name, std::int64_t in, std::int64_t out, std::int64_t tokens) {
+/// Weight-gradient GEMM dW[in, out] = X^T dY. With gradient-accumulation fusion it adds straight into the
+/// main gradient in its epilogue (modelled as an fp32 read-modify-write of C); without, it writes a 16-bit
+/// gradient and a separate kernel adds it to the main gradient (Megatron's grad hook: main_grad.add_(grad)),
+/// reading the 16-bit gradient and the main gradient and writing the main gradient.
+std::vector<Kernel> wgrad(const Dims& d, const std::string& name, std::int64_t in, std::int64_t out,
+                          std::int64_t tokens) {
     Kernel k = gemm(name + ".wgrad", in, out, tokens);
-    k.gemm.accumulate_fp32 = true;
-    k.bytes = k.gemm.bytes();
-    return k;
+    if (d.fused_wgrad) {
+        k.gemm.accumulate_fp32 = true;
+        k.bytes = k.gemm.bytes();
+        return {k};
+    }
+    return {k, elementwise(name + ".main-grad-add", "", in * out * (2 + 2 * d.main_grad_bytes))};
+}
+
+/// Appends `b` to `a`.
+std::vector<Kernel> operator+(std::vector<Kernel> a, std::vector<Kernel> b) {
+    for (auto& k : b) a.push_back(std::move(k));
+    return a;
 }
 
 /// Autograd sums the gradients of a tensor used twice (residual stream and layer-norm input):
@@ -150,17 +172,25 @@ std::vector<Step> forward_pass(const Dims& d) {
     return p;
 }
 
-/// Backward of a column-parallel linear layer (QKV, fc1): input gradient and weight gradient, with the
-/// input all-gather (SP) overlapped with the data-gradient GEMM and the input-gradient reduction
-/// overlapped with the weight-gradient GEMM.
+/// Backward of a column-parallel linear layer (QKV, fc1): input gradient and weight gradient. With
+/// asynchronous communication the input all-gather (SP) overlaps the data-gradient GEMM and the
+/// input-gradient reduction overlaps the weight-gradient GEMM; without, the all-gather runs first and the
+/// reduction after both GEMMs (autograd reaches the communication op after the linear layer's backward).
 void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::string& name, std::int64_t in,
                             std::int64_t out) {
     const std::int64_t msg = 2 * d.n * d.h;
-    if (d.sp) p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, msg, true));
+    const auto reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    const std::string reduce_name = name + (d.sp ? ".grad-reduce-scatter" : ".grad-all-reduce");
+    if (d.sp) p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, msg, d.async_comm));
+    if (!d.async_comm) {
+        add(p, std::vector<Kernel>{gemm(name + ".dgrad", d.n, in, out)} + wgrad(d, name, in, out, d.n) +
+                   std::vector<Kernel>{bias_grad(name, d.n, out)});
+        p.push_back(collective(reduce_name, reduce, msg));
+        return;
+    }
     p.push_back(compute({gemm(name + ".dgrad", d.n, in, out)}));
-    p.push_back(collective(name + (d.sp ? ".grad-reduce-scatter" : ".grad-all-reduce"),
-                           d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, msg, true));
-    p.push_back(compute({wgrad(name, in, out, d.n), bias_grad(name, d.n, out)}));
+    p.push_back(collective(reduce_name, reduce, msg, true));
+    p.push_back(compute(wgrad(d, name, in, out, d.n) + std::vector<Kernel>{bias_grad(name, d.n, out)}));
 }
 
 std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
@@ -170,16 +200,16 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (rc == Recompute::full) p = forward_pass(d);  // re-run the whole layer forward first
     add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg));
-    add(p, {gemm("fc2.dgrad", d.n, d.f / d.t, d.h), wgrad("fc2", d.f / d.t, d.h, d.n),
-            bias_grad("fc2", d.n, d.h),
-            elementwise("gelu.bwd", "gelu_bwd", kGeluBwd * d.n * d.f / d.t)});
+    add(p, std::vector<Kernel>{gemm("fc2.dgrad", d.n, d.f / d.t, d.h)} + wgrad(d, "fc2", d.f / d.t, d.h, d.n) +
+               std::vector<Kernel>{bias_grad("fc2", d.n, d.h),
+                                   elementwise("gelu.bwd", "gelu_bwd", kGeluBwd * d.n * d.f / d.t)});
     column_linear_backward(p, d, "fc1", d.h, d.f / d.t);
     add(p, {elementwise("ln2.bwd", "layernorm_bwd", kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h),
             elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("attn.grad-all-gather", CollectiveKind::all_gather, msg));
-    add(p, {gemm("proj.dgrad", d.n, d.h / d.t, d.h), wgrad("proj", d.h / d.t, d.h, d.n),
-            bias_grad("proj", d.n, d.h)});
+    add(p, std::vector<Kernel>{gemm("proj.dgrad", d.n, d.h / d.t, d.h)} + wgrad(d, "proj", d.h / d.t, d.h, d.n) +
+               std::vector<Kernel>{bias_grad("proj", d.n, d.h)});
     if (rc == Recompute::selective) {
         std::vector<Kernel> re = attention_core_forward(d);
         for (auto& k : re) k.name = "recompute." + k.name;
@@ -231,6 +261,19 @@ Bytes stored_under(const std::vector<LayerOp>& ops, const Dims& d, Recompute rc)
 }
 
 }  // namespace
+
+LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
+    LayerConfig c;
+    c.model = &model;
+    c.tensor = e.tensor;
+    c.sequence_parallel = e.sequence_parallel;
+    c.recompute = e.recompute;
+    c.microbatch = e.microbatch;
+    c.gradient_accumulation_fusion = e.gradient_accumulation_fusion;
+    c.async_tp_comm = e.async_tp_comm;
+    c.fp32_main_grads = e.precision == Precision::bf16;
+    return c;
+}
 
 LayerPlan build_layer(const LayerConfig& cfg) {
     const Dims d = dims_of(cfg);
@@ -286,9 +329,15 @@ OutputPlan build_output(const LayerConfig& cfg) {
     o.forward.push_back(collective("cross-entropy.sum-all-reduce", CollectiveKind::all_reduce, stat));
     add(o.backward, {elementwise("cross-entropy.bwd", "softmax_bwd", 6 * logits),
                      gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
-    o.backward.push_back(collective(d.sp ? "logits.grad-reduce-scatter" : "logits.grad-all-reduce",
-                                    d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, msg, true));
-    o.backward.push_back(compute({wgrad("logits", d.h, d.v / d.t, d.n)}));
+    const auto logits_reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    const char* logits_reduce_name = d.sp ? "logits.grad-reduce-scatter" : "logits.grad-all-reduce";
+    if (d.async_comm) {
+        o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg, true));
+        o.backward.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n)));
+    } else {
+        add(o.backward, wgrad(d, "logits", d.h, d.v / d.t, d.n));
+        o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg));
+    }
     add(o.backward, {elementwise("final-ln.bwd", "layernorm_bwd", kLayerNormBwd * d.n_sp * d.h)});
     // Final layer-norm input and logits-GEMM input (2 bytes each), fp32 logits: 4sbh/t + 4sbv/t with SP.
     o.stored_per_microbatch = Bytes(4 * d.n_sp * d.h + 4 * logits);

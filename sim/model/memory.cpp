@@ -73,7 +73,7 @@ MemoryReport estimate_memory(const Scenario& sc) {
     const ModelSpec& m = sc.model;
     const ExecutionSpec& e = sc.execution;
     const int p = e.pipeline;
-    const LayerConfig lc{&m, e.tensor, e.sequence_parallel, e.recompute, e.microbatch};
+    const LayerConfig lc = layer_config(m, e);
     const LayerPlan plan = build_layer(lc);
     const Bytes emb = build_embedding(lc).stored_per_microbatch;
     const Bytes out = build_output(lc).stored_per_microbatch;

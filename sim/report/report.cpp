@@ -15,8 +15,7 @@ CaseResult analyze(const Scenario& sc) {
     CaseResult r;
     r.scenario = sc;
     r.memory = estimate_memory(sc);
-    const LayerPlan plan = build_layer(
-        {&sc.model, sc.execution.tensor, sc.execution.sequence_parallel, sc.execution.recompute, sc.execution.microbatch});
+    const LayerPlan plan = build_layer(layer_config(sc.model, sc.execution));
     const CostModel cost(sc.system.device);
     r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor).ms();
     r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor).ms();
@@ -34,7 +33,7 @@ CaseResult analyze(const Scenario& sc) {
 
 void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
     const auto& e = sc.execution;
-    const LayerPlan plan = build_layer({&sc.model, e.tensor, e.sequence_parallel, e.recompute, e.microbatch});
+    const LayerPlan plan = build_layer(layer_config(sc.model, e));
     const CostModel cost(sc.system.device);
     out << fmt::format("{}: model {}, t={}, SP={}, recompute={}, b={}\n", sc.name, sc.model.name, e.tensor,
                        e.sequence_parallel ? "on" : "off", to_string(e.recompute), e.microbatch);
@@ -161,6 +160,10 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"global_batch", e.global_batch},
                           {"schedule", to_string(e.schedule)},
                           {"distributed_optimizer", e.distributed_optimizer},
+                          {"overlap_grad_reduce", e.overlap_grad_reduce},
+                          {"gradient_accumulation_fusion", e.gradient_accumulation_fusion},
+                          {"async_tp_comm", e.async_tp_comm},
+                          {"precision", to_string(e.precision)},
                           {"gpus", e.gpus()}};
         j["system"] = r.scenario.system.name;
         if (r.error) {

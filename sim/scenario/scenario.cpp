@@ -35,10 +35,11 @@ namespace fs = std::filesystem;
 
 constexpr std::array<std::string_view, 8> kModelKeys = {"name",   "heads", "hidden",     "layers",
                                                         "seq_len", "vocab", "ffn_hidden", "tied_embeddings"};
-constexpr std::array<std::string_view, 12> kExecutionKeys = {
+constexpr std::array<std::string_view, 14> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
-    "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision"};
-constexpr std::array<std::string_view, 22> kSystemKeys = {
+    "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
+    "gradient_accumulation_fusion", "async_tp_comm"};
+constexpr std::array<std::string_view, 23> kSystemKeys = {
     "name",
     "device_profile",
     "gpus_per_node",
@@ -58,6 +59,7 @@ constexpr std::array<std::string_view, 22> kSystemKeys = {
     "network.hierarchical_collectives",
     "network.p2p_latency_us",
     "optimizer.bytes_per_param_step",
+    "optimizer.bytes_per_param_step_fp16",
     "optimizer.fixed_overhead_ms",
     "description",
     "sources"};
@@ -127,6 +129,8 @@ ExecutionSpec read_execution(const Fields& f) {
     e.schedule = s == "1f1b" ? Schedule::one_f_one_b : s == "interleaved" ? Schedule::interleaved : Schedule::gpipe;
     e.distributed_optimizer = f.get_bool("distributed_optimizer", false);
     e.overlap_grad_reduce = f.get_bool("overlap_grad_reduce", false);
+    e.gradient_accumulation_fusion = f.get_bool("gradient_accumulation_fusion", true);
+    e.async_tp_comm = f.get_bool("async_tp_comm", true);
     constexpr std::array<std::string_view, 2> pc = {"bf16", "fp16"};
     e.precision = f.get_choice("precision", pc, "bf16") == "bf16" ? Precision::bf16 : Precision::fp16;
     return e;
@@ -179,6 +183,8 @@ SystemSpec read_system(const Fields& f) {
     n.hierarchical_collectives = f.get_bool("network.hierarchical_collectives", true);
     n.p2p_latency = us_field(f, "network.p2p_latency_us", 1e6);
     s.optimizer.bytes_per_param_step = f.get_double("optimizer.bytes_per_param_step", 0, 1e4);
+    s.optimizer.bytes_per_param_step_fp16 =
+        f.get_double("optimizer.bytes_per_param_step_fp16", 0, 1e4, s.optimizer.bytes_per_param_step);
     s.optimizer.fixed_overhead = Time::from_ms(f.get_double("optimizer.fixed_overhead_ms", 0, 1e6, 0));
     return s;
 }

@@ -22,7 +22,7 @@ namespace {
 
 double estimate(const Scenario& sc, const CostModel& cost) {
     const ExecutionSpec& e = sc.execution;
-    const LayerConfig lc{&sc.model, e.tensor, e.sequence_parallel, e.recompute, e.microbatch};
+    const LayerConfig lc = layer_config(sc.model, e);
     const LayerPlan layer = build_layer(lc);
     const double per_layer = (cost.pass_time(layer.forward, e.tensor) + cost.pass_time(layer.backward, e.tensor)).seconds();
     const OutputPlan out = build_output(lc);
@@ -40,7 +40,7 @@ double estimate(const Scenario& sc, const CostModel& cost) {
         t += 2.0 * (e.data - 1) / e.data * grads / bw;
     }
     const auto& dev = sc.system.device;
-    t += params / (e.distributed_optimizer ? e.data : 1) * sc.system.optimizer.bytes_per_param_step /
+    t += params / (e.distributed_optimizer ? e.data : 1) * sc.system.optimizer.bytes_per_param(e.precision) /
          (dev.hbm_bandwidth * dev.elementwise_bandwidth_efficiency);
     return t;
 }

@@ -299,7 +299,7 @@ const Unit& Builder::unit_for(bool forward, int v) {
     auto key = std::pair{forward, kind};
     auto it = units_.find(key);
     if (it != units_.end()) return it->second;
-    const LayerConfig lc{&sc_.model, e_.tensor, e_.sequence_parallel, e_.recompute, e_.microbatch};
+    const LayerConfig lc = layer_config(sc_.model, e_);
     const LayerPlan layer = build_layer(lc);
     const int layers = sc_.model.layers / (e_.pipeline * e_.interleave);
     Unit u;
@@ -316,7 +316,7 @@ const Unit& Builder::unit_for(bool forward, int v) {
 }
 
 Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optional<TaskId> gate, std::uint32_t label) {
-    const LayerConfig lc{&sc_.model, e_.tensor, e_.sequence_parallel, e_.recompute, e_.microbatch};
+    const LayerConfig lc = layer_config(sc_.model, e_);
     const int last_v = e_.pipeline * e_.interleave - 1;
     std::vector<Unit> pieces;
     if (v == last_v) {
@@ -351,7 +351,7 @@ Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optiona
 
 void Builder::build() {
     const int p = e_.pipeline, d = e_.data, t = e_.tensor, m = e_.interleave;
-    const LayerConfig lc{&sc_.model, t, e_.sequence_parallel, e_.recompute, e_.microbatch};
+    const LayerConfig lc = layer_config(sc_.model, e_);
     const LayerPlan layer = build_layer(lc);
     const int layers_per_chunk = sc_.model.layers / (p * m);
     activations_chunk_ = layer.stored_bytes * layers_per_chunk;
@@ -636,7 +636,7 @@ void Builder::build() {
         const double params = parameters_on_stage(sc_.model, e_, g.stage);
         const double shard = e_.distributed_optimizer ? params / d : params;
         const auto& dev = sc_.system.device;
-        const Time step = Time::from_seconds(shard * sc_.system.optimizer.bytes_per_param_step /
+        const Time step = Time::from_seconds(shard * sc_.system.optimizer.bytes_per_param(e_.precision) /
                                              (dev.hbm_bandwidth * dev.elementwise_bandwidth_efficiency)) +
                           sc_.system.optimizer.fixed_overhead;
         TaskId o = sim_.add_compute(g.compute, step, make_label(TaskKind::optimizer, 0, 0));
