@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <set>
 #include <string>
 
@@ -798,4 +799,44 @@ TEST_CASE("sweep: a key that is not a model or execution key is an error with it
                           Catch::Contains("Did you mean 'microbatch'?"));
     CHECK_THROWS_WITH(load_experiment(dir + "sweep_not_list.yaml"),
                       Catch::Contains("sweep_not_list.yaml:6:25") && Catch::Contains("expected a non-empty list"));
+}
+
+TEST_CASE("every shipped experiment file loads and validates", "[scenario]") {
+    namespace fs = std::filesystem;
+    int files = 0;
+    for (const char* dir : {"scenarios/paper", "scenarios/crosscheck", "scenarios/sweeps", "scenarios/bench"}) {
+        for (const auto& entry : fs::directory_iterator(source_path(dir))) {
+            if (entry.path().extension() != ".yaml") continue;
+            INFO(entry.path().string());
+            const Experiment ex = load_experiment(entry.path());
+            CHECK_FALSE(ex.cases.empty());
+            for (const auto& c : ex.cases)
+                if (c.infeasible.empty()) CHECK_NOTHROW(validate(c));
+            ++files;
+        }
+    }
+    CHECK(files >= 8);
+}
+
+TEST_CASE("the SC21 cross-check encodes the published models and configurations", "[scenario]") {
+    const Experiment ex = load_experiment(source_path("scenarios/crosscheck/sc21-table1.yaml"));
+    REQUIRE(ex.cases.size() == 10);
+    // Published parameter counts (billions, rounded to 0.1) and GPU counts of SC21 Table 1; parameters by the paper's eq. 2,
+    // P = 12 l h^2 (1 + 13 / (12 h) + (V + s) / (12 l h)).
+    const double billions[] = {1.7, 3.6, 7.5, 18.4, 39.1, 76.1, 145.6, 310.1, 529.6, 1008.0};
+    const int gpus[] = {32, 64, 128, 256, 512, 1024, 1536, 1920, 2520, 3072};
+    for (std::size_t i = 0; i < ex.cases.size(); ++i) {
+        const auto& c = ex.cases[i];
+        INFO(c.name);
+        const double l = c.model.layers, h = c.model.hidden, V = c.model.vocab, s = c.model.seq_len;
+        const double params = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h));
+        CHECK(params / 1e9 == Approx(billions[i]).margin(0.05));  // the table rounds to 0.1B
+        CHECK(c.execution.gpus() == gpus[i]);
+        CHECK(c.execution.recompute == Recompute::full);
+        CHECK(c.execution.precision == Precision::fp16);
+        CHECK_FALSE(c.execution.gradient_accumulation_fusion);
+        CHECK_FALSE(c.execution.async_tp_comm);
+        // PyTorch DDP (overlapped gradient all-reduce) exactly for the rows without pipeline parallelism.
+        CHECK(c.execution.overlap_grad_reduce == (c.execution.pipeline == 1));
+    }
 }
