@@ -88,6 +88,22 @@ TEST_CASE("fits / out of memory against the capacity, with the margin") {
     CHECK(estimate_memory(table4_case(2)).activation_first_stage < r.activation_first_stage);
 }
 
+TEST_CASE("the runtime reserve counts on every stage, outside the activations") {
+    Scenario sc = model_case("gpt3-175b", 8, 8, 3, 64, true, Recompute::selective);
+    CHECK(sc.system.memory_reserved.value == 1610612736LL);  // selene-a100.yaml: 1.5 GiB
+    const MemoryReport with = estimate_memory(sc);
+    sc.system.memory_reserved = Bytes(0);
+    const MemoryReport without = estimate_memory(sc);
+    CHECK(with.first_stage.reserved.value == 1610612736LL);
+    CHECK(with.peak_stage.total().value - without.peak_stage.total().value == 1610612736LL);
+    CHECK(with.margin().value == without.margin().value - 1610612736LL);
+    CHECK(with.activation_first_stage == without.activation_first_stage);
+    // A reserve that leaves too little turns a fitting case into one that does not fit.
+    sc.system.memory_reserved = Bytes(without.margin().value + 1);
+    CHECK(without.fits());
+    CHECK_FALSE(estimate_memory(sc).fits());
+}
+
 TEST_CASE("fewer microbatches than stages: the first stage holds only those") {
     Scenario sc = model_case("gpt3-175b", 8, 8, 1, 4, true, Recompute::selective);
     CHECK(in_flight_chunks(sc.execution, 0) == 4);

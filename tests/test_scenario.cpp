@@ -225,6 +225,7 @@ TEST_CASE("experiment-level parts and defaults reach a case without overrides", 
     CHECK(sc.system.device.gemm_tile_m == 256);
     CHECK(sc.system.device.gemm_tile_n == 128);
     CHECK(sc.system.memory_capacity.value == 17179869184LL);
+    CHECK(sc.system.memory_reserved.value == 0);  // not given: nothing reserved
     CHECK(sc.system.network.nvlink_bandwidth.value == Approx(100e9));
     CHECK(sc.system.network.collective_step_latency_intra.us() == Approx(2.0));
     CHECK(sc.system.network.rails == 4);

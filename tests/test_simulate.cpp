@@ -129,6 +129,17 @@ TEST_CASE("a case over the memory capacity is flagged with the GPU, the time and
     CHECK_THAT(r.oom_detail, Catch::Contains("weights"));
 }
 
+TEST_CASE("the simulated peak holds the runtime reserve from the start") {
+    Scenario sc = small(2, 1, 4, false, Recompute::none);
+    sc.system.memory_reserved = Bytes(0);
+    const IterationResult a = simulate(sc);
+    sc.system.memory_reserved = Bytes(1LL << 30);
+    const IterationResult b = simulate(sc);
+    CHECK(b.peak_memory.value - a.peak_memory.value == (1LL << 30));
+    CHECK(b.first_stage_activation_peak == a.first_stage_activation_peak);
+    CHECK(b.iteration_time_s == a.iteration_time_s);
+}
+
 TEST_CASE("the Chrome trace has a process per GPU group and complete events") {
     const std::string path = "strata_test_trace.json";
     SimulationOptions opt;

@@ -34,9 +34,10 @@ struct StageMemory {
     Bytes activations_embedding;  ///< embedding dropout masks (first stage)
     Bytes activations_output;     ///< final norm, logits input, fp32 logits (last stage)
     Bytes recompute_workspace;    ///< one layer's recomputed activations (full / selective recompute)
+    Bytes reserved;               ///< runtime: CUDA context, NCCL buffers, workspaces (system memory_reserved_bytes)
     [[nodiscard]] Bytes total() const {
         return weights + gradients + optimizer + activations_layers + activations_embedding + activations_output +
-               recompute_workspace;
+               recompute_workspace + reserved;
     }
 };
 

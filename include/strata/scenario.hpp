@@ -87,6 +87,8 @@ struct SystemSpec {
     DeviceProfile device;
     int gpus_per_node = 8;
     Bytes memory_capacity;               ///< usable HBM per GPU
+    /// Held outside the training state on every GPU: CUDA context, NCCL buffers, library workspaces.
+    Bytes memory_reserved;
     NetworkSpec network;
     OptimizerSpec optimizer;
 };

@@ -97,6 +97,7 @@ MemoryReport estimate_memory(const Scenario& sc) {
         if (s == 0) sm.activations_embedding = emb * first_chunk_microbatches(e, chunks);
         if (s == p - 1) sm.activations_output = out * (e.schedule == Schedule::gpipe ? e.microbatches() : 1);
         sm.recompute_workspace = plan.recompute_peak_bytes;
+        sm.reserved = sc.system.memory_reserved;
         return sm;
     };
     r.first_stage = stage_memory(0);

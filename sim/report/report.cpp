@@ -182,6 +182,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                        {"peak_bytes", ps.total().value},
                        {"peak_stage", ps.stage},
                        {"capacity_bytes", mem.capacity.value},
+                       {"reserved_bytes", ps.reserved.value},
                        {"fits", mem.fits()},
                        {"margin_bytes", mem.margin().value}};
         j["layer"] = {{"forward_ms", r.layer.forward_ms}, {"backward_ms", r.layer.backward_ms},

@@ -39,11 +39,12 @@ constexpr std::array<std::string_view, 14> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm"};
-constexpr std::array<std::string_view, 23> kSystemKeys = {
+constexpr std::array<std::string_view, 24> kSystemKeys = {
     "name",
     "device_profile",
     "gpus_per_node",
     "memory_capacity_bytes",
+    "memory_reserved_bytes",
     "network.nvlink_bandwidth_bytes_per_s",
     "network.nvlink_latency_us",
     "network.rails",
@@ -154,6 +155,7 @@ SystemSpec read_system(const Fields& f) {
     s.gpus_per_node = static_cast<int>(f.get_int("gpus_per_node", 1, 1024));
     s.memory_capacity = Bytes(f.get_int("memory_capacity_bytes", 1LL << 20, 1LL << 50,
                                         s.device.memory_capacity_bytes));
+    s.memory_reserved = Bytes(f.get_int("memory_reserved_bytes", 0, s.memory_capacity.value - 1, 0));
     NetworkSpec& n = s.network;
     if (s.device.intra_node_bus_bandwidth > 0) {
         n.nvlink_bandwidth = {f.get_double("network.nvlink_bandwidth_bytes_per_s", 1e6, 1e15,

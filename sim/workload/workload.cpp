@@ -107,8 +107,8 @@ struct Unit {
 };
 
 /// Memory categories of every group's pool, in index order.
-const std::vector<std::string> kMemoryCategories = {"weights",     "gradients",        "optimizer",
-                                                    "activations", "embedding/output", "recompute"};
+const std::vector<std::string> kMemoryCategories = {"weights",     "gradients",        "optimizer", "activations",
+                                                    "embedding/output", "recompute", "runtime reserved"};
 
 /// One schedule slot: forward or backward of (chunk, microbatch).
 struct Slot {
@@ -380,6 +380,7 @@ void Builder::build() {
             sim_.add_static(g.pool, 0, Bytes(std::llround(params * bpp.weights)));
             sim_.add_static(g.pool, 1, Bytes(std::llround(params * bpp.gradients)));
             sim_.add_static(g.pool, 2, Bytes(std::llround(params * bpp.optimizer)));
+            if (sc_.system.memory_reserved.value > 0) sim_.add_static(g.pool, 6, sc_.system.memory_reserved);
         }
     }
 
