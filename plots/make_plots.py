@@ -357,7 +357,8 @@ def plot_memory_total(t2, save):
     cap = None
     ticks, ticklabels = [], []
     stacks = [("weights", "#4D4D4D"), ("gradients", "#8C8C8C"), ("optimizer state", "#BDBDBD"),
-              ("activations", C_PRESENT), ("recompute working buffer", "#56B4E9")]
+              ("activations", C_PRESENT), ("recompute working buffer", "#56B4E9"),
+              ("runtime reserve (CUDA context, NCCL)", "#F0E442")]
     ymax = 0
     for k, m in enumerate(MODELS):
         for i, (suffix, short) in enumerate(TOTAL_CONFIGS):
@@ -366,8 +367,9 @@ def plot_memory_total(t2, save):
             cap = mem["capacity_bytes"]
             static = mem["weights_bytes"] + mem["gradients_bytes"] + mem["optimizer_bytes"]
             act = mem["activation_bytes_first_stage"]
-            buf = max(0, mem["peak_bytes"] - static - act)
-            parts = [mem["weights_bytes"], mem["gradients_bytes"], mem["optimizer_bytes"], act, buf]
+            reserved = mem.get("reserved_bytes", 0)
+            buf = max(0, mem["peak_bytes"] - static - act - reserved)
+            parts = [mem["weights_bytes"], mem["gradients_bytes"], mem["optimizer_bytes"], act, buf, reserved]
             x = k + (i - 1) * (w + 0.03)
             bottom = 0.0
             for (lab, col), v in zip(stacks, parts):
@@ -531,11 +533,12 @@ def plot_memory_timeline(tl, t5, save):
     for r in t5.get("results", []):
         if r.get("name") == tl["name"] and "memory" in r:
             m = r["memory"]
-            static = (m["weights_bytes"] + m["gradients_bytes"] + m["optimizer_bytes"]) / GIB
+            static = (m["weights_bytes"] + m["gradients_bytes"] + m["optimizer_bytes"] +
+                      m.get("reserved_bytes", 0)) / GIB
     if static is not None:
         ax.axhline(static, color="black", ls=":", lw=0.9, alpha=0.7)
-        ax.text(T * 1.005, static, "%.2f GiB\nweights +\ngradients +\noptimizer" % static, va="center",
-                ha="left", fontsize=8)
+        ax.text(T * 1.005, static, "%.2f GiB\nweights +\ngradients +\noptimizer +\nruntime reserve" % static,
+                va="center", ha="left", fontsize=8)
     else:
         lo = min(gs)
         ax.axhline(lo, color="black", ls=":", lw=0.9, alpha=0.7)
@@ -665,11 +668,48 @@ def plot_sweep(sw, save):
     save(fig, "sweep")
 
 
+def plot_crosscheck(xc, paper, save):
+    """SC21 Table 1 cross-check: published vs simulated achieved TFLOP/s per GPU."""
+    ref = paper["sc21_table1"]
+    res = xc.get("results", [])
+    if len(res) != len(ref["tflops_per_gpu"]):
+        die("sc21-table1.json has %d results, expected the %d cases of scenarios/crosscheck/sc21-table1.yaml"
+            % (len(res), len(ref["tflops_per_gpu"])))
+    fig, ax = plt.subplots(figsize=(11, 4.6))
+    xs = list(range(len(res)))
+    w = 0.38
+    pub = ref["tflops_per_gpu"]
+    sim = []
+    for r in res:
+        if "hfu" not in r:
+            die("sc21-table1.json case '%s' has no simulated result (%s)" % (r.get("name"), r.get("error", "")))
+        sim.append(r["hfu"] * 312)
+    ax.bar([x - w / 2 for x in xs], pub, width=w, color=C_FULL, alpha=PAPER_ALPHA, hatch="//", edgecolor=C_FULL,
+           label="SC21 Table 1 (published)")
+    ax.bar([x + w / 2 for x in xs], sim, width=w, color=C_FULL, edgecolor=C_FULL, label="strata (simulated)")
+    for x, p_, s_ in zip(xs, pub, sim):
+        ax.annotate("%+.1f%%" % (100 * (s_ / p_ - 1)), (x + w / 2, s_), xytext=(0, 2), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(["%s\n%d GPUs" % (c, g) for c, g in zip(ref["cases"], ref["gpus"])], fontsize=8)
+    ax.set_ylim(0, max(pub + sim) * 1.18)
+    ax.set_ylabel("achieved TFLOP/s per GPU")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.legend(loc="upper left", fontsize=9, frameon=False, ncol=2)
+    errs = [s_ / p_ - 1 for p_, s_ in zip(pub, sim)]
+    ax.set_title("Cross-check, SC21 Table 1 (Megatron-LM 2021, A100, 32-3072 GPUs): mean |error| %.1f%%, worst %.1f%%"
+                 % (100 * sum(abs(e) for e in errs) / len(errs), 100 * max(abs(e) for e in errs)), fontsize=10)
+    fig.tight_layout()
+    save(fig, "crosscheck_sc21")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="out", help="directory for the figures (default: out)")
     ap.add_argument("--inputs", default=None, help="directory with table5.json, table2.json, timeline.json "
-                                                   "and optionally table4.json, 530b-2240.json, sweep.json "
+                                                   "and optionally table4.json, 530b-2240.json, sweep.json, "
+                                                   "sc21-table1.json "
                                                    "(default: same as --out)")
     ap.add_argument("--format", default="png,svg", help="comma-separated figure formats (default: png,svg)")
     args = ap.parse_args()
@@ -708,6 +748,11 @@ def main():
     else:
         print("no %s; skipping layer_time.png (produce it with: %s)"
               % (t4_path, PRODUCERS["table4.json"].format(d=inputs)))
+    xc_path = os.path.join(inputs, "sc21-table1.json")
+    if os.path.isfile(xc_path):
+        plot_crosscheck(load_input(inputs, "sc21-table1.json"), paper, save)
+    else:
+        print("no %s; skipping crosscheck_sc21.png" % xc_path)
     sweep_path = os.path.join(inputs, "sweep.json")
     if os.path.isfile(sweep_path):
         plot_sweep(load_input(inputs, "sweep.json"), save)

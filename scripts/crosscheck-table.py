@@ -6,9 +6,10 @@ Published values: Narayanan et al., "Efficient Large-Scale Language Model Traini
 Megatron-LM" (SC21), Table 1. Their FLOPs count includes the full recompute, so achieved TFLOP/s per GPU is
 strata's HFU x 312 TF/s. A cross-check only: nothing in strata is fitted to it.
 """
-import json, sys
+import json, os, sys
 
-PAPER_TFLOPS = [137, 138, 142, 135, 138, 140, 148, 155, 163, 163]
+HERE = os.path.dirname(os.path.abspath(__file__))
+PAPER_TFLOPS = json.load(open(os.path.join(HERE, "..", "plots", "paper_values.json")))["sc21_table1"]["tflops_per_gpu"]
 PEAK_TFLOPS = 312
 
 def main(argv):
