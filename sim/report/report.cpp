@@ -35,8 +35,10 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
     const auto& e = sc.execution;
     const LayerPlan plan = build_layer(layer_config(sc.model, e));
     const CostModel cost(sc.system.device);
-    out << fmt::format("{}: model {}, t={}, SP={}, recompute={}, b={}\n", sc.name, sc.model.name, e.tensor,
-                       e.sequence_parallel ? "on" : "off", to_string(e.recompute), e.microbatch);
+    out << fmt::format("{}: model {}, t={}, SP={}, recompute={}, b={}{}{}\n", sc.name, sc.model.name, e.tensor,
+                       e.sequence_parallel ? "on" : "off", to_string(e.recompute), e.microbatch,
+                       e.gradient_accumulation_fusion ? "" : ", no gradient-accumulation fusion",
+                       e.async_tp_comm ? "" : ", synchronous backward collectives");
     for (const auto& [title, pass] : {std::pair{"forward", &plan.forward}, std::pair{"backward", &plan.backward}}) {
         out << fmt::format("  {} pass: {:.3f} ms\n", title, cost.pass_time(*pass, e.tensor).ms());
         for (const auto& step : *pass) {
