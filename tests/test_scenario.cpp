@@ -506,6 +506,18 @@ TEST_CASE("negative layers in a case override point at the case line", "[scenari
     CHECK_THAT(msg, Contains("model.layers: expected an integer in [1, 65536], got '-4'"));
 }
 
+TEST_CASE("a runtime reserve as large as the device memory is out of range", "[scenario][errors]") {
+    const std::string msg = load_error("bad/reserved_over_capacity.yaml");
+    CHECK_THAT(msg, StartsWith(at("bad/reserved_over_capacity.yaml", 7, 26)));
+    CHECK_THAT(msg, Contains("system.memory_reserved_bytes: expected an integer in [0, 17179869183]"));
+}
+
+TEST_CASE("async_tp_comm must be a boolean", "[scenario][errors]") {
+    const std::string msg = load_error("bad/async_not_bool.yaml");
+    CHECK_THAT(msg, StartsWith(at("bad/async_not_bool.yaml", 4, 101)));
+    CHECK_THAT(msg, Contains("execution.async_tp_comm: expected true or false, got 'sometimes'"));
+}
+
 TEST_CASE("oversubscription below 1 is out of range", "[scenario][errors]") {
     const std::string msg = load_error("bad/oversubscription.yaml");
     CHECK_THAT(msg, StartsWith(at("bad/oversubscription.yaml", 8, 23)));
