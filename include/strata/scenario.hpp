@@ -91,6 +91,13 @@ struct SystemSpec {
     Bytes memory_reserved;
     NetworkSpec network;
     OptimizerSpec optimizer;
+
+    /// HBM-bound time of the optimizer step over `params` parameters held by one GPU (without the fixed
+    /// overhead): the step's bytes per parameter at the device's elementwise bandwidth.
+    [[nodiscard]] double optimizer_step_seconds(double params, Precision precision) const {
+        return params * optimizer.bytes_per_param(precision) /
+               (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
+    }
 };
 
 struct Scenario {

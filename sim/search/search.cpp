@@ -39,9 +39,7 @@ double estimate(const Scenario& sc, const CostModel& cost) {
                                                                                   : sc.system.network.nvlink_bandwidth.value;
         t += 2.0 * (e.data - 1) / e.data * grads / bw;
     }
-    const auto& dev = sc.system.device;
-    t += params / (e.distributed_optimizer ? e.data : 1) * sc.system.optimizer.bytes_per_param(e.precision) /
-         (dev.hbm_bandwidth * dev.elementwise_bandwidth_efficiency);
+    t += sc.system.optimizer_step_seconds(params / (e.distributed_optimizer ? e.data : 1), e.precision);
     return t;
 }
 

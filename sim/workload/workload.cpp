@@ -636,9 +636,7 @@ void Builder::build() {
     for (auto& g : groups_) {
         const double params = parameters_on_stage(sc_.model, e_, g.stage);
         const double shard = e_.distributed_optimizer ? params / d : params;
-        const auto& dev = sc_.system.device;
-        const Time step = Time::from_seconds(shard * sc_.system.optimizer.bytes_per_param(e_.precision) /
-                                             (dev.hbm_bandwidth * dev.elementwise_bandwidth_efficiency)) +
+        const Time step = Time::from_seconds(sc_.system.optimizer_step_seconds(shard, e_.precision)) +
                           sc_.system.optimizer.fixed_overhead;
         TaskId o = sim_.add_compute(g.compute, step, make_label(TaskKind::optimizer, 0, 0));
         sim_.add_dependency(reduced[static_cast<std::size_t>(g.stage)], o);
