@@ -2,30 +2,21 @@
 #include "strata/layer.hpp"
 #include "strata/memory.hpp"
 #include "strata/scenario.hpp"
+#include "fixtures.hpp"
 
 #include <catch2/catch.hpp>
 
 using namespace strata;
 
 namespace {
-Scenario table4_case(int index) {
-    return load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table4.yaml").cases.at(index);
-}
+using strata::testing::table4_case;
 Scenario model_case(const char* model_file, int t, int p, int m, int B, bool sp, Recompute rc) {
     Scenario sc = table4_case(0);
     const Experiment ex = load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table2.yaml");
     for (const auto& c : ex.cases)
         if (c.model.name == model_file) sc.model = c.model;
     sc.execution.tensor = t;
-    sc.execution.pipeline = p;
-    sc.execution.interleave = m;
-    sc.execution.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
-    sc.execution.microbatch = 1;
-    sc.execution.global_batch = B;
-    sc.execution.sequence_parallel = sp;
-    sc.execution.recompute = rc;
-    validate(sc);
-    return sc;
+    return strata::testing::with_pipeline(sc, p, m, B, sp, rc);
 }
 }  // namespace
 

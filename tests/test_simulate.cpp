@@ -4,6 +4,7 @@
 #include "strata/layer.hpp"
 #include "strata/search.hpp"
 #include "strata/simulate.hpp"
+#include "fixtures.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -15,18 +16,10 @@ using namespace strata;
 
 namespace {
 Scenario small(int p, int m, int n_microbatches, bool sp, Recompute rc) {
-    Scenario sc = load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table4.yaml").cases.at(0);
+    Scenario sc = strata::testing::table4_case(0);
     sc.model.layers = 24;
     sc.model.seq_len = 1024;
-    sc.execution.pipeline = p;
-    sc.execution.interleave = m;
-    sc.execution.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
-    sc.execution.microbatch = 1;
-    sc.execution.global_batch = n_microbatches;
-    sc.execution.sequence_parallel = sp;
-    sc.execution.recompute = rc;
-    validate(sc);
-    return sc;
+    return strata::testing::with_pipeline(sc, p, m, n_microbatches, sp, rc);
 }
 }  // namespace
 

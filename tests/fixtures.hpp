@@ -1,0 +1,29 @@
+// Scenario fixtures shared by the test files.
+#pragma once
+
+#include "strata/scenario.hpp"
+
+#include <string>
+
+namespace strata::testing {
+
+/// Case `index` of scenarios/paper/table4.yaml (22B, t = 8, b = 4, one microbatch, Selene A100).
+inline Scenario table4_case(int index) {
+    return load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table4.yaml").cases.at(index);
+}
+
+/// Sets a pipelined execution on `sc` (microbatch 1, `microbatches` per pipeline, d = 1; the interleaved
+/// schedule when m > 1) and validates the result.
+inline Scenario with_pipeline(Scenario sc, int p, int m, int microbatches, bool sp, Recompute rc) {
+    sc.execution.pipeline = p;
+    sc.execution.interleave = m;
+    sc.execution.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+    sc.execution.microbatch = 1;
+    sc.execution.global_batch = microbatches;
+    sc.execution.sequence_parallel = sp;
+    sc.execution.recompute = rc;
+    validate(sc);
+    return sc;
+}
+
+}  // namespace strata::testing
