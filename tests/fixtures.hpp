@@ -1,6 +1,7 @@
 // Scenario fixtures shared by the test files.
 #pragma once
 
+#include "strata/memory.hpp"
 #include "strata/scenario.hpp"
 
 #include <string>
@@ -24,6 +25,11 @@ inline Scenario with_pipeline(Scenario sc, int p, int m, int microbatches, bool 
     sc.execution.recompute = rc;
     validate(sc);
     return sc;
+}
+
+/// The analytical memory of a whole scenario.
+inline MemoryReport estimate(const Scenario& sc) {
+    return estimate_memory(sc.model, sc.execution, sc.system.device_memory());
 }
 
 }  // namespace strata::testing

@@ -27,20 +27,20 @@ FabricSpec small_spec(int nodes = 4) {
     FabricSpec s;
     s.nodes = nodes;
     s.gpus_per_node = 8;
-    s.nvlink_bandwidth = BytesPerSecond{300e9};
-    s.nvlink_latency = Time::from_ns(700);
-    s.rails = 8;
-    s.nic_bandwidth = BytesPerSecond{25e9};
-    s.nic_latency = Time::from_ns(1000);
-    s.nodes_per_leaf = 2;
-    s.switch_latency = Time::from_ns(100);
+    s.network.nvlink_bandwidth = BytesPerSecond{300e9};
+    s.network.nvlink_latency = Time::from_ns(700);
+    s.network.rails = 8;
+    s.network.nic_bandwidth = BytesPerSecond{25e9};
+    s.network.nic_latency = Time::from_ns(1000);
+    s.network.nodes_per_leaf = 2;
+    s.network.switch_latency = Time::from_ns(100);
     return s;
 }
 
 /// Selene-like: scalable units of 20 nodes, full bisection.
 FabricSpec selene_spec(int nodes) {
     FabricSpec s = small_spec(nodes);
-    s.nodes_per_leaf = 20;
+    s.network.nodes_per_leaf = 20;
     return s;
 }
 
@@ -90,7 +90,7 @@ TEST_CASE("small fabric has the hand-counted links and switches", "[fabric]") {
     CHECK(b.fabric->gpu_count() == 32);
     CHECK(b.fabric->node_of(gpu(3, 7)) == 3);
     CHECK(b.fabric->describe() == "4 nodes x 8 GPUs, 8 rails, 16 leaves, 16 spines, 2 tiers, 192 links");
-    CHECK(b.fabric->spec().nodes_per_leaf == 2);
+    CHECK(b.fabric->spec().network.nodes_per_leaf == 2);
 }
 
 TEST_CASE("links are registered in plan order with the right names and bandwidths", "[fabric]") {
@@ -111,8 +111,8 @@ TEST_CASE("links are registered in plan order with the right names and bandwidth
 
     // Oversubscription 2 with 4 explicit spines: uplink 2 x 25 / 2 = 25 GB/s over 4 links.
     FabricSpec s = small_spec();
-    s.oversubscription = 2.0;
-    s.spines_per_rail = 4;
+    s.network.oversubscription = 2.0;
+    s.network.spines_per_rail = 4;
     Built o(s);
     CHECK(o.link(o.id_of("leaf1.r0>spine3.r0")).bandwidth.value == Approx(6.25e9));
     CHECK(o.fabric->describe() == "4 nodes x 8 GPUs, 8 rails, 16 leaves, 32 spines, 2 tiers, 256 links");
@@ -168,7 +168,7 @@ TEST_CASE("cross-rail route starts with an NVLink hop to the destination's rail 
 
 TEST_CASE("fewer rails than GPUs: GPUs share NICs and PXN only when the rail differs", "[fabric][route]") {
     FabricSpec s = small_spec();
-    s.rails = 4;
+    s.network.rails = 4;
     Built b(s);
     // GPU<->NVS 64 + NIC<->leaf 4 x 4 x 2 = 32 + leaf<->spine 2 x 4 x 2 x 2 = 32.
     CHECK(b.fabric->link_count() == 128);
@@ -236,8 +236,8 @@ TEST_CASE("combined() sums multiplicities per link, sorted by link id, latency =
 
 TEST_CASE("three tiers: leaves in different spine groups meet at a core", "[fabric][route]") {
     FabricSpec s = small_spec(8);  // 4 leaves per rail
-    s.tiers = 3;
-    s.leaves_per_spine_group = 2;  // 2 spine groups of 2 spines per rail; 2 cores per rail
+    s.network.tiers = 3;
+    s.network.leaves_per_spine_group = 2;  // 2 spine groups of 2 spines per rail; 2 cores per rail
     Built b(s);
     // GPU 128 + NIC 128 + leaf<->spine 4 x 8 x 2 x 2 = 128 + spine<->core 4 spines x 8 x 2 = 64.
     CHECK(b.fabric->link_count() == 448);
@@ -277,22 +277,22 @@ TEST_CASE("invalid specs throw InputError naming the field", "[fabric][errors]")
     using Catch::Matchers::Contains;
     CHECK_THAT(message_for(with([](FabricSpec& s) { s.nodes = 0; })), Contains("nodes") && Contains("[1,"));
     CHECK_THAT(message_for(with([](FabricSpec& s) { s.gpus_per_node = -2; })), Contains("gpus_per_node"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.rails = 9; })),
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.network.rails = 9; })),
                Contains("rails") && Contains("[1, 8]"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.nvlink_bandwidth = BytesPerSecond{0.0}; })),
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.network.nvlink_bandwidth = BytesPerSecond{0.0}; })),
                Contains("nvlink_bandwidth") && Contains("> 0"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.nic_bandwidth = BytesPerSecond{-1.0}; })),
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.network.nic_bandwidth = BytesPerSecond{-1.0}; })),
                Contains("nic_bandwidth"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.nic_latency = Time::from_ns(-1); })),
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.network.nic_latency = Time::from_ns(-1); })),
                Contains("nic_latency"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.nodes_per_leaf = 0; })), Contains("nodes_per_leaf"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.spines_per_rail = -1; })), Contains("spines_per_rail"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.oversubscription = 0.5; })),
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.network.nodes_per_leaf = 0; })), Contains("nodes_per_leaf"));
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.network.spines_per_rail = -1; })), Contains("spines_per_rail"));
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.network.oversubscription = 0.5; })),
                Contains("oversubscription"));
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.tiers = 1; })),
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.network.tiers = 1; })),
                Contains("tiers") && Contains("[2, 3]"));
     // Two spine groups need a core tier.
-    CHECK_THAT(message_for(with([](FabricSpec& s) { s.leaves_per_spine_group = 1; })),
+    CHECK_THAT(message_for(with([](FabricSpec& s) { s.network.leaves_per_spine_group = 1; })),
                Contains("leaves_per_spine_group") && Contains("tiers = 3"));
     CHECK_THAT(message_for(with([](FabricSpec& s) { s.nodes = 1 << 20; })),
                Contains("nodes x gpus_per_node"));

@@ -9,6 +9,7 @@
 using namespace strata;
 
 namespace {
+using strata::testing::estimate;
 using strata::testing::table4_case;
 Scenario model_case(const char* model_file, int t, int p, int m, int B, bool sp, Recompute rc) {
     Scenario sc = table4_case(0);
@@ -49,7 +50,7 @@ TEST_CASE("bytes per parameter: mixed-precision Adam, distributed optimizer shar
 
 TEST_CASE("first stage under 1F1B holds L layers' activations (eq. 5)") {
     const Scenario sc = model_case("gpt-1t", 8, 64, 1, 512, true, Recompute::selective);
-    const MemoryReport r = estimate_memory(sc);
+    const MemoryReport r = estimate(sc);
     const std::int64_t s = 2048, h = 25600, L = 128, t = 8;
     CHECK(r.activation_first_stage_layers.value == 34 * s * h * L / t);  // eq. 6 with SP + selective
     // Section 4.5: embedding dropout masks of the p microbatches in flight (sbhp/t).
@@ -58,33 +59,33 @@ TEST_CASE("first stage under 1F1B holds L layers' activations (eq. 5)") {
 
 TEST_CASE("interleaved schedule multiplies the first stage's activations by 1 + (p-1)/(p m)") {
     const Scenario sc = model_case("gpt3-175b", 8, 8, 3, 64, false, Recompute::none);
-    const MemoryReport r = estimate_memory(sc);
+    const MemoryReport r = estimate(sc);
     const std::int64_t per_layer = r.activation_per_layer.value, L = 96, p = 8, m = 3;
     // L (1 + (p-1)/(p m)) layers = L (p m + p - 1) / (p m)
     CHECK(r.activation_first_stage_layers.value * (p * m) == per_layer * L * (p * m + p - 1));
-    CHECK(in_flight_chunks(sc.execution, 0) == int(p * m + p - 1));
-    CHECK(in_flight_chunks(sc.execution, int(p) - 1) == int((m - 1) * p + 1));
+    CHECK(schedule::peak_in_flight(schedule::shape_of(sc.execution), 0) == int(p * m + p - 1));
+    CHECK(schedule::peak_in_flight(schedule::shape_of(sc.execution), int(p) - 1) == int((m - 1) * p + 1));
 }
 
 TEST_CASE("fits / out of memory against the capacity, with the margin") {
     Scenario sc = table4_case(0);  // 22B, t=8, no recompute: 59.7 GiB activations + 49 GiB states
-    MemoryReport r = estimate_memory(sc);
+    MemoryReport r = estimate(sc);
     CHECK_FALSE(r.fits());
     CHECK(r.margin().value < 0);
     sc = table4_case(4);  // selective + sequence parallel
-    r = estimate_memory(sc);
+    r = estimate(sc);
     CHECK(r.fits());
     CHECK(r.margin().value == r.capacity.value - r.peak_stage.total().value);
     // Full recompute keeps the least.
-    CHECK(estimate_memory(table4_case(2)).activation_first_stage < r.activation_first_stage);
+    CHECK(estimate(table4_case(2)).activation_first_stage < r.activation_first_stage);
 }
 
 TEST_CASE("the runtime reserve counts on every stage, outside the activations") {
     Scenario sc = model_case("gpt3-175b", 8, 8, 3, 64, true, Recompute::selective);
     CHECK(sc.system.memory_reserved.value == 1610612736LL);  // selene-a100.yaml: 1.5 GiB
-    const MemoryReport with = estimate_memory(sc);
+    const MemoryReport with = estimate(sc);
     sc.system.memory_reserved = Bytes(0);
-    const MemoryReport without = estimate_memory(sc);
+    const MemoryReport without = estimate(sc);
     CHECK(with.first_stage.reserved.value == 1610612736LL);
     CHECK(with.peak_stage.total().value - without.peak_stage.total().value == 1610612736LL);
     CHECK(with.margin().value == without.margin().value - 1610612736LL);
@@ -92,12 +93,12 @@ TEST_CASE("the runtime reserve counts on every stage, outside the activations") 
     // A reserve that leaves too little turns a fitting case into one that does not fit.
     sc.system.memory_reserved = Bytes(without.margin().value + 1);
     CHECK(without.fits());
-    CHECK_FALSE(estimate_memory(sc).fits());
+    CHECK_FALSE(estimate(sc).fits());
 }
 
 TEST_CASE("fewer microbatches than stages: the first stage holds only those") {
     Scenario sc = model_case("gpt3-175b", 8, 8, 1, 4, true, Recompute::selective);
-    CHECK(in_flight_chunks(sc.execution, 0) == 4);
-    const MemoryReport r = estimate_memory(sc);
+    CHECK(schedule::peak_in_flight(schedule::shape_of(sc.execution), 0) == 4);
+    const MemoryReport r = estimate(sc);
     CHECK(r.activation_first_stage_layers.value == r.activation_per_layer.value * 4 * (96 / 8));
 }

@@ -7,6 +7,7 @@
 #include "strata/errors.hpp"
 #include "strata/profile.hpp"
 #include "strata/scenario.hpp"
+#include "strata/scenario.hpp"
 
 #include <catch2/catch.hpp>
 

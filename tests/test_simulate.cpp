@@ -3,6 +3,7 @@
 #include "strata/errors.hpp"
 #include "strata/layer.hpp"
 #include "strata/search.hpp"
+#include "strata/report.hpp"
 #include "strata/simulate.hpp"
 #include "fixtures.hpp"
 
@@ -136,9 +137,11 @@ TEST_CASE("the simulated peak holds the runtime reserve from the start") {
 TEST_CASE("the Chrome trace has a process per GPU group and complete events") {
     const std::string path = "strata_test_trace.json";
     SimulationOptions opt;
-    opt.trace_path = path;
+    opt.keep_trace = true;
     const Scenario sc = small(2, 1, 2, true, Recompute::selective);
-    const IterationResult r = simulate(sc, opt);
+    SimulationDetail detail;
+    const IterationResult r = simulate(sc, opt, &detail);
+    write_chrome_trace(path, detail.trace);
     std::ifstream in(path);
     REQUIRE(in);
     const nlohmann::json j = nlohmann::json::parse(in);

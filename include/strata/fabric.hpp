@@ -2,7 +2,9 @@
 // fat tree; routes between GPUs and the flows that collective algorithms put on them.
 #pragma once
 
+#include "strata/collective.hpp"
 #include "strata/engine.hpp"
+#include "strata/spec.hpp"
 #include "strata/units.hpp"
 
 #include <memory>
@@ -13,20 +15,12 @@
 
 namespace strata::fabric {
 
+/// The fabric of one simulation: how many nodes, GPUs per node, and the system's network spec as given
+/// (NVLink, NICs and rails, fat-tree tiers, bandwidths and latencies; see NetworkSpec).
 struct FabricSpec {
     int nodes = 1;
     int gpus_per_node = 8;
-    BytesPerSecond nvlink_bandwidth{};   ///< per GPU, per direction, GPU <-> NVSwitch
-    Time nvlink_latency;                 ///< one intra-node hop
-    int rails = 8;                       ///< NICs per node; local GPU i uses rail i % rails
-    BytesPerSecond nic_bandwidth{};      ///< per NIC, per direction
-    Time nic_latency;                    ///< NIC to leaf, per hop
-    int nodes_per_leaf = 20;             ///< nodes under one leaf switch of a rail (a scalable unit)
-    int leaves_per_spine_group = 0;      ///< 0: every leaf of a rail reaches every spine of that rail
-    int spines_per_rail = 0;             ///< 0: derived so that leaf uplink = downlink / oversubscription
-    double oversubscription = 1.0;       ///< leaf downlink : uplink bandwidth
-    int tiers = 2;                       ///< 2 = leaf + spine; 3 adds a core tier joining spine groups
-    Time switch_latency;                 ///< per switch traversed
+    NetworkSpec network;
 };
 
 /// A path for one flow: the links it crosses (with multiplicity) and its total fixed latency.
@@ -62,8 +56,6 @@ private:
 
 /// Union of routes, multiplicities of shared links summed (sorted by link id); latency = the largest.
 Route merge_routes(std::span<const Route> routes);
-
-enum class CollectiveKind { all_reduce, all_gather, reduce_scatter };
 
 struct CollectiveParams {
     Time step_latency_intra;   ///< NCCL per-step latency inside a node

@@ -2,7 +2,8 @@
 // tensor-parallel group sees it, plus the passes (forward, backward, recompute) built from them.
 #pragma once
 
-#include "strata/scenario.hpp"
+#include "strata/collective.hpp"
+#include "strata/spec.hpp"
 #include "strata/units.hpp"
 
 #include <string>
@@ -11,8 +12,6 @@
 namespace strata {
 
 enum class KernelKind { gemm, batched_gemm, elementwise };
-enum class CollectiveKind { all_reduce, all_gather, reduce_scatter };
-[[nodiscard]] const char* to_string(CollectiveKind k);
 
 /// C[m,n] = A[m,k] * B[k,n], `batch` independent products.
 struct GemmShape {

@@ -1,8 +1,14 @@
 // Memory per GPU: parameters, gradients, optimizer state and activations, against the device capacity.
 #pragma once
 
-#include "strata/scenario.hpp"
+#include "strata/schedule.hpp"
+#include "strata/spec.hpp"
 #include "strata/units.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 namespace strata {
 
@@ -22,10 +28,42 @@ double layer_parameters_per_gpu(const ModelSpec& model, int tensor);
 /// All parameters of the model (unsharded).
 double total_parameters(const ModelSpec& model);
 
-/// Number of layer-chunk activations a stage holds at its peak under the schedule: 1F1B holds
-/// min(p - r, N) microbatches of L/p layers; the interleaved schedule min(2(p - r - 1) + (m - 1)p + 1, N m)
-/// chunks of L/(p m) layers; GPipe all N microbatches.
-int in_flight_chunks(const ExecutionSpec& exec, int stage);
+/// What a GPU's memory holds, by category: the analytical stage memory and the simulated memory pools
+/// (engine pool categories, in this order) share it.
+enum class MemoryCategory : std::uint32_t {
+    weights,
+    gradients,
+    optimizer,
+    activations,       ///< transformer layers' stored activations
+    embedding_output,  ///< embedding dropout masks (first virtual stage), output layer's activations (last)
+    recompute,         ///< one layer's recomputed activations while its backward runs
+    reserved,          ///< runtime: CUDA context, NCCL buffers, workspaces
+};
+inline constexpr std::size_t kMemoryCategoryCount = 7;
+[[nodiscard]] const char* to_string(MemoryCategory c);
+/// Every category's name, in index order.
+[[nodiscard]] std::vector<std::string> memory_category_names();
+[[nodiscard]] constexpr std::uint32_t index(MemoryCategory c) { return static_cast<std::uint32_t>(c); }
+
+/// Activation bytes one unit of a stage's program allocates when its forward starts and frees when its
+/// backward ends.
+struct UnitActivations {
+    Bytes layers;      ///< the chunk's transformer layers
+    Bytes embedding;   ///< first virtual stage only
+    Bytes output;      ///< last virtual stage only
+};
+
+/// Per-microbatch activation sizes of an execution, and what each model chunk of each stage stores.
+struct ActivationPlan {
+    schedule::Shape shape;
+    Bytes per_layer;              ///< one layer, one microbatch, under the recompute policy (Table 2)
+    int layers_per_chunk = 0;
+    Bytes embedding;              ///< per microbatch, first virtual stage
+    Bytes output;                 ///< per microbatch, last virtual stage
+    Bytes recompute_workspace;    ///< live while a backward recomputes one layer
+    [[nodiscard]] UnitActivations of(int stage, int chunk) const;
+};
+[[nodiscard]] ActivationPlan activation_plan(const ModelSpec& model, const ExecutionSpec& exec);
 
 struct StageMemory {
     int stage = 0;
@@ -35,11 +73,19 @@ struct StageMemory {
     Bytes activations_output;     ///< final norm, logits input, fp32 logits (last stage)
     Bytes recompute_workspace;    ///< one layer's recomputed activations (full / selective recompute)
     Bytes reserved;               ///< runtime: CUDA context, NCCL buffers, workspaces (system memory_reserved_bytes)
+    int units_in_flight = 0;      ///< model-chunk activations held at the peak
     [[nodiscard]] Bytes total() const {
         return weights + gradients + optimizer + activations_layers + activations_embedding + activations_output +
                recompute_workspace + reserved;
     }
+    /// The bytes of one category (embedding and output share one).
+    [[nodiscard]] Bytes bytes(MemoryCategory c) const;
 };
+
+/// One stage's memory at its peak: the static state plus the largest activation footprint met while walking
+/// the stage's schedule program (schedule::unit_order), unit by unit, exactly as the simulation allocates.
+[[nodiscard]] StageMemory stage_memory(const ModelSpec& model, const ExecutionSpec& exec, const DeviceMemory& device,
+                                       int stage);
 
 struct MemoryReport {
     Bytes activation_per_layer;          ///< one layer, one microbatch (Table 2)
@@ -52,7 +98,8 @@ struct MemoryReport {
     [[nodiscard]] Bytes margin() const { return capacity - peak_stage.total(); }
 };
 
-/// Analytical memory model (the discrete-event engine checks the same through the schedule).
-MemoryReport estimate_memory(const Scenario& scenario);
+/// Analytical memory model (the discrete-event engine checks the same through the schedule; a CTest property
+/// test holds the two equal, stage by stage).
+MemoryReport estimate_memory(const ModelSpec& model, const ExecutionSpec& exec, const DeviceMemory& device);
 
 }  // namespace strata

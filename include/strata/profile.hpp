@@ -4,7 +4,6 @@
 
 #include "strata/units.hpp"
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -62,8 +61,5 @@ struct DeviceProfile {
     std::vector<MeasuredLayer> measured_layers;
     int gpus_used = 0;                ///< provenance: GPUs the calibration ran on (0 if not given)
 };
-
-/// Loads and strictly validates a device profile. Throws InputError (file:line:col: ...).
-DeviceProfile load_device_profile(const std::filesystem::path& file);
 
 }  // namespace strata

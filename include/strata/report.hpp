@@ -2,7 +2,8 @@
 #pragma once
 
 #include "strata/memory.hpp"
-#include "strata/scenario.hpp"
+#include "strata/metrics.hpp"
+#include "strata/spec.hpp"
 
 #include <optional>
 #include <ostream>
@@ -15,24 +16,6 @@ struct LayerTiming {
     double forward_ms = 0;
     double backward_ms = 0;   ///< recompute included
     std::string cost_source;  ///< analytical | measured | mixed
-};
-
-/// Filled by the discrete-event engine (sim/workload).
-struct IterationResult {
-    double iteration_time_s = 0;
-    double mfu = 0;
-    double hfu = 0;
-    double bubble_fraction = 0;
-    double exposed_comm_s = 0;
-    std::vector<double> stage_busy_s;      ///< compute-stream busy time per pipeline stage
-    Bytes peak_memory;                     ///< largest simulated per-GPU peak
-    int peak_memory_stage = 0;
-    bool oom = false;
-    std::string oom_detail;
-    Bytes first_stage_activation_peak;     ///< simulated, activations only
-    std::uint64_t events = 0;
-    std::uint64_t tasks = 0;
-    double wall_s = 0;
 };
 
 struct CaseResult {
@@ -54,6 +37,15 @@ void print_layer_breakdown(std::ostream& out, const Scenario& scenario);
 /// on fewer GPUs than t, as the measurement did), the error, and the measured activation bytes against the
 /// layer model's. Returns the largest absolute relative time error (0 if there is no measured layer).
 double print_profile_check(std::ostream& out, const DeviceProfile& profile);
+
+/// The detail as JSON: {"name", "iteration_time_s", "capacity_bytes", "pipeline", "categories",
+/// "stage_peaks_bytes": [...], "memory": [[t_s, bytes], ...] (stage 0),
+/// "intervals": [[stage, kind, start_s, end_s, microbatch, chunk], ...]}
+std::string detail_to_json(const Scenario& scenario, const IterationResult& result, const SimulationDetail& detail);
+
+/// Writes a Chrome trace-event JSON (Perfetto opens it): a process per GPU group, a thread per stream.
+/// Throws InputError if the file cannot be written.
+void write_chrome_trace(const std::string& path, const Trace& trace);
 
 void print_table(std::ostream& out, const std::string& title, const std::vector<CaseResult>& results);
 std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results);

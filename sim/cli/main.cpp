@@ -55,7 +55,9 @@ strata::CaseResult evaluate(const strata::Scenario& sc, const RunOptions& opt, c
         r = strata::analyze(sc);
         if (!opt.analytical_only) {
             strata::SimulationDetail detail;
-            r.iteration = strata::simulate(sc, so, opt.timeline_path.empty() ? nullptr : &detail);
+            const bool want_detail = !opt.timeline_path.empty() || !opt.trace_path.empty();
+            r.iteration = strata::simulate(sc, so, want_detail ? &detail : nullptr);
+            if (!opt.trace_path.empty()) strata::write_chrome_trace(opt.trace_path, detail.trace);
             if (!opt.timeline_path.empty()) {
                 write_file(opt.timeline_path, strata::detail_to_json(sc, *r.iteration, detail));
             }
@@ -98,7 +100,7 @@ int run_command(const std::string& file, const RunOptions& opt) {
     std::mutex io;
     if (n == 1) {
         strata::SimulationOptions so;
-        so.trace_path = opt.trace_path;
+        so.keep_trace = !opt.trace_path.empty();
         so.max_tasks = opt.max_tasks_millions * 1'000'000;
         if (tty) {
             so.progress = [&](std::uint64_t done, std::uint64_t total, strata::Time now) {

@@ -118,47 +118,47 @@ Layout make_layout(const FabricSpec& spec) {
         bad_field("nodes x gpus_per_node", "<= " + str(kMaxGpus),
                   str(static_cast<std::int64_t>(spec.nodes) * spec.gpus_per_node));
     }
-    check_count("rails", spec.rails, 1, spec.gpus_per_node);
-    check_bandwidth("nvlink_bandwidth", spec.nvlink_bandwidth);
-    check_bandwidth("nic_bandwidth", spec.nic_bandwidth);
-    check_latency("nvlink_latency", spec.nvlink_latency);
-    check_latency("nic_latency", spec.nic_latency);
-    check_latency("switch_latency", spec.switch_latency);
-    check_count("nodes_per_leaf", spec.nodes_per_leaf, 1, kBig);
-    check_count("leaves_per_spine_group", spec.leaves_per_spine_group, 0, kBig);
-    check_count("spines_per_rail", spec.spines_per_rail, 0, kBig);
-    if (!std::isfinite(spec.oversubscription) || spec.oversubscription < 1.0) {
+    check_count("rails", spec.network.rails, 1, spec.gpus_per_node);
+    check_bandwidth("nvlink_bandwidth", spec.network.nvlink_bandwidth);
+    check_bandwidth("nic_bandwidth", spec.network.nic_bandwidth);
+    check_latency("nvlink_latency", spec.network.nvlink_latency);
+    check_latency("nic_latency", spec.network.nic_latency);
+    check_latency("switch_latency", spec.network.switch_latency);
+    check_count("nodes_per_leaf", spec.network.nodes_per_leaf, 1, kBig);
+    check_count("leaves_per_spine_group", spec.network.leaves_per_spine_group, 0, kBig);
+    check_count("spines_per_rail", spec.network.spines_per_rail, 0, kBig);
+    if (!std::isfinite(spec.network.oversubscription) || spec.network.oversubscription < 1.0) {
         bad_field("oversubscription", "a finite ratio >= 1 (leaf downlink : uplink)",
-                  str(spec.oversubscription));
+                  str(spec.network.oversubscription));
     }
-    check_count("tiers", spec.tiers, 2, 3);
+    check_count("tiers", spec.network.tiers, 2, 3);
 
     Layout l;
     l.spec = spec;
     l.gpus = spec.nodes * spec.gpus_per_node;
-    l.leaf_groups = (spec.nodes + spec.nodes_per_leaf - 1) / spec.nodes_per_leaf;
-    l.leaves_per_group = spec.leaves_per_spine_group == 0
+    l.leaf_groups = (spec.nodes + spec.network.nodes_per_leaf - 1) / spec.network.nodes_per_leaf;
+    l.leaves_per_group = spec.network.leaves_per_spine_group == 0
                              ? l.leaf_groups
-                             : std::min(spec.leaves_per_spine_group, l.leaf_groups);
+                             : std::min(spec.network.leaves_per_spine_group, l.leaf_groups);
     l.spine_groups = (l.leaf_groups + l.leaves_per_group - 1) / l.leaves_per_group;
-    if (spec.tiers == 2 && l.spine_groups > 1) {
+    if (spec.network.tiers == 2 && l.spine_groups > 1) {
         bad_field(
             "leaves_per_spine_group",
             "0 or >= the number of leaves per rail (" + str(l.leaf_groups) +
                 ") with tiers = 2, since leaves in different spine groups are joined only by a core tier "
                 "(tiers = 3)",
-            str(spec.leaves_per_spine_group));
+            str(spec.network.leaves_per_spine_group));
     }
-    if (spec.spines_per_rail > 0) {
-        l.spines_per_group = spec.spines_per_rail;
+    if (spec.network.spines_per_rail > 0) {
+        l.spines_per_group = spec.network.spines_per_rail;
     } else {
-        const double uplinks = std::ceil(spec.nodes_per_leaf / spec.oversubscription - 1e-9);
+        const double uplinks = std::ceil(spec.network.nodes_per_leaf / spec.network.oversubscription - 1e-9);
         l.spines_per_group = static_cast<int>(std::clamp(uplinks, 1.0, static_cast<double>(kMaxGpus)));
     }
-    l.cores_per_rail = spec.tiers == 3 ? l.spines_per_group : 0;
+    l.cores_per_rail = spec.network.tiers == 3 ? l.spines_per_group : 0;
 
     // Size check before anything is allocated.
-    const auto rails = static_cast<std::uint64_t>(spec.rails);
+    const auto rails = static_cast<std::uint64_t>(spec.network.rails);
     const std::uint64_t physical =
         static_cast<std::uint64_t>(l.gpus) + static_cast<std::uint64_t>(spec.nodes) * rails +
         rails * static_cast<std::uint64_t>(l.leaf_groups) * static_cast<std::uint64_t>(l.spines_per_group) +
@@ -168,7 +168,7 @@ Layout make_layout(const FabricSpec& spec) {
                   "at most " + str(kMaxLinks) + " directed links", str(2 * physical));
     }
 
-    const double leaf_uplink = spec.nodes_per_leaf * spec.nic_bandwidth.value / spec.oversubscription;
+    const double leaf_uplink = spec.network.nodes_per_leaf * spec.network.nic_bandwidth.value / spec.network.oversubscription;
     l.leaf_spine_bandwidth = leaf_uplink / l.spines_per_group;
     l.spine_core_bandwidth = l.leaves_per_group * l.leaf_spine_bandwidth;
 
@@ -196,17 +196,17 @@ std::vector<PlannedLink> plan_links(const Layout& l) {
         for (int i = 0; i < s.gpus_per_node; ++i) {
             const int g = n * s.gpus_per_node + i;
             both(l.gpu(g), l.nvs(n), node_name(n) + ".gpu" + std::to_string(i), "nvs",
-                 s.nvlink_bandwidth.value);
+                 s.network.nvlink_bandwidth.value);
         }
     }
     for (int n = 0; n < s.nodes; ++n) {
-        const int lg = n / s.nodes_per_leaf;
-        for (int r = 0; r < s.rails; ++r) {
+        const int lg = n / s.network.nodes_per_leaf;
+        for (int r = 0; r < s.network.rails; ++r) {
             both(l.nic(n, r), l.leaf(lg, r), node_name(n) + ".nic" + std::to_string(r),
-                 "leaf" + std::to_string(lg) + rail_suffix(r), s.nic_bandwidth.value);
+                 "leaf" + std::to_string(lg) + rail_suffix(r), s.network.nic_bandwidth.value);
         }
     }
-    for (int r = 0; r < s.rails; ++r) {
+    for (int r = 0; r < s.network.rails; ++r) {
         for (int lg = 0; lg < l.leaf_groups; ++lg) {
             const int group = lg / l.leaves_per_group;
             for (int j = 0; j < l.spines_per_group; ++j) {
@@ -216,7 +216,7 @@ std::vector<PlannedLink> plan_links(const Layout& l) {
             }
         }
     }
-    for (int r = 0; r < s.rails; ++r) {
+    for (int r = 0; r < s.network.rails; ++r) {
         for (int sp = 0; sp < l.spines_per_rail() && l.cores_per_rail > 0; ++sp) {
             const int c = sp % l.spines_per_group;
             both(l.spine(sp, r), l.core(c, r), "spine" + std::to_string(sp) + rail_suffix(r),
@@ -321,7 +321,7 @@ struct Fabric::Impl {
         if (sn == dn) {
             use(link(layout.gpu(src), layout.nvs(sn)));
             use(link(layout.nvs(sn), layout.gpu(dst)));
-            r.latency = s.nvlink_latency;
+            r.latency = s.network.nvlink_latency;
             return r;
         }
 
@@ -331,11 +331,11 @@ struct Fabric::Impl {
             const int proxy = sn * s.gpus_per_node + dl;
             use(link(layout.gpu(src), layout.nvs(sn)));
             use(link(layout.nvs(sn), layout.gpu(proxy)));
-            r.latency += s.nvlink_latency;
+            r.latency += s.network.nvlink_latency;
         }
 
-        const std::size_t src_leaf = layout.leaf(sn / s.nodes_per_leaf, rail);
-        const std::size_t dst_leaf = layout.leaf(dn / s.nodes_per_leaf, rail);
+        const std::size_t src_leaf = layout.leaf(sn / s.network.nodes_per_leaf, rail);
+        const std::size_t dst_leaf = layout.leaf(dn / s.network.nodes_per_leaf, rail);
         use(link(layout.nic(sn, rail), src_leaf));
         std::int64_t switches = 1;
 
@@ -365,7 +365,7 @@ struct Fabric::Impl {
         }
 
         use(link(dst_leaf, layout.nic(dn, rail)));
-        r.latency += s.nic_latency * 2 + s.switch_latency * switches;
+        r.latency += s.network.nic_latency * 2 + s.network.switch_latency * switches;
         return r;
     }
 };
@@ -389,7 +389,7 @@ Fabric::Fabric(const FabricSpec& spec, engine::Simulator& sim) : impl_(std::make
         boost::add_edge(nic, l.gpu(g), EdgeProps{}, m.graph);
     }
     m.links = plan.size();
-    m.dist_to_leaf.resize(static_cast<std::size_t>(spec.rails) * static_cast<std::size_t>(l.leaf_groups));
+    m.dist_to_leaf.resize(static_cast<std::size_t>(spec.network.rails) * static_cast<std::size_t>(l.leaf_groups));
 }
 
 Fabric::~Fabric() = default;
@@ -453,10 +453,10 @@ std::string Fabric::describe() const {
     const detail::Layout& l = impl_->layout;
     const FabricSpec& s = l.spec;
     std::ostringstream os;
-    os << s.nodes << " nodes x " << s.gpus_per_node << " GPUs, " << s.rails << " rails, "
-       << s.rails * l.leaf_groups << " leaves, " << s.rails * l.spines_per_rail() << " spines, ";
-    if (s.tiers == 3) os << s.rails * l.cores_per_rail << " cores, ";
-    os << s.tiers << " tiers, " << impl_->links << " links";
+    os << s.nodes << " nodes x " << s.gpus_per_node << " GPUs, " << s.network.rails << " rails, "
+       << s.network.rails * l.leaf_groups << " leaves, " << s.network.rails * l.spines_per_rail() << " spines, ";
+    if (s.network.tiers == 3) os << s.network.rails * l.cores_per_rail << " cores, ";
+    os << s.network.tiers << " tiers, " << impl_->links << " links";
     return os.str();
 }
 

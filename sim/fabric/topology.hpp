@@ -33,12 +33,12 @@ struct Layout {
     std::size_t vertex_count = 0;
 
     [[nodiscard]] int spines_per_rail() const { return spine_groups * spines_per_group; }
-    [[nodiscard]] int rail_of_local(int local) const { return local % spec.rails; }
+    [[nodiscard]] int rail_of_local(int local) const { return local % spec.network.rails; }
 
     [[nodiscard]] std::size_t gpu(int g) const { return static_cast<std::size_t>(g); }
     [[nodiscard]] std::size_t nvs(int node) const { return first_nvs + static_cast<std::size_t>(node); }
     [[nodiscard]] std::size_t nic(int node, int rail) const {
-        return first_nic + static_cast<std::size_t>(node) * static_cast<std::size_t>(spec.rails) +
+        return first_nic + static_cast<std::size_t>(node) * static_cast<std::size_t>(spec.network.rails) +
                static_cast<std::size_t>(rail);
     }
     /// Leaf `lg` (leaf group) of `rail`; leaves are numbered rail-major.

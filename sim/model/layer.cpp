@@ -22,15 +22,6 @@
 
 namespace strata {
 
-const char* to_string(CollectiveKind k) {
-    switch (k) {
-        case CollectiveKind::all_reduce: return "all-reduce";
-        case CollectiveKind::all_gather: return "all-gather";
-        case CollectiveKind::reduce_scatter: return "reduce-scatter";
-    }
-    return "?";
-}
-
 namespace {
 
 struct Dims {

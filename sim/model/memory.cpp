@@ -26,17 +26,6 @@ double layer_parameters_per_gpu(const ModelSpec& m, int t) {
     return (4.0 * h * h + 2.0 * h * f + 3.0 * h + f) / t + 6.0 * h;
 }
 
-namespace {
-/// Of the first `chunks` forward passes a stage runs, how many belong to its first model chunk.
-/// Megatron's interleaved order runs p microbatches on chunk 0, then p on chunk 1, ... and wraps.
-std::int64_t first_chunk_microbatches(const ExecutionSpec& e, int chunks) {
-    if (e.schedule != Schedule::interleaved) return chunks;
-    const int p = e.pipeline, m = e.interleave;
-    std::int64_t count = 0;
-    for (int k = 0; k < chunks; ++k) count += ((k % (p * m)) / p == 0) ? 1 : 0;
-    return count;
-}
-}  // namespace
 
 double total_parameters(const ModelSpec& m) {
     const double h = m.hidden, f = m.ffn_hidden;
@@ -56,54 +45,122 @@ double parameters_on_stage(const ModelSpec& m, const ExecutionSpec& e, int stage
     return params;
 }
 
-int in_flight_chunks(const ExecutionSpec& e, int r) {
-    const int p = e.pipeline, n = e.microbatches();
-    switch (e.schedule) {
-        case Schedule::gpipe: return n;
-        case Schedule::one_f_one_b: return std::min(p - r, n);
-        case Schedule::interleaved: {
-            const int m = e.interleave;
-            return std::min(2 * (p - r - 1) + (m - 1) * p + 1, n * m);
-        }
+const char* to_string(MemoryCategory c) {
+    switch (c) {
+        case MemoryCategory::weights: return "weights";
+        case MemoryCategory::gradients: return "gradients";
+        case MemoryCategory::optimizer: return "optimizer";
+        case MemoryCategory::activations: return "activations";
+        case MemoryCategory::embedding_output: return "embedding/output";
+        case MemoryCategory::recompute: return "recompute";
+        case MemoryCategory::reserved: return "runtime reserved";
     }
-    return n;
+    return "?";
 }
 
-MemoryReport estimate_memory(const Scenario& sc) {
-    const ModelSpec& m = sc.model;
-    const ExecutionSpec& e = sc.execution;
-    const int p = e.pipeline;
-    const LayerConfig lc = layer_config(m, e);
-    const LayerPlan plan = build_layer(lc);
-    const Bytes emb = build_embedding(lc).stored_per_microbatch;
-    const Bytes out = build_output(lc).stored_per_microbatch;
-    const BytesPerParam bpp = bytes_per_param(e);
-    const int layers_per_chunk = m.layers / (p * e.interleave);
+std::vector<std::string> memory_category_names() {
+    std::vector<std::string> names;
+    for (std::uint32_t c = 0; c < kMemoryCategoryCount; ++c) names.emplace_back(to_string(static_cast<MemoryCategory>(c)));
+    return names;
+}
 
-    MemoryReport r;
-    r.capacity = sc.system.memory_capacity;
-    r.activation_per_layer = plan.stored_bytes;
-    auto stage_memory = [&](int s) {
-        StageMemory sm;
-        sm.stage = s;
-        const double params = parameters_on_stage(m, e, s);
-        sm.weights = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.weights)));
-        sm.gradients = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.gradients)));
-        sm.optimizer = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.optimizer)));
-        const int chunks = in_flight_chunks(e, s);
-        sm.activations_layers = plan.stored_bytes * (std::int64_t(chunks) * layers_per_chunk);
-        // The first stage keeps each in-flight microbatch's embedding dropout mask; the last stage keeps
-        // the output layer's activations for the microbatches between their forward and backward.
-        if (s == 0) sm.activations_embedding = emb * first_chunk_microbatches(e, chunks);
-        if (s == p - 1) sm.activations_output = out * (e.schedule == Schedule::gpipe ? e.microbatches() : 1);
-        sm.recompute_workspace = plan.recompute_peak_bytes;
-        sm.reserved = sc.system.memory_reserved;
-        return sm;
+Bytes StageMemory::bytes(MemoryCategory c) const {
+    switch (c) {
+        case MemoryCategory::weights: return weights;
+        case MemoryCategory::gradients: return gradients;
+        case MemoryCategory::optimizer: return optimizer;
+        case MemoryCategory::activations: return activations_layers;
+        case MemoryCategory::embedding_output: return activations_embedding + activations_output;
+        case MemoryCategory::recompute: return recompute_workspace;
+        case MemoryCategory::reserved: return reserved;
+    }
+    return Bytes(0);
+}
+
+UnitActivations ActivationPlan::of(int stage, int chunk) const {
+    const int v = schedule::virtual_stage(shape, stage, chunk);
+    UnitActivations a;
+    a.layers = per_layer * layers_per_chunk;
+    if (v == 0) a.embedding = embedding;
+    if (v == shape.virtual_stages() - 1) a.output = output;
+    return a;
+}
+
+ActivationPlan activation_plan(const ModelSpec& m, const ExecutionSpec& e) {
+    const LayerConfig lc = layer_config(m, e);
+    const LayerPlan layer = build_layer(lc);
+    ActivationPlan a;
+    a.shape = schedule::shape_of(e);
+    a.per_layer = layer.stored_bytes;
+    a.layers_per_chunk = m.layers / a.shape.virtual_stages();
+    a.embedding = build_embedding(lc).stored_per_microbatch;
+    a.output = build_output(lc).stored_per_microbatch;
+    a.recompute_workspace = layer.recompute_peak_bytes;
+    return a;
+}
+
+namespace {
+
+StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const DeviceMemory& device,
+                         const ActivationPlan& plan, int s) {
+    const BytesPerParam bpp = bytes_per_param(e);
+    StageMemory sm;
+    sm.stage = s;
+    const double params = parameters_on_stage(m, e, s);
+    sm.weights = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.weights)));
+    sm.gradients = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.gradients)));
+    sm.optimizer = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.optimizer)));
+    sm.reserved = device.reserved;
+    // Walk the program: a forward allocates its chunk's activations when it starts, a backward holds them
+    // (plus the recompute workspace) while it runs and frees them when it ends. The first instant of the
+    // largest total is the peak, as in the engine's memory pools.
+    UnitActivations held;
+    int units = 0;
+    Bytes best(-1);
+    auto consider = [&](Bytes workspace) {
+        const Bytes total = held.layers + held.embedding + held.output + workspace;
+        if (total <= best) return;
+        best = total;
+        sm.activations_layers = held.layers;
+        sm.activations_embedding = held.embedding;
+        sm.activations_output = held.output;
+        sm.recompute_workspace = workspace;
+        sm.units_in_flight = units;
     };
-    r.first_stage = stage_memory(0);
+    for (const schedule::Unit& u : schedule::unit_order(plan.shape, s)) {
+        const UnitActivations a = plan.of(s, u.chunk);
+        if (u.forward) {
+            held.layers += a.layers;
+            held.embedding += a.embedding;
+            held.output += a.output;
+            ++units;
+            consider(Bytes(0));
+        } else {
+            consider(plan.recompute_workspace);
+            held.layers -= a.layers;
+            held.embedding -= a.embedding;
+            held.output -= a.output;
+            --units;
+        }
+    }
+    return sm;
+}
+
+}  // namespace
+
+StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const DeviceMemory& device, int stage) {
+    return stage_memory(m, e, device, activation_plan(m, e), stage);
+}
+
+MemoryReport estimate_memory(const ModelSpec& m, const ExecutionSpec& e, const DeviceMemory& device) {
+    const ActivationPlan plan = activation_plan(m, e);
+    MemoryReport r;
+    r.capacity = device.capacity;
+    r.activation_per_layer = plan.per_layer;
+    r.first_stage = stage_memory(m, e, device, plan, 0);
     r.peak_stage = r.first_stage;
-    for (int s = 1; s < p; ++s) {
-        StageMemory sm = stage_memory(s);
+    for (int s = 1; s < e.pipeline; ++s) {
+        StageMemory sm = stage_memory(m, e, device, plan, s);
         if (sm.total() > r.peak_stage.total()) r.peak_stage = sm;
     }
     r.activation_first_stage_layers = r.first_stage.activations_layers;

@@ -14,7 +14,7 @@ namespace strata {
 CaseResult analyze(const Scenario& sc) {
     CaseResult r;
     r.scenario = sc;
-    r.memory = estimate_memory(sc);
+    r.memory = estimate_memory(sc.model, sc.execution, sc.system.device_memory());
     const LayerPlan plan = build_layer(layer_config(sc.model, sc.execution));
     const CostModel cost(sc.system.device);
     r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor).ms();

@@ -11,24 +11,6 @@
 
 namespace strata {
 
-const char* to_string(Recompute r) {
-    switch (r) {
-        case Recompute::none: return "none";
-        case Recompute::selective: return "selective";
-        case Recompute::full: return "full";
-    }
-    return "?";
-}
-const char* to_string(Schedule s) {
-    switch (s) {
-        case Schedule::one_f_one_b: return "1f1b";
-        case Schedule::interleaved: return "interleaved";
-        case Schedule::gpipe: return "gpipe";
-    }
-    return "?";
-}
-const char* to_string(Precision p) { return p == Precision::bf16 ? "bf16" : "fp16"; }
-
 namespace {
 using yamlio::Fields;
 namespace fs = std::filesystem;
@@ -191,57 +173,6 @@ SystemSpec read_system(const Fields& f) {
     return s;
 }
 
-/// Cross-part consistency. Returns (part, key, message) of the first problem.
-struct Problem {
-    const char* part;
-    std::string key;
-    std::string message;
-};
-
-std::optional<Problem> consistency_problem(const Scenario& sc) {
-    const ModelSpec& m = sc.model;
-    const ExecutionSpec& e = sc.execution;
-    auto s = [](long long v) { return std::to_string(v); };
-    if (m.hidden % m.heads != 0)
-        return Problem{"model", "hidden", "hidden (" + s(m.hidden) + ") must be divisible by heads (" + s(m.heads) + ")"};
-    if (m.heads % e.tensor != 0)
-        return Problem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.heads (" + s(m.heads) + ")"};
-    if (m.hidden % e.tensor != 0)
-        return Problem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.hidden (" + s(m.hidden) + ")"};
-    if (m.ffn_hidden % e.tensor != 0)
-        return Problem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.ffn_hidden (" + s(m.ffn_hidden) + ")"};
-    if (m.vocab % e.tensor != 0)
-        return Problem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.vocab (" + s(m.vocab) +
-                                                  "); pad the vocabulary to a multiple of tensor"};
-    if (m.layers % (e.pipeline * e.interleave) != 0)
-        return Problem{"execution", "pipeline", "model.layers (" + s(m.layers) + ") must be divisible by pipeline x interleave (" +
-                                                    s(e.pipeline) + " x " + s(e.interleave) + ")"};
-    if (e.global_batch % (e.microbatch * e.data) != 0)
-        return Problem{"execution", "global_batch", "global_batch (" + s(e.global_batch) + ") must be divisible by microbatch x data (" +
-                                                        s(e.microbatch) + " x " + s(e.data) + ")"};
-    if (e.sequence_parallel && m.seq_len % e.tensor != 0)
-        return Problem{"execution", "sequence_parallel", "sequence parallelism needs model.seq_len (" + s(m.seq_len) +
-                                                             ") divisible by tensor (" + s(e.tensor) + ")"};
-    if (e.schedule == Schedule::interleaved) {
-        if (e.interleave < 2)
-            return Problem{"execution", "interleave", "the interleaved schedule needs interleave >= 2 (got " + s(e.interleave) + ")"};
-        if (e.pipeline < 2)
-            return Problem{"execution", "pipeline", "the interleaved schedule needs pipeline >= 2 (got " + s(e.pipeline) + ")"};
-        if (e.microbatches() % e.pipeline != 0)
-            return Problem{"execution", "global_batch",
-                           "the interleaved schedule needs the number of microbatches per pipeline (global_batch / (microbatch x data) = " +
-                               s(e.microbatches()) + ") to be a multiple of pipeline (" + s(e.pipeline) + ")"};
-    } else if (e.interleave != 1) {
-        return Problem{"execution", "interleave", "interleave = " + s(e.interleave) + " needs schedule: interleaved (got " +
-                                                      to_string(e.schedule) + ")"};
-    }
-    const int g = sc.system.gpus_per_node;
-    if (e.tensor > g ? e.tensor % g != 0 : g % e.tensor != 0)
-        return Problem{"execution", "tensor", "tensor (" + s(e.tensor) + ") and system.gpus_per_node (" + s(g) +
-                                                  ") must divide one another so tensor groups do not straddle nodes unevenly"};
-    return std::nullopt;
-}
-
 Scenario build_case(const std::string& name, const std::string& source, const Fields& model, const Fields& exec,
                     const Fields& sys, bool allow_infeasible = false) {
     Scenario sc;
@@ -250,12 +181,12 @@ Scenario build_case(const std::string& name, const std::string& source, const Fi
     sc.model = read_model(model);
     sc.execution = read_execution(exec);
     sc.system = read_system(sys);
-    if (auto p = consistency_problem(sc)) {
+    if (auto p = find_problem(sc)) {
         if (allow_infeasible) {
-            sc.infeasible = std::string(p->part) + "." + p->key + ": " + p->message;
+            sc.infeasible = p->part + "." + p->key + ": " + p->message;
             return sc;
         }
-        const Fields& f = std::string(p->part) == "model" ? model : exec;
+        const Fields& f = p->part == "model" ? model : exec;
         throw InputError(f.loc(p->key) + ": " + p->part + "." + p->key + ": " + p->message + " (case '" + name +
                          "' at " + source + ")");
     }
@@ -274,12 +205,6 @@ SystemSpec load_system(const fs::path& path) {
     Fields f("system", path.string());
     f.reset(yamlio::load_file(path), path.string());
     return read_system(f);
-}
-
-void validate(const Scenario& scenario) {
-    if (auto p = consistency_problem(scenario)) {
-        throw InputError(scenario.source + ": " + p->part + "." + p->key + ": " + p->message);
-    }
 }
 
 Experiment load_experiment(const fs::path& path) {

@@ -97,7 +97,7 @@ SearchResult search(const SearchRequest& req) {
                                     ++res.rejected["infeasible sizes (divisibility, schedule)"];
                                     continue;
                                 }
-                                if (!estimate_memory(sc).fits()) {
+                                if (!estimate_memory(sc.model, sc.execution, sc.system.device_memory()).fits()) {
                                     ++res.rejected["out of memory (analytical)"];
                                     continue;
                                 }

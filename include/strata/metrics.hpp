@@ -1,0 +1,80 @@
+// What one simulated iteration yields, as neutral records: read back from the engine by the workload
+// (sim/workload/metrics.cpp), rendered by report/ (tables, JSON, CSV, trace, timeline) without any engine type.
+#pragma once
+
+#include "strata/units.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct IterationResult {
+    double iteration_time_s = 0;
+    double mfu = 0;
+    double hfu = 0;
+    double bubble_fraction = 0;
+    double exposed_comm_s = 0;
+    std::vector<double> stage_busy_s;      ///< compute-stream busy time per pipeline stage
+    Bytes peak_memory;                     ///< largest simulated per-GPU peak
+    int peak_memory_stage = 0;
+    bool oom = false;
+    std::string oom_detail;
+    Bytes first_stage_activation_peak;     ///< simulated, activations only
+    std::uint64_t events = 0;
+    std::uint64_t tasks = 0;
+    double wall_s = 0;
+};
+
+/// A GPU memory pool's total at one instant.
+struct MemorySample {
+    Time time;
+    Bytes in_use;
+};
+
+/// A compute or communication interval of the first replica of a stage, for the timeline chart.
+struct StageInterval {
+    double start_s = 0, end_s = 0;
+    int stage = 0;
+    char kind = 'F';   ///< F forward, B backward (recompute inside), C communication, O other (optimizer, calls)
+    int microbatch = 0;
+    int chunk = 0;
+};
+
+/// The simulated per-stage memory peak (replica 0), by category (MemoryCategory order).
+struct StagePeak {
+    Bytes total;
+    Time time;                   ///< first instant the peak was reached
+    std::vector<Bytes> by_category;
+};
+
+/// A whole iteration as a trace: lanes (one per stream, grouped into processes) and spans on them.
+struct TraceLane {
+    std::uint32_t process = 0;
+    std::uint32_t id = 0;
+    std::string name;
+};
+struct TraceSpan {
+    std::uint32_t process = 0;
+    std::uint32_t lane = 0;
+    const char* kind = "";   ///< static string: forward, backward, tp-collective, p2p, dp-reduce, ...
+    int chunk = 0;
+    int microbatch = 0;
+    Time start, end;
+};
+struct Trace {
+    std::vector<std::string> processes;   ///< index = process id
+    std::vector<TraceLane> lanes;
+    std::vector<TraceSpan> spans;         ///< in task order
+};
+
+struct SimulationDetail {
+    std::vector<MemorySample> stage0_memory;   ///< first stage, replica 0: total bytes over time
+    std::vector<std::string> memory_categories;
+    std::vector<StagePeak> stage_peaks;        ///< per pipeline stage (replica 0)
+    std::vector<StageInterval> intervals;
+    Trace trace;                               ///< filled when SimulationOptions::keep_trace
+};
+
+}  // namespace strata

@@ -1,0 +1,135 @@
+// The spec structs: what to simulate, as plain data (model, execution, system and a scenario combining
+// them). No loader lives here: sim/scenario reads them from YAML; any caller may also fill them in code.
+#pragma once
+
+#include "strata/profile.hpp"
+#include "strata/units.hpp"
+
+#include <optional>
+#include <string>
+
+namespace strata {
+
+enum class Recompute { none, selective, full };
+enum class Schedule { one_f_one_b, interleaved, gpipe };
+enum class Precision { bf16, fp16 };
+
+[[nodiscard]] const char* to_string(Recompute r);
+[[nodiscard]] const char* to_string(Schedule s);
+[[nodiscard]] const char* to_string(Precision p);
+
+/// A GPT model (paper Table 3 notation in comments).
+struct ModelSpec {
+    std::string name;
+    int heads = 0;           ///< a
+    int hidden = 0;          ///< h
+    int layers = 0;          ///< L
+    int seq_len = 0;         ///< s
+    int vocab = 0;           ///< v
+    int ffn_hidden = 0;      ///< 4h unless given
+    bool tied_embeddings = true;
+};
+
+/// How the model is trained: parallelism, recomputation, batch, schedule.
+struct ExecutionSpec {
+    int tensor = 1;               ///< t
+    int pipeline = 1;             ///< p
+    int data = 1;                 ///< d
+    int interleave = 1;           ///< m, model chunks per pipeline stage
+    bool sequence_parallel = false;
+    Recompute recompute = Recompute::none;
+    int microbatch = 1;           ///< b
+    int global_batch = 1;         ///< B
+    Schedule schedule = Schedule::one_f_one_b;
+    bool distributed_optimizer = false;
+    bool overlap_grad_reduce = false;   ///< overlap the data-parallel gradient reduction with backward
+    bool gradient_accumulation_fusion = true;  ///< weight-gradient GEMMs add into the main gradient
+    bool async_tp_comm = true;          ///< backward tensor-parallel collectives overlap the GEMMs
+    Precision precision = Precision::bf16;
+
+    [[nodiscard]] int gpus() const { return tensor * pipeline * data; }
+    [[nodiscard]] int microbatches() const { return global_batch / (microbatch * data); }
+};
+
+/// Inter-node and intra-node network of the system (see fabric.hpp for the topology it builds).
+struct NetworkSpec {
+    BytesPerSecond nvlink_bandwidth{};   ///< per GPU per direction, effective (NCCL bus bandwidth)
+    Time nvlink_latency;
+    int rails = 8;
+    BytesPerSecond nic_bandwidth{};      ///< per NIC per direction, effective
+    Time nic_latency;
+    int nodes_per_leaf = 20;
+    int spines_per_rail = 0;
+    double oversubscription = 1.0;
+    int tiers = 2;
+    Time switch_latency;
+    Time collective_step_latency_intra;
+    Time collective_step_latency_inter;
+    bool hierarchical_collectives = true;
+    Time p2p_latency;                    ///< software overhead of one pipeline send/recv
+    /// Leaves of a rail that share one group of spines (0: every leaf reaches every spine of its rail);
+    /// more leaves than that need the third (core) tier. Not a scenario key yet: tests set it.
+    int leaves_per_spine_group = 0;
+};
+
+/// Optimizer step cost model: the step streams over each parameter's state.
+struct OptimizerSpec {
+    double bytes_per_param_step = 0;     ///< HBM bytes read + written per parameter in the Adam step (bf16)
+    double bytes_per_param_step_fp16 = 0;  ///< the same with fp16 (loss scaling: grad copy, unscale)
+    /// The step's bytes per parameter for a training precision.
+    [[nodiscard]] double bytes_per_param(Precision p) const {
+        return p == Precision::fp16 ? bytes_per_param_step_fp16 : bytes_per_param_step;
+    }
+    Time fixed_overhead;                 ///< grad-norm / overflow checks, launches
+};
+
+/// What a GPU's memory offers the training state: its usable capacity, less what the runtime reserves.
+struct DeviceMemory {
+    Bytes capacity;   ///< usable HBM per GPU
+    Bytes reserved;   ///< CUDA context, NCCL buffers, library workspaces
+};
+
+struct SystemSpec {
+    std::string name;
+    DeviceProfile device;
+    int gpus_per_node = 8;
+    Bytes memory_capacity;               ///< usable HBM per GPU
+    /// Held outside the training state on every GPU: CUDA context, NCCL buffers, library workspaces.
+    Bytes memory_reserved;
+    NetworkSpec network;
+    OptimizerSpec optimizer;
+
+    [[nodiscard]] DeviceMemory device_memory() const { return {memory_capacity, memory_reserved}; }
+
+    /// HBM-bound time of the optimizer step over `params` parameters held by one GPU (without the fixed
+    /// overhead): the step's bytes per parameter at the device's elementwise bandwidth.
+    [[nodiscard]] double optimizer_step_seconds(double params, Precision precision) const {
+        return params * optimizer.bytes_per_param(precision) /
+               (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
+    }
+};
+
+struct Scenario {
+    std::string name;          ///< case name
+    std::string source;        ///< file:line of the case, for messages
+    ModelSpec model;
+    ExecutionSpec execution;
+    SystemSpec system;
+    /// Set for a sweep combination that cannot run (the reason); such cases are reported, not dropped.
+    std::string infeasible;
+};
+
+/// A cross-part inconsistency: the part ("model" or "execution"), the key, and what is wrong.
+struct SpecProblem {
+    std::string part;
+    std::string key;
+    std::string message;
+};
+
+/// The first cross-part inconsistency of a scenario (divisibility, schedule constraints), if any.
+[[nodiscard]] std::optional<SpecProblem> find_problem(const Scenario& scenario);
+
+/// Checks cross-part consistency (divisibility, schedule constraints). Throws InputError.
+void validate(const Scenario& scenario);
+
+}  // namespace strata

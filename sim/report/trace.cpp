@@ -1,0 +1,62 @@
+// Renders a simulated iteration's records: the Chrome trace-event JSON (Perfetto) and the timeline JSON the
+// plots read. Only neutral records (strata/metrics.hpp) come in; nothing here knows the engine.
+#include "strata/errors.hpp"
+#include "strata/report.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+namespace strata {
+
+void write_chrome_trace(const std::string& path, const Trace& trace) {
+    std::ofstream out(path, std::ios::binary);
+    if (!out) throw InputError(path + ": cannot open the trace file for writing");
+    out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+    bool first = true;
+    auto sep = [&]() -> const char* {
+        if (first) {
+            first = false;
+            return "";
+        }
+        return ",\n";
+    };
+    // Each process's name, then its lanes (threads).
+    std::size_t lane = 0;
+    for (std::size_t pid = 0; pid < trace.processes.size(); ++pid) {
+        out << sep() << fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"{}"}}}})", pid,
+                                    trace.processes[pid]);
+        for (; lane < trace.lanes.size() && trace.lanes[lane].process == pid; ++lane) {
+            out << sep() << fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid,
+                                        trace.lanes[lane].id, trace.lanes[lane].name);
+        }
+    }
+    if (lane != trace.lanes.size()) throw Error("trace: lanes are not grouped by process in process order");
+    for (const TraceSpan& s : trace.spans) {
+        out << sep()
+            << fmt::format(R"({{"name":"{} c{} mb{}","cat":"{}","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":{},"tid":{}}})", s.kind,
+                           s.chunk, s.microbatch, s.kind, s.start.us(), (s.end - s.start).us(), s.process, s.lane);
+    }
+    out << "\n]}\n";
+    if (!out) throw InputError(path + ": writing the trace failed");
+}
+
+std::string detail_to_json(const Scenario& sc, const IterationResult& r, const SimulationDetail& d) {
+    nlohmann::ordered_json j;
+    j["name"] = sc.name;
+    j["iteration_time_s"] = r.iteration_time_s;
+    j["capacity_bytes"] = sc.system.memory_capacity.value;
+    j["pipeline"] = sc.execution.pipeline;
+    j["categories"] = d.memory_categories;
+    std::vector<std::int64_t> peaks;
+    for (const StagePeak& sp : d.stage_peaks) peaks.push_back(sp.total.value);
+    j["stage_peaks_bytes"] = peaks;
+    auto& mem = j["memory"] = nlohmann::ordered_json::array();
+    for (const auto& s : d.stage0_memory) mem.push_back({s.time.seconds(), s.in_use.value});
+    auto& iv = j["intervals"] = nlohmann::ordered_json::array();
+    for (const auto& x : d.intervals) iv.push_back({x.stage, std::string(1, x.kind), x.start_s, x.end_s, x.microbatch, x.chunk});
+    return j.dump() + "\n";
+}
+
+}  // namespace strata

@@ -1,0 +1,86 @@
+// The spec structs' names and their cross-part consistency (see include/strata/spec.hpp).
+#include "strata/spec.hpp"
+
+#include "strata/collective.hpp"
+
+#include "strata/errors.hpp"
+
+namespace strata {
+
+const char* to_string(Recompute r) {
+    switch (r) {
+        case Recompute::none: return "none";
+        case Recompute::selective: return "selective";
+        case Recompute::full: return "full";
+    }
+    return "?";
+}
+const char* to_string(Schedule s) {
+    switch (s) {
+        case Schedule::one_f_one_b: return "1f1b";
+        case Schedule::interleaved: return "interleaved";
+        case Schedule::gpipe: return "gpipe";
+    }
+    return "?";
+}
+const char* to_string(Precision p) { return p == Precision::bf16 ? "bf16" : "fp16"; }
+const char* to_string(CollectiveKind k) {
+    switch (k) {
+        case CollectiveKind::all_reduce: return "all-reduce";
+        case CollectiveKind::all_gather: return "all-gather";
+        case CollectiveKind::reduce_scatter: return "reduce-scatter";
+    }
+    return "?";
+}
+
+std::optional<SpecProblem> find_problem(const Scenario& sc) {
+    const ModelSpec& m = sc.model;
+    const ExecutionSpec& e = sc.execution;
+    auto s = [](long long v) { return std::to_string(v); };
+    if (m.hidden % m.heads != 0)
+        return SpecProblem{"model", "hidden", "hidden (" + s(m.hidden) + ") must be divisible by heads (" + s(m.heads) + ")"};
+    if (m.heads % e.tensor != 0)
+        return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.heads (" + s(m.heads) + ")"};
+    if (m.hidden % e.tensor != 0)
+        return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.hidden (" + s(m.hidden) + ")"};
+    if (m.ffn_hidden % e.tensor != 0)
+        return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.ffn_hidden (" + s(m.ffn_hidden) + ")"};
+    if (m.vocab % e.tensor != 0)
+        return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.vocab (" + s(m.vocab) +
+                                                  "); pad the vocabulary to a multiple of tensor"};
+    if (m.layers % (e.pipeline * e.interleave) != 0)
+        return SpecProblem{"execution", "pipeline", "model.layers (" + s(m.layers) + ") must be divisible by pipeline x interleave (" +
+                                                    s(e.pipeline) + " x " + s(e.interleave) + ")"};
+    if (e.global_batch % (e.microbatch * e.data) != 0)
+        return SpecProblem{"execution", "global_batch", "global_batch (" + s(e.global_batch) + ") must be divisible by microbatch x data (" +
+                                                        s(e.microbatch) + " x " + s(e.data) + ")"};
+    if (e.sequence_parallel && m.seq_len % e.tensor != 0)
+        return SpecProblem{"execution", "sequence_parallel", "sequence parallelism needs model.seq_len (" + s(m.seq_len) +
+                                                             ") divisible by tensor (" + s(e.tensor) + ")"};
+    if (e.schedule == Schedule::interleaved) {
+        if (e.interleave < 2)
+            return SpecProblem{"execution", "interleave", "the interleaved schedule needs interleave >= 2 (got " + s(e.interleave) + ")"};
+        if (e.pipeline < 2)
+            return SpecProblem{"execution", "pipeline", "the interleaved schedule needs pipeline >= 2 (got " + s(e.pipeline) + ")"};
+        if (e.microbatches() % e.pipeline != 0)
+            return SpecProblem{"execution", "global_batch",
+                           "the interleaved schedule needs the number of microbatches per pipeline (global_batch / (microbatch x data) = " +
+                               s(e.microbatches()) + ") to be a multiple of pipeline (" + s(e.pipeline) + ")"};
+    } else if (e.interleave != 1) {
+        return SpecProblem{"execution", "interleave", "interleave = " + s(e.interleave) + " needs schedule: interleaved (got " +
+                                                      to_string(e.schedule) + ")"};
+    }
+    const int g = sc.system.gpus_per_node;
+    if (e.tensor > g ? e.tensor % g != 0 : g % e.tensor != 0)
+        return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") and system.gpus_per_node (" + s(g) +
+                                                  ") must divide one another so tensor groups do not straddle nodes unevenly"};
+    return std::nullopt;
+}
+
+void validate(const Scenario& scenario) {
+    if (auto p = find_problem(scenario)) {
+        throw InputError(scenario.source + ": " + p->part + "." + p->key + ": " + p->message);
+    }
+}
+
+}  // namespace strata

@@ -1,0 +1,120 @@
+// Metrics: the engine's results read back into neutral records (strata/metrics.hpp): iteration time, MFU and
+// HFU, bubble and exposed communication, memory peaks (and the OOM breakdown), stage intervals and the trace.
+#include "builder.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace strata::workload {
+
+IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const engine::RunStats& stats) const {
+    IterationResult r;
+    const double T = stats.end_time.seconds();
+    r.iteration_time_s = T;
+    const double peak = sc_.system.device.peak_flops * e_.gpus();
+    r.mfu = model_flops_per_iteration(sc_.model, e_.global_batch).value / (T * peak);
+    r.hfu = hardware_flops_per_iteration(sc_.model, e_.global_batch, e_.recompute).value / (T * peak);
+    const int p = e_.pipeline;
+    double exposed_tp = 0;
+    for (TaskId x : exposed_tp_) exposed_tp += (sim_.end_time(x) - sim_.start_time(x)).seconds();
+    exposed_tp /= p;  // per stage on average (replica 0)
+    double busy_sum = 0;
+    for (int s = 0; s < p; ++s) {
+        const double b = sim_.stream_busy(groups_[static_cast<std::size_t>(group_index(s, 0))].compute).seconds();
+        r.stage_busy_s.push_back(b);
+        busy_sum += b;
+    }
+    const double busy_mean = busy_sum / p;
+    // Exposed communication: synchronous tensor-parallel collectives plus the time between the end of the
+    // last backward and the start of the optimizer step (gradient reduction, embedding sync).
+    const Group& g0 = groups_[0];
+    const double tail = (sim_.start_time(g0.optimizer) - sim_.end_time(g0.last_backward)).seconds();
+    r.exposed_comm_s = exposed_tp + std::max(0.0, tail);
+    r.bubble_fraction = std::max(0.0, 1.0 - (busy_mean + r.exposed_comm_s) / T);
+    // Memory.
+    Bytes best{};
+    for (const auto& g : groups_) {
+        const engine::PoolReport pr = sim_.pool_report(g.pool);
+        if (pr.peak > best) {
+            best = pr.peak;
+            r.peak_memory_stage = g.stage;
+        }
+        if (pr.over_capacity && !r.oom) {
+            r.oom = true;
+            std::string parts;
+            for (std::size_t c = 0; c < pr.peak_breakdown.size(); ++c) {
+                parts += fmt::format("{}{} {:.2f} GiB", c ? ", " : "", to_string(static_cast<MemoryCategory>(c)), pr.peak_breakdown[c].gib());
+            }
+            r.oom_detail = fmt::format("GPUs {}-{} (stage {}, replica {}) exceed {:.2f} GiB at t = {:.4f} s; peak {:.2f} GiB at "
+                                       "t = {:.4f} s: {}",
+                                       g.gpus.front(), g.gpus.back(), g.stage, g.replica, pr.capacity.gib(),
+                                       pr.first_over_time.seconds(), pr.peak.gib(), pr.peak_time.seconds(), parts);
+        }
+    }
+    r.peak_memory = best;
+    const engine::PoolReport p0 = sim_.pool_report(g0.pool);
+    r.first_stage_activation_peak = p0.peak_breakdown[index(MemoryCategory::activations)];
+    r.events = stats.events;
+    r.tasks = stats.tasks;
+    r.wall_s = wall_s;
+    if (detail) {
+        for (const engine::MemorySample& m : sim_.pool_timeline(g0.pool)) detail->stage0_memory.push_back({m.time, m.in_use});
+        detail->memory_categories = memory_category_names();
+        for (int s = 0; s < p; ++s) {
+            const engine::PoolReport pr = sim_.pool_report(groups_[static_cast<std::size_t>(group_index(s, 0))].pool);
+            detail->stage_peaks.push_back({pr.peak, pr.peak_time, pr.peak_breakdown});
+        }
+        std::vector<StreamId> compute(static_cast<std::size_t>(p)), tp(static_cast<std::size_t>(p));
+        for (int s = 0; s < p; ++s) {
+            compute[static_cast<std::size_t>(s)] = groups_[static_cast<std::size_t>(group_index(s, 0))].compute;
+            tp[static_cast<std::size_t>(s)] = groups_[static_cast<std::size_t>(group_index(s, 0))].tp;
+        }
+        for (TaskId t = 0; t < sim_.task_count(); ++t) {
+            const StreamId st = sim_.stream_of(t);
+            const Time a = sim_.start_time(t), b = sim_.end_time(t);
+            if (b == a) continue;
+            for (int s = 0; s < p; ++s) {
+                const auto su = static_cast<std::size_t>(s);
+                if (st != compute[su] && st != tp[su]) continue;
+                const std::uint32_t l = sim_.label_of(t);
+                char kind = st == tp[su] ? 'C'
+                            : label_kind(l) == TaskKind::forward ? 'F'
+                            : label_kind(l) == TaskKind::backward ? 'B'
+                                                                  : 'O';
+                detail->intervals.push_back({a.seconds(), b.seconds(), s, kind, label_mb(l), label_chunk(l)});
+            }
+        }
+        if (options_.keep_trace) detail->trace = trace();
+    }
+    return r;
+}
+
+Trace Builder::trace() const {
+    // A process per GPU group (its t GPUs run in lockstep), a lane per stream; one more process holds the
+    // data-parallel streams.
+    Trace tr;
+    std::vector<std::uint32_t> stream_process(sim_.stream_count(), static_cast<std::uint32_t>(groups_.size()));
+    const char* names[] = {"compute", "tensor-parallel comm", "send forward", "send backward"};
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+        const Group& g = groups_[gi];
+        const auto pid = static_cast<std::uint32_t>(gi);
+        tr.processes.push_back(fmt::format("GPUs {}-{} stage {} replica {}", g.gpus.front(), g.gpus.back(), g.stage, g.replica));
+        const StreamId streams[] = {g.compute, g.tp, g.send_fwd, g.send_bwd};
+        for (int i = 0; i < 4; ++i) {
+            tr.lanes.push_back({pid, streams[i], names[i]});
+            stream_process[streams[i]] = pid;
+        }
+    }
+    tr.processes.emplace_back("data-parallel");
+    for (TaskId t = 0; t < sim_.task_count(); ++t) {
+        const Time a = sim_.start_time(t), b = sim_.end_time(t);
+        if (b == a) continue;
+        const std::uint32_t l = sim_.label_of(t);
+        const StreamId s = sim_.stream_of(t);
+        tr.spans.push_back({stream_process[s], s, kKindNames[static_cast<int>(label_kind(l))], label_chunk(l), label_mb(l), a, b});
+    }
+    return tr;
+}
+
+}  // namespace strata::workload

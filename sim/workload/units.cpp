@@ -1,0 +1,167 @@
+// Units: a model chunk's forward or backward pass costed into steps, and the tasks that run one unit on a
+// GPU group (compute kernels on the compute stream, tensor-parallel collectives as flows on the tp stream).
+#include "builder.hpp"
+
+namespace strata::workload {
+
+void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost) {
+    for (const Step& s : pass) {
+        if (s.kind == Step::Kind::compute) {
+            const Time d = cost.compute_step(s);
+            // An overlapped collective pairs with exactly the compute step after it: later kernels must not join
+            // that step, or they would run concurrently with the collective too.
+            const bool paired = out.size() >= 2 && !out[out.size() - 2].is_compute && out[out.size() - 2].overlapped;
+            if (!out.empty() && out.back().is_compute && !paired) {
+                out.back().duration += d;
+            } else {
+                UnitStep u;
+                u.duration = d;
+                out.push_back(u);
+            }
+        } else {
+            UnitStep u;
+            u.is_compute = false;
+            u.kind = s.collective.kind;
+            u.message = s.collective.message;
+            u.overlapped = s.overlapped;
+            out.push_back(u);
+        }
+    }
+}
+
+const std::vector<fabric::CollectivePhase>& Builder::tp_phases(Group& g, CollectiveKind kind, Bytes message) {
+    auto key = std::pair{static_cast<int>(kind), message.value};
+    auto it = g.plans.find(key);
+    if (it != g.plans.end()) return it->second;
+    return g.plans.emplace(key, fabric::plan_collective(fab_, kind, g.gpus, message, coll_params_)).first->second;
+}
+
+TaskId Builder::emit_phases(StreamId stream, const std::vector<fabric::CollectivePhase>& phases,
+                            std::vector<TaskId> deps, std::uint32_t label, TaskId* first) {
+    TaskId last{};
+    bool have = false;
+    for (const auto& ph : phases) {
+        TaskId t = sim_.add_transfer(stream, ph.route.links, ph.bytes, ph.latency + ph.route.latency, label);
+        for (TaskId d : deps) sim_.add_dependency(d, t);
+        if (!have && first) *first = t;
+        deps = {t};
+        last = t;
+        have = true;
+    }
+    if (!have) {  // a collective over one rank: nothing to move, a zero-length marker keeps the graph simple
+        last = sim_.add_compute(stream, Time::zero(), label);
+        for (TaskId d : deps) sim_.add_dependency(d, last);
+        if (first) *first = last;
+    }
+    return last;
+}
+
+Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<TaskId> after,
+                                      std::uint32_t label) {
+    UnitTasks out;
+    std::vector<TaskId> prev;
+    if (after) prev.push_back(*after);
+    const std::uint32_t tp_label = make_label(TaskKind::tp, label_chunk(label), label_mb(label));
+    auto note_first = [&](TaskId t) {
+        if (!out.valid) {
+            out.first = t;
+            out.valid = true;
+        }
+    };
+    for (std::size_t i = 0; i < unit.steps.size(); ++i) {
+        const UnitStep& s = unit.steps[i];
+        if (s.is_compute) {
+            TaskId t = sim_.add_compute(g.compute, s.duration, label);
+            for (TaskId d : prev) sim_.add_dependency(d, t);
+            note_first(t);
+            prev = {t};
+            continue;
+        }
+        TaskId first{};
+        const TaskId last = emit_phases(g.tp, tp_phases(g, s.kind, s.message), prev, tp_label, &first);
+        note_first(first);
+        if (s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute) {
+            // The overlapped kernels lose the SMs the collective holds while it runs.
+            const Time c = cost_.tp_collective(s.kind, e_.tensor, s.message);
+            TaskId w = sim_.add_compute(g.compute, cost_.overlapped_compute(unit.steps[i + 1].duration, c), label);
+            for (TaskId d : prev) sim_.add_dependency(d, w);
+            prev = {w, last};
+            ++i;
+        } else {
+            // Synchronous: the next kernel waits for it, so the in-order compute stream is blocked meanwhile.
+            if (g.replica == 0) exposed_tp_.push_back(last);
+            prev = {last};
+        }
+    }
+    if (!out.valid) {
+        out.first = out.last = sim_.add_compute(g.compute, Time::zero(), label);
+        out.valid = true;
+        for (TaskId d : prev) sim_.add_dependency(d, out.first);
+        return out;
+    }
+    if (prev.size() == 1) {
+        out.last = prev[0];
+    } else {
+        out.last = sim_.add_compute(g.compute, Time::zero(), label);
+        for (TaskId d : prev) sim_.add_dependency(d, out.last);
+    }
+    return out;
+}
+
+const Unit& Builder::unit_for(bool forward, int v) {
+    const int last_v = e_.pipeline * e_.interleave - 1;
+    const int kind = (v == 0 ? 1 : 0) | (v == last_v ? 2 : 0);
+    auto key = std::pair{forward, kind};
+    auto it = units_.find(key);
+    if (it != units_.end()) return it->second;
+    const LayerConfig lc = layer_config(sc_.model, e_);
+    const LayerPlan layer = build_layer(lc);
+    const int layers = sc_.model.layers / (e_.pipeline * e_.interleave);
+    Unit u;
+    if (forward) {
+        if (kind & 1) append(u.steps, build_embedding(lc).forward, cost_);
+        for (int i = 0; i < layers; ++i) append(u.steps, layer.forward, cost_);
+        if (kind & 2) append(u.steps, build_output(lc).forward, cost_);
+    } else {
+        if (kind & 2) append(u.steps, build_output(lc).backward, cost_);
+        for (int i = 0; i < layers; ++i) append(u.steps, layer.backward, cost_);
+        if (kind & 1) append(u.steps, build_embedding(lc).backward, cost_);
+    }
+    return units_.emplace(key, std::move(u)).first->second;
+}
+
+Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optional<TaskId> after, std::uint32_t label) {
+    const LayerConfig lc = layer_config(sc_.model, e_);
+    const int last_v = e_.pipeline * e_.interleave - 1;
+    std::vector<Unit> pieces;
+    if (v == last_v) {
+        pieces.emplace_back();
+        append(pieces.back().steps, build_output(lc).backward, cost_);
+    }
+    const LayerPlan layer = build_layer(lc);
+    const int layers = sc_.model.layers / (e_.pipeline * e_.interleave);
+    for (int i = 0; i < layers; ++i) {
+        pieces.emplace_back();
+        append(pieces.back().steps, layer.backward, cost_);
+    }
+    if (v == 0) {
+        pieces.emplace_back();
+        append(pieces.back().steps, build_embedding(lc).backward, cost_);
+    }
+    UnitTasks all;
+    std::optional<TaskId> prev = after;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+        const UnitTasks ut = emit_unit(g, pieces[i], prev, label);
+        if (!all.valid) {
+            all.first = ut.first;
+            all.valid = true;
+        }
+        all.last = ut.last;
+        prev = ut.last;
+        const bool is_layer = !(v == last_v && i == 0) && !(v == 0 && i + 1 == pieces.size());
+        if (is_layer) g.grad_buckets.push_back(ut.last);
+    }
+    return all;
+}
+
+}  // namespace strata::workload
