@@ -99,8 +99,10 @@ std::vector<Instruction> stage_program(const Shape& s, int r) {
             call({}, {u + 1});
         } else if (interleaved) {
             std::vector<std::size_t> in = {u + 1};
-            // The exchange before a steady pair also brings the pair's backward its input.
-            if (next.forward && u + 2 < units.size() && !units[u + 2].forward) in.push_back(u + 2);
+            // The exchange before a steady pair also brings the pair's backward its input (Megatron's last
+            // warm-up exchange, recv_next). With every forward warm-up (n = p) there is no steady pair: the
+            // first backward's input comes with the receive after the last forward, and only there.
+            if (!all_warmup && next.forward && u + 2 < units.size() && !units[u + 2].forward) in.push_back(u + 2);
             call(pending_out, in);
         } else if (cur.forward != next.forward) {
             call(pending_out, {u + 1});
