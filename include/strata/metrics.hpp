@@ -11,6 +11,7 @@
 namespace strata {
 
 struct IterationResult {
+    Time iteration_time;                   ///< exact (integer picoseconds)
     double iteration_time_s = 0;
     double mfu = 0;
     double hfu = 0;

@@ -11,6 +11,7 @@ namespace strata::workload {
 IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const engine::RunStats& stats) const {
     IterationResult r;
     const double T = stats.end_time.seconds();
+    r.iteration_time = stats.end_time;
     r.iteration_time_s = T;
     const double peak = sc_.system.device.peak_flops * e_.gpus();
     r.mfu = model_flops_per_iteration(sc_.model, e_.global_batch).value / (T * peak);
