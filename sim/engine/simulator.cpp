@@ -1,4 +1,6 @@
-// The discrete-event engine behind strata::engine::Simulator (include/strata/engine.hpp).
+// The discrete-event engine behind strata::engine::Simulator (include/strata/engine.hpp). Somewhat longer than
+// 500 lines: the graph, the event loop and the result accessors share one Impl; the memory pools and the flow
+// network live in their own files, and the streamed engine (issue 13) will restructure the rest.
 //
 // Event loop. Events sit in a binary min-heap ordered by (time in integer picoseconds, insertion
 // sequence number), so equal-time events run in the order they were scheduled and a given graph always
@@ -29,6 +31,7 @@
 #include "strata/errors.hpp"
 
 #include "flow_network.hpp"
+#include "memory_pool.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -76,27 +79,12 @@ struct Simulator::Impl {
         std::int64_t busy_ps = 0;
     };
 
-    struct Pool {
-        std::string name;
-        std::int64_t capacity = 0;
-        std::vector<std::string> categories;
-        bool keep_timeline = false;
-        std::int64_t in_use = 0;
-        std::vector<std::int64_t> by_category;
-        std::int64_t peak = 0;
-        std::int64_t peak_time = 0;
-        std::vector<std::int64_t> peak_breakdown;
-        bool over = false;
-        std::int64_t first_over = 0;
-        std::vector<MemorySample> timeline;
-    };
-
     // ---- graph ----
     std::vector<Stream> streams;
     std::vector<std::string> link_names;
     detail::FlowNetwork net;
     std::vector<TaskId> flow_task;  ///< flow index -> transfer task
-    std::vector<Pool> pools;
+    std::vector<detail::MemoryPool> pools;
     LabelFn label_fn;
 
     // Per task (structure of arrays).
@@ -184,31 +172,7 @@ struct Simulator::Impl {
         std::push_heap(heap.begin(), heap.end(), EventLater{});
     }
 
-    void change_pool(const MemoryEffect& e, std::int64_t delta) {
-        Pool& p = pools[e.pool];
-        p.in_use += delta;
-        p.by_category[e.category] += delta;
-        if (p.keep_timeline) {
-            // Changes at one instant coalesce into one sample holding the value after the last of them;
-            // an instant whose changes cancel out leaves no sample (except the one at time zero).
-            auto& tl = p.timeline;
-            if (!tl.empty() && tl.back().time.ps() == now) {
-                tl.back().in_use = Bytes(p.in_use);
-                if (tl.size() >= 2 && tl[tl.size() - 2].in_use == tl.back().in_use) tl.pop_back();
-            } else {
-                tl.push_back(MemorySample{Time::from_ps(now), Bytes(p.in_use)});
-            }
-        }
-        if (p.in_use > p.peak) {
-            p.peak = p.in_use;
-            p.peak_time = now;
-            p.peak_breakdown = p.by_category;
-        }
-        if (!p.over && p.in_use > p.capacity) {
-            p.over = true;
-            p.first_over = now;
-        }
-    }
+    void change_pool(const MemoryEffect& e, std::int64_t delta) { pools[e.pool].change(e.category, delta, now); }
 
     void try_start(StreamId s) {
         Stream& st = streams[s];
@@ -295,16 +259,7 @@ struct Simulator::Impl {
     }
 
     void init_pools() {
-        for (Pool& p : pools) {
-            p.peak = p.in_use;
-            p.peak_time = 0;
-            p.peak_breakdown = p.by_category;
-            if (p.in_use > p.capacity) {
-                p.over = true;
-                p.first_over = 0;
-            }
-            if (p.keep_timeline) p.timeline.push_back(MemorySample{Time::zero(), Bytes(p.in_use)});
-        }
+        for (detail::MemoryPool& p : pools) p.start();
     }
 
     [[noreturn]] void throw_stall() const {
@@ -445,32 +400,14 @@ LinkId Simulator::add_link(std::string name, BytesPerSecond bandwidth) {
 PoolId Simulator::add_pool(std::string name, Bytes capacity, std::vector<std::string> categories,
                            bool keep_timeline) {
     impl_->check_building("add_pool");
-    if (capacity.value < 0) {
-        throw SimulationError("Simulator::add_pool: pool '" + name + "' has a negative capacity");
-    }
-    Impl::Pool p;
-    p.name = std::move(name);
-    p.capacity = capacity.value;
-    p.by_category.assign(categories.size(), 0);
-    p.peak_breakdown.assign(categories.size(), 0);
-    p.categories = std::move(categories);
-    p.keep_timeline = keep_timeline;
-    impl_->pools.push_back(std::move(p));
+    impl_->pools.emplace_back(std::move(name), capacity, std::move(categories), keep_timeline);
     return static_cast<PoolId>(impl_->pools.size() - 1);
 }
 
 void Simulator::add_static(PoolId pool, std::uint32_t category, Bytes bytes) {
     impl_->check_building("add_static");
     impl_->check_pool(pool, "add_static");
-    auto& p = impl_->pools[pool];
-    if (category >= p.categories.size()) {
-        throw SimulationError("Simulator::add_static: category " + std::to_string(category) +
-                              " out of range for pool '" + p.name + "'");
-    }
-    if (bytes.value < 0)
-        throw SimulationError("Simulator::add_static: negative size for pool '" + p.name + "'");
-    p.in_use += bytes.value;
-    p.by_category[category] += bytes.value;
+    impl_->pools[pool].add_static(category, bytes);
 }
 
 TaskId Simulator::add_compute(StreamId stream, Time duration, std::uint32_t label) {
@@ -535,12 +472,9 @@ void Simulator::add_memory_effect(TaskId task, MemoryEffect effect) {
     im.check_task(task, "add_memory_effect");
     im.check_pool(effect.pool, "add_memory_effect");
     const auto& p = im.pools[effect.pool];
-    if (effect.category >= p.categories.size()) {
-        throw SimulationError("Simulator::add_memory_effect: category " + std::to_string(effect.category) +
-                              " out of range for pool '" + p.name + "'");
-    }
+    p.check_category(effect.category, "add_memory_effect");
     if (effect.alloc_at_start.value < 0 || effect.free_at_end.value < 0) {
-        throw SimulationError("Simulator::add_memory_effect: negative size for pool '" + p.name + "'");
+        throw SimulationError("Simulator::add_memory_effect: negative size for pool '" + p.name() + "'");
     }
     if (effect.alloc_at_start.value == 0 && effect.free_at_end.value == 0) return;
     im.pending_effects.emplace_back(task, effect);
@@ -605,24 +539,13 @@ Time Simulator::stream_busy(StreamId stream) const {
 PoolReport Simulator::pool_report(PoolId pool) const {
     impl_->check_pool(pool, "pool_report");
     impl_->check_ran("pool_report");
-    const auto& p = impl_->pools[pool];
-    PoolReport r;
-    r.name = p.name;
-    r.capacity = Bytes(p.capacity);
-    r.peak = Bytes(p.peak);
-    r.peak_time = Time::from_ps(p.peak_time);
-    r.peak_breakdown.reserve(p.peak_breakdown.size());
-    for (std::int64_t b : p.peak_breakdown)
-        r.peak_breakdown.emplace_back(b);
-    r.over_capacity = p.over;
-    r.first_over_time = Time::from_ps(p.over ? p.first_over : 0);
-    return r;
+    return impl_->pools[pool].report();
 }
 
 std::span<const MemorySample> Simulator::pool_timeline(PoolId pool) const {
     impl_->check_pool(pool, "pool_timeline");
     impl_->check_ran("pool_timeline");
-    return impl_->pools[pool].timeline;
+    return impl_->pools[pool].timeline();
 }
 
 }  // namespace strata::engine

@@ -1,0 +1,106 @@
+// Validation as CTest tests (label "validation"): the published end-to-end figures strata is judged on, with the
+// accuracy reached today written here as the tolerance, so that an accuracy regression fails CI. Nothing in
+// strata is fitted to these figures (README "Validation"); the published values come from plots/paper_values.json.
+//   Table 5 (Korthikanti et al. 2023): 8 iteration times, 22B-1T, full recompute and the present work.
+//   SC21 Table 1 (Narayanan et al. 2021): achieved TFLOP/s per GPU of 10 models on 32-3072 GPUs.
+// Errors are signed (simulated / published - 1); the mean signed error is printed: a bias is information.
+#include "strata/parallel.hpp"
+#include "strata/scenario.hpp"
+#include "strata/simulate.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+using namespace strata;
+
+namespace {
+
+const std::string kRoot = std::string(STRATA_SOURCE_DIR) + "/";
+
+nlohmann::json published() {
+    std::ifstream in(kRoot + "plots/paper_values.json");
+    REQUIRE(in);
+    return nlohmann::json::parse(in);
+}
+
+std::vector<IterationResult> simulate_all(const Experiment& ex) {
+    std::vector<IterationResult> out(ex.cases.size());
+    parallel_for(ex.cases.size(), 0, [&](std::size_t i) {
+        SimulationOptions opt;
+        opt.keep_timeline = false;
+        out[i] = simulate(ex.cases[i], opt);
+    });
+    return out;
+}
+
+struct Summary {
+    double mean_abs = 0, worst_abs = 0, mean_signed = 0;
+};
+
+Summary summarize(const std::string& title, const std::vector<std::string>& names, const std::vector<double>& errors) {
+    Summary s;
+    std::cout << title << " (error = simulated / published - 1)\n";
+    for (std::size_t i = 0; i < errors.size(); ++i) {
+        std::cout << fmt::format("  {:<24} {:+6.2f}%\n", names[i], 100 * errors[i]);
+        s.mean_abs += std::abs(errors[i]);
+        s.mean_signed += errors[i];
+        s.worst_abs = std::max(s.worst_abs, std::abs(errors[i]));
+    }
+    s.mean_abs /= double(errors.size());
+    s.mean_signed /= double(errors.size());
+    std::cout << fmt::format("  mean |error| {:.2f}%, worst {:.2f}%, mean signed {:+.2f}%\n", 100 * s.mean_abs,
+                             100 * s.worst_abs, 100 * s.mean_signed);
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("validation: Table 5 iteration times, mean |error| <= 2.0%, worst <= 4.05%") {
+    const nlohmann::json paper = published()["table5"];
+    const Experiment ex = load_experiment(kRoot + "scenarios/paper/table5.yaml");
+    REQUIRE(ex.cases.size() == 8);
+    const std::vector<IterationResult> sim = simulate_all(ex);
+    std::vector<std::string> names;
+    std::vector<double> errors;
+    for (std::size_t i = 0; i < ex.cases.size(); ++i) {
+        const std::string& name = ex.cases[i].name;  // "<model> full recompute" | "<model> present work"
+        const std::string model = name.substr(0, name.find(' '));
+        const bool full = name.find("full recompute") != std::string::npos;
+        REQUIRE(paper.contains(model));
+        const double published_s = paper[model][full ? "full_recompute" : "present_work"].get<double>();
+        names.push_back(name);
+        errors.push_back(sim[i].iteration_time_s / published_s - 1);
+    }
+    const Summary s = summarize("Table 5", names, errors);
+    CHECK(s.mean_abs <= 0.020);
+    CHECK(s.worst_abs <= 0.0405);
+}
+
+TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 3.5%, worst <= 6.1%") {
+    const nlohmann::json paper = published()["sc21_table1"];
+    const Experiment ex = load_experiment(kRoot + "scenarios/crosscheck/sc21-table1.yaml");
+    const auto tflops = paper["tflops_per_gpu"].get<std::vector<double>>();
+    const auto gpus = paper["gpus"].get<std::vector<int>>();
+    REQUIRE(ex.cases.size() == tflops.size());
+    const std::vector<IterationResult> sim = simulate_all(ex);
+    std::vector<std::string> names;
+    std::vector<double> errors;
+    for (std::size_t i = 0; i < ex.cases.size(); ++i) {
+        REQUIRE(ex.cases[i].execution.gpus() == gpus[i]);
+        // SC21 counts FLOPs with the full recompute: achieved TFLOP/s per GPU = HFU x the device's peak.
+        const double achieved = sim[i].hfu * ex.cases[i].system.device.peak_flops / 1e12;
+        names.push_back(ex.cases[i].name);
+        errors.push_back(achieved / tflops[i] - 1);
+    }
+    const Summary s = summarize("SC21 Table 1", names, errors);
+    CHECK(s.mean_abs <= 0.035);
+    CHECK(s.worst_abs <= 0.061);
+}
