@@ -51,6 +51,9 @@ void Builder::build() {
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) emit_program(gi);
     emit_pipeline_transfers();
     emit_gradient_reduction_and_optimizer();
+    // The calls and the programs are only needed while building: give their memory back before the run.
+    group_calls_ = {};
+    programs_ = {};
 }
 
 void Builder::make_groups() {
