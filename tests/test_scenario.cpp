@@ -381,7 +381,8 @@ TEST_CASE("unknown key in the model part names it and suggests the closest key",
     CHECK_THAT(msg, StartsWith(at("bad/unknown_model_key.yaml", 6, 3)));
     CHECK_THAT(msg, Contains("unknown key 'hiden' in model."));
     CHECK_THAT(msg, Contains("Did you mean 'hidden'?"));
-    CHECK_THAT(msg, Contains("Valid keys: name, heads, hidden, layers, seq_len, vocab, ffn_hidden, tied_embeddings."));
+    CHECK_THAT(msg, Contains("Valid keys: name, heads, hidden, layers, seq_len, vocab, ffn_hidden, tied_embeddings, kv_heads, mlp, norm, "
+                            "linear_bias, dropout, position_embedding, description."));
 }
 
 TEST_CASE("unknown key in the execution part", "[scenario][errors]") {

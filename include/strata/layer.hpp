@@ -11,7 +11,10 @@
 
 namespace strata {
 
-enum class KernelKind { gemm, batched_gemm, elementwise };
+/// flash_attention_fwd / _bwd: one fused FlashAttention kernel over `gemm` = one attention GEMM's shape
+/// (s x s x head_dim, batch b x heads / t); it executes 2 such GEMMs forward and 5 backward (recomputing the
+/// scores), half of each under the causal mask, at the device profile's FlashAttention efficiency.
+enum class KernelKind { gemm, batched_gemm, elementwise, flash_attention_fwd, flash_attention_bwd };
 
 /// C[m,n] = A[m,k] * B[k,n], `batch` independent products.
 struct GemmShape {
@@ -82,6 +85,7 @@ struct LayerConfig {
     bool async_tp_comm = true;
     /// Main gradients (and the data-parallel reduction) in fp32, else in the 16-bit training type.
     bool fp32_main_grads = true;
+    Attention attention = Attention::unfused;
 };
 
 /// The layer configuration of a scenario's execution.
@@ -92,7 +96,9 @@ LayerPlan build_layer(const LayerConfig& cfg);
 
 /// Activation bytes per layer from the op list (sum of `stored` under the policy).
 Bytes activation_bytes_per_layer(const ModelSpec& model, int tensor, bool sequence_parallel, Recompute recompute,
-                                 int microbatch);
+                                 int microbatch, Attention attention = Attention::unfused);
+/// FLOPs a FlashAttention kernel executes (causal: half of the s x s work).
+[[nodiscard]] Flops flash_attention_flops(const Kernel& kernel);
 
 /// Model-level pieces outside the transformer layers (paper Section 4.5).
 struct EmbeddingPlan {
@@ -106,8 +112,15 @@ struct OutputPlan {
 EmbeddingPlan build_embedding(const LayerConfig& cfg);
 OutputPlan build_output(const LayerConfig& cfg);
 
-/// FLOPs per iteration, paper conventions (paper-tables.yaml; reproduce Table 5's MFU/HFU).
+/// Model FLOPs per iteration, Megatron-LM's convention (num_floating_point_operations):
+///   12 B s L h^2 [(1 + g/a + s/h)(q/h) + (f/h) k + v/(2 L h)], q = a x head_dim, k = 1.5 for swiglu else 1;
+/// for a GPT (g = a, q = h, f = 4h, gelu) it is the paper's 72 B s L h^2 (1 + s/(6h) + v/(12hL)), computed in that
+/// form so that the paper's figures stay exact.
 Flops model_flops_per_iteration(const ModelSpec& model, int global_batch);
-Flops hardware_flops_per_iteration(const ModelSpec& model, int global_batch, Recompute recompute);
+/// Hardware FLOPs: the model FLOPs plus what recompute runs again (the paper's conventions: selective adds the
+/// attention-core term once more, full recompute a third of the layers' part) and, with FlashAttention, the
+/// attention scores its backward recomputes (a sixth of the attention-core term).
+Flops hardware_flops_per_iteration(const ModelSpec& model, int global_batch, Recompute recompute,
+                                   Attention attention = Attention::unfused);
 
 }  // namespace strata

@@ -55,6 +55,9 @@ struct DeviceProfile {
     /// CUDA blocks (one SM each) an NCCL collective occupies; a kernel overlapped with a collective
     /// loses that share of the SMs while the collective runs.
     int nccl_channels = 0;
+    /// FlashAttention kernels' achieved share of peak_flops, forward and backward (0: none given).
+    double flash_forward_efficiency = 0;
+    double flash_backward_efficiency = 0;
     std::vector<MeasuredGemm> measured_gemms;
     std::vector<MeasuredElementwise> measured_elementwise;
     std::vector<MeasuredCollectiveFit> measured_collectives;

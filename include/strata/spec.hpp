@@ -13,10 +13,18 @@ namespace strata {
 enum class Recompute { none, selective, full };
 enum class Schedule { one_f_one_b, interleaved, gpipe };
 enum class Precision { bf16, fp16 };
+enum class Mlp { gelu, swiglu };
+enum class Norm { layernorm, rmsnorm };
+enum class PositionEmbedding { learned, rope };
+enum class Attention { unfused, flash };
 
 [[nodiscard]] const char* to_string(Recompute r);
 [[nodiscard]] const char* to_string(Schedule s);
 [[nodiscard]] const char* to_string(Precision p);
+[[nodiscard]] const char* to_string(Mlp m);
+[[nodiscard]] const char* to_string(Norm n);
+[[nodiscard]] const char* to_string(PositionEmbedding p);
+[[nodiscard]] const char* to_string(Attention a);
 
 /// A GPT model (paper Table 3 notation in comments).
 struct ModelSpec {
@@ -26,8 +34,18 @@ struct ModelSpec {
     int layers = 0;          ///< L
     int seq_len = 0;         ///< s
     int vocab = 0;           ///< v
-    int ffn_hidden = 0;      ///< 4h unless given
+    int ffn_hidden = 0;      ///< 4h unless given; with swiglu the gated width (Llama's intermediate size)
     bool tied_embeddings = true;
+    int kv_heads = 0;        ///< g, query groups (GQA / MQA); 0 means one per head (g = a)
+    Mlp mlp = Mlp::gelu;     ///< gelu: two matrices h x f; swiglu: three (gate, up, down)
+    Norm norm = Norm::layernorm;
+    bool linear_bias = true; ///< biases on the linear layers (GPT yes, Llama no)
+    double dropout = 0.1;    ///< attention and hidden dropout probability; 0 removes the kernels and masks
+    PositionEmbedding position_embedding = PositionEmbedding::learned;  ///< learned table, or rotary (RoPE)
+
+    [[nodiscard]] int query_groups() const { return kv_heads > 0 ? kv_heads : heads; }
+    [[nodiscard]] int head_dim() const { return hidden / heads; }
+    [[nodiscard]] bool has_dropout() const { return dropout > 0; }
 };
 
 /// How the model is trained: parallelism, recomputation, batch, schedule.
@@ -46,6 +64,7 @@ struct ExecutionSpec {
     bool gradient_accumulation_fusion = true;  ///< weight-gradient GEMMs add into the main gradient
     bool async_tp_comm = true;          ///< backward tensor-parallel collectives overlap the GEMMs
     Precision precision = Precision::bf16;
+    Attention attention = Attention::unfused;  ///< flash: one fused kernel each way (FlashAttention)
 
     [[nodiscard]] int gpus() const { return tensor * pipeline * data; }
     [[nodiscard]] int microbatches() const { return global_batch / (microbatch * data); }

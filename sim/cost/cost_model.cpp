@@ -42,6 +42,14 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
         }
         return {Time::from_seconds(launch_s + double(kr.bytes.value) / mem_bw), CostSource::analytical};
     }
+    if (kr.kind == KernelKind::flash_attention_fwd || kr.kind == KernelKind::flash_attention_bwd) {
+        const double eff = kr.kind == KernelKind::flash_attention_fwd ? profile_.flash_forward_efficiency
+                                                                       : profile_.flash_backward_efficiency;
+        if (eff <= 0) throw InputError(profile_.file + ": FlashAttention needs flash_attention efficiencies in the device profile");
+        const double compute_s = flash_attention_flops(kr).value / (profile_.peak_flops * eff);
+        const double memory_s = double(kr.bytes.value) / mem_bw;
+        return {Time::from_seconds(launch_s + std::max(compute_s, memory_s)), CostSource::analytical};
+    }
     for (const auto& m : profile_.measured_gemms) {
         // C = A B and its transpose C^T = B^T A^T are the same work: calibration writes weight gradients in
         // the [out, in] layout of the weights, the layer model as [in, out].

@@ -26,6 +26,11 @@ namespace {
 
 struct Dims {
     std::int64_t s, b, h, a, t, f, v, n, n_sp, d, heads_t;
+    std::int64_t g;        ///< query groups (kv heads)
+    std::int64_t kv_w;     ///< width of K (or V) per rank: g d / t
+    std::int64_t qkv_out;  ///< QKV GEMM output per rank: (h + 2 g d) / t
+    std::int64_t fc1_out;  ///< fc1 output per rank: f / t, or 2 f / t for swiglu (gate and up)
+    bool swiglu, rms, bias, dropout, rope, flash;
     bool sp;
     bool fused_wgrad;              ///< gradient-accumulation fusion
     bool async_comm;               ///< backward collectives overlapped with the GEMMs
@@ -48,6 +53,16 @@ Dims dims_of(const LayerConfig& c) {
     d.n_sp = d.sp ? d.n / d.t : d.n;
     d.d = d.h / d.a;
     d.heads_t = d.a / d.t;
+    d.g = m.query_groups();
+    d.kv_w = d.g * d.d / d.t;
+    d.qkv_out = (d.h + 2 * d.g * d.d) / d.t;
+    d.swiglu = m.mlp == Mlp::swiglu;
+    d.fc1_out = (d.swiglu ? 2 : 1) * d.f / d.t;
+    d.rms = m.norm == Norm::rmsnorm;
+    d.bias = m.linear_bias;
+    d.dropout = m.has_dropout();
+    d.rope = m.position_embedding == PositionEmbedding::rope;
+    d.flash = c.attention == Attention::flash;
     d.fused_wgrad = c.gradient_accumulation_fusion;
     d.async_comm = c.async_tp_comm;
     d.main_grad_bytes = c.fp32_main_grads ? 4 : 2;
@@ -102,10 +117,37 @@ constexpr std::int64_t kSoftmaxFwd = 4, kSoftmaxBwd = 6;       // fused scale-ma
 constexpr std::int64_t kDropoutFwd = 5, kDropoutBwd = 5;       // x -> y, mask; (dy, mask) -> dx
 constexpr std::int64_t kGeluFwd = 4, kGeluBwd = 6;             // bias-GeLU fused
 constexpr std::int64_t kBdaFwd = 7, kBdaBwd = 5;               // bias-dropout-add: (x, residual) -> y, mask
+constexpr std::int64_t kAddFwd = 6;                            // without dropout: (x, residual) -> y
+constexpr std::int64_t kSwigluFwd = 6, kSwigluBwd = 10;        // per gated element: (gate, up) -> y; (dy, gate, up) -> d
+constexpr std::int64_t kRope = 4;                              // rotate q and k in place: read + write
+
+const char* norm_class(const Dims& d, bool fwd) {
+    if (d.rms) return fwd ? "rmsnorm_fwd" : "rmsnorm_bwd";
+    return fwd ? "layernorm_fwd" : "layernorm_bwd";
+}
+
+/// The residual add after attention or the MLP: Megatron's fused bias-dropout-add, or a plain add.
+Kernel residual_add(const Dims& d, const std::string& name) {
+    if (d.dropout) return elementwise(name + ".bias-dropout-add", "bias_dropout_add_fwd", kBdaFwd * d.n_sp * d.h);
+    return elementwise(name + ".residual-add", "bias_dropout_add_fwd", kAddFwd * d.n_sp * d.h);
+}
+
+/// A FlashAttention kernel: its shape is one attention GEMM's (see KernelKind).
+Kernel flash(std::string name, const Dims& d, bool forward) {
+    Kernel kr;
+    kr.name = std::move(name);
+    kr.kind = forward ? KernelKind::flash_attention_fwd : KernelKind::flash_attention_bwd;
+    kr.gemm = GemmShape{d.s, d.s, d.d, d.b * d.heads_t};
+    // HBM traffic: q, k, v and o (and their gradients backward), 2 bytes each, plus the fp32 row statistics.
+    const std::int64_t qkvo = 2 * d.n * (2 * d.h / d.t + 2 * d.kv_w);
+    kr.bytes = Bytes((forward ? 1 : 2) * qkvo + 4 * d.b * d.heads_t * d.s);
+    return kr;
+}
 
 /// Bias gradient: a reduction of the output gradient over the tokens (reads n x out, 2 bytes).
-Kernel bias_grad(const std::string& name, std::int64_t tokens, std::int64_t out) {
-    return elementwise(name + ".bias-grad", "", 2 * tokens * out);
+std::vector<Kernel> bias_grad(const Dims& d, const std::string& name, std::int64_t tokens, std::int64_t out) {
+    if (!d.bias) return {};
+    return {elementwise(name + ".bias-grad", "", 2 * tokens * out)};
 }
 
 /// Weight-gradient GEMM dW[in, out] = X^T dY. With gradient-accumulation fusion it adds straight into the
@@ -136,30 +178,59 @@ Kernel residual_grad_add(const std::string& name, std::int64_t elements) {
 }
 
 std::vector<Kernel> attention_core_forward(const Dims& d) {
+    if (d.flash) return {flash("attn.flash", d, true)};
     const std::int64_t e = d.b * d.heads_t * d.s * d.s;  // score elements per GPU
-    return {gemm("attn.qk", d.s, d.s, d.d, d.b * d.heads_t),
-            elementwise("attn.softmax", "softmax_fwd", kSoftmaxFwd * e),
-            elementwise("attn.dropout", "dropout_fwd", kDropoutFwd * e),
-            gemm("attn.av", d.s, d.d, d.s, d.b * d.heads_t)};
+    std::vector<Kernel> k;
+    if (d.g < d.a) {
+        // Grouped-query attention, unfused (Megatron's repeat_interleave): K and V expanded to every head.
+        k.push_back(elementwise("attn.kv-expand", "", 2 * (2 * d.n * d.kv_w + 2 * d.n * d.h / d.t)));
+    }
+    k.push_back(gemm("attn.qk", d.s, d.s, d.d, d.b * d.heads_t));
+    k.push_back(elementwise("attn.softmax", "softmax_fwd", kSoftmaxFwd * e));
+    if (d.dropout) k.push_back(elementwise("attn.dropout", "dropout_fwd", kDropoutFwd * e));
+    k.push_back(gemm("attn.av", d.s, d.d, d.s, d.b * d.heads_t));
+    return k;
+}
+
+std::vector<Kernel> attention_core_backward(const Dims& d) {
+    if (d.flash) return {flash("attn.flash.bwd", d, false)};
+    const std::int64_t e = d.b * d.heads_t * d.s * d.s;
+    std::vector<Kernel> k = {gemm("attn.av.dgrad-probs", d.s, d.s, d.d, d.b * d.heads_t),
+                             gemm("attn.av.dgrad-values", d.s, d.d, d.s, d.b * d.heads_t)};
+    if (d.dropout) k.push_back(elementwise("attn.dropout.bwd", "dropout_bwd", kDropoutBwd * e));
+    k.push_back(elementwise("attn.softmax.bwd", "softmax_bwd", kSoftmaxBwd * e));
+    k.push_back(gemm("attn.qk.dgrad-q", d.s, d.d, d.s, d.b * d.heads_t));
+    k.push_back(gemm("attn.qk.dgrad-k", d.s, d.d, d.s, d.b * d.heads_t));
+    if (d.g < d.a) k.push_back(elementwise("attn.kv-expand.bwd", "", 2 * (2 * d.n * d.kv_w + 2 * d.n * d.h / d.t)));
+    return k;
+}
+
+/// The MLP's activation: bias-GeLU, or SwiGLU on the gate and up halves of fc1's output.
+Kernel activation_forward(const Dims& d) {
+    if (d.swiglu) return elementwise("swiglu", "swiglu_fwd", kSwigluFwd * d.n * d.f / d.t);
+    return elementwise("gelu", "gelu_fwd", kGeluFwd * d.n * d.f / d.t);
+}
+Kernel activation_backward(const Dims& d) {
+    if (d.swiglu) return elementwise("swiglu.bwd", "swiglu_bwd", kSwigluBwd * d.n * d.f / d.t);
+    return elementwise("gelu.bwd", "gelu_bwd", kGeluBwd * d.n * d.f / d.t);
 }
 
 std::vector<Step> forward_pass(const Dims& d) {
     std::vector<Step> p;
     const auto reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const std::int64_t msg = 2 * d.n * d.h;
-    add(p, {elementwise("ln1", "layernorm_fwd", kLayerNormFwd * d.n_sp * d.h)});
+    add(p, {elementwise("ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("attn.all-gather", CollectiveKind::all_gather, msg));
-    add(p, {gemm("qkv", d.n, 3 * d.h / d.t, d.h)});
+    add(p, {gemm("qkv", d.n, d.qkv_out, d.h)});
+    if (d.rope) add(p, {elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     add(p, attention_core_forward(d));
     add(p, {gemm("proj", d.n, d.h, d.h / d.t)});
     p.push_back(collective(d.sp ? "attn.reduce-scatter" : "attn.all-reduce", reduce, msg));
-    add(p, {elementwise("attn.bias-dropout-add", "bias_dropout_add_fwd", kBdaFwd * d.n_sp * d.h),
-            elementwise("ln2", "layernorm_fwd", kLayerNormFwd * d.n_sp * d.h)});
+    add(p, {residual_add(d, "attn"), elementwise("ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("mlp.all-gather", CollectiveKind::all_gather, msg));
-    add(p, {gemm("fc1", d.n, d.f / d.t, d.h), elementwise("gelu", "gelu_fwd", kGeluFwd * d.n * d.f / d.t),
-            gemm("fc2", d.n, d.h, d.f / d.t)});
+    add(p, {gemm("fc1", d.n, d.fc1_out, d.h), activation_forward(d), gemm("fc2", d.n, d.h, d.f / d.t)});
     p.push_back(collective(d.sp ? "mlp.reduce-scatter" : "mlp.all-reduce", reduce, msg));
-    add(p, {elementwise("mlp.bias-dropout-add", "bias_dropout_add_fwd", kBdaFwd * d.n_sp * d.h)});
+    add(p, {residual_add(d, "mlp")});
     return p;
 }
 
@@ -175,70 +246,78 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::stri
     if (d.sp) p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, msg, d.async_comm));
     if (!d.async_comm) {
         add(p, std::vector<Kernel>{gemm(name + ".dgrad", d.n, in, out)} + wgrad(d, name, in, out, d.n) +
-                   std::vector<Kernel>{bias_grad(name, d.n, out)});
+                   bias_grad(d, name, d.n, out));
         p.push_back(collective(reduce_name, reduce, msg));
         return;
     }
     p.push_back(compute({gemm(name + ".dgrad", d.n, in, out)}));
     p.push_back(collective(reduce_name, reduce, msg, true));
-    p.push_back(compute(wgrad(d, name, in, out, d.n) + std::vector<Kernel>{bias_grad(name, d.n, out)}));
+    p.push_back(compute(wgrad(d, name, in, out, d.n) + bias_grad(d, name, d.n, out)));
 }
 
 std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     std::vector<Step> p;
     const std::int64_t msg = 2 * d.n * d.h;
-    const std::int64_t e = d.b * d.heads_t * d.s * d.s;
     if (rc == Recompute::full) p = forward_pass(d);  // re-run the whole layer forward first
-    add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
+    // Without dropout the residual add's gradient passes through: no kernel.
+    if (d.dropout) add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg));
     add(p, std::vector<Kernel>{gemm("fc2.dgrad", d.n, d.f / d.t, d.h)} + wgrad(d, "fc2", d.f / d.t, d.h, d.n) +
-               std::vector<Kernel>{bias_grad("fc2", d.n, d.h),
-                                   elementwise("gelu.bwd", "gelu_bwd", kGeluBwd * d.n * d.f / d.t)});
-    column_linear_backward(p, d, "fc1", d.h, d.f / d.t);
-    add(p, {elementwise("ln2.bwd", "layernorm_bwd", kLayerNormBwd * d.n_sp * d.h),
-            residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h),
-            elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
+               bias_grad(d, "fc2", d.n, d.h) + std::vector<Kernel>{activation_backward(d)});
+    column_linear_backward(p, d, "fc1", d.h, d.fc1_out);
+    add(p, {elementwise("ln2.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
+            residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h)});
+    if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("attn.grad-all-gather", CollectiveKind::all_gather, msg));
     add(p, std::vector<Kernel>{gemm("proj.dgrad", d.n, d.h / d.t, d.h)} + wgrad(d, "proj", d.h / d.t, d.h, d.n) +
-               std::vector<Kernel>{bias_grad("proj", d.n, d.h)});
+               bias_grad(d, "proj", d.n, d.h));
     if (rc == Recompute::selective) {
         std::vector<Kernel> re = attention_core_forward(d);
         for (auto& k : re) k.name = "recompute." + k.name;
         add(p, std::move(re));
     }
-    add(p, {gemm("attn.av.dgrad-probs", d.s, d.s, d.d, d.b * d.heads_t),
-            gemm("attn.av.dgrad-values", d.s, d.d, d.s, d.b * d.heads_t),
-            elementwise("attn.dropout.bwd", "dropout_bwd", kDropoutBwd * e),
-            elementwise("attn.softmax.bwd", "softmax_bwd", kSoftmaxBwd * e),
-            gemm("attn.qk.dgrad-q", d.s, d.d, d.s, d.b * d.heads_t),
-            gemm("attn.qk.dgrad-k", d.s, d.d, d.s, d.b * d.heads_t)});
-    column_linear_backward(p, d, "qkv", d.h, 3 * d.h / d.t);
-    add(p, {elementwise("ln1.bwd", "layernorm_bwd", kLayerNormBwd * d.n_sp * d.h),
+    add(p, attention_core_backward(d));
+    if (d.rope) add(p, {elementwise("rope.bwd", "rope_bwd", kRope * d.n * (d.h / d.t + d.kv_w))});
+    column_linear_backward(p, d, "qkv", d.h, d.qkv_out);
+    add(p, {elementwise("ln1.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("attn.residual-grad-add", d.n_sp * d.h)});
     return p;
 }
 
+/// What each forward op keeps for its backward (paper Section 4.1 for the GPT layer). `attention_core` marks
+/// what selective recompute drops and re-creates.
 std::vector<LayerOp> layer_ops(const Dims& d) {
     const std::int64_t nh = d.n * d.h;
     const std::int64_t sp_nh = d.n_sp * d.h;
     const std::int64_t scores = d.b * d.heads_t * d.s * d.s;  // a s^2 b / t
-    const std::int64_t ffn_t = d.n * d.f / d.t;
-    return {
+    std::vector<LayerOp> ops = {
         {"ln1.input", Bytes(2 * sp_nh), false},
         {"qkv.input", Bytes(2 * sp_nh), false},  // SP keeps the shard and re-gathers it in backward
-        {"attn.q-and-k", Bytes(4 * nh / d.t), false},
-        {"attn.softmax-output", Bytes(2 * scores), true},
-        {"attn.dropout-mask", Bytes(scores), true},
-        {"attn.dropout-output", Bytes(2 * scores), true},
-        {"attn.values", Bytes(2 * nh / d.t), false},
-        {"proj.input", Bytes(2 * nh / d.t), false},
-        {"attn.bias-dropout-add.mask", Bytes(sp_nh), false},
-        {"ln2.input", Bytes(2 * sp_nh), false},
-        {"fc1.input", Bytes(2 * sp_nh), false},
-        {"gelu.input", Bytes(2 * ffn_t), false},
-        {"fc2.input", Bytes(2 * ffn_t), false},
-        {"mlp.bias-dropout-add.mask", Bytes(sp_nh), false},
     };
+    if (d.flash) {
+        // FlashAttention keeps its inputs q, k, v (k and v per query group) and the fp32 row statistics; the
+        // output is the projection's input (below). No s^2 term.
+        ops.push_back({"attn.q-k-v", Bytes(2 * d.n * (d.h / d.t + 2 * d.kv_w)), false});
+        ops.push_back({"attn.softmax-statistics", Bytes(4 * d.b * d.heads_t * d.s), true});
+    } else {
+        // Unfused: q and k (expanded to every head under GQA, as Megatron's repeat_interleave leaves them),
+        // the softmax output, the dropout mask and output (with dropout), the values.
+        ops.push_back({"attn.q-and-k", Bytes(4 * nh / d.t), false});
+        ops.push_back({"attn.softmax-output", Bytes(2 * scores), true});
+        if (d.dropout) {
+            ops.push_back({"attn.dropout-mask", Bytes(scores), true});
+            ops.push_back({"attn.dropout-output", Bytes(2 * scores), true});
+        }
+        ops.push_back({"attn.values", Bytes(2 * nh / d.t), false});
+    }
+    ops.push_back({"proj.input", Bytes(2 * nh / d.t), false});
+    if (d.dropout) ops.push_back({"attn.bias-dropout-add.mask", Bytes(sp_nh), false});
+    ops.push_back({"ln2.input", Bytes(2 * sp_nh), false});
+    ops.push_back({"fc1.input", Bytes(2 * sp_nh), false});
+    ops.push_back({d.swiglu ? "swiglu.input" : "gelu.input", Bytes(2 * d.n * d.fc1_out), false});
+    ops.push_back({"fc2.input", Bytes(2 * d.n * d.f / d.t), false});
+    if (d.dropout) ops.push_back({"mlp.bias-dropout-add.mask", Bytes(sp_nh), false});
+    return ops;
 }
 
 Bytes stored_under(const std::vector<LayerOp>& ops, const Dims& d, Recompute rc) {
@@ -263,6 +342,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.gradient_accumulation_fusion = e.gradient_accumulation_fusion;
     c.async_tp_comm = e.async_tp_comm;
     c.fp32_main_grads = e.precision == Precision::bf16;
+    c.attention = e.attention;
     return c;
 }
 
@@ -276,14 +356,16 @@ LayerPlan build_layer(const LayerConfig& cfg) {
     if (cfg.recompute == Recompute::full) {
         plan.recompute_peak_bytes = stored_under(plan.ops, d, Recompute::none);
     } else if (cfg.recompute == Recompute::selective) {
-        plan.recompute_peak_bytes = plan.ops[3].stored + plan.ops[4].stored + plan.ops[5].stored;
+        for (const LayerOp& op : plan.ops)
+            if (op.attention_core) plan.recompute_peak_bytes += op.stored;
     }
     return plan;
 }
 
 Bytes activation_bytes_per_layer(const ModelSpec& model, int tensor, bool sequence_parallel, Recompute recompute,
-                                 int microbatch) {
+                                 int microbatch, Attention attention) {
     LayerConfig c{&model, tensor, sequence_parallel, recompute, microbatch};
+    c.attention = attention;
     const Dims d = dims_of(c);
     return stored_under(layer_ops(d), d, recompute);
 }
@@ -296,11 +378,13 @@ EmbeddingPlan build_embedding(const LayerConfig& cfg) {
     e.forward.push_back(compute({elementwise("embedding.lookup", "", 4 * d.n * d.h)}));
     e.forward.push_back(collective(d.sp ? "embedding.reduce-scatter" : "embedding.all-reduce",
                                    d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, msg));
-    e.forward.push_back(compute({elementwise("embedding.dropout", "dropout_fwd", kDropoutFwd * d.n_sp * d.h)}));
-    e.backward.push_back(compute({elementwise("embedding.dropout.bwd", "dropout_bwd", kDropoutBwd * d.n_sp * d.h)}));
+    if (d.dropout) {
+        e.forward.push_back(compute({elementwise("embedding.dropout", "dropout_fwd", kDropoutFwd * d.n_sp * d.h)}));
+        e.backward.push_back(compute({elementwise("embedding.dropout.bwd", "dropout_bwd", kDropoutBwd * d.n_sp * d.h)}));
+    }
     if (d.sp) e.backward.push_back(collective("embedding.grad-all-gather", CollectiveKind::all_gather, msg));
     e.backward.push_back(compute({elementwise("embedding.grad-scatter-add", "", 6 * d.n * d.h)}));
-    e.stored_per_microbatch = Bytes(d.n_sp * d.h);  // dropout mask
+    e.stored_per_microbatch = Bytes(d.dropout ? d.n_sp * d.h : 0);  // dropout mask
     return e;
 }
 
@@ -310,7 +394,7 @@ OutputPlan build_output(const LayerConfig& cfg) {
     const std::int64_t msg = 2 * d.n * d.h;
     const std::int64_t logits = d.n * d.v / d.t;
     const std::int64_t stat = 4 * d.n;  // one fp32 per token
-    add(o.forward, {elementwise("final-ln", "layernorm_fwd", kLayerNormFwd * d.n_sp * d.h)});
+    add(o.forward, {elementwise("final-ln", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
     if (d.sp) o.forward.push_back(collective("logits.all-gather", CollectiveKind::all_gather, msg));
     // Logits GEMM, then vocabulary-parallel cross-entropy in fp32: max, target logit and sum all-reduces.
     add(o.forward, {gemm("logits", d.n, d.v / d.t, d.h), elementwise("cross-entropy.max", "", 2 * logits)});
@@ -329,25 +413,75 @@ OutputPlan build_output(const LayerConfig& cfg) {
         add(o.backward, wgrad(d, "logits", d.h, d.v / d.t, d.n));
         o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg));
     }
-    add(o.backward, {elementwise("final-ln.bwd", "layernorm_bwd", kLayerNormBwd * d.n_sp * d.h)});
+    add(o.backward, {elementwise("final-ln.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h)});
     // Final layer-norm input and logits-GEMM input (2 bytes each), fp32 logits: 4sbh/t + 4sbv/t with SP.
     o.stored_per_microbatch = Bytes(4 * d.n_sp * d.h + 4 * logits);
     return o;
 }
 
-Flops model_flops_per_iteration(const ModelSpec& m, int global_batch) {
-    const double B = global_batch, s = m.seq_len, L = m.layers, h = m.hidden, v = m.vocab;
-    return Flops(72.0 * B * s * L * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * h * L)));
+namespace {
+
+/// A GPT of the paper's shape: the paper's forms of the FLOPs count apply exactly.
+bool paper_shaped(const ModelSpec& m) {
+    return m.query_groups() == m.heads && m.mlp == Mlp::gelu && m.ffn_hidden == 4 * m.hidden;
 }
 
-Flops hardware_flops_per_iteration(const ModelSpec& m, int global_batch, Recompute recompute) {
-    const double B = global_batch, s = m.seq_len, L = m.layers, h = m.hidden, v = m.vocab;
-    switch (recompute) {
-        case Recompute::none: return model_flops_per_iteration(m, global_batch);
-        case Recompute::selective: return Flops(72.0 * B * s * L * h * h * (1.0 + s / (3.0 * h) + v / (12.0 * h * L)));
-        case Recompute::full: return Flops(96.0 * B * s * L * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * h * L)));
+/// The terms of Megatron-LM's count, per 12 B s L h^2: attention linear layers, attention core, MLP, logits.
+struct FlopTerms {
+    double linear_attention, core, mlp, logits;
+};
+
+FlopTerms flop_terms(const ModelSpec& m) {
+    const double s = m.seq_len, L = m.layers, h = m.hidden, v = m.vocab;
+    const double q = double(m.heads) * m.head_dim();   // query projection width
+    const double g_over_a = double(m.query_groups()) / m.heads;
+    const double gated = m.mlp == Mlp::swiglu ? 1.5 : 1.0;
+    return {(1.0 + g_over_a) * (q / h), (s / h) * (q / h), (double(m.ffn_hidden) / h) * gated, v / (2.0 * L * h)};
+}
+
+double base(const ModelSpec& m, int global_batch) {
+    const double h = m.hidden;
+    return 12.0 * double(global_batch) * m.seq_len * m.layers * h * h;
+}
+
+}  // namespace
+
+Flops flash_attention_flops(const Kernel& k) {
+    // Forward: QK^T and PV; backward: the scores again, dV, dP, dQ, dK. Causal: half of each.
+    const double gemms = k.kind == KernelKind::flash_attention_fwd ? 2.0 : 5.0;
+    return Flops(0.5 * gemms * k.gemm.flops().value);
+}
+
+Flops model_flops_per_iteration(const ModelSpec& m, int global_batch) {
+    if (paper_shaped(m)) {
+        const double B = global_batch, s = m.seq_len, L = m.layers, h = m.hidden, v = m.vocab;
+        return Flops(72.0 * B * s * L * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * h * L)));
     }
-    return Flops(0);
+    const FlopTerms t = flop_terms(m);
+    return Flops(base(m, global_batch) * (t.linear_attention + t.core + t.mlp + t.logits));
+}
+
+Flops hardware_flops_per_iteration(const ModelSpec& m, int global_batch, Recompute recompute, Attention attention) {
+    const FlopTerms t = flop_terms(m);
+    // FlashAttention's backward recomputes the scores: one attention GEMM of the core's six (2 forward, 4 backward).
+    const Flops flash = attention == Attention::flash ? Flops(base(m, global_batch) * t.core / 6.0) : Flops(0);
+    if (paper_shaped(m)) {
+        const double B = global_batch, s = m.seq_len, L = m.layers, h = m.hidden, v = m.vocab;
+        switch (recompute) {
+            case Recompute::none: return model_flops_per_iteration(m, global_batch) + flash;
+            case Recompute::selective:
+                return Flops(72.0 * B * s * L * h * h * (1.0 + s / (3.0 * h) + v / (12.0 * h * L))) + flash;
+            case Recompute::full: return Flops(96.0 * B * s * L * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * h * L))) + flash;
+        }
+    }
+    const Flops model = model_flops_per_iteration(m, global_batch);
+    switch (recompute) {
+        case Recompute::none: return model + flash;
+        case Recompute::selective: return model + Flops(base(m, global_batch) * t.core) + flash;
+        case Recompute::full:
+            return model + Flops(base(m, global_batch) * (t.linear_attention + t.core + t.mlp) / 3.0) + flash;
+    }
+    return model;
 }
 
 }  // namespace strata

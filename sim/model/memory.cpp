@@ -19,27 +19,38 @@ BytesPerParam bytes_per_param(const ExecutionSpec& e) {
 }
 
 double layer_parameters_per_gpu(const ModelSpec& m, int t) {
-    const double h = m.hidden, f = m.ffn_hidden;
-    // QKV (3h^2 + 3h) and fc1 (hf + f) are column-parallel: weights and biases sharded.
-    // Projection (h^2) and fc2 (fh) row-parallel: weights sharded, biases (h each) replicated.
-    // Two layer norms (2h each) replicated.
-    return (4.0 * h * h + 2.0 * h * f + 3.0 * h + f) / t + 6.0 * h;
+    const double h = m.hidden, f = m.ffn_hidden, kv = 2.0 * m.query_groups() * m.head_dim();
+    const double gate = m.mlp == Mlp::swiglu ? 2.0 : 1.0;   // swiglu's fc1 holds the gate and the up matrices
+    const double bias = m.linear_bias ? 1.0 : 0.0;
+    const double norm = m.norm == Norm::layernorm ? 2.0 * h : h;   // gamma (and beta)
+    // QKV (h x (h + 2 g d), bias h + 2 g d) and fc1 (h x gate f, bias gate f) are column-parallel: sharded.
+    // Projection (h x h) and fc2 (f x h) row-parallel: weights sharded, biases (h each) replicated.
+    // Two norms replicated. For a GPT: (4h^2 + 2hf + 3h + f) / t + 6h.
+    const double sharded = h * (h + kv) + bias * (h + kv) + h * h + gate * h * f + bias * gate * f + f * h;
+    return sharded / t + 2.0 * bias * h + 2.0 * norm;
 }
 
 
+namespace {
+double position_table(const ModelSpec& m) {
+    return m.position_embedding == PositionEmbedding::learned ? double(m.seq_len) * m.hidden : 0.0;
+}
+double final_norm(const ModelSpec& m) { return m.norm == Norm::layernorm ? 2.0 * m.hidden : double(m.hidden); }
+}  // namespace
+
 double total_parameters(const ModelSpec& m) {
-    const double h = m.hidden, f = m.ffn_hidden;
-    double layer = 4.0 * h * h + 2.0 * h * f + 9.0 * h + f;
-    return m.layers * layer + double(m.vocab) * h + double(m.seq_len) * h + 2.0 * h;
+    const double word = double(m.vocab) * m.hidden;
+    return m.layers * layer_parameters_per_gpu(m, 1) + word + position_table(m) + final_norm(m) +
+           (m.tied_embeddings ? 0.0 : word);
 }
 
 double parameters_on_stage(const ModelSpec& m, const ExecutionSpec& e, int stage) {
     const int p = e.pipeline;
     double params = double(m.layers / p) * layer_parameters_per_gpu(m, e.tensor);
     const double word = double(m.vocab) * m.hidden / e.tensor;
-    if (stage == 0) params += word + double(m.seq_len) * m.hidden;  // word + position embeddings
+    if (stage == 0) params += word + position_table(m);           // word (+ learned position) embeddings
     if (stage == p - 1) {
-        params += 2.0 * m.hidden;                                  // final layer norm
+        params += final_norm(m);
         if (p > 1 || !m.tied_embeddings) params += word;           // output layer (a tied copy if p > 1)
     }
     return params;

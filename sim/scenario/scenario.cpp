@@ -15,12 +15,13 @@ namespace {
 using yamlio::Fields;
 namespace fs = std::filesystem;
 
-constexpr std::array<std::string_view, 8> kModelKeys = {"name",   "heads", "hidden",     "layers",
-                                                        "seq_len", "vocab", "ffn_hidden", "tied_embeddings"};
-constexpr std::array<std::string_view, 14> kExecutionKeys = {
+constexpr std::array<std::string_view, 15> kModelKeys = {
+    "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
+    "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
+constexpr std::array<std::string_view, 15> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
-    "gradient_accumulation_fusion", "async_tp_comm"};
+    "gradient_accumulation_fusion", "async_tp_comm", "attention"};
 constexpr std::array<std::string_view, 24> kSystemKeys = {
     "name",
     "device_profile",
@@ -91,6 +92,16 @@ ModelSpec read_model(const Fields& f) {
     m.vocab = static_cast<int>(f.get_int("vocab", 1, 1 << 26));
     m.ffn_hidden = static_cast<int>(f.get_int("ffn_hidden", 1, 1 << 26, 4LL * m.hidden));
     m.tied_embeddings = f.get_bool("tied_embeddings", true);
+    m.kv_heads = f.has("kv_heads") ? static_cast<int>(f.get_int("kv_heads", 1, m.heads)) : 0;  // 0: one group per head
+    constexpr std::array<std::string_view, 2> mlp = {"gelu", "swiglu"};
+    m.mlp = f.get_choice("mlp", mlp, "gelu") == "gelu" ? Mlp::gelu : Mlp::swiglu;
+    constexpr std::array<std::string_view, 2> norm = {"layernorm", "rmsnorm"};
+    m.norm = f.get_choice("norm", norm, "layernorm") == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
+    m.linear_bias = f.get_bool("linear_bias", true);
+    m.dropout = f.get_double("dropout", 0.0, 0.99, 0.1);
+    constexpr std::array<std::string_view, 2> pos = {"learned", "rope"};
+    m.position_embedding =
+        f.get_choice("position_embedding", pos, "learned") == "learned" ? PositionEmbedding::learned : PositionEmbedding::rope;
     return m;
 }
 
@@ -116,6 +127,8 @@ ExecutionSpec read_execution(const Fields& f) {
     e.async_tp_comm = f.get_bool("async_tp_comm", true);
     constexpr std::array<std::string_view, 2> pc = {"bf16", "fp16"};
     e.precision = f.get_choice("precision", pc, "bf16") == "bf16" ? Precision::bf16 : Precision::fp16;
+    constexpr std::array<std::string_view, 2> at = {"unfused", "flash"};
+    e.attention = f.get_choice("attention", at, "unfused") == "unfused" ? Attention::unfused : Attention::flash;
     return e;
 }
 

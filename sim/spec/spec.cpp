@@ -24,6 +24,10 @@ const char* to_string(Schedule s) {
     return "?";
 }
 const char* to_string(Precision p) { return p == Precision::bf16 ? "bf16" : "fp16"; }
+const char* to_string(Mlp m) { return m == Mlp::gelu ? "gelu" : "swiglu"; }
+const char* to_string(Norm n) { return n == Norm::layernorm ? "layernorm" : "rmsnorm"; }
+const char* to_string(PositionEmbedding p) { return p == PositionEmbedding::learned ? "learned" : "rope"; }
+const char* to_string(Attention a) { return a == Attention::unfused ? "unfused" : "flash"; }
 const char* to_string(CollectiveKind k) {
     switch (k) {
         case CollectiveKind::all_reduce: return "all-reduce";
@@ -39,8 +43,16 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
     auto s = [](long long v) { return std::to_string(v); };
     if (m.hidden % m.heads != 0)
         return SpecProblem{"model", "hidden", "hidden (" + s(m.hidden) + ") must be divisible by heads (" + s(m.heads) + ")"};
+    if (m.heads % m.query_groups() != 0)
+        return SpecProblem{"model", "kv_heads", "heads (" + s(m.heads) + ") must be divisible by kv_heads (" + s(m.query_groups()) + ")"};
+    if (e.attention == Attention::flash && sc.system.device.flash_forward_efficiency <= 0)
+        return SpecProblem{"execution", "attention", "attention: flash needs a flash_attention block in the device profile " +
+                                                         sc.system.device.file + " (FlashAttention efficiencies)"};
     if (m.heads % e.tensor != 0)
         return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.heads (" + s(m.heads) + ")"};
+    if (m.query_groups() % e.tensor != 0)
+        return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.kv_heads (" + s(m.query_groups()) +
+                                                      "): each tensor-parallel rank holds whole query groups"};
     if (m.hidden % e.tensor != 0)
         return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.hidden (" + s(m.hidden) + ")"};
     if (m.ffn_hidden % e.tensor != 0)
