@@ -228,3 +228,22 @@ TEST_CASE("property: the distributed optimizer and fp16 shard and size the state
     sc.execution.overlap_grad_reduce = true;
     check_equal(sc);
 }
+
+TEST_CASE("property: today's model keys (GQA, SwiGLU, RMSNorm, no biases or dropout, RoPE, untied, flash) too") {
+    int i = 0;
+    for (const Shape& s : {Shape{Schedule::one_f_one_b, 4, 1, 6}, Shape{Schedule::interleaved, 4, 2, 4},
+                           Shape{Schedule::interleaved, 2, 3, 6}, Shape{Schedule::gpipe, 3, 1, 2}}) {
+        Scenario sc = tiny(s, 2, 2, i % 2 == 0, i % 3 == 0 ? Recompute::selective : Recompute::none);
+        sc.model.kv_heads = 2;
+        sc.model.mlp = Mlp::swiglu;
+        sc.model.norm = Norm::rmsnorm;
+        sc.model.linear_bias = false;
+        sc.model.dropout = 0;
+        sc.model.position_embedding = PositionEmbedding::rope;
+        sc.model.tied_embeddings = false;
+        sc.execution.attention = i % 2 == 0 ? Attention::flash : Attention::unfused;
+        validate(sc);
+        check_equal(sc);
+        ++i;
+    }
+}

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <sstream>
 
 namespace strata {
@@ -35,8 +36,8 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
     const auto& e = sc.execution;
     const LayerPlan plan = build_layer(layer_config(sc.model, e));
     const CostModel cost(sc.system.device);
-    out << fmt::format("{}: model {}, t={}, SP={}, recompute={}, b={}{}{}\n", sc.name, sc.model.name, e.tensor,
-                       e.sequence_parallel ? "on" : "off", to_string(e.recompute), e.microbatch,
+    out << fmt::format("{}: model {}, t={}, SP={}, recompute={}, b={}, attention {}{}{}\n", sc.name, sc.model.name, e.tensor,
+                       e.sequence_parallel ? "on" : "off", to_string(e.recompute), e.microbatch, to_string(e.attention),
                        e.gradient_accumulation_fusion ? "" : ", no gradient-accumulation fusion",
                        e.async_tp_comm ? "" : ", synchronous backward collectives");
     for (const auto& [title, pass] : {std::pair{"forward", &plan.forward}, std::pair{"backward", &plan.backward}}) {
@@ -54,6 +55,12 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
                 if (k.kind == KernelKind::elementwise) {
                     out << fmt::format("    {:<34} {:>14} {:>10.1f} MB {:>9.3f} ms  {}\n", k.name, "elementwise",
                                        double(k.bytes.value) / 1e6, c.time.ms(), to_string(c.source));
+                } else if (k.kind == KernelKind::flash_attention_fwd || k.kind == KernelKind::flash_attention_bwd) {
+                    const double eff = k.kind == KernelKind::flash_attention_fwd ? cost.profile().flash_forward_efficiency
+                                                                                 : cost.profile().flash_backward_efficiency;
+                    out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s, causal)\n",
+                                       k.name, "flash-attention", k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, c.time.ms(),
+                                       to_string(c.source), eff, flash_attention_flops(k).value / c.time.seconds() / 1e12);
                 } else {
                     out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s)\n", k.name,
                                        "gemm", k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, c.time.ms(), to_string(c.source),
@@ -150,8 +157,21 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
         const auto& e = r.scenario.execution;
         nlohmann::ordered_json j;
         j["name"] = r.scenario.name;
-        j["model"] = {{"name", m.name}, {"heads", m.heads}, {"hidden", m.hidden}, {"layers", m.layers},
-                      {"seq_len", m.seq_len}, {"vocab", m.vocab}, {"ffn_hidden", m.ffn_hidden}};
+        j["model"] = {{"name", m.name},
+                      {"heads", m.heads},
+                      {"hidden", m.hidden},
+                      {"layers", m.layers},
+                      {"seq_len", m.seq_len},
+                      {"vocab", m.vocab},
+                      {"ffn_hidden", m.ffn_hidden},
+                      {"kv_heads", m.query_groups()},
+                      {"mlp", to_string(m.mlp)},
+                      {"norm", to_string(m.norm)},
+                      {"linear_bias", m.linear_bias},
+                      {"dropout", m.dropout},
+                      {"position_embedding", to_string(m.position_embedding)},
+                      {"tied_embeddings", m.tied_embeddings},
+                      {"parameters", std::llround(total_parameters(m))}};
         j["execution"] = {{"tensor", e.tensor},
                           {"pipeline", e.pipeline},
                           {"data", e.data},
@@ -166,6 +186,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"gradient_accumulation_fusion", e.gradient_accumulation_fusion},
                           {"async_tp_comm", e.async_tp_comm},
                           {"precision", to_string(e.precision)},
+                          {"attention", to_string(e.attention)},
                           {"gpus", e.gpus()}};
         j["system"] = r.scenario.system.name;
         if (r.error) {
@@ -189,11 +210,17 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                        {"margin_bytes", mem.margin().value}};
         j["layer"] = {{"forward_ms", r.layer.forward_ms}, {"backward_ms", r.layer.backward_ms},
                       {"cost_source", r.layer.cost_source}};
+        auto& per_stage = j["parameters_per_gpu_by_stage"] = nlohmann::ordered_json::array();
+        for (int st = 0; st < e.pipeline; ++st) per_stage.push_back(std::llround(parameters_on_stage(m, e, st)));
         if (r.iteration) {
             const auto& it = *r.iteration;
             j["iteration_time_s"] = it.iteration_time_s;
             j["mfu"] = it.mfu;
             j["hfu"] = it.hfu;
+            const double model_flops = model_flops_per_iteration(m, e.global_batch).value;
+            j["model_flops_per_iteration"] = model_flops;
+            j["tokens_per_s"] = double(e.global_batch) * m.seq_len / it.iteration_time_s;
+            j["tflops_per_gpu"] = model_flops / (it.iteration_time_s * e.gpus()) / 1e12;
             j["bubble_fraction"] = it.bubble_fraction;
             j["exposed_comm_s"] = it.exposed_comm_s;
             j["stage_busy_s"] = it.stage_busy_s;

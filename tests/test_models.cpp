@@ -1,0 +1,197 @@
+// Today's transformers: grouped-query attention, SwiGLU, RMSNorm, no biases, no dropout, RoPE, untied output
+// layer and FlashAttention. Parameter counts against the published ones, per-op activation bytes derived by hand,
+// FLOPs in Megatron-LM's general convention, strict validation, and Llama 3 simulated end to end on DGX H100.
+#include "strata/errors.hpp"
+#include "strata/layer.hpp"
+#include "strata/memory.hpp"
+#include "strata/scenario.hpp"
+#include "strata/simulate.hpp"
+#include "fixtures.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+using namespace strata;
+
+namespace {
+
+const std::string kRoot = std::string(STRATA_SOURCE_DIR) + "/";
+
+ModelSpec model(const std::string& name) { return load_model(kRoot + "scenarios/models/" + name + ".yaml"); }
+
+/// A small Llama-like model for exact byte counts: a = 16 heads, g = 4 groups, d = 64, h = 1024, f = 2816.
+ModelSpec small_llama() {
+    ModelSpec m;
+    m.name = "small-llama";
+    m.heads = 16;
+    m.kv_heads = 4;
+    m.hidden = 1024;
+    m.layers = 8;
+    m.seq_len = 2048;
+    m.vocab = 32000;
+    m.ffn_hidden = 2816;
+    m.mlp = Mlp::swiglu;
+    m.norm = Norm::rmsnorm;
+    m.linear_bias = false;
+    m.dropout = 0;
+    m.position_embedding = PositionEmbedding::rope;
+    m.tied_embeddings = false;
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("models: parameter counts match the published sizes") {
+    struct Row {
+        const char* file;
+        double published;   // parameters, as published (rounded as published)
+        double tolerance;   // the published rounding
+    };
+    const Row rows[] = {{"llama2-7b", 6.74e9, 0.005e9},   {"llama2-70b", 68.98e9, 0.005e9}, {"llama3-8b", 8.03e9, 0.005e9},
+                        {"llama3-70b", 70.6e9, 0.05e9},   {"llama3-405b", 405.9e9, 0.05e9}};
+    for (const Row& r : rows) {
+        INFO(r.file);
+        CHECK(std::abs(total_parameters(model(r.file)) - r.published) <= r.tolerance);
+    }
+    // Exactly, for Llama 3 8B: 32 x (attention 4096 x (4096 + 2 x 8 x 128) + 4096^2, SwiGLU 3 x 4096 x 14336,
+    // two RMSNorms 2 x 4096) + untied input and output embeddings 2 x 128256 x 4096 + final RMSNorm 4096.
+    const double layer = 4096.0 * (4096 + 2 * 8 * 128) + 4096.0 * 4096 + 3.0 * 4096 * 14336 + 2 * 4096;
+    CHECK(total_parameters(model("llama3-8b")) == 32 * layer + 2.0 * 128256 * 4096 + 4096);
+}
+
+TEST_CASE("models: GPT defaults keep the paper's parameter formula") {
+    const ModelSpec m = model("gpt3-175b");
+    const double h = m.hidden, f = m.ffn_hidden;
+    CHECK(m.query_groups() == m.heads);
+    CHECK(total_parameters(m) == m.layers * (4 * h * h + 2 * h * f + 9 * h + f) + double(m.vocab) * h + m.seq_len * h + 2 * h);
+    CHECK(layer_parameters_per_gpu(m, 8) == (4 * h * h + 2 * h * f + 3 * h + f) / 8 + 6 * h);
+}
+
+TEST_CASE("models: per-op activation bytes of a GQA + SwiGLU layer without dropout, derived by hand") {
+    const ModelSpec m = small_llama();
+    const std::int64_t s = 2048, b = 2, h = 1024, a = 16, g = 4, d = 64, f = 2816, t = 4;
+    const std::int64_t sbh = s * b * h;
+    // Unfused, no recompute, no SP. ln1 and qkv inputs 2sbh each, q and the expanded k 4sbh/t, softmax output
+    // 2 a s^2 b / t (no dropout: no mask, no second copy), the expanded values 2sbh/t, proj input 2sbh/t, ln2 and
+    // fc1 inputs 2sbh each, SwiGLU input (gate and up) 2 s b 2f / t, fc2 input 2 s b f / t. No masks anywhere.
+    const std::int64_t unfused = 8 * sbh + 8 * sbh / t + 2 * a * s * s * b / t + 4 * s * b * f / t + 2 * s * b * f / t;
+    CHECK(activation_bytes_per_layer(m, int(t), false, Recompute::none, int(b)).value == unfused);
+    // Selective recompute drops the softmax output only.
+    CHECK(activation_bytes_per_layer(m, int(t), false, Recompute::selective, int(b)).value == unfused - 2 * a * s * s * b / t);
+    // FlashAttention keeps q (h / t), k and v per group (2 g d / t) and fp32 row statistics (4 b a s / t) instead.
+    const std::int64_t flash = 8 * sbh + 2 * s * b * (h + 2 * g * d) / t + 4 * b * a * s / t + 2 * sbh / t +
+                               6 * s * b * f / t;
+    CHECK(activation_bytes_per_layer(m, int(t), false, Recompute::none, int(b), Attention::flash).value == flash);
+    // With SP the norm inputs and the linear layers' inputs are sharded too.
+    const std::int64_t flash_sp = 8 * sbh / t + 2 * s * b * (h + 2 * g * d) / t + 4 * b * a * s / t + 2 * sbh / t +
+                                  6 * s * b * f / t;
+    CHECK(activation_bytes_per_layer(m, int(t), true, Recompute::none, int(b), Attention::flash).value == flash_sp);
+    // Selective recompute with FlashAttention drops only the row statistics (the checkpointed core re-runs).
+    CHECK(activation_bytes_per_layer(m, int(t), true, Recompute::selective, int(b), Attention::flash).value ==
+          flash_sp - 4 * b * a * s / t);
+}
+
+TEST_CASE("models: FlashAttention's activations have no s^2 term") {
+    ModelSpec m = small_llama();
+    auto bytes = [&](int seq, Attention at) {
+        m.seq_len = seq;
+        return double(activation_bytes_per_layer(m, 2, true, Recompute::none, 1, at).value);
+    };
+    CHECK(bytes(8192, Attention::flash) == Approx(2 * bytes(4096, Attention::flash)));
+    CHECK(bytes(8192, Attention::unfused) > 2.5 * bytes(4096, Attention::unfused));
+}
+
+TEST_CASE("models: the layer's kernels follow the model's switches") {
+    const ModelSpec m = small_llama();
+    LayerConfig c{&m, 2, true, Recompute::none, 1};
+    c.attention = Attention::flash;
+    const LayerPlan plan = build_layer(c);
+    int flash_fwd = 0, flash_bwd = 0, rope = 0, swiglu = 0, rmsnorm = 0, dropout = 0, bias = 0;
+    Bytes qkv_out{};
+    for (const auto* pass : {&plan.forward, &plan.backward}) {
+        for (const Step& st : *pass) {
+            for (const Kernel& k : st.kernels) {
+                flash_fwd += k.kind == KernelKind::flash_attention_fwd;
+                flash_bwd += k.kind == KernelKind::flash_attention_bwd;
+                rope += k.op_class.rfind("rope", 0) == 0;
+                swiglu += k.op_class.rfind("swiglu", 0) == 0;
+                rmsnorm += k.op_class.rfind("rmsnorm", 0) == 0;
+                dropout += k.name.find("dropout") != std::string::npos;
+                bias += k.name.find("bias-grad") != std::string::npos;
+                if (k.name == "qkv") qkv_out = Bytes(k.gemm.n);
+            }
+        }
+    }
+    CHECK(flash_fwd == 1);
+    CHECK(flash_bwd == 1);
+    CHECK(rope == 2);
+    CHECK(swiglu == 2);
+    CHECK(rmsnorm == 4);
+    CHECK(dropout == 0);
+    CHECK(bias == 0);
+    CHECK(qkv_out.value == (1024 + 2 * 4 * 64) / 2);  // (h + 2 g d) / t
+}
+
+TEST_CASE("models: FLOPs in Megatron-LM's general form, reducing to the paper's for a GPT") {
+    const ModelSpec l = model("llama3-8b");
+    const double B = 8, s = 8192, L = 32, h = 4096, g = 8, a = 32, f = 14336, v = 128256;
+    const double expected = 12 * B * s * L * h * h * ((1 + g / a + s / h) + (f / h) * 1.5 + v / (2 * L * h));
+    CHECK(model_flops_per_iteration(l, 8).value == Approx(expected).epsilon(1e-12));
+    // FlashAttention adds the scores its backward recomputes: a sixth of the attention-core term.
+    const double core = 12 * B * s * L * h * h * (s / h);
+    CHECK(hardware_flops_per_iteration(l, 8, Recompute::none, Attention::flash).value ==
+          Approx(expected + core / 6).epsilon(1e-12));
+    CHECK(hardware_flops_per_iteration(l, 8, Recompute::selective).value == Approx(expected + core).epsilon(1e-12));
+    // A GPT written as a general model (ffn 4h, gelu, g = a) gives the paper's count.
+    ModelSpec gpt = model("gpt3-175b");
+    gpt.ffn_hidden = 4 * gpt.hidden + 1;  // leaves the paper's shape: the general form
+    const double general = model_flops_per_iteration(gpt, 64).value;
+    gpt.ffn_hidden = 4 * gpt.hidden;
+    const double paper = model_flops_per_iteration(gpt, 64).value;
+    CHECK(general == Approx(paper).epsilon(1e-4));
+}
+
+TEST_CASE("models: malformed model keys and combinations are clear errors") {
+    Scenario sc = strata::testing::table4_case(0);
+    sc.model.kv_heads = 5;  // 64 heads
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("model.kv_heads") && Catch::Contains("divisible by kv_heads (5)"));
+    sc.model.kv_heads = 4;  // t = 8 does not divide 4 groups
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("execution.tensor") && Catch::Contains("kv_heads (4)"));
+    sc.model.kv_heads = 8;
+    validate(sc);
+    sc.execution.attention = Attention::flash;
+    sc.system.device.flash_forward_efficiency = 0;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("execution.attention") && Catch::Contains("flash_attention block"));
+}
+
+TEST_CASE("models: Llama 3 8B and 70B simulate end to end on DGX H100 with every new key") {
+    const Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
+    REQUIRE(ex.cases.size() == 4);
+    for (const Scenario& sc : ex.cases) {
+        INFO(sc.name);
+        CHECK(sc.model.mlp == Mlp::swiglu);
+        CHECK(sc.model.norm == Norm::rmsnorm);
+        CHECK(sc.model.position_embedding == PositionEmbedding::rope);
+        CHECK_FALSE(sc.model.linear_bias);
+        CHECK_FALSE(sc.model.has_dropout());
+        CHECK_FALSE(sc.model.tied_embeddings);
+        CHECK(sc.model.query_groups() == 8);
+        SimulationOptions opt;
+        opt.keep_timeline = false;
+        SimulationDetail detail;
+        const IterationResult r = simulate(sc, opt, &detail);
+        CHECK_FALSE(r.oom);
+        CHECK(r.mfu > 0.2);
+        CHECK(r.mfu < 0.75);
+        // The simulated peak equals the analytical one here too, stage by stage.
+        for (int st = 0; st < sc.execution.pipeline; ++st)
+            CHECK(stage_memory(sc.model, sc.execution, sc.system.device_memory(), st).total() ==
+                  detail.stage_peaks[std::size_t(st)].total);
+    }
+    // FlashAttention beats the unfused attention core at s = 8192 (with less memory even without selective).
+    const IterationResult flash = simulate(ex.cases[0]);
+    const IterationResult unfused = simulate(ex.cases[1]);
+    CHECK(flash.iteration_time_s < unfused.iteration_time_s);
+}
