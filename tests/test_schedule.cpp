@@ -247,3 +247,45 @@ TEST_CASE("property: today's model keys (GQA, SwiGLU, RMSNorm, no biases or drop
         ++i;
     }
 }
+
+TEST_CASE("property: uneven pipeline splits (first / last stage layers) hold too") {
+    for (const Shape& s : {Shape{Schedule::one_f_one_b, 4, 1, 6}, Shape{Schedule::one_f_one_b, 4, 1, 2},
+                           Shape{Schedule::interleaved, 4, 2, 8}, Shape{Schedule::interleaved, 4, 3, 4},
+                           Shape{Schedule::gpipe, 4, 1, 3}}) {
+        for (const auto& [first, last] : {std::pair{12, 24}, std::pair{6, 0}, std::pair{0, 30}}) {
+            Scenario sc = tiny(s, 2, 2, true, Recompute::selective);
+            sc.execution.first_stage_layers = first;
+            sc.execution.last_stage_layers = last;
+            if (find_problem(sc)) continue;  // e.g. 6 layers over interleave 4: not a split
+            const int total = [&] {
+                int n = 0;
+                for (int r = 0; r < 4; ++r) n += sc.execution.layers_on_stage(72, r);
+                return n;
+            }();
+            CHECK(total == 72);
+            check_equal(sc);
+        }
+    }
+}
+
+TEST_CASE("uneven split: Megatron's rule, and clear errors for splits that do not add up") {
+    Scenario sc = tiny({Schedule::one_f_one_b, 4, 1, 8}, 2, 1, false, Recompute::none);
+    sc.execution.first_stage_layers = 12;
+    sc.execution.last_stage_layers = 24;
+    REQUIRE_FALSE(find_problem(sc));
+    CHECK(sc.execution.layers_on_stage(72, 0) == 12);
+    CHECK(sc.execution.layers_on_stage(72, 1) == 18);
+    CHECK(sc.execution.layers_on_stage(72, 2) == 18);
+    CHECK(sc.execution.layers_on_stage(72, 3) == 24);
+    sc.execution.last_stage_layers = 0;  // the last stage takes an even share of what is left: 60 / 3
+    CHECK(sc.execution.layers_on_stage(72, 3) == 20);
+    sc.execution.first_stage_layers = 13;  // 59 over 3 stages
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("execution.first_stage_layers") && Catch::Contains("share them evenly"));
+    sc.execution.first_stage_layers = 80;  // more than the model has
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("leave -8 of model.layers (72)"));
+    sc.execution.first_stage_layers = 0;
+    sc.execution.last_stage_layers = 9;   // 63 over 3: 21 each; with interleave 2 they do not split into chunks
+    sc.execution.interleave = 2;
+    sc.execution.schedule = Schedule::interleaved;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("divisible by interleave (2)"));
+}

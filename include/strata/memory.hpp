@@ -57,7 +57,7 @@ struct UnitActivations {
 struct ActivationPlan {
     schedule::Shape shape;
     Bytes per_layer;              ///< one layer, one microbatch, under the recompute policy (Table 2)
-    int layers_per_chunk = 0;
+    std::vector<int> layers_per_chunk;   ///< per stage (an uneven split differs at the ends)
     Bytes embedding;              ///< per microbatch, first virtual stage
     Bytes output;                 ///< per microbatch, last virtual stage
     Bytes recompute_workspace;    ///< live while a backward recomputes one layer

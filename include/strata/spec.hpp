@@ -65,9 +65,18 @@ struct ExecutionSpec {
     bool async_tp_comm = true;          ///< backward tensor-parallel collectives overlap the GEMMs
     Precision precision = Precision::bf16;
     Attention attention = Attention::unfused;  ///< flash: one fused kernel each way (FlashAttention)
+    /// Uneven pipeline split (Megatron-LM's decoder_first / _last_pipeline_num_layers): transformer layers on the
+    /// first and on the last stage (0: an even share); the middle stages share the rest evenly.
+    int first_stage_layers = 0;
+    int last_stage_layers = 0;
 
     [[nodiscard]] int gpus() const { return tensor * pipeline * data; }
     [[nodiscard]] int microbatches() const { return global_batch / (microbatch * data); }
+    /// Transformer layers of pipeline stage `stage` when the model has `layers` (the split is validated by
+    /// find_problem: whole numbers that add up, each stage's divisible by the interleave).
+    [[nodiscard]] int layers_on_stage(int layers, int stage) const;
+    /// Transformer layers of one model chunk of `stage` (its layers over the interleave).
+    [[nodiscard]] int layers_per_chunk(int layers, int stage) const { return layers_on_stage(layers, stage) / interleave; }
 };
 
 /// Inter-node and intra-node network of the system (see fabric.hpp for the topology it builds).

@@ -46,7 +46,7 @@ double total_parameters(const ModelSpec& m) {
 
 double parameters_on_stage(const ModelSpec& m, const ExecutionSpec& e, int stage) {
     const int p = e.pipeline;
-    double params = double(m.layers / p) * layer_parameters_per_gpu(m, e.tensor);
+    double params = double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
     const double word = double(m.vocab) * m.hidden / e.tensor;
     if (stage == 0) params += word + position_table(m);           // word (+ learned position) embeddings
     if (stage == p - 1) {
@@ -91,7 +91,7 @@ Bytes StageMemory::bytes(MemoryCategory c) const {
 UnitActivations ActivationPlan::of(int stage, int chunk) const {
     const int v = schedule::virtual_stage(shape, stage, chunk);
     UnitActivations a;
-    a.layers = per_layer * layers_per_chunk;
+    a.layers = per_layer * layers_per_chunk[static_cast<std::size_t>(stage)];
     if (v == 0) a.embedding = embedding;
     if (v == shape.virtual_stages() - 1) a.output = output;
     return a;
@@ -103,7 +103,7 @@ ActivationPlan activation_plan(const ModelSpec& m, const ExecutionSpec& e) {
     ActivationPlan a;
     a.shape = schedule::shape_of(e);
     a.per_layer = layer.stored_bytes;
-    a.layers_per_chunk = m.layers / a.shape.virtual_stages();
+    for (int st = 0; st < e.pipeline; ++st) a.layers_per_chunk.push_back(e.layers_per_chunk(m.layers, st));
     a.embedding = build_embedding(lc).stored_per_microbatch;
     a.output = build_output(lc).stored_per_microbatch;
     a.recompute_workspace = layer.recompute_peak_bytes;

@@ -187,6 +187,8 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"async_tp_comm", e.async_tp_comm},
                           {"precision", to_string(e.precision)},
                           {"attention", to_string(e.attention)},
+                          {"first_stage_layers", e.layers_on_stage(m.layers, 0)},
+                          {"last_stage_layers", e.layers_on_stage(m.layers, e.pipeline - 1)},
                           {"gpus", e.gpus()}};
         j["system"] = r.scenario.system.name;
         if (r.error) {

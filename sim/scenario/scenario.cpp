@@ -18,10 +18,10 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 15> kExecutionKeys = {
+constexpr std::array<std::string_view, 17> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
-    "gradient_accumulation_fusion", "async_tp_comm", "attention"};
+    "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers"};
 constexpr std::array<std::string_view, 24> kSystemKeys = {
     "name",
     "device_profile",
@@ -129,6 +129,8 @@ ExecutionSpec read_execution(const Fields& f) {
     e.precision = f.get_choice("precision", pc, "bf16") == "bf16" ? Precision::bf16 : Precision::fp16;
     constexpr std::array<std::string_view, 2> at = {"unfused", "flash"};
     e.attention = f.get_choice("attention", at, "unfused") == "unfused" ? Attention::unfused : Attention::flash;
+    e.first_stage_layers = static_cast<int>(f.get_int("first_stage_layers", 1, 1 << 16, 0));
+    e.last_stage_layers = static_cast<int>(f.get_int("last_stage_layers", 1, 1 << 16, 0));
     return e;
 }
 

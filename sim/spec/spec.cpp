@@ -37,6 +37,44 @@ const char* to_string(CollectiveKind k) {
     return "?";
 }
 
+int ExecutionSpec::layers_on_stage(int layers, int stage) const {
+    const int p = pipeline;
+    if (p == 1) return layers;
+    if (first_stage_layers == 0 && last_stage_layers == 0) return layers / p;
+    // Megatron-LM: the given ends, the middle stages share the rest evenly; an end not given takes an even
+    // share of what the other end leaves.
+    const int given = (first_stage_layers > 0 ? 1 : 0) + (last_stage_layers > 0 ? 1 : 0);
+    const int share = (layers - first_stage_layers - last_stage_layers) / (p - given);
+    if (stage == 0) return first_stage_layers > 0 ? first_stage_layers : share;
+    if (stage == p - 1) return last_stage_layers > 0 ? last_stage_layers : share;
+    return share;
+}
+
+namespace {
+
+/// The uneven split's problem, if any (only called when first_stage_layers or last_stage_layers is set).
+std::optional<SpecProblem> uneven_problem(const ModelSpec& m, const ExecutionSpec& e) {
+    auto s = [](long long v) { return std::to_string(v); };
+    const char* key = e.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers";
+    if (e.pipeline < 2) return SpecProblem{"execution", key, std::string(key) + " needs pipeline >= 2"};
+    const int given = (e.first_stage_layers > 0 ? 1 : 0) + (e.last_stage_layers > 0 ? 1 : 0);
+    const int rest = m.layers - e.first_stage_layers - e.last_stage_layers;
+    const int others = e.pipeline - given;
+    if (rest < 0 || (others == 0 && rest != 0) || (others > 0 && (rest == 0 || rest % others != 0)))
+        return SpecProblem{"execution", key,
+                           "first_stage_layers (" + s(e.first_stage_layers) + ") and last_stage_layers (" +
+                               s(e.last_stage_layers) + ") leave " + s(rest) + " of model.layers (" + s(m.layers) +
+                               ") for " + s(others) + " other stage(s): they must share them evenly, at least one each"};
+    for (int st = 0; st < e.pipeline; ++st) {
+        if (e.layers_on_stage(m.layers, st) % e.interleave != 0)
+            return SpecProblem{"execution", key, "stage " + s(st) + "'s " + s(e.layers_on_stage(m.layers, st)) +
+                                                     " layers must be divisible by interleave (" + s(e.interleave) + ")"};
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<SpecProblem> find_problem(const Scenario& sc) {
     const ModelSpec& m = sc.model;
     const ExecutionSpec& e = sc.execution;
@@ -60,7 +98,9 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
     if (m.vocab % e.tensor != 0)
         return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.vocab (" + s(m.vocab) +
                                                   "); pad the vocabulary to a multiple of tensor"};
-    if (m.layers % (e.pipeline * e.interleave) != 0)
+    if (e.first_stage_layers > 0 || e.last_stage_layers > 0) {
+        if (auto p = uneven_problem(m, e)) return p;
+    } else if (m.layers % (e.pipeline * e.interleave) != 0)
         return SpecProblem{"execution", "pipeline", "model.layers (" + s(m.layers) + ") must be divisible by pipeline x interleave (" +
                                                     s(e.pipeline) + " x " + s(e.interleave) + ")"};
     if (e.global_batch % (e.microbatch * e.data) != 0)

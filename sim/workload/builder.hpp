@@ -34,6 +34,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -153,7 +154,7 @@ private:
     std::vector<Group> groups_;
     std::vector<GroupCalls> group_calls_;
     std::vector<StreamId> dp_streams_;
-    std::map<std::pair<bool, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both)
+    std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both; layers)
     std::vector<TaskId> exposed_tp_;              // non-overlapped TP collective tasks of replica 0
 };
 

@@ -111,12 +111,12 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
 const Unit& Builder::unit_for(bool forward, int v) {
     const int last_v = e_.pipeline * e_.interleave - 1;
     const int kind = (v == 0 ? 1 : 0) | (v == last_v ? 2 : 0);
-    auto key = std::pair{forward, kind};
+    const int layers = e_.layers_per_chunk(sc_.model.layers, v % e_.pipeline);
+    auto key = std::tuple{forward, kind, layers};
     auto it = units_.find(key);
     if (it != units_.end()) return it->second;
     const LayerConfig lc = layer_config(sc_.model, e_);
     const LayerPlan layer = build_layer(lc);
-    const int layers = sc_.model.layers / (e_.pipeline * e_.interleave);
     Unit u;
     if (forward) {
         if (kind & 1) append(u.steps, build_embedding(lc).forward, cost_);
@@ -139,7 +139,7 @@ Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optiona
         append(pieces.back().steps, build_output(lc).backward, cost_);
     }
     const LayerPlan layer = build_layer(lc);
-    const int layers = sc_.model.layers / (e_.pipeline * e_.interleave);
+    const int layers = e_.layers_per_chunk(sc_.model.layers, v % e_.pipeline);
     for (int i = 0; i < layers; ++i) {
         pieces.emplace_back();
         append(pieces.back().steps, layer.backward, cost_);
