@@ -1,7 +1,9 @@
 // Memory per GPU: parameters, bytes per parameter, and the first stage's activations (paper eq. 5).
 #include "strata/layer.hpp"
 #include "strata/memory.hpp"
+#include "strata/report.hpp"
 #include "strata/scenario.hpp"
+#include "strata/simulate.hpp"
 #include "fixtures.hpp"
 
 #include <catch2/catch.hpp>
@@ -101,4 +103,46 @@ TEST_CASE("fewer microbatches than stages: the first stage holds only those") {
     CHECK(schedule::peak_in_flight(schedule::shape_of(sc.execution), 0) == 4);
     const MemoryReport r = estimate(sc);
     CHECK(r.activation_first_stage_layers.value == r.activation_per_layer.value * 4 * (96 / 8));
+}
+
+TEST_CASE("partial full recompute: block keeps the rest, uniform groups keep one input per group") {
+    Scenario sc = model_case("gpt3-175b", 8, 8, 1, 16, true, Recompute::full);  // 12 layers per stage
+    const Bytes input = activation_bytes_per_layer(sc.model, 8, true, Recompute::full, 1);
+    const Bytes all = activation_bytes_per_layer(sc.model, 8, true, Recompute::none, 1);
+    const ActivationPlan every = activation_plan(sc.model, sc.execution);
+    CHECK(every.chunk_layers[0] == input * 12);
+    CHECK(every.recompute_workspace(0) == all);
+    sc.execution.recompute_layers = 4;
+    sc.execution.recompute_method = RecomputeMethod::block;   // layers 0-3 recomputed, 4-11 keep everything
+    const ActivationPlan block = activation_plan(sc.model, sc.execution);
+    CHECK(block.chunk_layers[0] == input * 4 + all * 8);
+    CHECK(block.recompute_workspace(0) == all);
+    sc.execution.recompute_method = RecomputeMethod::uniform;  // 3 groups of 4: 3 inputs, 4 layers live at once
+    const ActivationPlan uniform = activation_plan(sc.model, sc.execution);
+    CHECK(uniform.chunk_layers[0] == input * 3);
+    CHECK(uniform.recompute_workspace(0) == all * 4);
+    sc.execution.recompute_layers = 5;                         // 12 = 5 + 5 + 2: three groups
+    CHECK(activation_plan(sc.model, sc.execution).chunk_layers[0] == input * 3);
+}
+
+TEST_CASE("partial full recompute: time between no recompute and full, errors name the key") {
+    Scenario sc = table4_case(2);  // 22B, t = 8, full recompute, 48 layers on one stage
+    sc.execution.recompute_layers = 12;
+    sc.execution.recompute_method = RecomputeMethod::block;
+    validate(sc);
+    const IterationResult block = simulate(sc);
+    const IterationResult all = simulate(table4_case(2));
+    Scenario none = table4_case(0);
+    const IterationResult no = simulate(none);
+    CHECK(block.iteration_time_s < all.iteration_time_s);
+    CHECK(block.iteration_time_s > no.iteration_time_s);
+    // A quarter of the layers re-run: the extra hardware FLOPs are a quarter of the full recompute's.
+    const double extra_block = (block.hfu - block.mfu) * block.iteration_time_s;
+    const double extra_all = (all.hfu - all.mfu) * all.iteration_time_s;
+    CHECK(extra_block == Approx(extra_all / 4).epsilon(1e-9));
+    sc.execution.recompute_layers = 49;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("execution.recompute_layers") && Catch::Contains("exceeds the 48 layers"));
+    sc = table4_case(4);  // selective
+    sc.execution.recompute_layers = 2;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("needs recompute: full"));
 }

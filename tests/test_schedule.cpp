@@ -289,3 +289,18 @@ TEST_CASE("uneven split: Megatron's rule, and clear errors for splits that do no
     sc.execution.schedule = Schedule::interleaved;
     CHECK_THROWS_WITH(validate(sc), Catch::Contains("divisible by interleave (2)"));
 }
+
+TEST_CASE("property: partial full recompute (recompute_layers, uniform and block) holds too") {
+    for (const Shape& s : {Shape{Schedule::one_f_one_b, 4, 1, 6}, Shape{Schedule::interleaved, 4, 2, 8}}) {
+        for (const RecomputeMethod method : {RecomputeMethod::uniform, RecomputeMethod::block}) {
+            for (const int n : {1, 3, 9}) {
+                Scenario sc = tiny(s, 2, 2, true, Recompute::full);
+                sc.execution.recompute_layers = n;
+                sc.execution.recompute_method = method;
+                sc.execution.first_stage_layers = 18;  // with an uneven split, stages differ
+                validate(sc);
+                check_equal(sc);
+            }
+        }
+    }
+}

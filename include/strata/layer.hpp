@@ -120,7 +120,8 @@ Flops model_flops_per_iteration(const ModelSpec& model, int global_batch);
 /// Hardware FLOPs: the model FLOPs plus what recompute runs again (the paper's conventions: selective adds the
 /// attention-core term once more, full recompute a third of the layers' part) and, with FlashAttention, the
 /// attention scores its backward recomputes (a sixth of the attention-core term).
+/// `recomputed_fraction`: the share of layers full recompute re-runs (1 unless partial, recompute_layers).
 Flops hardware_flops_per_iteration(const ModelSpec& model, int global_batch, Recompute recompute,
-                                   Attention attention = Attention::unfused);
+                                   Attention attention = Attention::unfused, double recomputed_fraction = 1.0);
 
 }  // namespace strata

@@ -57,11 +57,13 @@ struct UnitActivations {
 struct ActivationPlan {
     schedule::Shape shape;
     Bytes per_layer;              ///< one layer, one microbatch, under the recompute policy (Table 2)
-    std::vector<int> layers_per_chunk;   ///< per stage (an uneven split differs at the ends)
+    std::vector<Bytes> chunk_layers;     ///< per stage: one chunk's transformer layers (uneven splits and partial
+                                         ///< recompute make stages differ)
     Bytes embedding;              ///< per microbatch, first virtual stage
     Bytes output;                 ///< per microbatch, last virtual stage
-    Bytes recompute_workspace;    ///< live while a backward recomputes one layer
+    std::vector<Bytes> workspace;        ///< per stage: live while a backward recomputes (one layer, or a group)
     [[nodiscard]] UnitActivations of(int stage, int chunk) const;
+    [[nodiscard]] Bytes recompute_workspace(int stage) const { return workspace[static_cast<std::size_t>(stage)]; }
 };
 [[nodiscard]] ActivationPlan activation_plan(const ModelSpec& model, const ExecutionSpec& exec);
 

@@ -5,6 +5,7 @@
 #include "strata/profile.hpp"
 #include "strata/units.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,7 @@ enum class Mlp { gelu, swiglu };
 enum class Norm { layernorm, rmsnorm };
 enum class PositionEmbedding { learned, rope };
 enum class Attention { unfused, flash };
+enum class RecomputeMethod { uniform, block };
 
 [[nodiscard]] const char* to_string(Recompute r);
 [[nodiscard]] const char* to_string(Schedule s);
@@ -25,6 +27,7 @@ enum class Attention { unfused, flash };
 [[nodiscard]] const char* to_string(Norm n);
 [[nodiscard]] const char* to_string(PositionEmbedding p);
 [[nodiscard]] const char* to_string(Attention a);
+[[nodiscard]] const char* to_string(RecomputeMethod m);
 
 /// A GPT model (paper Table 3 notation in comments).
 struct ModelSpec {
@@ -69,6 +72,12 @@ struct ExecutionSpec {
     /// first and on the last stage (0: an even share); the middle stages share the rest evenly.
     int first_stage_layers = 0;
     int last_stage_layers = 0;
+    /// Megatron-LM's partial full recompute (recompute_num_layers, recompute_method), with recompute: full.
+    /// uniform: every layer is recomputed, in groups of recompute_layers whose inputs alone are kept;
+    /// block: only the first recompute_layers layers of each model chunk are recomputed, the rest keep everything.
+    /// 0: one layer at a time, every layer (the paper's full recompute).
+    int recompute_layers = 0;
+    RecomputeMethod recompute_method = RecomputeMethod::uniform;
 
     [[nodiscard]] int gpus() const { return tensor * pipeline * data; }
     [[nodiscard]] int microbatches() const { return global_batch / (microbatch * data); }
@@ -77,6 +86,18 @@ struct ExecutionSpec {
     [[nodiscard]] int layers_on_stage(int layers, int stage) const;
     /// Transformer layers of one model chunk of `stage` (its layers over the interleave).
     [[nodiscard]] int layers_per_chunk(int layers, int stage) const { return layers_on_stage(layers, stage) / interleave; }
+    /// Of a chunk's `chunk_layers` layers, how many full recompute re-runs (all, or the block's first ones).
+    [[nodiscard]] int recomputed_layers(int chunk_layers) const {
+        if (recompute != Recompute::full) return 0;
+        if (recompute_method == RecomputeMethod::block && recompute_layers > 0) return std::min(recompute_layers, chunk_layers);
+        return chunk_layers;
+    }
+    /// Layers recomputed together, whose activations are live at once in the backward (uniform groups).
+    [[nodiscard]] int recompute_group(int chunk_layers) const {
+        if (recompute != Recompute::full) return 0;
+        if (recompute_method == RecomputeMethod::uniform && recompute_layers > 0) return std::min(recompute_layers, chunk_layers);
+        return chunk_layers > 0 ? 1 : 0;
+    }
 };
 
 /// Inter-node and intra-node network of the system (see fabric.hpp for the topology it builds).

@@ -461,11 +461,12 @@ Flops model_flops_per_iteration(const ModelSpec& m, int global_batch) {
     return Flops(base(m, global_batch) * (t.linear_attention + t.core + t.mlp + t.logits));
 }
 
-Flops hardware_flops_per_iteration(const ModelSpec& m, int global_batch, Recompute recompute, Attention attention) {
+Flops hardware_flops_per_iteration(const ModelSpec& m, int global_batch, Recompute recompute, Attention attention,
+                                   double recomputed_fraction) {
     const FlopTerms t = flop_terms(m);
     // FlashAttention's backward recomputes the scores: one attention GEMM of the core's six (2 forward, 4 backward).
     const Flops flash = attention == Attention::flash ? Flops(base(m, global_batch) * t.core / 6.0) : Flops(0);
-    if (paper_shaped(m)) {
+    if (paper_shaped(m) && recomputed_fraction == 1.0) {
         const double B = global_batch, s = m.seq_len, L = m.layers, h = m.hidden, v = m.vocab;
         switch (recompute) {
             case Recompute::none: return model_flops_per_iteration(m, global_batch) + flash;
@@ -479,7 +480,8 @@ Flops hardware_flops_per_iteration(const ModelSpec& m, int global_batch, Recompu
         case Recompute::none: return model + flash;
         case Recompute::selective: return model + Flops(base(m, global_batch) * t.core) + flash;
         case Recompute::full:
-            return model + Flops(base(m, global_batch) * (t.linear_attention + t.core + t.mlp) / 3.0) + flash;
+            return model + Flops(base(m, global_batch) * (t.linear_attention + t.core + t.mlp) / 3.0 * recomputed_fraction) +
+                   flash;
     }
     return model;
 }

@@ -91,7 +91,7 @@ Bytes StageMemory::bytes(MemoryCategory c) const {
 UnitActivations ActivationPlan::of(int stage, int chunk) const {
     const int v = schedule::virtual_stage(shape, stage, chunk);
     UnitActivations a;
-    a.layers = per_layer * layers_per_chunk[static_cast<std::size_t>(stage)];
+    a.layers = chunk_layers[static_cast<std::size_t>(stage)];
     if (v == 0) a.embedding = embedding;
     if (v == shape.virtual_stages() - 1) a.output = output;
     return a;
@@ -103,10 +103,25 @@ ActivationPlan activation_plan(const ModelSpec& m, const ExecutionSpec& e) {
     ActivationPlan a;
     a.shape = schedule::shape_of(e);
     a.per_layer = layer.stored_bytes;
-    for (int st = 0; st < e.pipeline; ++st) a.layers_per_chunk.push_back(e.layers_per_chunk(m.layers, st));
     a.embedding = build_embedding(lc).stored_per_microbatch;
     a.output = build_output(lc).stored_per_microbatch;
-    a.recompute_workspace = layer.recompute_peak_bytes;
+    // Full recompute keeps a recomputed layer's input only (layer.stored_bytes); a layer it leaves alone (block
+    // method) keeps everything; a uniform group of G layers keeps one input and recomputes G layers at once.
+    LayerConfig kept = lc;
+    kept.recompute = Recompute::none;
+    const Bytes all = e.recompute == Recompute::full ? build_layer(kept).stored_bytes : layer.stored_bytes;
+    for (int st = 0; st < e.pipeline; ++st) {
+        const int n = e.layers_per_chunk(m.layers, st);
+        if (e.recompute != Recompute::full) {
+            a.chunk_layers.push_back(layer.stored_bytes * n);
+            a.workspace.push_back(layer.recompute_peak_bytes);
+            continue;
+        }
+        const int recomputed = e.recomputed_layers(n), group = e.recompute_group(n);
+        const int inputs = group > 0 ? (recomputed + group - 1) / group : 0;
+        a.chunk_layers.push_back(layer.stored_bytes * inputs + all * (n - recomputed));
+        a.workspace.push_back(all * group);
+    }
     return a;
 }
 
@@ -147,7 +162,7 @@ StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const Devic
             ++units;
             consider(Bytes(0));
         } else {
-            consider(plan.recompute_workspace);
+            consider(plan.recompute_workspace(s));
             held.layers -= a.layers;
             held.embedding -= a.embedding;
             held.output -= a.output;

@@ -187,6 +187,8 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"async_tp_comm", e.async_tp_comm},
                           {"precision", to_string(e.precision)},
                           {"attention", to_string(e.attention)},
+                          {"recompute_layers", e.recompute_layers},
+                          {"recompute_method", to_string(e.recompute_method)},
                           {"first_stage_layers", e.layers_on_stage(m.layers, 0)},
                           {"last_stage_layers", e.layers_on_stage(m.layers, e.pipeline - 1)},
                           {"gpus", e.gpus()}};

@@ -18,10 +18,11 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 17> kExecutionKeys = {
+constexpr std::array<std::string_view, 19> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
-    "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers"};
+    "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
+    "recompute_layers", "recompute_method"};
 constexpr std::array<std::string_view, 24> kSystemKeys = {
     "name",
     "device_profile",
@@ -131,6 +132,11 @@ ExecutionSpec read_execution(const Fields& f) {
     e.attention = f.get_choice("attention", at, "unfused") == "unfused" ? Attention::unfused : Attention::flash;
     e.first_stage_layers = static_cast<int>(f.get_int("first_stage_layers", 1, 1 << 16, 0));
     e.last_stage_layers = static_cast<int>(f.get_int("last_stage_layers", 1, 1 << 16, 0));
+    e.recompute_layers = static_cast<int>(f.get_int("recompute_layers", 1, 1 << 16, 0));
+    constexpr std::array<std::string_view, 2> rm = {"uniform", "block"};
+    e.recompute_method = f.get_choice("recompute_method", rm, "uniform") == "uniform" ? RecomputeMethod::uniform : RecomputeMethod::block;
+    if (f.has("recompute_method") && !f.has("recompute_layers"))
+        f.fail("recompute_method", "recompute_method needs recompute_layers (how many layers it applies to)");
     return e;
 }
 

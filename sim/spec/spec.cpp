@@ -28,6 +28,7 @@ const char* to_string(Mlp m) { return m == Mlp::gelu ? "gelu" : "swiglu"; }
 const char* to_string(Norm n) { return n == Norm::layernorm ? "layernorm" : "rmsnorm"; }
 const char* to_string(PositionEmbedding p) { return p == PositionEmbedding::learned ? "learned" : "rope"; }
 const char* to_string(Attention a) { return a == Attention::unfused ? "unfused" : "flash"; }
+const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::uniform ? "uniform" : "block"; }
 const char* to_string(CollectiveKind k) {
     switch (k) {
         case CollectiveKind::all_reduce: return "all-reduce";
@@ -121,6 +122,17 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
     } else if (e.interleave != 1) {
         return SpecProblem{"execution", "interleave", "interleave = " + s(e.interleave) + " needs schedule: interleaved (got " +
                                                       to_string(e.schedule) + ")"};
+    }
+    if (e.recompute_layers > 0) {
+        if (e.recompute != Recompute::full)
+            return SpecProblem{"execution", "recompute_layers",
+                               "recompute_layers (" + s(e.recompute_layers) + ") needs recompute: full (got " + to_string(e.recompute) + ")"};
+        for (int st = 0; st < e.pipeline; ++st) {
+            if (e.recompute_layers > e.layers_per_chunk(m.layers, st))
+                return SpecProblem{"execution", "recompute_layers",
+                                   "recompute_layers (" + s(e.recompute_layers) + ") exceeds the " + s(e.layers_per_chunk(m.layers, st)) +
+                                       " layers of a model chunk on stage " + s(st)};
+        }
     }
     const int g = sc.system.gpus_per_node;
     if (e.tensor > g ? e.tensor % g != 0 : g % e.tensor != 0)

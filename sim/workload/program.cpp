@@ -164,7 +164,7 @@ void Builder::emit_program(std::size_t gi) {
             sim_.add_memory_effect(ut.last, {g.pool, activations, Bytes(0), a.layers});
             if (v == 0) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.embedding});
             if (v == last_v) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.output});
-            const Bytes workspace = activations_.recompute_workspace;
+            const Bytes workspace = activations_.recompute_workspace(g.stage);
             if (workspace.value > 0)
                 sim_.add_memory_effect(ut.first, {g.pool, index(MemoryCategory::recompute), workspace, workspace});
             g.last_backward = ut.last;

@@ -4,6 +4,14 @@
 
 namespace strata::workload {
 
+namespace {
+/// The layer as full recompute leaves it alone (block method): the same layer without recompute.
+LayerPlan kept_layer(LayerConfig lc) {
+    if (lc.recompute == Recompute::full) lc.recompute = Recompute::none;
+    return build_layer(lc);
+}
+}  // namespace
+
 void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost) {
     for (const Step& s : pass) {
         if (s.kind == Step::Kind::compute) {
@@ -117,6 +125,8 @@ const Unit& Builder::unit_for(bool forward, int v) {
     if (it != units_.end()) return it->second;
     const LayerConfig lc = layer_config(sc_.model, e_);
     const LayerPlan layer = build_layer(lc);
+    const LayerPlan kept = kept_layer(lc);
+    const int recomputed = e_.recomputed_layers(layers);
     Unit u;
     if (forward) {
         if (kind & 1) append(u.steps, build_embedding(lc).forward, cost_);
@@ -124,7 +134,8 @@ const Unit& Builder::unit_for(bool forward, int v) {
         if (kind & 2) append(u.steps, build_output(lc).forward, cost_);
     } else {
         if (kind & 2) append(u.steps, build_output(lc).backward, cost_);
-        for (int i = 0; i < layers; ++i) append(u.steps, layer.backward, cost_);
+        // Backward runs the chunk's layers last to first; partial (block) recompute re-runs the first ones.
+        for (int i = layers - 1; i >= 0; --i) append(u.steps, (i < recomputed ? layer : kept).backward, cost_);
         if (kind & 1) append(u.steps, build_embedding(lc).backward, cost_);
     }
     return units_.emplace(key, std::move(u)).first->second;
@@ -139,10 +150,12 @@ Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optiona
         append(pieces.back().steps, build_output(lc).backward, cost_);
     }
     const LayerPlan layer = build_layer(lc);
+    const LayerPlan kept = kept_layer(lc);
     const int layers = e_.layers_per_chunk(sc_.model.layers, v % e_.pipeline);
-    for (int i = 0; i < layers; ++i) {
+    const int recomputed = e_.recomputed_layers(layers);
+    for (int i = layers - 1; i >= 0; --i) {
         pieces.emplace_back();
-        append(pieces.back().steps, layer.backward, cost_);
+        append(pieces.back().steps, (i < recomputed ? layer : kept).backward, cost_);
     }
     if (v == 0) {
         pieces.emplace_back();
