@@ -168,7 +168,7 @@ TEST_CASE("models: malformed model keys and combinations are clear errors") {
 
 TEST_CASE("models: Llama 3 8B and 70B simulate end to end on DGX H100 with every new key") {
     const Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
-    REQUIRE(ex.cases.size() == 4);
+    REQUIRE(ex.cases.size() == 5);
     for (const Scenario& sc : ex.cases) {
         INFO(sc.name);
         CHECK(sc.model.mlp == Mlp::swiglu);
@@ -194,4 +194,76 @@ TEST_CASE("models: Llama 3 8B and 70B simulate end to end on DGX H100 with every
     const IterationResult flash = simulate(ex.cases[0]);
     const IterationResult unfused = simulate(ex.cases[1]);
     CHECK(flash.iteration_time_s < unfused.iteration_time_s);
+}
+
+TEST_CASE("context parallelism: each GPU holds s / c tokens, the ring moves K and V, the work splits c ways") {
+    const ModelSpec m = small_llama();
+    LayerConfig one{&m, 2, true, Recompute::none, 1};
+    one.attention = Attention::flash;
+    LayerConfig two = one;
+    two.context = 2;
+    ModelSpec half = m;
+    half.seq_len = m.seq_len / 2;
+    LayerConfig shorter = one;
+    shorter.model = &half;
+    // Activations: exactly those of a sequence half as long (the ring's K and V are not kept).
+    CHECK(build_layer(two).stored_bytes == build_layer(shorter).stored_bytes);
+    // The attention kernel: local queries against every key, half the work of the whole sequence's.
+    auto flash_flops = [](const LayerPlan& p) {
+        double f = 0;
+        for (const Step& st : p.forward)
+            for (const Kernel& k : st.kernels)
+                if (k.kind == KernelKind::flash_attention_fwd) f += flash_attention_flops(k).value;
+        return f;
+    };
+    CHECK(flash_flops(build_layer(two)) == Approx(flash_flops(build_layer(one)) / 2));
+    // The ring: the whole sequence's K and V of this tensor rank's groups (2 x 2 bytes x s b g d / t),
+    // overlapped with the attention kernel, forward; twice that backward (K, V and their gradients).
+    int rings = 0;
+    for (const Step& st : build_layer(two).forward) {
+        if (st.kind != Step::Kind::collective || !st.collective.context_group) continue;
+        ++rings;
+        CHECK(st.overlapped);
+        CHECK(st.collective.message.value == 2 * 2 * 2048 * 1 * (4 * 64 / 2));
+    }
+    CHECK(rings == 1);
+}
+
+TEST_CASE("context parallelism: validation, rank layout and gradients over data x context") {
+    Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
+    Scenario sc = ex.cases[0];  // 8B, t2 d4 flash
+    sc.execution.context = 2;
+    sc.execution.data = 2;
+    sc.execution.global_batch = 16;
+    validate(sc);
+    CHECK(sc.execution.gpus() == 8);
+    // The distributed optimizer shards over data x context.
+    CHECK(bytes_per_param(sc.execution).optimizer == 3);
+    sc.execution.attention = Attention::unfused;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("execution.context_parallel") && Catch::Contains("attention: flash"));
+    sc.execution.attention = Attention::flash;
+    sc.model.seq_len = 8190;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("divisible by 2 x context_parallel"));
+}
+
+TEST_CASE("context parallelism: simulated end to end, across nodes, with the analytical memory equal to the simulated") {
+    const Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
+    Scenario sc = ex.cases[2];  // 70B t8 p4 m5 d2 flash
+    const IterationResult without = simulate(sc);
+    sc.execution.context = 2;  // 128 GPUs: each CP pair spans two nodes
+    sc.execution.global_batch = 64;
+    validate(sc);
+    SimulationDetail detail;
+    SimulationOptions opt;
+    opt.keep_timeline = false;
+    const IterationResult with = simulate(sc, opt, &detail);
+    CHECK_FALSE(with.oom);
+    // Twice the GPUs on the same batch: faster, but not twice (the ring, smaller GEMMs, the same bubble).
+    CHECK(with.iteration_time_s < without.iteration_time_s);
+    CHECK(with.iteration_time_s > without.iteration_time_s / 2);
+    for (int st = 0; st < 4; ++st)
+        CHECK(stage_memory(sc.model, sc.execution, sc.system.device_memory(), st).total() ==
+              detail.stage_peaks[std::size_t(st)].total);
+    // Activations per GPU halve.
+    CHECK(2 * with.first_stage_activation_peak.value == without.first_stage_activation_peak.value);
 }

@@ -304,3 +304,19 @@ TEST_CASE("property: partial full recompute (recompute_layers, uniform and block
         }
     }
 }
+
+TEST_CASE("property: context parallelism holds too") {
+    int i = 0;
+    for (const Shape& s : {Shape{Schedule::one_f_one_b, 2, 1, 4}, Shape{Schedule::interleaved, 2, 2, 4},
+                           Shape{Schedule::gpipe, 3, 1, 2}}) {
+        Scenario sc = tiny(s, 2, 2, i % 2 == 0, i == 1 ? Recompute::selective : Recompute::none);
+        sc.model.kv_heads = 4;
+        sc.model.dropout = 0;
+        sc.execution.attention = Attention::flash;
+        sc.execution.context = 2;
+        sc.execution.distributed_optimizer = i == 2;
+        validate(sc);
+        check_equal(sc);
+        ++i;
+    }
+}

@@ -41,10 +41,11 @@ public:
     [[nodiscard]] Time overlapped_compute(Time compute, Time collective) const;
     /// Sum of the kernels of a compute step.
     [[nodiscard]] Time compute_step(const Step& step) const;
-    /// Serial time of a pass: compute steps and exposed collectives add up; an overlapped collective
+    /// Serial time of a pass (tensor-parallel collectives over `ranks`, context-parallel ones over
+    /// `context_ranks`, both at the intra-node figures): compute steps and exposed collectives add up; an overlapped collective
     /// and the compute step after it take the longer of the two, the compute slowed by the SMs the
     /// collective occupies while both run.
-    [[nodiscard]] Time pass_time(const std::vector<Step>& pass, int ranks) const;
+    [[nodiscard]] Time pass_time(const std::vector<Step>& pass, int ranks, int context_ranks = 1) const;
     /// Bytes per collective step moved by each rank (ring algorithm).
     [[nodiscard]] static Bytes ring_bytes_per_rank(CollectiveKind kind, int ranks, Bytes message);
     [[nodiscard]] static int ring_steps(CollectiveKind kind, int ranks);

@@ -44,6 +44,8 @@ struct TpCollective {
     std::string name;
     CollectiveKind kind = CollectiveKind::all_reduce;
     Bytes message;
+    /// Over the context-parallel group (c GPUs with the same tensor rank) instead of the tensor-parallel one.
+    bool context_group = false;
 };
 
 /// One step of a pass: kernels run back to back on the compute stream, or a collective. A collective
@@ -86,6 +88,7 @@ struct LayerConfig {
     /// Main gradients (and the data-parallel reduction) in fp32, else in the 16-bit training type.
     bool fp32_main_grads = true;
     Attention attention = Attention::unfused;
+    int context = 1;   ///< c: this GPU holds s / c tokens of each sequence (context parallelism)
 };
 
 /// The layer configuration of a scenario's execution.

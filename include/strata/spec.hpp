@@ -56,6 +56,9 @@ struct ExecutionSpec {
     int tensor = 1;               ///< t
     int pipeline = 1;             ///< p
     int data = 1;                 ///< d
+    /// c: context parallelism (Megatron-Core): each sequence split over c GPUs (2c chunks, load-balanced for the
+    /// causal mask), attention by a ring exchange of K and V; placed after tensor parallelism in the rank order.
+    int context = 1;
     int interleave = 1;           ///< m, model chunks per pipeline stage
     bool sequence_parallel = false;
     Recompute recompute = Recompute::none;
@@ -79,7 +82,7 @@ struct ExecutionSpec {
     int recompute_layers = 0;
     RecomputeMethod recompute_method = RecomputeMethod::uniform;
 
-    [[nodiscard]] int gpus() const { return tensor * pipeline * data; }
+    [[nodiscard]] int gpus() const { return tensor * context * pipeline * data; }
     [[nodiscard]] int microbatches() const { return global_batch / (microbatch * data); }
     /// Transformer layers of pipeline stage `stage` when the model has `layers` (the split is validated by
     /// find_problem: whole numbers that add up, each stage's divisible by the interleave).

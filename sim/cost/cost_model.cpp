@@ -112,7 +112,7 @@ Time CostModel::compute_step(const Step& step) const {
     return t;
 }
 
-Time CostModel::pass_time(const std::vector<Step>& pass, int ranks) const {
+Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, int context_ranks) const {
     Time total = Time::zero();
     for (std::size_t i = 0; i < pass.size(); ++i) {
         const Step& s = pass[i];
@@ -120,7 +120,7 @@ Time CostModel::pass_time(const std::vector<Step>& pass, int ranks) const {
             total += compute_step(s);
             continue;
         }
-        const Time c = tp_collective(s.collective.kind, ranks, s.collective.message);
+        const Time c = tp_collective(s.collective.kind, s.collective.context_group ? context_ranks : ranks, s.collective.message);
         if (s.overlapped && i + 1 < pass.size() && pass[i + 1].kind == Step::Kind::compute) {
             total += std::max(c, overlapped_compute(compute_step(pass[i + 1]), c));
             ++i;

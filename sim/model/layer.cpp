@@ -26,6 +26,8 @@ namespace {
 
 struct Dims {
     std::int64_t s, b, h, a, t, f, v, n, n_sp, d, heads_t;
+    std::int64_t c;        ///< context-parallel size: s is this GPU's s / c tokens, s_kv the whole sequence
+    std::int64_t s_kv;
     std::int64_t g;        ///< query groups (kv heads)
     std::int64_t kv_w;     ///< width of K (or V) per rank: g d / t
     std::int64_t qkv_out;  ///< QKV GEMM output per rank: (h + 2 g d) / t
@@ -41,7 +43,9 @@ Dims dims_of(const LayerConfig& c) {
     if (c.model == nullptr) throw Error("build_layer: no model");
     const ModelSpec& m = *c.model;
     Dims d{};
-    d.s = m.seq_len;
+    d.c = c.context;
+    d.s = m.seq_len / d.c;
+    d.s_kv = m.seq_len;
     d.b = c.microbatch;
     d.h = m.hidden;
     d.a = m.heads;
@@ -94,10 +98,11 @@ Step compute(std::vector<Kernel> ks) {
     return s;
 }
 
-Step collective(std::string name, CollectiveKind kind, std::int64_t message, bool overlapped = false) {
+Step collective(std::string name, CollectiveKind kind, std::int64_t message, bool overlapped = false,
+                bool context_group = false) {
     Step s;
     s.kind = Step::Kind::collective;
-    s.collective = TpCollective{std::move(name), kind, Bytes(message)};
+    s.collective = TpCollective{std::move(name), kind, Bytes(message), context_group};
     s.overlapped = overlapped;
     return s;
 }
@@ -132,12 +137,15 @@ Kernel residual_add(const Dims& d, const std::string& name) {
     return elementwise(name + ".residual-add", "bias_dropout_add_fwd", kAddFwd * d.n_sp * d.h);
 }
 
+/// The whole sequence's K and V for this tensor rank's query groups (2 tensors, 2 bytes): what the ring moves.
+std::int64_t kv_ring_bytes(const Dims& d) { return 2 * 2 * d.s_kv * d.b * d.kv_w; }
+
 /// A FlashAttention kernel: its shape is one attention GEMM's (see KernelKind).
 Kernel flash(std::string name, const Dims& d, bool forward) {
     Kernel kr;
     kr.name = std::move(name);
     kr.kind = forward ? KernelKind::flash_attention_fwd : KernelKind::flash_attention_bwd;
-    kr.gemm = GemmShape{d.s, d.s, d.d, d.b * d.heads_t};
+    kr.gemm = GemmShape{d.s, d.s_kv, d.d, d.b * d.heads_t};  // local queries against every key (ring)
     // HBM traffic: q, k, v and o (and their gradients backward), 2 bytes each, plus the fp32 row statistics.
     const std::int64_t qkvo = 2 * d.n * (2 * d.h / d.t + 2 * d.kv_w);
     kr.bytes = Bytes((forward ? 1 : 2) * qkvo + 4 * d.b * d.heads_t * d.s);
@@ -223,8 +231,15 @@ std::vector<Step> forward_pass(const Dims& d) {
     if (d.sp) p.push_back(collective("attn.all-gather", CollectiveKind::all_gather, msg));
     add(p, {gemm("qkv", d.n, d.qkv_out, d.h)});
     if (d.rope) add(p, {elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))});
-    add(p, attention_core_forward(d));
-    add(p, {gemm("proj", d.n, d.h, d.h / d.t)});
+    if (d.c > 1) {
+        // Ring attention: the K and V shards travel round the c ranks while each block is computed (overlapped).
+        p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
+        p.push_back(compute(attention_core_forward(d)));
+        p.push_back(compute({gemm("proj", d.n, d.h, d.h / d.t)}));
+    } else {
+        add(p, attention_core_forward(d));
+        add(p, {gemm("proj", d.n, d.h, d.h / d.t)});
+    }
     p.push_back(collective(d.sp ? "attn.reduce-scatter" : "attn.all-reduce", reduce, msg));
     add(p, {residual_add(d, "attn"), elementwise("ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("mlp.all-gather", CollectiveKind::all_gather, msg));
@@ -274,9 +289,20 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (rc == Recompute::selective) {
         std::vector<Kernel> re = attention_core_forward(d);
         for (auto& k : re) k.name = "recompute." + k.name;
-        add(p, std::move(re));
+        if (d.c > 1) {
+            p.push_back(collective("recompute.attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
+            p.push_back(compute(std::move(re)));
+        } else {
+            add(p, std::move(re));
+        }
     }
-    add(p, attention_core_backward(d));
+    if (d.c > 1) {
+        // Backward ring: K and V again, and their gradients back (twice the bytes), overlapped with the kernel.
+        p.push_back(collective("attn.cp-kv-dkv-ring", CollectiveKind::all_gather, 2 * kv_ring_bytes(d), true, true));
+        p.push_back(compute(attention_core_backward(d)));
+    } else {
+        add(p, attention_core_backward(d));
+    }
     if (d.rope) add(p, {elementwise("rope.bwd", "rope_bwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     column_linear_backward(p, d, "qkv", d.h, d.qkv_out);
     add(p, {elementwise("ln1.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
@@ -343,6 +369,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.async_tp_comm = e.async_tp_comm;
     c.fp32_main_grads = e.precision == Precision::bf16;
     c.attention = e.attention;
+    c.context = e.context;
     return c;
 }
 
@@ -417,73 +444,6 @@ OutputPlan build_output(const LayerConfig& cfg) {
     // Final layer-norm input and logits-GEMM input (2 bytes each), fp32 logits: 4sbh/t + 4sbv/t with SP.
     o.stored_per_microbatch = Bytes(4 * d.n_sp * d.h + 4 * logits);
     return o;
-}
-
-namespace {
-
-/// A GPT of the paper's shape: the paper's forms of the FLOPs count apply exactly.
-bool paper_shaped(const ModelSpec& m) {
-    return m.query_groups() == m.heads && m.mlp == Mlp::gelu && m.ffn_hidden == 4 * m.hidden;
-}
-
-/// The terms of Megatron-LM's count, per 12 B s L h^2: attention linear layers, attention core, MLP, logits.
-struct FlopTerms {
-    double linear_attention, core, mlp, logits;
-};
-
-FlopTerms flop_terms(const ModelSpec& m) {
-    const double s = m.seq_len, L = m.layers, h = m.hidden, v = m.vocab;
-    const double q = double(m.heads) * m.head_dim();   // query projection width
-    const double g_over_a = double(m.query_groups()) / m.heads;
-    const double gated = m.mlp == Mlp::swiglu ? 1.5 : 1.0;
-    return {(1.0 + g_over_a) * (q / h), (s / h) * (q / h), (double(m.ffn_hidden) / h) * gated, v / (2.0 * L * h)};
-}
-
-double base(const ModelSpec& m, int global_batch) {
-    const double h = m.hidden;
-    return 12.0 * double(global_batch) * m.seq_len * m.layers * h * h;
-}
-
-}  // namespace
-
-Flops flash_attention_flops(const Kernel& k) {
-    // Forward: QK^T and PV; backward: the scores again, dV, dP, dQ, dK. Causal: half of each.
-    const double gemms = k.kind == KernelKind::flash_attention_fwd ? 2.0 : 5.0;
-    return Flops(0.5 * gemms * k.gemm.flops().value);
-}
-
-Flops model_flops_per_iteration(const ModelSpec& m, int global_batch) {
-    if (paper_shaped(m)) {
-        const double B = global_batch, s = m.seq_len, L = m.layers, h = m.hidden, v = m.vocab;
-        return Flops(72.0 * B * s * L * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * h * L)));
-    }
-    const FlopTerms t = flop_terms(m);
-    return Flops(base(m, global_batch) * (t.linear_attention + t.core + t.mlp + t.logits));
-}
-
-Flops hardware_flops_per_iteration(const ModelSpec& m, int global_batch, Recompute recompute, Attention attention,
-                                   double recomputed_fraction) {
-    const FlopTerms t = flop_terms(m);
-    // FlashAttention's backward recomputes the scores: one attention GEMM of the core's six (2 forward, 4 backward).
-    const Flops flash = attention == Attention::flash ? Flops(base(m, global_batch) * t.core / 6.0) : Flops(0);
-    if (paper_shaped(m) && recomputed_fraction == 1.0) {
-        const double B = global_batch, s = m.seq_len, L = m.layers, h = m.hidden, v = m.vocab;
-        switch (recompute) {
-            case Recompute::none: return model_flops_per_iteration(m, global_batch) + flash;
-            case Recompute::selective:
-                return Flops(72.0 * B * s * L * h * h * (1.0 + s / (3.0 * h) + v / (12.0 * h * L))) + flash;
-            case Recompute::full: return Flops(96.0 * B * s * L * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * h * L))) + flash;
-        }
-    }
-    const Flops model = model_flops_per_iteration(m, global_batch);
-    switch (recompute) {
-        case Recompute::none: return model + flash;
-        case Recompute::selective: return model + Flops(base(m, global_batch) * t.core) + flash;
-        case Recompute::full:
-            return model + Flops(base(m, global_batch) * (t.linear_attention + t.core + t.mlp) / 3.0 * recomputed_fraction) +
-                   flash;
-    }
-    return model;
 }
 
 }  // namespace strata

@@ -14,7 +14,7 @@ BytesPerParam bytes_per_param(const ExecutionSpec& e) {
         b.gradients = 2;
         b.optimizer = 16;
     }
-    if (e.distributed_optimizer) b.optimizer /= e.data;
+    if (e.distributed_optimizer) b.optimizer /= double(e.data) * e.context;  // Megatron: over data x context
     return b;
 }
 

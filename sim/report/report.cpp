@@ -18,8 +18,8 @@ CaseResult analyze(const Scenario& sc) {
     r.memory = estimate_memory(sc.model, sc.execution, sc.system.device_memory());
     const LayerPlan plan = build_layer(layer_config(sc.model, sc.execution));
     const CostModel cost(sc.system.device);
-    r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor).ms();
-    r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor).ms();
+    r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor, sc.execution.context).ms();
+    r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor, sc.execution.context).ms();
     bool any_measured = false, any_analytical = false;
     for (const auto* pass : {&plan.forward, &plan.backward}) {
         for (const auto& step : *pass) {
@@ -41,12 +41,13 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
                        e.gradient_accumulation_fusion ? "" : ", no gradient-accumulation fusion",
                        e.async_tp_comm ? "" : ", synchronous backward collectives");
     for (const auto& [title, pass] : {std::pair{"forward", &plan.forward}, std::pair{"backward", &plan.backward}}) {
-        out << fmt::format("  {} pass: {:.3f} ms\n", title, cost.pass_time(*pass, e.tensor).ms());
+        out << fmt::format("  {} pass: {:.3f} ms\n", title, cost.pass_time(*pass, e.tensor, e.context).ms());
         for (const auto& step : *pass) {
             if (step.kind == Step::Kind::collective) {
                 out << fmt::format("    {:<34} {:>14} {:>10.1f} MB {:>9.3f} ms{}\n", step.collective.name,
                                    to_string(step.collective.kind), double(step.collective.message.value) / 1e6,
-                                   cost.tp_collective(step.collective.kind, e.tensor, step.collective.message).ms(),
+                                   cost.tp_collective(step.collective.kind, step.collective.context_group ? e.context : e.tensor,
+                                                      step.collective.message).ms(),
                                    step.overlapped ? "  (overlapped with the next step)" : "");
                 continue;
             }

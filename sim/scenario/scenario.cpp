@@ -18,11 +18,11 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 19> kExecutionKeys = {
+constexpr std::array<std::string_view, 20> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
-    "recompute_layers", "recompute_method"};
+    "recompute_layers", "recompute_method", "context_parallel"};
 constexpr std::array<std::string_view, 24> kSystemKeys = {
     "name",
     "device_profile",
@@ -112,6 +112,7 @@ ExecutionSpec read_execution(const Fields& f) {
     e.tensor = static_cast<int>(f.get_int("tensor", 1, 1 << 16));
     e.pipeline = static_cast<int>(f.get_int("pipeline", 1, 1 << 16));
     e.data = static_cast<int>(f.get_int("data", 1, 1 << 20, 1));
+    e.context = static_cast<int>(f.get_int("context_parallel", 1, 1 << 12, 1));
     e.interleave = static_cast<int>(f.get_int("interleave", 1, 1 << 10, 1));
     e.sequence_parallel = f.get_bool("sequence_parallel", false);
     constexpr std::array<std::string_view, 3> rc = {"none", "selective", "full"};

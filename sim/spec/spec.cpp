@@ -123,6 +123,20 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
         return SpecProblem{"execution", "interleave", "interleave = " + s(e.interleave) + " needs schedule: interleaved (got " +
                                                       to_string(e.schedule) + ")"};
     }
+    if (e.context > 1) {
+        if (e.attention != Attention::flash)
+            return SpecProblem{"execution", "context_parallel",
+                               "context_parallel (" + s(e.context) + ") needs attention: flash (Megatron-Core's ring attention runs "
+                               "fused attention kernels)"};
+        if (m.seq_len % (2 * e.context) != 0)
+            return SpecProblem{"execution", "context_parallel",
+                               "context_parallel (" + s(e.context) + ") needs model.seq_len (" + s(m.seq_len) +
+                                   ") divisible by 2 x context_parallel (the causal load balancing splits each sequence in 2c chunks)"};
+        if (e.sequence_parallel && (m.seq_len / e.context) % e.tensor != 0)
+            return SpecProblem{"execution", "sequence_parallel",
+                               "sequence parallelism needs each context-parallel shard (model.seq_len / context_parallel = " +
+                                   s(m.seq_len / e.context) + ") divisible by tensor (" + s(e.tensor) + ")"};
+    }
     if (e.recompute_layers > 0) {
         if (e.recompute != Recompute::full)
             return SpecProblem{"execution", "recompute_layers",

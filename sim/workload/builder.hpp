@@ -50,6 +50,7 @@ struct UnitStep {
     CollectiveKind kind{};       // collective
     Bytes message;
     bool overlapped = false;
+    bool context_group = false;  // over the context-parallel group rather than the tensor-parallel one
 };
 
 /// A chunk's forward or backward pass as costed steps (adjacent compute steps merged).
@@ -89,10 +90,12 @@ public:
 private:
     struct Group {
         int stage = 0, replica = 0;
-        std::vector<int> gpus;
+        std::vector<int> gpus;                       // its t x c GPUs, context rank major
+        std::vector<std::vector<int>> tensor_groups; // c groups of t (one per context rank)
+        std::vector<std::vector<int>> context_groups;// t groups of c (one per tensor rank)
         StreamId compute{}, tp{}, send_fwd{}, send_bwd{};
         engine::PoolId pool{};
-        std::map<std::pair<int, std::int64_t>, std::vector<fabric::CollectivePhase>> plans;
+        std::map<std::tuple<int, std::int64_t, bool>, std::vector<fabric::CollectivePhase>> plans;
         TaskId last_backward{};
         TaskId optimizer{};
         std::vector<TaskId> grad_buckets;   // with overlap_grad_reduce: each layer's last backward, in order
@@ -118,10 +121,19 @@ private:
     };
 
     [[nodiscard]] int group_index(int stage, int replica) const { return stage * e_.data + replica; }
+    /// Global rank (Megatron's order: tensor innermost, then context, then data, then pipeline).
+    [[nodiscard]] int rank(int stage, int replica, int context_rank, int tensor_rank) const {
+        return ((stage * e_.data + replica) * e_.context + context_rank) * e_.tensor + tensor_rank;
+    }
+    /// Ranks that share a stage's weights: data x context parallel (gradients reduced over them).
+    [[nodiscard]] int weight_replicas() const { return e_.data * e_.context; }
     [[nodiscard]] std::size_t message_index(const schedule::Unit& u) const;
 
     // units.cpp
-    const std::vector<fabric::CollectivePhase>& tp_phases(Group& g, CollectiveKind kind, Bytes message);
+    /// A collective over the group's tensor-parallel ranks (or, with `context`, its context-parallel ranks); the
+    /// c (or t) such collectives of the group run at once.
+    const std::vector<fabric::CollectivePhase>& tp_phases(Group& g, CollectiveKind kind, Bytes message,
+                                                          bool context = false);
     /// Emits a unit's steps on group g after `after` (optional); returns its first and last task.
     UnitTasks emit_unit(Group& g, const Unit& unit, std::optional<TaskId> after, std::uint32_t label);
     TaskId emit_phases(StreamId stream, const std::vector<fabric::CollectivePhase>& phases, std::vector<TaskId> deps,

@@ -9,7 +9,7 @@
 namespace strata::workload {
 
 void Builder::emit_gradient_reduction_and_optimizer() {
-    const int p = e_.pipeline, d = e_.data, t = e_.tensor;
+    const int p = e_.pipeline, d = e_.data, t = e_.tensor, c = e_.context, replicas = weight_replicas();
     const BytesPerParam bpp = bytes_per_param(e_);
     const Time p2p_latency = sc_.system.network.p2p_latency;
     const double grad_bytes_per_param = bpp.gradients;
@@ -19,10 +19,11 @@ void Builder::emit_gradient_reduction_and_optimizer() {
         std::vector<TaskId> deps;
         for (int k = 0; k < d; ++k) deps.push_back(groups_[static_cast<std::size_t>(group_index(r, k))].last_backward);
         const Bytes grads(std::llround(params * grad_bytes_per_param));
-        // One ring per tensor rank i (same rail); the t rings move together.
+        // One ring per tensor rank i (same rail) over the data (and context) replicas; the t rings move together.
         std::vector<std::vector<int>> rings(static_cast<std::size_t>(t));
         for (int i = 0; i < t; ++i)
-            for (int k = 0; k < d; ++k) rings[static_cast<std::size_t>(i)].push_back(r * d * t + k * t + i);
+            for (int k = 0; k < d; ++k)
+                for (int j = 0; j < c; ++j) rings[static_cast<std::size_t>(i)].push_back(rank(r, k, j, i));
         auto combined_plan = [&](CollectiveKind kind, Bytes msg) {
             return fabric::plan_concurrent_collectives(fab_, kind, rings, msg, coll_params_);
         };
@@ -31,7 +32,7 @@ void Builder::emit_gradient_reduction_and_optimizer() {
         const StreamId dp = dp_streams_[static_cast<std::size_t>(r)];
         TaskId done{};
         const std::size_t buckets = groups_[static_cast<std::size_t>(group_index(r, 0))].grad_buckets.size();
-        if (d > 1 && buckets > 0) {
+        if (replicas > 1 && buckets > 0) {
             // Overlapped: each layer's bucket is reduced as soon as every replica has finished its last
             // backward; what is left (embeddings, final norm) after the last backward.
             const double layer_params = layer_parameters_per_gpu(sc_.model, t);
@@ -51,7 +52,7 @@ void Builder::emit_gradient_reduction_and_optimizer() {
                 sim_.add_dependency(done, x);
                 done = x;
             }
-        } else if (d > 1) {
+        } else if (replicas > 1) {
             done = emit_phases(dp, combined_plan(kind, grads), deps, label, nullptr);
         } else {
             done = sim_.add_compute(dp_streams_[static_cast<std::size_t>(r)], Time::zero(), label);
@@ -64,11 +65,12 @@ void Builder::emit_gradient_reduction_and_optimizer() {
         const Bytes emb(std::llround(double(sc_.model.vocab) * sc_.model.hidden / t * grad_bytes_per_param));
         std::vector<std::pair<int, int>> fwd_pairs, bwd_pairs;
         for (int k = 0; k < d; ++k)
-            for (int i = 0; i < t; ++i) {
-                const int a = k * t + i, b = (p - 1) * d * t + k * t + i;
-                fwd_pairs.emplace_back(a, b);
-                bwd_pairs.emplace_back(b, a);
-            }
+            for (int j = 0; j < c; ++j)
+                for (int i = 0; i < t; ++i) {
+                    const int a = rank(0, k, j, i), b = rank(p - 1, k, j, i);
+                    fwd_pairs.emplace_back(a, b);
+                    bwd_pairs.emplace_back(b, a);
+                }
         const fabric::Route both[] = {fab_.combined(fwd_pairs), fab_.combined(bwd_pairs)};
         const fabric::Route ra = fabric::merge_routes(both);
         const std::uint32_t label = make_label(TaskKind::embedding_sync, 0, 0);
@@ -81,7 +83,7 @@ void Builder::emit_gradient_reduction_and_optimizer() {
     std::vector<std::vector<TaskId>> stepped(static_cast<std::size_t>(p));
     for (auto& g : groups_) {
         const double params = parameters_on_stage(sc_.model, e_, g.stage);
-        const double shard = e_.distributed_optimizer ? params / d : params;
+        const double shard = e_.distributed_optimizer ? params / replicas : params;
         const Time step = Time::from_seconds(sc_.system.optimizer_step_seconds(shard, e_.precision)) +
                           sc_.system.optimizer.fixed_overhead;
         TaskId o = sim_.add_compute(g.compute, step, make_label(TaskKind::optimizer, 0, 0));
@@ -89,11 +91,12 @@ void Builder::emit_gradient_reduction_and_optimizer() {
         stepped[static_cast<std::size_t>(g.stage)].push_back(o);
         g.optimizer = o;
     }
-    if (e_.distributed_optimizer && d > 1) {
-        // Updated bf16 parameters are all-gathered over the data-parallel replicas of each stage.
+    if (e_.distributed_optimizer && replicas > 1) {
+        // Updated bf16 parameters are all-gathered over the data (and context) replicas of each stage.
         for (int r = 0; r < p; ++r) {
             std::vector<int> ranks;
-            for (int k = 0; k < d; ++k) ranks.push_back(r * d * t + k * t);
+            for (int k = 0; k < d; ++k)
+                for (int j = 0; j < c; ++j) ranks.push_back(rank(r, k, j, 0));
             const double params = parameters_on_stage(sc_.model, e_, r);
             auto phases = fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks,
                                                   Bytes(std::llround(params * 2)), coll_params_);

@@ -16,8 +16,8 @@ void Builder::emit_pipeline_transfers() {
         auto key = std::pair{a.gpus.front(), b.gpus.front()};
         auto it = routes.find(key);
         if (it != routes.end()) return it->second;
-        std::vector<std::pair<int, int>> pairs;
-        for (int i = 0; i < t; ++i) pairs.emplace_back(a.gpus[static_cast<std::size_t>(i)], b.gpus[static_cast<std::size_t>(i)]);
+        std::vector<std::pair<int, int>> pairs;  // every tensor (and context) rank to its counterpart
+        for (std::size_t i = 0; i < a.gpus.size(); ++i) pairs.emplace_back(a.gpus[i], b.gpus[i]);
         return routes.emplace(key, fab_.combined(pairs)).first->second;
     };
     const Time p2p_latency = sc_.system.network.p2p_latency;

@@ -28,7 +28,7 @@ Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab
       options_(options),
       shape_(schedule::shape_of(sc.execution)),
       activations_(activation_plan(sc.model, sc.execution)),
-      activation_message_(2LL * sc.model.seq_len * sc.execution.microbatch * sc.model.hidden) {
+      activation_message_(2LL * (sc.model.seq_len / sc.execution.context) * sc.execution.microbatch * sc.model.hidden) {
     const NetworkSpec& n = sc.system.network;
     coll_params_ = {n.collective_step_latency_intra, n.collective_step_latency_inter, n.hierarchical_collectives};
     for (int r = 0; r < e_.pipeline; ++r) programs_.push_back(schedule::stage_program(shape_, r));
@@ -57,7 +57,7 @@ void Builder::build() {
 }
 
 void Builder::make_groups() {
-    const int p = e_.pipeline, d = e_.data, t = e_.tensor;
+    const int p = e_.pipeline, d = e_.data, t = e_.tensor, c = e_.context;
     const BytesPerParam bpp = bytes_per_param(e_);
     const std::vector<std::string> categories = memory_category_names();
     groups_.resize(static_cast<std::size_t>(p * d));
@@ -67,7 +67,16 @@ void Builder::make_groups() {
             Group& g = groups_[static_cast<std::size_t>(group_index(r, k))];
             g.stage = r;
             g.replica = k;
-            for (int i = 0; i < t; ++i) g.gpus.push_back(r * d * t + k * t + i);
+            g.tensor_groups.resize(static_cast<std::size_t>(c));
+            g.context_groups.resize(static_cast<std::size_t>(t));
+            for (int j = 0; j < c; ++j) {
+                for (int i = 0; i < t; ++i) {
+                    const int gpu = rank(r, k, j, i);
+                    g.gpus.push_back(gpu);
+                    g.tensor_groups[static_cast<std::size_t>(j)].push_back(gpu);
+                    g.context_groups[static_cast<std::size_t>(i)].push_back(gpu);
+                }
+            }
             const std::string name = fmt::format("GPUs {}-{} (stage {}, replica {})", g.gpus.front(), g.gpus.back(), r, k);
             g.compute = sim_.add_stream(name + " compute");
             g.tp = sim_.add_stream(name + " tensor-parallel");
@@ -151,7 +160,7 @@ void Builder::emit_program(std::size_t gi) {
         const schedule::Unit& s = ins.unit;
         const int v = schedule::virtual_stage(shape_, g.stage, s.chunk);
         const std::uint32_t label = make_label(s.forward ? TaskKind::forward : TaskKind::backward, s.chunk, s.microbatch);
-        const bool split = !s.forward && e_.overlap_grad_reduce && e_.data > 1 && s.microbatch == n - 1;
+        const bool split = !s.forward && e_.overlap_grad_reduce && weight_replicas() > 1 && s.microbatch == n - 1;
         const UnitTasks ut =
             split ? emit_backward_by_layer(g, v, prev_last, label) : emit_unit(g, unit_for(s.forward, v), prev_last, label);
         prev_last = ut.last;

@@ -32,16 +32,20 @@ void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const Cos
             u.kind = s.collective.kind;
             u.message = s.collective.message;
             u.overlapped = s.overlapped;
+            u.context_group = s.collective.context_group;
             out.push_back(u);
         }
     }
 }
 
-const std::vector<fabric::CollectivePhase>& Builder::tp_phases(Group& g, CollectiveKind kind, Bytes message) {
-    auto key = std::pair{static_cast<int>(kind), message.value};
+const std::vector<fabric::CollectivePhase>& Builder::tp_phases(Group& g, CollectiveKind kind, Bytes message, bool context) {
+    auto key = std::tuple{static_cast<int>(kind), message.value, context};
     auto it = g.plans.find(key);
     if (it != g.plans.end()) return it->second;
-    return g.plans.emplace(key, fabric::plan_collective(fab_, kind, g.gpus, message, coll_params_)).first->second;
+    const auto& groups = context ? g.context_groups : g.tensor_groups;
+    auto phases = groups.size() == 1 ? fabric::plan_collective(fab_, kind, groups.front(), message, coll_params_)
+                                     : fabric::plan_concurrent_collectives(fab_, kind, groups, message, coll_params_);
+    return g.plans.emplace(key, std::move(phases)).first->second;
 }
 
 TaskId Builder::emit_phases(StreamId stream, const std::vector<fabric::CollectivePhase>& phases,
@@ -86,11 +90,11 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             continue;
         }
         TaskId first{};
-        const TaskId last = emit_phases(g.tp, tp_phases(g, s.kind, s.message), prev, tp_label, &first);
+        const TaskId last = emit_phases(g.tp, tp_phases(g, s.kind, s.message, s.context_group), prev, tp_label, &first);
         note_first(first);
         if (s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute) {
             // The overlapped kernels lose the SMs the collective holds while it runs.
-            const Time c = cost_.tp_collective(s.kind, e_.tensor, s.message);
+            const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
             TaskId w = sim_.add_compute(g.compute, cost_.overlapped_compute(unit.steps[i + 1].duration, c), label);
             for (TaskId d : prev) sim_.add_dependency(d, w);
             prev = {w, last};
