@@ -168,7 +168,7 @@ TEST_CASE("models: malformed model keys and combinations are clear errors") {
 
 TEST_CASE("models: Llama 3 8B and 70B simulate end to end on DGX H100 with every new key") {
     const Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
-    REQUIRE(ex.cases.size() == 5);
+    REQUIRE(ex.cases.size() == 7);
     for (const Scenario& sc : ex.cases) {
         INFO(sc.name);
         CHECK(sc.model.mlp == Mlp::swiglu);
@@ -266,4 +266,42 @@ TEST_CASE("context parallelism: simulated end to end, across nodes, with the ana
               detail.stage_peaks[std::size_t(st)].total);
     // Activations per GPU halve.
     CHECK(2 * with.first_stage_activation_peak.value == without.first_stage_activation_peak.value);
+}
+
+TEST_CASE("recompute_modules: the norms and the MLP join the attention core, derived by hand") {
+    const ModelSpec m = small_llama();
+    const std::int64_t s = 2048, b = 2, h = 1024, a = 16, f = 2816, t = 4, sbh = s * b * h;
+    LayerConfig c{&m, int(t), false, Recompute::selective, int(b)};
+    c.modules = {true, true, true};
+    const LayerPlan plan = build_layer(c);
+    // Kept: ln1 and ln2 inputs (2sbh each), q and the expanded k (4sbh/t), values (2sbh/t), proj input (2sbh/t).
+    CHECK(plan.stored_bytes.value == 4 * sbh + 8 * sbh / t);
+    // Held while one layer recomputes: what it dropped.
+    CHECK(plan.recompute_peak_bytes.value == 2 * a * s * s * b / t + 4 * sbh + 4 * s * b * f / t + 2 * s * b * f / t);
+    int fc1 = 0, norms = 0;
+    for (const Step& st : plan.backward)
+        for (const Kernel& k : st.kernels) {
+            fc1 += k.name == "recompute.fc1";
+            norms += k.name == "recompute.ln1" || k.name == "recompute.ln2";
+        }
+    CHECK(fc1 == 1);
+    CHECK(norms == 2);
+    // Only the MLP: the attention core's scores stay.
+    c.modules = {false, false, true};
+    CHECK(build_layer(c).stored_bytes.value == 8 * sbh + 8 * sbh / t + 2 * a * s * s * b / t);
+    // The MLP's recompute adds fc1's forward FLOPs to the hardware count: 2 n h (2f) per layer.
+    const ModelSpec l = model("llama3-8b");
+    const double extra = hardware_flops_per_iteration(l, 4, Recompute::selective, Attention::flash, 1.0, {true, false, true}).value -
+                         hardware_flops_per_iteration(l, 4, Recompute::selective, Attention::flash).value;
+    CHECK(extra == Approx(32 * (2.0 * 4 * 8192 * 4096 * (2 * 14336))).epsilon(1e-9));  // once, forward
+}
+
+TEST_CASE("recompute_modules: bad lists are clear errors") {
+    const std::string dir = kRoot + "tests/data/bad/";
+    CHECK_THROWS_WITH(load_experiment(dir + "recompute_modules_unknown.yaml"),
+                      Catch::Contains("recompute_modules_unknown.yaml:5:") && Catch::Contains("'layernorms' is not valid") &&
+                          Catch::Contains("did you mean 'layernorm'"));
+    CHECK_THROWS_WITH(load_experiment(dir + "recompute_modules_twice.yaml"), Catch::Contains("'mlp' is listed twice"));
+    CHECK_THROWS_WITH(load_experiment(dir + "recompute_modules_not_selective.yaml"),
+                      Catch::Contains("execution.recompute_modules") && Catch::Contains("needs recompute: selective"));
 }

@@ -320,3 +320,14 @@ TEST_CASE("property: context parallelism holds too") {
         ++i;
     }
 }
+
+TEST_CASE("property: selective recompute of the norms and the MLP holds too") {
+    for (const Shape& s : {Shape{Schedule::one_f_one_b, 4, 1, 6}, Shape{Schedule::interleaved, 2, 3, 4}}) {
+        Scenario sc = tiny(s, 2, 2, true, Recompute::selective);
+        sc.execution.recompute_modules = {true, true, true};
+        check_equal(sc);
+        sc.execution.recompute_modules = {false, false, true};
+        sc.execution.attention = Attention::flash;
+        check_equal(sc);
+    }
+}

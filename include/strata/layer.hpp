@@ -62,7 +62,8 @@ struct Step {
 struct LayerOp {
     std::string name;
     Bytes stored;                 ///< activation bytes kept for backward with no recompute
-    bool attention_core = false;  ///< re-run by selective recompute, dropped from storage then
+    /// Which selective-recompute module re-creates it (dropped from storage when that module is recomputed).
+    enum class Module : std::uint8_t { none, core_attn, layernorm, mlp } module = Module::none;
 };
 
 struct LayerPlan {
@@ -89,6 +90,7 @@ struct LayerConfig {
     bool fp32_main_grads = true;
     Attention attention = Attention::unfused;
     int context = 1;   ///< c: this GPU holds s / c tokens of each sequence (context parallelism)
+    RecomputeModules modules{};   ///< what selective recompute re-runs
 };
 
 /// The layer configuration of a scenario's execution.
@@ -124,7 +126,9 @@ Flops model_flops_per_iteration(const ModelSpec& model, int global_batch);
 /// attention-core term once more, full recompute a third of the layers' part) and, with FlashAttention, the
 /// attention scores its backward recomputes (a sixth of the attention-core term).
 /// `recomputed_fraction`: the share of layers full recompute re-runs (1 unless partial, recompute_layers).
+/// `modules`: what selective recompute re-runs (the attention core by default; the MLP's first GEMM adds its FLOPs).
 Flops hardware_flops_per_iteration(const ModelSpec& model, int global_batch, Recompute recompute,
-                                   Attention attention = Attention::unfused, double recomputed_fraction = 1.0);
+                                   Attention attention = Attention::unfused, double recomputed_fraction = 1.0,
+                                   RecomputeModules modules = {});
 
 }  // namespace strata

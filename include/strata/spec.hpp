@@ -20,6 +20,16 @@ enum class PositionEmbedding { learned, rope };
 enum class Attention { unfused, flash };
 enum class RecomputeMethod { uniform, block };
 
+/// What selective recompute re-runs (Megatron-Core's recompute_modules): the attention core (the paper's
+/// selective recompute, the default), the norms (their outputs, the linear layers' inputs, are not kept), the
+/// MLP's first GEMM and activation (their outputs are not kept).
+struct RecomputeModules {
+    bool core_attn = true;
+    bool layernorm = false;
+    bool mlp = false;
+    friend bool operator==(const RecomputeModules&, const RecomputeModules&) = default;
+};
+
 [[nodiscard]] const char* to_string(Recompute r);
 [[nodiscard]] const char* to_string(Schedule s);
 [[nodiscard]] const char* to_string(Precision p);
@@ -81,6 +91,7 @@ struct ExecutionSpec {
     /// 0: one layer at a time, every layer (the paper's full recompute).
     int recompute_layers = 0;
     RecomputeMethod recompute_method = RecomputeMethod::uniform;
+    RecomputeModules recompute_modules{};   ///< with recompute: selective
 
     [[nodiscard]] int gpus() const { return tensor * context * pipeline * data; }
     [[nodiscard]] int microbatches() const { return global_batch / (microbatch * data); }

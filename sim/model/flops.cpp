@@ -46,11 +46,11 @@ Flops model_flops_per_iteration(const ModelSpec& m, int global_batch) {
 }
 
 Flops hardware_flops_per_iteration(const ModelSpec& m, int global_batch, Recompute recompute, Attention attention,
-                                   double recomputed_fraction) {
+                                   double recomputed_fraction, RecomputeModules modules) {
     const FlopTerms t = flop_terms(m);
     // FlashAttention's backward recomputes the scores: one attention GEMM of the core's six (2 forward, 4 backward).
     const Flops flash = attention == Attention::flash ? Flops(base(m, global_batch) * t.core / 6.0) : Flops(0);
-    if (paper_shaped(m) && recomputed_fraction == 1.0) {
+    if (paper_shaped(m) && recomputed_fraction == 1.0 && modules == RecomputeModules{}) {
         const double B = global_batch, s = m.seq_len, L = m.layers, h = m.hidden, v = m.vocab;
         switch (recompute) {
             case Recompute::none: return model_flops_per_iteration(m, global_batch) + flash;
@@ -62,7 +62,12 @@ Flops hardware_flops_per_iteration(const ModelSpec& m, int global_batch, Recompu
     const Flops model = model_flops_per_iteration(m, global_batch);
     switch (recompute) {
         case Recompute::none: return model + flash;
-        case Recompute::selective: return model + Flops(base(m, global_batch) * t.core) + flash;
+        case Recompute::selective: {
+            // fc1 forward: 2 n h f (x2 for swiglu's gate and up) = (f/h)(gated ? 2 : 1) / 6 of the base per layer.
+            const double fc1 = (double(m.ffn_hidden) / m.hidden) * (m.mlp == Mlp::swiglu ? 2.0 : 1.0) / 6.0;
+            return model + Flops(base(m, global_batch) * ((modules.core_attn ? t.core : 0.0) + (modules.mlp ? fc1 : 0.0))) +
+                   flash;
+        }
         case Recompute::full:
             return model + Flops(base(m, global_batch) * (t.linear_attention + t.core + t.mlp) / 3.0 * recomputed_fraction) +
                    flash;

@@ -33,6 +33,7 @@ struct Dims {
     std::int64_t qkv_out;  ///< QKV GEMM output per rank: (h + 2 g d) / t
     std::int64_t fc1_out;  ///< fc1 output per rank: f / t, or 2 f / t for swiglu (gate and up)
     bool swiglu, rms, bias, dropout, rope, flash;
+    RecomputeModules modules;
     bool sp;
     bool fused_wgrad;              ///< gradient-accumulation fusion
     bool async_comm;               ///< backward collectives overlapped with the GEMMs
@@ -67,6 +68,7 @@ Dims dims_of(const LayerConfig& c) {
     d.dropout = m.has_dropout();
     d.rope = m.position_embedding == PositionEmbedding::rope;
     d.flash = c.attention == Attention::flash;
+    d.modules = c.modules;
     d.fused_wgrad = c.gradient_accumulation_fusion;
     d.async_comm = c.async_tp_comm;
     d.main_grad_bytes = c.fp32_main_grads ? 4 : 2;
@@ -277,6 +279,17 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     // Without dropout the residual add's gradient passes through: no kernel.
     if (d.dropout) add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg));
+    const bool selective = rc == Recompute::selective;
+    // Selective recompute of the norms re-creates their outputs (the linear layers' inputs) before they are used.
+    if (selective && d.modules.layernorm)
+        add(p, {elementwise("recompute.ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
+    if (selective && d.modules.mlp) {
+        // The MLP's first GEMM and activation again, from its kept input (gathered again under SP).
+        if (d.sp) p.push_back(collective("recompute.mlp.all-gather", CollectiveKind::all_gather, msg));
+        Kernel act = activation_forward(d);
+        act.name = "recompute." + act.name;
+        add(p, {gemm("recompute.fc1", d.n, d.fc1_out, d.h), act});
+    }
     add(p, std::vector<Kernel>{gemm("fc2.dgrad", d.n, d.f / d.t, d.h)} + wgrad(d, "fc2", d.f / d.t, d.h, d.n) +
                bias_grad(d, "fc2", d.n, d.h) + std::vector<Kernel>{activation_backward(d)});
     column_linear_backward(p, d, "fc1", d.h, d.fc1_out);
@@ -286,7 +299,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (d.sp) p.push_back(collective("attn.grad-all-gather", CollectiveKind::all_gather, msg));
     add(p, std::vector<Kernel>{gemm("proj.dgrad", d.n, d.h / d.t, d.h)} + wgrad(d, "proj", d.h / d.t, d.h, d.n) +
                bias_grad(d, "proj", d.n, d.h));
-    if (rc == Recompute::selective) {
+    if (selective && d.modules.core_attn) {
         std::vector<Kernel> re = attention_core_forward(d);
         for (auto& k : re) k.name = "recompute." + k.name;
         if (d.c > 1) {
@@ -304,53 +317,66 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
         add(p, attention_core_backward(d));
     }
     if (d.rope) add(p, {elementwise("rope.bwd", "rope_bwd", kRope * d.n * (d.h / d.t + d.kv_w))});
+    if (selective && d.modules.layernorm)
+        add(p, {elementwise("recompute.ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
     column_linear_backward(p, d, "qkv", d.h, d.qkv_out);
     add(p, {elementwise("ln1.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("attn.residual-grad-add", d.n_sp * d.h)});
     return p;
 }
 
-/// What each forward op keeps for its backward (paper Section 4.1 for the GPT layer). `attention_core` marks
-/// what selective recompute drops and re-creates.
+/// What each forward op keeps for its backward (paper Section 4.1 for the GPT layer), and which selective
+/// recompute module drops and re-creates it.
 std::vector<LayerOp> layer_ops(const Dims& d) {
     const std::int64_t nh = d.n * d.h;
     const std::int64_t sp_nh = d.n_sp * d.h;
     const std::int64_t scores = d.b * d.heads_t * d.s * d.s;  // a s^2 b / t
+    using M = LayerOp::Module;
     std::vector<LayerOp> ops = {
-        {"ln1.input", Bytes(2 * sp_nh), false},
-        {"qkv.input", Bytes(2 * sp_nh), false},  // SP keeps the shard and re-gathers it in backward
+        {"ln1.input", Bytes(2 * sp_nh), M::none},
+        {"qkv.input", Bytes(2 * sp_nh), M::layernorm},  // ln1's output; SP keeps the shard and re-gathers it
     };
     if (d.flash) {
         // FlashAttention keeps its inputs q, k, v (k and v per query group) and the fp32 row statistics; the
         // output is the projection's input (below). No s^2 term.
-        ops.push_back({"attn.q-k-v", Bytes(2 * d.n * (d.h / d.t + 2 * d.kv_w)), false});
-        ops.push_back({"attn.softmax-statistics", Bytes(4 * d.b * d.heads_t * d.s), true});
+        ops.push_back({"attn.q-k-v", Bytes(2 * d.n * (d.h / d.t + 2 * d.kv_w)), M::none});
+        ops.push_back({"attn.softmax-statistics", Bytes(4 * d.b * d.heads_t * d.s), M::core_attn});
     } else {
         // Unfused: q and k (expanded to every head under GQA, as Megatron's repeat_interleave leaves them),
         // the softmax output, the dropout mask and output (with dropout), the values.
-        ops.push_back({"attn.q-and-k", Bytes(4 * nh / d.t), false});
-        ops.push_back({"attn.softmax-output", Bytes(2 * scores), true});
+        ops.push_back({"attn.q-and-k", Bytes(4 * nh / d.t), M::none});
+        ops.push_back({"attn.softmax-output", Bytes(2 * scores), M::core_attn});
         if (d.dropout) {
-            ops.push_back({"attn.dropout-mask", Bytes(scores), true});
-            ops.push_back({"attn.dropout-output", Bytes(2 * scores), true});
+            ops.push_back({"attn.dropout-mask", Bytes(scores), M::core_attn});
+            ops.push_back({"attn.dropout-output", Bytes(2 * scores), M::core_attn});
         }
-        ops.push_back({"attn.values", Bytes(2 * nh / d.t), false});
+        ops.push_back({"attn.values", Bytes(2 * nh / d.t), M::none});
     }
-    ops.push_back({"proj.input", Bytes(2 * nh / d.t), false});
-    if (d.dropout) ops.push_back({"attn.bias-dropout-add.mask", Bytes(sp_nh), false});
-    ops.push_back({"ln2.input", Bytes(2 * sp_nh), false});
-    ops.push_back({"fc1.input", Bytes(2 * sp_nh), false});
-    ops.push_back({d.swiglu ? "swiglu.input" : "gelu.input", Bytes(2 * d.n * d.fc1_out), false});
-    ops.push_back({"fc2.input", Bytes(2 * d.n * d.f / d.t), false});
-    if (d.dropout) ops.push_back({"mlp.bias-dropout-add.mask", Bytes(sp_nh), false});
+    ops.push_back({"proj.input", Bytes(2 * nh / d.t), M::none});
+    if (d.dropout) ops.push_back({"attn.bias-dropout-add.mask", Bytes(sp_nh), M::none});
+    ops.push_back({"ln2.input", Bytes(2 * sp_nh), M::none});
+    ops.push_back({"fc1.input", Bytes(2 * sp_nh), M::layernorm});
+    ops.push_back({d.swiglu ? "swiglu.input" : "gelu.input", Bytes(2 * d.n * d.fc1_out), M::mlp});
+    ops.push_back({"fc2.input", Bytes(2 * d.n * d.f / d.t), M::mlp});
+    if (d.dropout) ops.push_back({"mlp.bias-dropout-add.mask", Bytes(sp_nh), M::none});
     return ops;
+}
+
+bool recomputed(const RecomputeModules& m, LayerOp::Module module) {
+    switch (module) {
+        case LayerOp::Module::none: return false;
+        case LayerOp::Module::core_attn: return m.core_attn;
+        case LayerOp::Module::layernorm: return m.layernorm;
+        case LayerOp::Module::mlp: return m.mlp;
+    }
+    return false;
 }
 
 Bytes stored_under(const std::vector<LayerOp>& ops, const Dims& d, Recompute rc) {
     if (rc == Recompute::full) return Bytes(2 * d.n_sp * d.h);  // only the layer input
     Bytes total{};
     for (const auto& op : ops) {
-        if (rc == Recompute::selective && op.attention_core) continue;
+        if (rc == Recompute::selective && recomputed(d.modules, op.module)) continue;
         total += op.stored;
     }
     return total;
@@ -370,6 +396,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.fp32_main_grads = e.precision == Precision::bf16;
     c.attention = e.attention;
     c.context = e.context;
+    c.modules = e.recompute_modules;
     return c;
 }
 
@@ -384,7 +411,7 @@ LayerPlan build_layer(const LayerConfig& cfg) {
         plan.recompute_peak_bytes = stored_under(plan.ops, d, Recompute::none);
     } else if (cfg.recompute == Recompute::selective) {
         for (const LayerOp& op : plan.ops)
-            if (op.attention_core) plan.recompute_peak_bytes += op.stored;
+            if (recomputed(cfg.modules, op.module)) plan.recompute_peak_bytes += op.stored;
     }
     return plan;
 }

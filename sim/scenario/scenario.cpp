@@ -18,11 +18,11 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 20> kExecutionKeys = {
+constexpr std::array<std::string_view, 21> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
-    "recompute_layers", "recompute_method", "context_parallel"};
+    "recompute_layers", "recompute_method", "context_parallel", "recompute_modules"};
 constexpr std::array<std::string_view, 24> kSystemKeys = {
     "name",
     "device_profile",
@@ -136,6 +136,16 @@ ExecutionSpec read_execution(const Fields& f) {
     e.recompute_layers = static_cast<int>(f.get_int("recompute_layers", 1, 1 << 16, 0));
     constexpr std::array<std::string_view, 2> rm = {"uniform", "block"};
     e.recompute_method = f.get_choice("recompute_method", rm, "uniform") == "uniform" ? RecomputeMethod::uniform : RecomputeMethod::block;
+    constexpr std::array<std::string_view, 3> modules = {"core_attn", "layernorm", "mlp"};
+    const std::vector<std::string> mods = f.get_choices("recompute_modules", modules, {"core_attn"});
+    e.recompute_modules = {false, false, false};
+    for (const std::string& mname : mods) {
+        if (mname == "core_attn") e.recompute_modules.core_attn = true;
+        if (mname == "layernorm") e.recompute_modules.layernorm = true;
+        if (mname == "mlp") e.recompute_modules.mlp = true;
+    }
+    if (f.has("recompute_modules") && e.recompute != Recompute::selective)
+        f.fail("recompute_modules", "recompute_modules needs recompute: selective");
     if (f.has("recompute_method") && !f.has("recompute_layers"))
         f.fail("recompute_method", "recompute_method needs recompute_layers (how many layers it applies to)");
     return e;

@@ -246,4 +246,35 @@ std::string Fields::get_choice(const std::string& key, std::span<const std::stri
     fail_type(e, key, expected);
 }
 
+std::vector<std::string> Fields::get_choices(const std::string& key, std::span<const std::string_view> choices,
+                                             std::vector<std::string> fallback) const {
+    const std::string expected = "a list of: " + join(choices);
+    if (!has(key)) return fallback;
+    const Entry& e = require(key, expected.c_str());
+    std::vector<YAML::Node> items;
+    if (e.value.IsScalar()) {
+        items.push_back(e.value);
+    } else if (e.value.IsSequence()) {
+        for (const auto& item : e.value) items.push_back(item);
+    } else {
+        fail_type(e, key, expected);
+    }
+    std::vector<std::string> out;
+    for (const YAML::Node& item : items) {
+        if (!item.IsScalar()) fail_type(e, key, expected);
+        const std::string& s = item.Scalar();
+        if (std::find(choices.begin(), choices.end(), s) == choices.end()) {
+            std::string msg = where(e.file, item.Mark()) + ": " + part_ + "." + key + ": '" + s + "' is not valid; expected " +
+                              expected;
+            if (auto hint = did_you_mean(s, choices)) msg += " (did you mean '" + *hint + "'?)";
+            throw InputError(msg);
+        }
+        if (std::find(out.begin(), out.end(), s) != out.end())
+            throw InputError(where(e.file, item.Mark()) + ": " + part_ + "." + key + ": '" + s + "' is listed twice");
+        out.push_back(s);
+    }
+    if (out.empty()) fail_type(e, key, "a non-empty list of: " + join(choices));
+    return out;
+}
+
 }  // namespace strata::yamlio

@@ -68,6 +68,10 @@ public:
     std::string get_choice(const std::string& key, std::span<const std::string_view> choices,
                            std::optional<std::string> fallback = std::nullopt) const;
 
+    /// A list of distinct choices (a YAML sequence of strings, or one string for a one-element list).
+    std::vector<std::string> get_choices(const std::string& key, std::span<const std::string_view> choices,
+                                         std::vector<std::string> fallback) const;
+
     /// Throws InputError located at `key` (or the part when absent).
     [[noreturn]] void fail(const std::string& key, const std::string& message) const;
 

@@ -19,7 +19,8 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     for (int st = 0; st < e_.pipeline; ++st)
         recomputed += e_.recomputed_layers(e_.layers_per_chunk(sc_.model.layers, st)) * e_.interleave;
     const double fraction = e_.recompute == Recompute::full ? double(recomputed) / sc_.model.layers : 1.0;
-    r.hfu = hardware_flops_per_iteration(sc_.model, e_.global_batch, e_.recompute, e_.attention, fraction).value / (T * peak);
+    r.hfu = hardware_flops_per_iteration(sc_.model, e_.global_batch, e_.recompute, e_.attention, fraction,
+                                         e_.recompute_modules).value / (T * peak);
     const int p = e_.pipeline;
     double exposed_tp = 0;
     for (TaskId x : exposed_tp_) exposed_tp += (sim_.end_time(x) - sim_.start_time(x)).seconds();
