@@ -8,6 +8,8 @@
 #include "strata/search.hpp"
 #include "strata/simulate.hpp"
 
+#include "bench_baseline.hpp"
+
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -301,6 +303,10 @@ int main(int argc, char** argv) {
     std::vector<std::string> bench_files;
     CLI::App* bench = app.add_subcommand("bench", "simulate experiments and report wall time, events per second and peak memory");
     bench->add_option("files", bench_files, "experiment YAML files")->required();
+    strata::cli::BaselineOptions baseline;
+    bench->add_option("--baseline", baseline.baseline,
+                      "another strata binary: run both alternately case by case as whole processes and print the ratios");
+    bench->add_option("--runs", baseline.runs, "with --baseline: alternated pairs per case (default 5; this machine has slow phases: more runs, steadier medians)")->check(CLI::Range(1, 100));
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -310,7 +316,10 @@ int main(int argc, char** argv) {
     try {
         if (*run) return run_command(file, ro);
         if (*explain) return explain_command(file, case_name);
-        if (*bench) return bench_command(bench_files);
+        if (*bench) {
+            if (!baseline.baseline.empty()) return strata::cli::bench_against_baseline(bench_files, baseline);
+            return bench_command(bench_files);
+        }
         if (*srch) return search_command(so);
         if (*plot) return plot_command(plot_dir);
         if (*check) {

@@ -52,5 +52,13 @@ check "search runs and prints a ranking" '[[ $rc -eq 0 ]] && grep -q "^   1 " "$
 "$strata" plot --out "$tmp/empty" >/dev/null 2>"$tmp/err"; rc=$?
 check "plot without inputs exits 2 and names the missing file" '[[ $rc -eq 2 ]] && grep -q "table5.json" "$tmp/err"'
 
+"$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$strata" --runs 1 >"$tmp/bench.txt" 2>"$tmp/err"; rc=$?
+check "bench --baseline runs both binaries and prints the ratios" '[[ $rc -eq 0 ]] && grep -q "geometric mean over 5 case(s): A/B wall" "$tmp/bench.txt" && grep -q "^selective + sequence" "$tmp/bench.txt"'
+"$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$tmp/no-such-strata" >/dev/null 2>"$tmp/err"; rc=$?
+check "bench --baseline with a missing binary exits 2 and names it" '[[ $rc -eq 2 ]] && grep -q "no-such-strata: not an executable file" "$tmp/err"'
+printf '#!/bin/sh\necho "error: x.yaml:1:1: unknown key" >&2\nexit 2\n' > "$tmp/old-strata"; chmod +x "$tmp/old-strata"
+"$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$tmp/old-strata" >/dev/null 2>"$tmp/err"; rc=$?
+check "bench --baseline reports why the baseline failed" '[[ $rc -eq 2 ]] && grep -q "the baseline exited with status 2" "$tmp/err" && grep -q "unknown key" "$tmp/err"'
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
