@@ -305,3 +305,38 @@ TEST_CASE("recompute_modules: bad lists are clear errors") {
     CHECK_THROWS_WITH(load_experiment(dir + "recompute_modules_not_selective.yaml"),
                       Catch::Contains("execution.recompute_modules") && Catch::Contains("needs recompute: selective"));
 }
+
+TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overlaps shorten the iteration, not memory") {
+    const Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
+    Scenario sc = ex.cases[2];  // 70B t8 p4 m5 d2, SP, distributed optimizer
+    const IterationResult base = simulate(sc);
+    sc.execution.tp_comm_overlap = true;
+    validate(sc);
+    const IterationResult tp = simulate(sc);
+    CHECK(tp.iteration_time_s < base.iteration_time_s);
+    CHECK(tp.peak_memory == base.peak_memory);
+    // Each forward SP collective is paired with exactly its GEMM.
+    LayerConfig lc = layer_config(sc.model, sc.execution);
+    const LayerPlan plan = build_layer(lc);
+    int paired = 0;
+    for (std::size_t i = 0; i + 1 < plan.forward.size(); ++i) {
+        const Step& st = plan.forward[i];
+        if (st.kind != Step::Kind::collective || st.collective.context_group) continue;
+        CHECK(st.overlapped);
+        const Step& next = plan.forward[i + 1];
+        REQUIRE(next.kernels.size() == 1);
+        CHECK(next.kernels[0].kind == KernelKind::gemm);
+        ++paired;
+    }
+    CHECK(paired == 4);  // two all-gathers, two reduce-scatters
+    sc.execution.overlap_param_gather = true;
+    validate(sc);
+    const IterationResult both = simulate(sc);
+    CHECK(both.iteration_time_s < tp.iteration_time_s);
+    sc.execution.distributed_optimizer = false;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("overlap_param_gather needs distributed_optimizer"));
+    sc.execution.distributed_optimizer = true;
+    sc.execution.sequence_parallel = false;
+    sc.execution.overlap_param_gather = false;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("tp_comm_overlap needs tensor > 1 and sequence_parallel"));
+}

@@ -91,6 +91,7 @@ struct LayerConfig {
     Attention attention = Attention::unfused;
     int context = 1;   ///< c: this GPU holds s / c tokens of each sequence (context parallelism)
     RecomputeModules modules{};   ///< what selective recompute re-runs
+    bool tp_comm_overlap = false; ///< forward SP collectives (and backward output-gradient gathers) overlap GEMMs
 };
 
 /// The layer configuration of a scenario's execution.

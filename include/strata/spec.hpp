@@ -77,8 +77,15 @@ struct ExecutionSpec {
     Schedule schedule = Schedule::one_f_one_b;
     bool distributed_optimizer = false;
     bool overlap_grad_reduce = false;   ///< overlap the data-parallel gradient reduction with backward
+    /// With the distributed optimizer, the updated parameters' all-gather overlaps the next iteration's forward
+    /// (Megatron-LM's --overlap-param-gather): simulated as the previous iteration's gather running under this
+    /// iteration's forward (its flows share the links from time zero), off the critical path.
+    bool overlap_param_gather = false;
     bool gradient_accumulation_fusion = true;  ///< weight-gradient GEMMs add into the main gradient
     bool async_tp_comm = true;          ///< backward tensor-parallel collectives overlap the GEMMs
+    /// Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers): the sequence-parallel all-gathers and
+    /// reduce-scatters of the forward (and the backward's output-gradient all-gathers) overlap their GEMMs.
+    bool tp_comm_overlap = false;
     Precision precision = Precision::bf16;
     Attention attention = Attention::unfused;  ///< flash: one fused kernel each way (FlashAttention)
     /// Uneven pipeline split (Megatron-LM's decoder_first / _last_pipeline_num_layers): transformer layers on the

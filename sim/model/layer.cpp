@@ -1,4 +1,6 @@
-// One Megatron GPT layer as ops and passes (see include/strata/layer.hpp).
+// One Megatron GPT layer as ops and passes (see include/strata/layer.hpp). Somewhat longer than 500 lines: the
+// layer's passes (with the optional overlaps), its stored bytes and the embedding / output plans share the op
+// helpers of the anonymous namespace below; the FLOPs count lives in flops.cpp.
 //
 // Notation (paper): s sequence, b microbatch, h hidden, a heads, t tensor-parallel size, f ffn hidden,
 // n = s*b tokens; with sequence parallelism (SP) the layer norms and dropouts work on n/t tokens.
@@ -34,6 +36,7 @@ struct Dims {
     std::int64_t fc1_out;  ///< fc1 output per rank: f / t, or 2 f / t for swiglu (gate and up)
     bool swiglu, rms, bias, dropout, rope, flash;
     RecomputeModules modules;
+    bool tp_overlap;       ///< tp_comm_overlap (with SP)
     bool sp;
     bool fused_wgrad;              ///< gradient-accumulation fusion
     bool async_comm;               ///< backward collectives overlapped with the GEMMs
@@ -69,6 +72,7 @@ Dims dims_of(const LayerConfig& c) {
     d.rope = m.position_embedding == PositionEmbedding::rope;
     d.flash = c.attention == Attention::flash;
     d.modules = c.modules;
+    d.tp_overlap = c.tp_comm_overlap && c.sequence_parallel && c.tensor > 1;
     d.fused_wgrad = c.gradient_accumulation_fusion;
     d.async_comm = c.async_tp_comm;
     d.main_grad_bytes = c.fp32_main_grads ? 4 : 2;
@@ -225,7 +229,32 @@ Kernel activation_backward(const Dims& d) {
     return elementwise("gelu.bwd", "gelu_bwd", kGeluBwd * d.n * d.f / d.t);
 }
 
+/// The forward pass with Megatron-LM's --tp-comm-overlap: each sequence-parallel all-gather runs with the GEMM that
+/// consumes it and each reduce-scatter with the GEMM that produces it (chunked ring exchanges), so each pairs with
+/// exactly that GEMM; everything else as without.
+std::vector<Step> forward_pass_overlapped(const Dims& d) {
+    std::vector<Step> p;
+    const std::int64_t msg = 2 * d.n * d.h;
+    p.push_back(compute({elementwise("ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
+    p.push_back(collective("attn.all-gather", CollectiveKind::all_gather, msg, true));
+    p.push_back(compute({gemm("qkv", d.n, d.qkv_out, d.h)}));
+    if (d.rope) p.push_back(compute({elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))}));
+    if (d.c > 1) p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
+    p.push_back(compute(attention_core_forward(d)));
+    p.push_back(collective("attn.reduce-scatter", CollectiveKind::reduce_scatter, msg, true));
+    p.push_back(compute({gemm("proj", d.n, d.h, d.h / d.t)}));
+    p.push_back(compute({residual_add(d, "attn"), elementwise("ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
+    p.push_back(collective("mlp.all-gather", CollectiveKind::all_gather, msg, true));
+    p.push_back(compute({gemm("fc1", d.n, d.fc1_out, d.h)}));
+    p.push_back(compute({activation_forward(d)}));
+    p.push_back(collective("mlp.reduce-scatter", CollectiveKind::reduce_scatter, msg, true));
+    p.push_back(compute({gemm("fc2", d.n, d.h, d.f / d.t)}));
+    p.push_back(compute({residual_add(d, "mlp")}));
+    return p;
+}
+
 std::vector<Step> forward_pass(const Dims& d) {
+    if (d.tp_overlap) return forward_pass_overlapped(d);
     std::vector<Step> p;
     const auto reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const std::int64_t msg = 2 * d.n * d.h;
@@ -278,7 +307,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (rc == Recompute::full) p = forward_pass(d);  // re-run the whole layer forward first
     // Without dropout the residual add's gradient passes through: no kernel.
     if (d.dropout) add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
-    if (d.sp) p.push_back(collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg));
+    if (d.sp) p.push_back(collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg, d.tp_overlap));
     const bool selective = rc == Recompute::selective;
     // Selective recompute of the norms re-creates their outputs (the linear layers' inputs) before they are used.
     if (selective && d.modules.layernorm)
@@ -290,15 +319,27 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
         act.name = "recompute." + act.name;
         add(p, {gemm("recompute.fc1", d.n, d.fc1_out, d.h), act});
     }
-    add(p, std::vector<Kernel>{gemm("fc2.dgrad", d.n, d.f / d.t, d.h)} + wgrad(d, "fc2", d.f / d.t, d.h, d.n) +
-               bias_grad(d, "fc2", d.n, d.h) + std::vector<Kernel>{activation_backward(d)});
+    if (d.tp_overlap) {
+        // The output-gradient all-gather (issued above as an overlapped step) runs with fc2's data-gradient GEMM.
+        p.push_back(compute({gemm("fc2.dgrad", d.n, d.f / d.t, d.h)}));
+        p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n) + bias_grad(d, "fc2", d.n, d.h) +
+                            std::vector<Kernel>{activation_backward(d)}));
+    } else {
+        add(p, std::vector<Kernel>{gemm("fc2.dgrad", d.n, d.f / d.t, d.h)} + wgrad(d, "fc2", d.f / d.t, d.h, d.n) +
+                   bias_grad(d, "fc2", d.n, d.h) + std::vector<Kernel>{activation_backward(d)});
+    }
     column_linear_backward(p, d, "fc1", d.h, d.fc1_out);
     add(p, {elementwise("ln2.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h)});
     if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
-    if (d.sp) p.push_back(collective("attn.grad-all-gather", CollectiveKind::all_gather, msg));
-    add(p, std::vector<Kernel>{gemm("proj.dgrad", d.n, d.h / d.t, d.h)} + wgrad(d, "proj", d.h / d.t, d.h, d.n) +
-               bias_grad(d, "proj", d.n, d.h));
+    if (d.sp) p.push_back(collective("attn.grad-all-gather", CollectiveKind::all_gather, msg, d.tp_overlap));
+    if (d.tp_overlap) {
+        p.push_back(compute({gemm("proj.dgrad", d.n, d.h / d.t, d.h)}));
+        p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n) + bias_grad(d, "proj", d.n, d.h)));
+    } else {
+        add(p, std::vector<Kernel>{gemm("proj.dgrad", d.n, d.h / d.t, d.h)} + wgrad(d, "proj", d.h / d.t, d.h, d.n) +
+                   bias_grad(d, "proj", d.n, d.h));
+    }
     if (selective && d.modules.core_attn) {
         std::vector<Kernel> re = attention_core_forward(d);
         for (auto& k : re) k.name = "recompute." + k.name;
@@ -397,6 +438,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.attention = e.attention;
     c.context = e.context;
     c.modules = e.recompute_modules;
+    c.tp_comm_overlap = e.tp_comm_overlap;
     return c;
 }
 

@@ -18,11 +18,12 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 21> kExecutionKeys = {
+constexpr std::array<std::string_view, 23> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
-    "recompute_layers", "recompute_method", "context_parallel", "recompute_modules"};
+    "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
+    "tp_comm_overlap", "overlap_param_gather"};
 constexpr std::array<std::string_view, 24> kSystemKeys = {
     "name",
     "device_profile",
@@ -125,8 +126,10 @@ ExecutionSpec read_execution(const Fields& f) {
     e.schedule = s == "1f1b" ? Schedule::one_f_one_b : s == "interleaved" ? Schedule::interleaved : Schedule::gpipe;
     e.distributed_optimizer = f.get_bool("distributed_optimizer", false);
     e.overlap_grad_reduce = f.get_bool("overlap_grad_reduce", false);
+    e.overlap_param_gather = f.get_bool("overlap_param_gather", false);
     e.gradient_accumulation_fusion = f.get_bool("gradient_accumulation_fusion", true);
     e.async_tp_comm = f.get_bool("async_tp_comm", true);
+    e.tp_comm_overlap = f.get_bool("tp_comm_overlap", false);
     constexpr std::array<std::string_view, 2> pc = {"bf16", "fp16"};
     e.precision = f.get_choice("precision", pc, "bf16") == "bf16" ? Precision::bf16 : Precision::fp16;
     constexpr std::array<std::string_view, 2> at = {"unfused", "flash"};

@@ -123,6 +123,13 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
         return SpecProblem{"execution", "interleave", "interleave = " + s(e.interleave) + " needs schedule: interleaved (got " +
                                                       to_string(e.schedule) + ")"};
     }
+    if (e.overlap_param_gather && !e.distributed_optimizer)
+        return SpecProblem{"execution", "overlap_param_gather",
+                           "overlap_param_gather needs distributed_optimizer: true (only a sharded optimizer gathers parameters)"};
+    if (e.tp_comm_overlap && (!e.sequence_parallel || e.tensor < 2))
+        return SpecProblem{"execution", "tp_comm_overlap",
+                           "tp_comm_overlap needs tensor > 1 and sequence_parallel: true (Megatron-LM overlaps the "
+                           "sequence-parallel all-gathers and reduce-scatters with the GEMMs)"};
     if (e.context > 1) {
         if (e.attention != Attention::flash)
             return SpecProblem{"execution", "context_parallel",

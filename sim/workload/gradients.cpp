@@ -4,6 +4,8 @@
 // embedding's gradient, then every group runs its optimizer step.
 #include "builder.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 namespace strata::workload {
@@ -100,8 +102,14 @@ void Builder::emit_gradient_reduction_and_optimizer() {
             const double params = parameters_on_stage(sc_.model, e_, r);
             auto phases = fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks,
                                                   Bytes(std::llround(params * 2)), coll_params_);
-            emit_phases(dp_streams_[static_cast<std::size_t>(r)], phases, stepped[static_cast<std::size_t>(r)],
-                        make_label(TaskKind::dp, 1, 0), nullptr);
+            // Overlapped (--overlap-param-gather): the previous iteration's gather, under this iteration's forward.
+            const std::vector<TaskId> after =
+                e_.overlap_param_gather ? std::vector<TaskId>{} : stepped[static_cast<std::size_t>(r)];
+            // Its own stream, so that the in-order data-parallel stream's reduction does not hold it back.
+            const StreamId stream = e_.overlap_param_gather
+                                        ? sim_.add_stream(fmt::format("stage {} parameter all-gather (overlapped)", r))
+                                        : dp_streams_[static_cast<std::size_t>(r)];
+            emit_phases(stream, phases, after, make_label(TaskKind::dp, 1, 0), nullptr);
         }
     }
 }

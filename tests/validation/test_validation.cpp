@@ -4,6 +4,7 @@
 //   Table 5 (Korthikanti et al. 2023): 8 iteration times, 22B-1T, full recompute and the present work.
 //   SC21 Table 1 (Narayanan et al. 2021): achieved TFLOP/s per GPU of 10 models on 32-3072 GPUs.
 // Errors are signed (simulated / published - 1); the mean signed error is printed: a bias is information.
+#include "strata/layer.hpp"
 #include "strata/parallel.hpp"
 #include "strata/scenario.hpp"
 #include "strata/simulate.hpp"
@@ -103,4 +104,28 @@ TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 3.5%, worst
     const Summary s = summarize("SC21 Table 1", names, errors);
     CHECK(s.mean_abs <= 0.035);
     CHECK(s.worst_abs <= 0.061);
+}
+
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 8.2%, worst <= 28.5%") {
+    // Hopper: today's accuracy, far from issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
+    // come out 20-28% fast. The tolerance pins today's figure so that a regression is seen.
+    const nlohmann::json paper = published()["megatron_h100"];
+    const Experiment ex = load_experiment(kRoot + "scenarios/validation/megatron-h100.yaml");
+    const auto tflops = paper["tflops_per_gpu"].get<std::vector<double>>();
+    const auto gpus = paper["gpus"].get<std::vector<int>>();
+    REQUIRE(ex.cases.size() == tflops.size());
+    const std::vector<IterationResult> sim = simulate_all(ex);
+    std::vector<std::string> names;
+    std::vector<double> errors;
+    for (std::size_t i = 0; i < ex.cases.size(); ++i) {
+        const Scenario& sc = ex.cases[i];
+        REQUIRE(sc.execution.gpus() == gpus[i]);
+        const double achieved =
+            model_flops_per_iteration(sc.model, sc.execution.global_batch).value / (sim[i].iteration_time_s * gpus[i]) / 1e12;
+        names.push_back(sc.name);
+        errors.push_back(achieved / tflops[i] - 1);
+    }
+    const Summary s = summarize("Megatron-LM H100", names, errors);
+    CHECK(s.mean_abs <= 0.082);
+    CHECK(s.worst_abs <= 0.285);
 }
