@@ -168,7 +168,7 @@ TEST_CASE("models: malformed model keys and combinations are clear errors") {
 
 TEST_CASE("models: Llama 3 8B and 70B simulate end to end on DGX H100 with every new key") {
     const Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
-    REQUIRE(ex.cases.size() == 7);
+    REQUIRE(ex.cases.size() == 8);
     for (const Scenario& sc : ex.cases) {
         INFO(sc.name);
         CHECK(sc.model.mlp == Mlp::swiglu);
@@ -339,4 +339,42 @@ TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overla
     sc.execution.sequence_parallel = false;
     sc.execution.overlap_param_gather = false;
     CHECK_THROWS_WITH(validate(sc), Catch::Contains("tp_comm_overlap needs tensor > 1 and sequence_parallel"));
+}
+
+TEST_CASE("fp8: linear GEMMs in FP8 with their casts, inputs saved in FP8, FP8 weight copies, errors without FP8") {
+    const ModelSpec m = small_llama();
+    const std::int64_t s = 2048, b = 1, h = 1024, f = 2816, t = 2, sbh = s * b * h;
+    LayerConfig c{&m, int(t), true, Recompute::none, int(b)};
+    c.attention = Attention::flash;
+    const Bytes bf16 = build_layer(c).stored_bytes;
+    c.fp8 = true;
+    const LayerPlan plan = build_layer(c);
+    // qkv, fc1 inputs (SP shards, sbh/t each), proj input (sbh/t) and fc2 input (s b f / t) at 1 byte instead of 2.
+    CHECK(bf16.value - plan.stored_bytes.value == sbh / t + sbh / t + sbh / t + s * b * f / t);
+    int fp8_gemms = 0, casts = 0, bf16_gemms = 0;
+    for (const auto* pass : {&plan.forward, &plan.backward})
+        for (const Step& st : *pass)
+            for (const Kernel& k : st.kernels) {
+                if (k.kind == KernelKind::gemm) (k.gemm.fp8 ? fp8_gemms : bf16_gemms) += 1;
+                casts += k.name.find(".fp8-cast") != std::string::npos;
+            }
+    CHECK(fp8_gemms == 12);  // 4 linear layers x (forward, data gradient, weight gradient)
+    CHECK(bf16_gemms == 0);  // the attention core is one FlashAttention kernel each way
+    CHECK(casts == 8);       // before each forward and data-gradient GEMM
+    // Weights: 2 bytes per parameter plus the cached FP8 copy and its transpose of each layer parameter.
+    Scenario sc = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml").cases[2];
+    const Bytes w16 = stage_weight_bytes(sc.model, sc.execution, 1);
+    sc.execution.precision = Precision::fp8;
+    validate(sc);
+    const double layer_params = double(sc.execution.layers_on_stage(sc.model.layers, 1)) *
+                                layer_parameters_per_gpu(sc.model, sc.execution.tensor);
+    CHECK(double(stage_weight_bytes(sc.model, sc.execution, 1).value - w16.value) == Approx(2 * layer_params).margin(1));
+    const IterationResult r8 = simulate(sc);
+    sc.execution.precision = Precision::bf16;
+    const IterationResult r16 = simulate(sc);
+    CHECK(r8.iteration_time_s < r16.iteration_time_s);
+    // A100 has no FP8 tensor cores.
+    Scenario a100 = strata::testing::table4_case(0);
+    a100.execution.precision = Precision::fp8;
+    CHECK_THROWS_WITH(validate(a100), Catch::Contains("execution.precision") && Catch::Contains("peak_flops_fp8"));
 }

@@ -22,10 +22,12 @@ struct GemmShape {
     /// C is an fp32 accumulator read and written in place (C += A B): Megatron's gradient-accumulation
     /// fusion for weight gradients, which adds into the fp32 main gradient inside the GEMM epilogue.
     bool accumulate_fp32 = false;
+    /// A and B in FP8 (1 byte each): Transformer Engine's FP8 GEMMs, at the device's FP8 peak.
+    bool fp8 = false;
     [[nodiscard]] Flops flops() const { return Flops(2.0 * double(m) * double(n) * double(k) * double(batch)); }
     /// HBM bytes: A and B at 2 bytes per element; C written at 2, or read and written at 4 when accumulating.
     [[nodiscard]] Bytes bytes() const {
-        return Bytes(batch * (2 * (m * k + k * n) + (accumulate_fp32 ? 8 : 2) * m * n));
+        return Bytes(batch * ((fp8 ? 1 : 2) * (m * k + k * n) + (accumulate_fp32 ? 8 : 2) * m * n));
     }
 };
 
@@ -92,6 +94,7 @@ struct LayerConfig {
     int context = 1;   ///< c: this GPU holds s / c tokens of each sequence (context parallelism)
     RecomputeModules modules{};   ///< what selective recompute re-runs
     bool tp_comm_overlap = false; ///< forward SP collectives (and backward output-gradient gathers) overlap GEMMs
+    bool fp8 = false;             ///< the linear layers' GEMMs in FP8, their saved inputs in FP8
 };
 
 /// The layer configuration of a scenario's execution.

@@ -21,6 +21,9 @@ struct BytesPerParam {
 };
 BytesPerParam bytes_per_param(const ExecutionSpec& exec);
 
+/// Weight bytes one GPU of the stage holds: 16-bit weights, plus with FP8 Transformer Engine's cached FP8 copy of
+/// each transformer-layer weight and of its transpose (2 bytes per layer parameter).
+Bytes stage_weight_bytes(const ModelSpec& model, const ExecutionSpec& exec, int stage);
 /// Parameters held by one GPU of pipeline stage `stage` (tensor sharding applied).
 double parameters_on_stage(const ModelSpec& model, const ExecutionSpec& exec, int stage);
 /// Parameters of one transformer layer held by one GPU of a t-way tensor-parallel group.

@@ -56,6 +56,8 @@ struct DeviceProfile {
     /// loses that share of the SMs while the collective runs.
     int nccl_channels = 0;
     /// FlashAttention kernels' achieved share of peak_flops, forward and backward (0: none given).
+    double peak_flops_fp8 = 0;             ///< dense FP8 tensor-core FLOP/s (0: no FP8)
+    double gemm_efficiency_ceiling_fp8 = 0;  ///< the GEMM ceiling for FP8 GEMMs
     double flash_forward_efficiency = 0;
     double flash_backward_efficiency = 0;
     std::vector<MeasuredGemm> measured_gemms;

@@ -13,7 +13,9 @@ namespace strata {
 
 enum class Recompute { none, selective, full };
 enum class Schedule { one_f_one_b, interleaved, gpipe };
-enum class Precision { bf16, fp16 };
+/// fp8: Transformer Engine's FP8 training as Megatron-Core uses it (delayed scaling, per tensor): the transformer
+/// layers' linear GEMMs in FP8, everything else and the optimizer as with bf16.
+enum class Precision { bf16, fp16, fp8 };
 enum class Mlp { gelu, swiglu };
 enum class Norm { layernorm, rmsnorm };
 enum class PositionEmbedding { learned, rope };

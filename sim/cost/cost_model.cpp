@@ -58,7 +58,13 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
             return {Time::from_us(m.time_us), CostSource::measured};
         }
     }
-    const double compute_s = kr.gemm.flops().value / (profile_.peak_flops * gemm_efficiency(kr.gemm));
+    double compute_s = kr.gemm.flops().value / (profile_.peak_flops * gemm_efficiency(kr.gemm));
+    if (kr.gemm.fp8) {
+        if (profile_.peak_flops_fp8 <= 0) throw InputError(profile_.file + ": an FP8 GEMM needs device.peak_flops_fp8");
+        // The same shape model (tiles, waves, small k), the FP8 peak and ceiling.
+        compute_s = kr.gemm.flops().value / (profile_.peak_flops_fp8 * gemm_efficiency(kr.gemm) *
+                                             profile_.gemm_efficiency_ceiling_fp8 / profile_.gemm_efficiency_ceiling);
+    }
     const double memory_s = double(kr.gemm.bytes().value) / mem_bw;
     return {Time::from_seconds(launch_s + std::max(compute_s, memory_s)), CostSource::analytical};
 }

@@ -22,6 +22,10 @@
 
 #include "strata/errors.hpp"
 
+#include <algorithm>
+#include <array>
+#include <string_view>
+
 namespace strata {
 
 namespace {
@@ -37,6 +41,7 @@ struct Dims {
     bool swiglu, rms, bias, dropout, rope, flash;
     RecomputeModules modules;
     bool tp_overlap;       ///< tp_comm_overlap (with SP)
+    bool fp8;              ///< FP8 linear layers
     bool sp;
     bool fused_wgrad;              ///< gradient-accumulation fusion
     bool async_comm;               ///< backward collectives overlapped with the GEMMs
@@ -73,6 +78,7 @@ Dims dims_of(const LayerConfig& c) {
     d.flash = c.attention == Attention::flash;
     d.modules = c.modules;
     d.tp_overlap = c.tp_comm_overlap && c.sequence_parallel && c.tensor > 1;
+    d.fp8 = c.fp8;
     d.fused_wgrad = c.gradient_accumulation_fusion;
     d.async_comm = c.async_tp_comm;
     d.main_grad_bytes = c.fp32_main_grads ? 4 : 2;
@@ -366,6 +372,37 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     return p;
 }
 
+/// FP8 (Transformer Engine): the transformer layer's linear GEMMs (forward, data and weight gradients, and the
+/// recomputed fc1) take FP8 operands; each forward and data-gradient GEMM's 16-bit operand is cast first (amax
+/// and scale with it: read 2 bytes, write 1, per element); the weight-gradient GEMMs reuse those casts (TE's fused
+/// cast-transpose). Weights are cast once per iteration (see stage memory). The attention core, the norms and
+/// the output layer stay in 16 bits.
+void apply_fp8(std::vector<Step>& pass) {
+    static const std::array<std::string_view, 5> linears = {"qkv", "proj", "fc1", "fc2", "recompute.fc1"};
+    auto base_of = [](std::string_view name) {
+        for (std::string_view suffix : {".dgrad", ".wgrad"})
+            if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix)
+                return std::pair{name.substr(0, name.size() - suffix.size()), suffix};
+        return std::pair{name, std::string_view{}};
+    };
+    for (Step& st : pass) {
+        if (st.kind != Step::Kind::compute) continue;
+        std::vector<Kernel> out;
+        for (Kernel& k : st.kernels) {
+            const auto [base, suffix] = base_of(k.name);
+            const bool linear = k.kind == KernelKind::gemm &&
+                                std::find(linears.begin(), linears.end(), base) != linears.end();
+            if (linear) {
+                if (suffix != ".wgrad") out.push_back(elementwise(k.name + ".fp8-cast", "", 3 * k.gemm.m * k.gemm.k));
+                k.gemm.fp8 = true;
+                k.bytes = k.gemm.bytes();
+            }
+            out.push_back(std::move(k));
+        }
+        st.kernels = std::move(out);
+    }
+}
+
 /// What each forward op keeps for its backward (paper Section 4.1 for the GPT layer), and which selective
 /// recompute module drops and re-creates it.
 std::vector<LayerOp> layer_ops(const Dims& d) {
@@ -373,9 +410,10 @@ std::vector<LayerOp> layer_ops(const Dims& d) {
     const std::int64_t sp_nh = d.n_sp * d.h;
     const std::int64_t scores = d.b * d.heads_t * d.s * d.s;  // a s^2 b / t
     using M = LayerOp::Module;
+    const std::int64_t lin = d.fp8 ? 1 : 2;  // bytes per element of a linear layer's saved input (FP8: 1)
     std::vector<LayerOp> ops = {
         {"ln1.input", Bytes(2 * sp_nh), M::none},
-        {"qkv.input", Bytes(2 * sp_nh), M::layernorm},  // ln1's output; SP keeps the shard and re-gathers it
+        {"qkv.input", Bytes(lin * sp_nh), M::layernorm},  // ln1's output; SP keeps the shard and re-gathers it
     };
     if (d.flash) {
         // FlashAttention keeps its inputs q, k, v (k and v per query group) and the fp32 row statistics; the
@@ -393,12 +431,12 @@ std::vector<LayerOp> layer_ops(const Dims& d) {
         }
         ops.push_back({"attn.values", Bytes(2 * nh / d.t), M::none});
     }
-    ops.push_back({"proj.input", Bytes(2 * nh / d.t), M::none});
+    ops.push_back({"proj.input", Bytes(lin * nh / d.t), M::none});
     if (d.dropout) ops.push_back({"attn.bias-dropout-add.mask", Bytes(sp_nh), M::none});
     ops.push_back({"ln2.input", Bytes(2 * sp_nh), M::none});
-    ops.push_back({"fc1.input", Bytes(2 * sp_nh), M::layernorm});
+    ops.push_back({"fc1.input", Bytes(lin * sp_nh), M::layernorm});
     ops.push_back({d.swiglu ? "swiglu.input" : "gelu.input", Bytes(2 * d.n * d.fc1_out), M::mlp});
-    ops.push_back({"fc2.input", Bytes(2 * d.n * d.f / d.t), M::mlp});
+    ops.push_back({"fc2.input", Bytes(lin * d.n * d.f / d.t), M::mlp});
     if (d.dropout) ops.push_back({"mlp.bias-dropout-add.mask", Bytes(sp_nh), M::none});
     return ops;
 }
@@ -434,11 +472,12 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.microbatch = e.microbatch;
     c.gradient_accumulation_fusion = e.gradient_accumulation_fusion;
     c.async_tp_comm = e.async_tp_comm;
-    c.fp32_main_grads = e.precision == Precision::bf16;
+    c.fp32_main_grads = e.precision != Precision::fp16;
     c.attention = e.attention;
     c.context = e.context;
     c.modules = e.recompute_modules;
     c.tp_comm_overlap = e.tp_comm_overlap;
+    c.fp8 = e.precision == Precision::fp8;
     return c;
 }
 
@@ -448,6 +487,10 @@ LayerPlan build_layer(const LayerConfig& cfg) {
     plan.ops = layer_ops(d);
     plan.forward = forward_pass(d);
     plan.backward = backward_pass(d, cfg.recompute);
+    if (d.fp8) {
+        apply_fp8(plan.forward);
+        apply_fp8(plan.backward);
+    }
     plan.stored_bytes = stored_under(plan.ops, d, cfg.recompute);
     if (cfg.recompute == Recompute::full) {
         plan.recompute_peak_bytes = stored_under(plan.ops, d, Recompute::none);

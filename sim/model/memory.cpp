@@ -44,6 +44,13 @@ double total_parameters(const ModelSpec& m) {
            (m.tied_embeddings ? 0.0 : word);
 }
 
+Bytes stage_weight_bytes(const ModelSpec& m, const ExecutionSpec& e, int stage) {
+    double bytes = parameters_on_stage(m, e, stage) * bytes_per_param(e).weights;
+    if (e.precision == Precision::fp8)
+        bytes += 2.0 * double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
+    return Bytes(static_cast<std::int64_t>(std::llround(bytes)));
+}
+
 double parameters_on_stage(const ModelSpec& m, const ExecutionSpec& e, int stage) {
     const int p = e.pipeline;
     double params = double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
@@ -133,7 +140,7 @@ StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const Devic
     StageMemory sm;
     sm.stage = s;
     const double params = parameters_on_stage(m, e, s);
-    sm.weights = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.weights)));
+    sm.weights = stage_weight_bytes(m, e, s);
     sm.gradients = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.gradients)));
     sm.optimizer = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.optimizer)));
     sm.reserved = device.reserved;

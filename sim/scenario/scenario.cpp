@@ -130,8 +130,9 @@ ExecutionSpec read_execution(const Fields& f) {
     e.gradient_accumulation_fusion = f.get_bool("gradient_accumulation_fusion", true);
     e.async_tp_comm = f.get_bool("async_tp_comm", true);
     e.tp_comm_overlap = f.get_bool("tp_comm_overlap", false);
-    constexpr std::array<std::string_view, 2> pc = {"bf16", "fp16"};
-    e.precision = f.get_choice("precision", pc, "bf16") == "bf16" ? Precision::bf16 : Precision::fp16;
+    constexpr std::array<std::string_view, 3> pc = {"bf16", "fp16", "fp8"};
+    const std::string prec = f.get_choice("precision", pc, "bf16");
+    e.precision = prec == "bf16" ? Precision::bf16 : prec == "fp16" ? Precision::fp16 : Precision::fp8;
     constexpr std::array<std::string_view, 2> at = {"unfused", "flash"};
     e.attention = f.get_choice("attention", at, "unfused") == "unfused" ? Attention::unfused : Attention::flash;
     e.first_stage_layers = static_cast<int>(f.get_int("first_stage_layers", 1, 1 << 16, 0));

@@ -23,7 +23,14 @@ const char* to_string(Schedule s) {
     }
     return "?";
 }
-const char* to_string(Precision p) { return p == Precision::bf16 ? "bf16" : "fp16"; }
+const char* to_string(Precision p) {
+    switch (p) {
+        case Precision::bf16: return "bf16";
+        case Precision::fp16: return "fp16";
+        case Precision::fp8: return "fp8";
+    }
+    return "?";
+}
 const char* to_string(Mlp m) { return m == Mlp::gelu ? "gelu" : "swiglu"; }
 const char* to_string(Norm n) { return n == Norm::layernorm ? "layernorm" : "rmsnorm"; }
 const char* to_string(PositionEmbedding p) { return p == PositionEmbedding::learned ? "learned" : "rope"; }
@@ -123,6 +130,10 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
         return SpecProblem{"execution", "interleave", "interleave = " + s(e.interleave) + " needs schedule: interleaved (got " +
                                                       to_string(e.schedule) + ")"};
     }
+    if (e.precision == Precision::fp8 && sc.system.device.peak_flops_fp8 <= 0)
+        return SpecProblem{"execution", "precision",
+                           "precision: fp8 needs device.peak_flops_fp8 in the device profile " + sc.system.device.file +
+                               " (a GPU with FP8 tensor cores)"};
     if (e.overlap_param_gather && !e.distributed_optimizer)
         return SpecProblem{"execution", "overlap_param_gather",
                            "overlap_param_gather needs distributed_optimizer: true (only a sharded optimizer gathers parameters)"};

@@ -85,7 +85,7 @@ void Builder::make_groups() {
             g.pool = sim_.add_pool(name, sc_.system.memory_capacity, categories,
                                    options_.keep_timeline && r == 0 && k == 0);
             const double params = parameters_on_stage(sc_.model, e_, r);
-            sim_.add_static(g.pool, index(MemoryCategory::weights), Bytes(std::llround(params * bpp.weights)));
+            sim_.add_static(g.pool, index(MemoryCategory::weights), stage_weight_bytes(sc_.model, e_, r));
             sim_.add_static(g.pool, index(MemoryCategory::gradients), Bytes(std::llround(params * bpp.gradients)));
             sim_.add_static(g.pool, index(MemoryCategory::optimizer), Bytes(std::llround(params * bpp.optimizer)));
             if (sc_.system.memory_reserved.value > 0)
