@@ -184,7 +184,8 @@ TEST_CASE("models: Llama 3 8B and 70B simulate end to end on DGX H100 with every
         const IterationResult r = simulate(sc, opt, &detail);
         CHECK_FALSE(r.oom);
         CHECK(r.mfu > 0.2);
-        CHECK(r.mfu < 0.75);
+        // MFU is against the BF16 peak (Megatron's convention): FP8 runs may pass 75%, never the FP8 peak's 2x.
+        CHECK(r.mfu < (sc.execution.precision == Precision::fp8 ? 1.5 : 0.75));
         // The simulated peak equals the analytical one here too, stage by stage.
         for (int st = 0; st < sc.execution.pipeline; ++st)
             CHECK(stage_memory(sc.model, sc.execution, sc.system.device_memory(), st).total() ==
