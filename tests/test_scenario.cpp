@@ -818,7 +818,8 @@ TEST_CASE("sweep: a key that is not a model or execution key is an error with it
 TEST_CASE("every shipped experiment file loads and validates", "[scenario]") {
     namespace fs = std::filesystem;
     int files = 0;
-    for (const char* dir : {"scenarios/paper", "scenarios/crosscheck", "scenarios/sweeps", "scenarios/bench"}) {
+    for (const char* dir : {"scenarios/paper", "scenarios/crosscheck", "scenarios/sweeps", "scenarios/bench", "scenarios/llama",
+                            "scenarios/validation"}) {
         for (const auto& entry : fs::directory_iterator(source_path(dir))) {
             if (entry.path().extension() != ".yaml") continue;
             INFO(entry.path().string());
@@ -829,7 +830,16 @@ TEST_CASE("every shipped experiment file loads and validates", "[scenario]") {
             ++files;
         }
     }
-    CHECK(files >= 8);
+    CHECK(files >= 11);
+    // Every model and system part file too.
+    for (const auto& entry : fs::directory_iterator(source_path("scenarios/models"))) {
+        INFO(entry.path().string());
+        CHECK(load_model(entry.path()).layers > 0);
+    }
+    for (const auto& entry : fs::directory_iterator(source_path("scenarios/systems"))) {
+        INFO(entry.path().string());
+        CHECK(load_system(entry.path()).gpus_per_node > 0);
+    }
 }
 
 TEST_CASE("the SC21 cross-check encodes the published models and configurations", "[scenario]") {
