@@ -22,6 +22,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -94,6 +95,17 @@ int run_command(const std::string& file, const RunOptions& opt) {
     }
     if ((!opt.trace_path.empty() || !opt.timeline_path.empty()) && selected.size() != 1)
         throw strata::InputError("--trace and --timeline need exactly one case: pick one with --case NAME");
+    if (opt.json_path == "-" && opt.csv_path == "-")
+        throw strata::InputError("--json - and --csv - cannot both write to standard output: give one a file");
+    // Every output must be writable before any case is simulated (a long run must not fail at its end).
+    for (const std::string* path : {&opt.json_path, &opt.csv_path, &opt.trace_path, &opt.timeline_path}) {
+        if (path->empty() || *path == "-") continue;
+        const bool existed = access(path->c_str(), F_OK) == 0;
+        std::ofstream probe(*path, std::ios::app);
+        if (!probe) throw strata::InputError(*path + ": cannot be written (check the directory exists and is writable)");
+        probe.close();
+        if (!existed) std::remove(path->c_str());
+    }
 
     const bool tty = isatty(STDERR_FILENO) != 0;
     const std::size_t n = selected.size();
@@ -138,17 +150,23 @@ int run_command(const std::string& file, const RunOptions& opt) {
             });
         if (tty) std::cerr << "\r\033[K" << std::flush;
     }
-    strata::print_table(std::cout, ex.name + "  (" + file + ")", results);
-    if (!opt.timeline_path.empty() && !results[0].error) std::cout << "wrote " << opt.timeline_path << "\n";
-    if (!opt.trace_path.empty() && !results[0].error) std::cout << "wrote " << opt.trace_path << "\n";
-    if (!opt.json_path.empty()) {
-        write_file(opt.json_path, strata::to_json(ex.name, results));
-        std::cout << "wrote " << opt.json_path << "\n";
-    }
-    if (!opt.csv_path.empty()) {
-        write_file(opt.csv_path, strata::to_csv(results));
-        std::cout << "wrote " << opt.csv_path << "\n";
-    }
+    // With --json - or --csv - standard output carries only that; the table and the notes go to standard error.
+    const bool to_stdout = opt.json_path == "-" || opt.csv_path == "-";
+    std::ostream& human = to_stdout ? std::cerr : std::cout;
+    strata::print_table(human, ex.name + "  (" + file + ")", results);
+    if (!opt.timeline_path.empty() && !results[0].error) human << "wrote " << opt.timeline_path << "\n";
+    if (!opt.trace_path.empty() && !results[0].error) human << "wrote " << opt.trace_path << "\n";
+    auto emit = [&](const std::string& path, const std::string& text) {
+        if (path.empty()) return;
+        if (path == "-") {
+            std::cout << text << std::flush;
+            return;
+        }
+        write_file(path, text);
+        human << "wrote " << path << "\n";
+    };
+    emit(opt.json_path, opt.json_path.empty() ? std::string() : strata::to_json(ex.name, results));
+    emit(opt.csv_path, opt.csv_path.empty() ? std::string() : strata::to_csv(results));
     if (failed != 0) {
         std::cerr << "error: at least one case could not be evaluated (see the table)\n";
         return (failed & kInternal) ? 1 : (failed & kSimulation) ? 3 : 2;
@@ -250,9 +268,16 @@ int plot_command(const std::string& dir) {
 
 int explain_command(const std::string& file, const std::string& case_name) {
     strata::Experiment ex = strata::load_experiment(file);
+    bool any = false;
     for (const auto& sc : ex.cases) {
         if (!case_name.empty() && sc.name != case_name) continue;
         strata::print_layer_breakdown(std::cout, sc);
+        any = true;
+    }
+    if (!any) {
+        std::string names;
+        for (const auto& sc : ex.cases) names += (names.empty() ? "" : ", ") + ("'" + sc.name + "'");
+        throw strata::InputError(file + ": no case named '" + case_name + "'; the cases are: " + names);
     }
     return 0;
 }
@@ -262,13 +287,14 @@ int explain_command(const std::string& file, const std::string& case_name) {
 int main(int argc, char** argv) {
     CLI::App app{"strata: simulate large-transformer training (tensor, sequence, pipeline and data parallelism;\n"
                  "no / selective / full activation recomputation) on a modelled GPU cluster"};
+    app.set_version_flag("--version", std::string("strata ") + STRATA_VERSION + " (git " + STRATA_GIT_REVISION + ")");
     app.require_subcommand(1);
     std::string file;
     RunOptions ro;
     CLI::App* run = app.add_subcommand("run", "run an experiment file and print a table per case");
     run->add_option("file", file, "experiment YAML (e.g. scenarios/paper/table4.yaml)")->required();
-    run->add_option("--json", ro.json_path, "write results as JSON (schema in README.md)");
-    run->add_option("--csv", ro.csv_path, "write results as CSV");
+    run->add_option("--json", ro.json_path, "write results as JSON (schema in README.md); - for standard output");
+    run->add_option("--csv", ro.csv_path, "write results as CSV; - for standard output");
     run->add_option("--profile", ro.profile_path, "device profile to use instead of the system's (e.g. a calibrated one)");
     run->add_option("--trace", ro.trace_path, "write a Chrome trace-event JSON of the simulated iteration (one case)");
     run->add_option("--timeline", ro.timeline_path, "write the first pipeline replica's stage timeline and stage-0 memory over time as JSON (one case)");

@@ -119,8 +119,10 @@ std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
 void print_table(std::ostream& out, const std::string& title, const std::vector<CaseResult>& results) {
     out << title << "\n";
     const bool engine = std::any_of(results.begin(), results.end(), [](const auto& r) { return r.iteration.has_value(); });
+    // With context parallelism anywhere, the tensor column shows t x c.
+    const bool cp = std::any_of(results.begin(), results.end(), [](const auto& r) { return r.scenario.execution.context > 1; });
     std::string header = fmt::format("{:<48} {:>4} {:>4} {:>4} {:>3} {:>3} {:>9} {:>12} {:>11} {:>9} {:>9} {:>9}",
-                                     "case", "t", "p", "d", "SP", "m", "recompute", "act/layer MB",
+                                     "case", cp ? "t xc" : "t", "p", "d", "SP", "m", "recompute", "act/layer MB",
                                      "act/GPU GiB", "peak GiB", "fwd ms", "bwd ms");
     if (engine) header += fmt::format(" {:>8} {:>6} {:>6} {:>7}", "iter s", "MFU%", "HFU%", "bubble%");
     out << header << "\n" << std::string(header.size(), '-') << "\n";
@@ -132,7 +134,8 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
         }
         std::string peak = gib(r.memory.peak_stage.total()) + (r.memory.fits() ? "" : "!");
         std::string line = fmt::format("{:<48} {:>4} {:>4} {:>4} {:>3} {:>3} {:>9} {:>12.1f} {:>11} {:>9} {:>9.2f} {:>9.2f}",
-                                       r.scenario.name.substr(0, 48), e.tensor, e.pipeline, e.data,
+                                       r.scenario.name.substr(0, 48),
+                                       cp ? fmt::format("{}x{}", e.tensor, e.context) : std::to_string(e.tensor), e.pipeline, e.data,
                                        e.sequence_parallel ? "on" : "off", e.interleave, to_string(e.recompute),
                                        double(r.memory.activation_per_layer.value) / 1e6, gib(r.memory.activation_first_stage),
                                        peak, r.layer.forward_ms, r.layer.backward_ms);

@@ -52,6 +52,17 @@ check "search runs and prints a ranking" '[[ $rc -eq 0 ]] && grep -q "^   1 " "$
 "$strata" plot --out "$tmp/empty" >/dev/null 2>"$tmp/err"; rc=$?
 check "plot without inputs exits 2 and names the missing file" '[[ $rc -eq 2 ]] && grep -q "table5.json" "$tmp/err"'
 
+"$strata" --version >"$tmp/v.txt"; rc=$?
+check "--version prints the version and revision" '[[ $rc -eq 0 ]] && grep -q "^strata [0-9.]* (git " "$tmp/v.txt"'
+"$strata" explain "$root/scenarios/paper/table4.yaml" --case "no such case" >/dev/null 2>"$tmp/err"; rc=$?
+check "explain with an unknown case exits 2 and lists the cases" '[[ $rc -eq 2 ]] && grep -q "selective + sequence" "$tmp/err"'
+"$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --json - >"$tmp/stdout.json" 2>"$tmp/err"; rc=$?
+check "--json - writes the JSON alone to standard output, the table to standard error" '[[ $rc -eq 0 ]] && python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))[\"results\"]) == 5" "$tmp/stdout.json" && grep -q "selective + sequence" "$tmp/err"'
+"$strata" run "$root/scenarios/paper/table4.yaml" --csv - >"$tmp/stdout.csv" 2>/dev/null; rc=$?
+check "--csv - writes the CSV to standard output" '[[ $rc -eq 0 && $(wc -l < "$tmp/stdout.csv") -eq 6 ]] && head -1 "$tmp/stdout.csv" | grep -q "^name,model,"'
+"$strata" run "$root/scenarios/paper/table5.yaml" --json "$tmp/no/such/dir/x.json" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "an unwritable output exits 2 before simulating" '[[ $rc -eq 2 ]] && grep -q "cannot be written" "$tmp/err" && ! grep -q "175B" "$tmp/out"'
+
 "$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$strata" --runs 1 >"$tmp/bench.txt" 2>"$tmp/err"; rc=$?
 check "bench --baseline runs both binaries and prints the ratios" '[[ $rc -eq 0 ]] && grep -q "geometric mean over 5 case(s): A/B wall" "$tmp/bench.txt" && grep -q "^selective + sequence" "$tmp/bench.txt"'
 "$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$tmp/no-such-strata" >/dev/null 2>"$tmp/err"; rc=$?
