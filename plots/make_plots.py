@@ -340,6 +340,36 @@ def plot_memory_ladder(t2, save):
     save(fig, "memory_ladder")
 
 
+def plot_memory_ladder_hopper(t2h, save):
+    """Figure 7 on DGX H100: each configuration in BF16 (solid) and FP8 (hatched), relative to BF16 TP alone."""
+    res = t2h["results"]
+    fig, ax = plt.subplots(figsize=(12, 5.2))
+    n = len(LADDER)
+    w = 0.16
+    for i, (suffix, label, col) in enumerate(LADDER):
+        for prec, hatch, alpha in (("bf16", None, 1.0), ("fp8", "//", 0.55)):
+            xs, vs = [], []
+            for k, m in enumerate(MODELS):
+                base = by_name(res, m + " tensor parallel (baseline) bf16", "table2-hopper.json")["memory"][
+                    "activation_bytes_per_layer"]
+                b = by_name(res, "%s %s %s" % (m, suffix, prec), "table2-hopper.json")["memory"]["activation_bytes_per_layer"]
+                xs.append(k + (i - (n - 1) / 2.0) * w + (0.0 if prec == "bf16" else w * 0.46))
+                vs.append(100.0 * b / base)
+            bars = ax.bar(xs, vs, width=w * 0.46, color=col, alpha=alpha, hatch=hatch,
+                          label=label if prec == "bf16" else None, edgecolor="white" if hatch else None)
+            bar_labels(ax, bars, ["%.0f" % v for v in vs], fontsize=6.5)
+    ax.set_xticks(range(len(MODELS)))
+    ax.set_xticklabels(MODELS)
+    ax.set_xlim(-0.55, len(MODELS) - 0.45)
+    ax.set_ylim(0, 125)
+    ax.set_ylabel("activation memory per layer\n(% of BF16 tensor-parallel baseline)")
+    ax.legend(loc="upper center", ncol=5, fontsize=8.5, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    ax.set_title("Figure 7 on DGX H100: each configuration in BF16 (left bar) and FP8 (right, hatched);\n"
+                 "FP8 keeps the linear layers' inputs in 1 byte (strata's model, scenarios/paper/table2-hopper.yaml)")
+    fig.tight_layout()
+    save(fig, "memory_ladder_hopper")
+
+
 # ----------------------------------------------------------------------------------------------
 # Figure 1 spirit: total memory per GPU
 # ----------------------------------------------------------------------------------------------
@@ -753,6 +783,11 @@ def main():
         plot_crosscheck(load_input(inputs, "sc21-table1.json"), paper, save)
     else:
         print("no %s; skipping crosscheck_sc21.png" % xc_path)
+    hopper_path = os.path.join(inputs, "table2-hopper.json")
+    if os.path.isfile(hopper_path):
+        plot_memory_ladder_hopper(load_input(inputs, "table2-hopper.json"), save)
+    else:
+        print("no %s; skipping memory_ladder_hopper.png" % hopper_path)
     sweep_path = os.path.join(inputs, "sweep.json")
     if os.path.isfile(sweep_path):
         plot_sweep(load_input(inputs, "sweep.json"), save)

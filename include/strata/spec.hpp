@@ -41,7 +41,7 @@ struct RecomputeModules {
 [[nodiscard]] const char* to_string(Attention a);
 [[nodiscard]] const char* to_string(RecomputeMethod m);
 
-/// A GPT model (paper Table 3 notation in comments).
+/// A decoder-only transformer: the paper's GPT by default (Table 3 notation in comments), or a Llama-class model.
 struct ModelSpec {
     std::string name;
     int heads = 0;           ///< a
