@@ -1,6 +1,7 @@
 // The analytical cost model: GEMM wave quantization and small-K penalty, bandwidth-bound elementwise
 // kernels, alpha-beta collectives, measured entries taking precedence, overlap in a pass.
 #include "strata/cost.hpp"
+#include "strata/scenario.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -119,4 +120,17 @@ TEST_CASE("pass time: an overlapped collective and the next compute step take th
     CHECK(c.pass_time({comm, work}, 8) == tc + tw);
     comm.overlapped = true;
     CHECK(c.pass_time({comm, work}, 8) == std::max(tc, tw));
+}
+
+TEST_CASE("NVLS: the intra-node all-reduce uses the NVLS bus bandwidth, the other collectives the ring's") {
+    DeviceProfile p = load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/h100-sxm5-80gb.yaml");
+    REQUIRE(p.intra_node_nvls_bus_bandwidth == Approx(480e9));
+    const CostModel with(p);
+    p.intra_node_nvls_bus_bandwidth = 0;
+    const CostModel without(p);
+    const Bytes m(1LL << 28);
+    const double bytes = 2.0 * 7 / 8 * double(m.value);
+    CHECK((with.tp_collective(CollectiveKind::all_reduce, 8, m) - without.tp_collective(CollectiveKind::all_reduce, 8, m)).seconds() ==
+          Approx(bytes / 480e9 - bytes / 360e9).epsilon(1e-6));
+    CHECK(with.tp_collective(CollectiveKind::all_gather, 8, m) == without.tp_collective(CollectiveKind::all_gather, 8, m));
 }

@@ -471,3 +471,23 @@ TEST_CASE("merge_routes sums multiplicities and keeps the largest latency", "[fa
     CHECK(m.links[2].link == 7);
     CHECK(m.latency == Time::from_ns(9));
 }
+
+TEST_CASE("NVLS: an all-reduce inside one node moves the ring's bytes divided by the NVLS speed-up", "[fabric]") {
+    Built b(small_spec());
+    const std::vector<int> node0 = {0, 1, 2, 3, 4, 5, 6, 7};
+    CollectiveParams ring{Time::from_us(1), Time::from_us(5), true};
+    CollectiveParams nvls = ring;
+    nvls.nvls_speedup = 480.0 / 360.0;
+    const auto a = plan_collective(*b.fabric, CollectiveKind::all_reduce, node0, Bytes(1 << 28), ring);
+    const auto c = plan_collective(*b.fabric, CollectiveKind::all_reduce, node0, Bytes(1 << 28), nvls);
+    REQUIRE(a.size() == 1);
+    REQUIRE(c.size() == 1);
+    CHECK(double(c[0].bytes.value) == Approx(double(a[0].bytes.value) * 360.0 / 480.0).epsilon(1e-9));
+    CHECK(c[0].latency == a[0].latency);
+    // All-gather and reduce-scatter, and all-reduces across nodes, keep the ring.
+    CHECK(plan_collective(*b.fabric, CollectiveKind::all_gather, node0, Bytes(1 << 28), nvls)[0].bytes ==
+          plan_collective(*b.fabric, CollectiveKind::all_gather, node0, Bytes(1 << 28), ring)[0].bytes);
+    const std::vector<int> two_nodes = {0, 8};
+    CHECK(plan_collective(*b.fabric, CollectiveKind::all_reduce, two_nodes, Bytes(1 << 28), nvls)[0].bytes ==
+          plan_collective(*b.fabric, CollectiveKind::all_reduce, two_nodes, Bytes(1 << 28), ring)[0].bytes);
+}

@@ -61,6 +61,9 @@ struct CollectiveParams {
     Time step_latency_intra;   ///< NCCL per-step latency inside a node
     Time step_latency_inter;   ///< NCCL per-step latency across nodes
     bool hierarchical = true;  ///< intra-node phase, inter-node phase, intra-node phase
+    /// NVLS all-reduce inside one node: its bus bandwidth over the ring's (NVLink's); 0 for none. The ring's bytes
+    /// move divided by it, so the phase takes the time of the NVLS bus bandwidth over the same links.
+    double nvls_speedup = 0;
 };
 
 /// One phase of a collective: a flow that moves `bytes` over `route` (ring edges taken together,

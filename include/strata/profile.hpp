@@ -52,6 +52,9 @@ struct DeviceProfile {
     double elementwise_bandwidth_efficiency = 0;
     double intra_node_bus_bandwidth = 0;   ///< bytes/s
     double intra_node_step_latency_us = 0;
+    /// NCCL's NVLink SHARP (NVLS) all-reduce inside a node (NVSwitch 3 reduces in the switch): its bus bandwidth
+    /// (bytes/s); 0 where the node has none. Used for all-reduces within one node instead of the ring's.
+    double intra_node_nvls_bus_bandwidth = 0;
     /// CUDA blocks (one SM each) an NCCL collective occupies; a kernel overlapped with a collective
     /// loses that share of the SMs while the collective runs.
     int nccl_channels = 0;

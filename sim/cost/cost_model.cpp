@@ -96,8 +96,12 @@ Time CostModel::tp_collective(CollectiveKind kind, int ranks, Bytes message) con
                          " has no intra-node bus bandwidth (no intra_node block): give the system's "
                          "network.nvlink_bandwidth_bytes_per_s");
     }
+    // NVLS: the same bus-bandwidth formula at the in-switch reduction's bus bandwidth.
+    const double bus = kind == CollectiveKind::all_reduce && profile_.intra_node_nvls_bus_bandwidth > 0
+                           ? profile_.intra_node_nvls_bus_bandwidth
+                           : profile_.intra_node_bus_bandwidth;
     return Time::from_us(ring_steps(kind, ranks) * profile_.intra_node_step_latency_us) +
-           Time::from_seconds(double(per_rank.value) / profile_.intra_node_bus_bandwidth);
+           Time::from_seconds(double(per_rank.value) / bus);
 }
 
 double CostModel::comm_sm_fraction() const {

@@ -34,6 +34,7 @@
 #include "strata/fabric.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -105,6 +106,11 @@ std::vector<CollectivePhase> plan_collective(const Fabric& fabric, CollectiveKin
         const Rings flat{std::vector<int>(ranks.begin(), ranks.end())};
         const Time step = m == 1 ? params.step_latency_intra : params.step_latency_inter;
         if (kind == CollectiveKind::all_reduce) {
+            if (m == 1 && params.nvls_speedup > 0) {
+                const Bytes ring = scaled(message, 2 * (n - 1), n);
+                const Bytes nvls(static_cast<std::int64_t>(std::llround(double(ring.value) / params.nvls_speedup)));
+                return {ring_phase(fabric, flat, nvls, step * (2 * (n - 1)))};
+            }
             return {ring_phase(fabric, flat, scaled(message, 2 * (n - 1), n), step * (2 * (n - 1)))};
         }
         return {ring_phase(fabric, flat, scaled(message, n - 1, n), step * (n - 1))};

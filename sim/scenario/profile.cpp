@@ -10,7 +10,7 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 33> kProfileKeys = {
+constexpr std::array<std::string_view, 34> kProfileKeys = {
     "format", "name", "kind",
     "provenance.gpu", "provenance.sm_count", "provenance.memory_bytes", "provenance.driver",
     "provenance.cuda_runtime", "provenance.cublas", "provenance.nccl", "provenance.gpus_used",
@@ -22,7 +22,7 @@ constexpr std::array<std::string_view, 33> kProfileKeys = {
     "intra_node.bus_bandwidth_bytes_per_s", "intra_node.step_latency_us",
     "measured.copy_bandwidth_bytes_per_s", "measured",
     "flash_attention.forward_efficiency", "flash_attention.backward_efficiency",
-    "device.peak_flops_fp8", "gemm.efficiency_ceiling_fp8"};
+    "device.peak_flops_fp8", "gemm.efficiency_ceiling_fp8", "intra_node.nvls_bus_bandwidth_bytes_per_s"};
 
 void read_measured(const YAML::Node& root, const std::string& file, DeviceProfile& p) {
     const YAML::Node measured = root["measured"];
@@ -140,6 +140,7 @@ DeviceProfile load_device_profile(const std::filesystem::path& path) {
     // network.nvlink_bandwidth_bytes_per_s then has to say it.
     p.intra_node_bus_bandwidth = f.get_double("intra_node.bus_bandwidth_bytes_per_s", 1e6, 1e15, 0.0);
     p.intra_node_step_latency_us = f.get_double("intra_node.step_latency_us", 0, 1e6, 0.0);
+    p.intra_node_nvls_bus_bandwidth = f.get_double("intra_node.nvls_bus_bandwidth_bytes_per_s", 1e6, 1e15, 0.0);
     p.peak_flops_fp8 = f.get_double("device.peak_flops_fp8", 1e9, 1e18, 0.0);
     p.gemm_efficiency_ceiling_fp8 =
         f.get_double("gemm.efficiency_ceiling_fp8", 0.01, 1.0, p.peak_flops_fp8 > 0 ? p.gemm_efficiency_ceiling : 0.0);

@@ -30,7 +30,9 @@ Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab
       activations_(activation_plan(sc.model, sc.execution)),
       activation_message_(2LL * (sc.model.seq_len / sc.execution.context) * sc.execution.microbatch * sc.model.hidden) {
     const NetworkSpec& n = sc.system.network;
-    coll_params_ = {n.collective_step_latency_intra, n.collective_step_latency_inter, n.hierarchical_collectives};
+    const double nvls = sc.system.device.intra_node_nvls_bus_bandwidth;
+    coll_params_ = {n.collective_step_latency_intra, n.collective_step_latency_inter, n.hierarchical_collectives,
+                    nvls > 0 ? nvls / n.nvlink_bandwidth.value : 0.0};
     for (int r = 0; r < e_.pipeline; ++r) programs_.push_back(schedule::stage_program(shape_, r));
 }
 
