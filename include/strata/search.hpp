@@ -16,6 +16,9 @@ struct SearchRequest {
     SystemSpec system;
     int gpus = 0;
     int global_batch = 0;
+    /// The execution keys the search does not vary (attention, precision, overlaps): every candidate starts from
+    /// this; parallel sizes, interleave, microbatch, recompute, SP and the distributed optimizer are enumerated.
+    ExecutionSpec base;
     std::vector<int> microbatches = {1, 2, 4, 8};
     int max_interleave = 4;
     int simulate_top = 8;    ///< candidates confirmed by the discrete-event simulation

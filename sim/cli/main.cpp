@@ -176,6 +176,7 @@ int run_command(const std::string& file, const RunOptions& opt) {
 
 struct SearchOptions {
     std::string model, system, json_path;
+    std::string attention = "unfused", precision = "bf16";
     int gpus = 0, global_batch = 0, top = 10, simulate_top = 8, jobs = 0;
 };
 
@@ -185,6 +186,10 @@ int search_command(const SearchOptions& o) {
     req.system = strata::load_system(o.system);
     req.gpus = o.gpus;
     req.global_batch = o.global_batch;
+    req.base.attention = o.attention == "flash" ? strata::Attention::flash : strata::Attention::unfused;
+    req.base.precision = o.precision == "fp8"    ? strata::Precision::fp8
+                         : o.precision == "fp16" ? strata::Precision::fp16
+                                                 : strata::Precision::bf16;
     req.simulate_top = std::max(o.top, o.simulate_top);
     req.jobs = o.jobs;
     if (isatty(STDERR_FILENO)) {
@@ -318,6 +323,10 @@ int main(int argc, char** argv) {
     srch->add_option("--simulate-top", so.simulate_top, "candidates simulated event by event after the analytical screen")
         ->check(CLI::Range(1, 1000));
     srch->add_option("--jobs,-j", so.jobs, "parallel simulations (default: one per core)")->check(CLI::Range(1, 1024));
+    srch->add_option("--attention", so.attention, "attention kernel of every candidate: unfused (default) or flash")
+        ->check(CLI::IsMember({"unfused", "flash"}));
+    srch->add_option("--precision", so.precision, "training precision of every candidate: bf16 (default), fp16 or fp8")
+        ->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
     srch->add_option("--json", so.json_path, "write the top candidates as JSON results");
     std::string check_file;
     CLI::App* check = app.add_subcommand("check-profile",

@@ -55,6 +55,10 @@ std::vector<int> divisors(int n) {
 SearchResult search(const SearchRequest& req) {
     if (req.gpus <= 0) throw InputError("search: --gpus must be positive");
     if (req.global_batch <= 0) throw InputError("search: --global-batch must be positive");
+    if (req.base.attention == Attention::flash && req.system.device.flash_forward_efficiency <= 0)
+        throw InputError("search: --attention flash needs a flash_attention block in the device profile " + req.system.device.file);
+    if (req.base.precision == Precision::fp8 && req.system.device.peak_flops_fp8 <= 0)
+        throw InputError("search: --precision fp8 needs device.peak_flops_fp8 in the device profile " + req.system.device.file);
     const auto t0 = std::chrono::steady_clock::now();
     SearchResult res;
     const CostModel cost(req.system.device);
@@ -79,7 +83,7 @@ SearchResult search(const SearchRequest& req) {
                         for (int sp = 0; sp <= (t > 1 ? 1 : 0); ++sp) {
                             for (int dopt = 0; dopt <= (d > 1 ? 1 : 0); ++dopt) {
                                 ++res.enumerated;
-                                Scenario sc = candidate({});
+                                Scenario sc = candidate(req.base);
                                 ExecutionSpec& e = sc.execution;
                                 e.tensor = t;
                                 e.pipeline = p;

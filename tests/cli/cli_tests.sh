@@ -49,6 +49,13 @@ check "trace and timeline written" '[[ $rc -eq 0 && -s "$tmp/t.json" && -s "$tmp
   --gpus 8 --global-batch 8 --top 3 --simulate-top 4 >"$tmp/s.txt"; rc=$?
 check "search runs and prints a ranking" '[[ $rc -eq 0 ]] && grep -q "^   1 " "$tmp/s.txt"'
 
+"$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" \
+  --gpus 8 --global-batch 32 --attention flash --precision fp8 --top 2 --simulate-top 2 >"$tmp/s2.txt"; rc=$?
+check "search with flash attention and FP8 for a Llama model" '[[ $rc -eq 0 ]] && grep -q "^   1 " "$tmp/s2.txt"'
+"$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
+  --gpus 8 --global-batch 8 --precision fp8 >/dev/null 2>"$tmp/err"; rc=$?
+check "search in FP8 on an A100 exits 2 and says why" '[[ $rc -eq 2 ]] && grep -q "peak_flops_fp8" "$tmp/err"'
+
 "$strata" plot --out "$tmp/empty" >/dev/null 2>"$tmp/err"; rc=$?
 check "plot without inputs exits 2 and names the missing file" '[[ $rc -eq 2 ]] && grep -q "table5.json" "$tmp/err"'
 
