@@ -102,6 +102,9 @@ struct LayerConfig {
 
 /// Builds the ops and passes of one transformer layer.
 LayerPlan build_layer(const LayerConfig& cfg);
+/// The layer as partial full recompute (recompute_method: block) leaves it: the same layer without recompute
+/// (for any other policy, the layer itself).
+LayerPlan build_layer_left_alone(LayerConfig cfg);
 
 /// Activation bytes per layer from the op list (sum of `stored` under the policy).
 Bytes activation_bytes_per_layer(const ModelSpec& model, int tensor, bool sequence_parallel, Recompute recompute,

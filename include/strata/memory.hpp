@@ -87,6 +87,11 @@ struct StageMemory {
     [[nodiscard]] Bytes bytes(MemoryCategory c) const;
 };
 
+/// What one GPU of the stage holds for the whole iteration: weights (stage_weight_bytes), gradients, optimizer state
+/// and the runtime reserve; the activation fields are zero. The simulated pools start from exactly this.
+[[nodiscard]] StageMemory stage_state(const ModelSpec& model, const ExecutionSpec& exec, const DeviceMemory& device,
+                                      int stage);
+
 /// One stage's memory at its peak: the static state plus the largest activation footprint met while walking
 /// the stage's schedule program (schedule::unit_order), unit by unit, exactly as the simulation allocates.
 [[nodiscard]] StageMemory stage_memory(const ModelSpec& model, const ExecutionSpec& exec, const DeviceMemory& device,

@@ -501,6 +501,11 @@ LayerPlan build_layer(const LayerConfig& cfg) {
     return plan;
 }
 
+LayerPlan build_layer_left_alone(LayerConfig cfg) {
+    if (cfg.recompute == Recompute::full) cfg.recompute = Recompute::none;
+    return build_layer(cfg);
+}
+
 Bytes activation_bytes_per_layer(const ModelSpec& model, int tensor, bool sequence_parallel, Recompute recompute,
                                  int microbatch, Attention attention) {
     LayerConfig c{&model, tensor, sequence_parallel, recompute, microbatch};

@@ -114,16 +114,16 @@ ActivationPlan activation_plan(const ModelSpec& m, const ExecutionSpec& e) {
     a.output = build_output(lc).stored_per_microbatch;
     // Full recompute keeps a recomputed layer's input only (layer.stored_bytes); a layer it leaves alone (block
     // method) keeps everything; a uniform group of G layers keeps one input and recomputes G layers at once.
-    LayerConfig kept = lc;
-    kept.recompute = Recompute::none;
-    const Bytes all = e.recompute == Recompute::full ? build_layer(kept).stored_bytes : layer.stored_bytes;
+    if (e.recompute != Recompute::full) {
+        a.chunk_layers.assign(static_cast<std::size_t>(e.pipeline), Bytes(0));
+        for (int st = 0; st < e.pipeline; ++st)
+            a.chunk_layers[static_cast<std::size_t>(st)] = layer.stored_bytes * e.layers_per_chunk(m.layers, st);
+        a.workspace.assign(static_cast<std::size_t>(e.pipeline), layer.recompute_peak_bytes);
+        return a;
+    }
+    const Bytes all = build_layer_left_alone(lc).stored_bytes;
     for (int st = 0; st < e.pipeline; ++st) {
         const int n = e.layers_per_chunk(m.layers, st);
-        if (e.recompute != Recompute::full) {
-            a.chunk_layers.push_back(layer.stored_bytes * n);
-            a.workspace.push_back(layer.recompute_peak_bytes);
-            continue;
-        }
         const int recomputed = e.recomputed_layers(n), group = e.recompute_group(n);
         const int inputs = group > 0 ? (recomputed + group - 1) / group : 0;
         a.chunk_layers.push_back(layer.stored_bytes * inputs + all * (n - recomputed));
@@ -132,10 +132,7 @@ ActivationPlan activation_plan(const ModelSpec& m, const ExecutionSpec& e) {
     return a;
 }
 
-namespace {
-
-StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const DeviceMemory& device,
-                         const ActivationPlan& plan, int s) {
+StageMemory stage_state(const ModelSpec& m, const ExecutionSpec& e, const DeviceMemory& device, int s) {
     const BytesPerParam bpp = bytes_per_param(e);
     StageMemory sm;
     sm.stage = s;
@@ -144,6 +141,14 @@ StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const Devic
     sm.gradients = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.gradients)));
     sm.optimizer = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.optimizer)));
     sm.reserved = device.reserved;
+    return sm;
+}
+
+namespace {
+
+StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const DeviceMemory& device,
+                         const ActivationPlan& plan, int s) {
+    StageMemory sm = stage_state(m, e, device, s);
     // Walk the program: a forward allocates its chunk's activations when it starts, a backward holds them
     // (plus the recompute workspace) while it runs and frees them when it ends. The first instant of the
     // largest total is the peak, as in the engine's memory pools.

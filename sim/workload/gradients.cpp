@@ -20,7 +20,7 @@ void Builder::emit_gradient_reduction_and_optimizer() {
         const double params = parameters_on_stage(sc_.model, e_, r);
         std::vector<TaskId> deps;
         for (int k = 0; k < d; ++k) deps.push_back(groups_[static_cast<std::size_t>(group_index(r, k))].last_backward);
-        const Bytes grads(std::llround(params * grad_bytes_per_param));
+        const Bytes grads = stage_state(sc_.model, e_, sc_.system.device_memory(), r).gradients;
         // One ring per tensor rank i (same rail) over the data (and context) replicas; the t rings move together.
         std::vector<std::vector<int>> rings(static_cast<std::size_t>(t));
         for (int i = 0; i < t; ++i)

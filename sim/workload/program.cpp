@@ -60,8 +60,9 @@ void Builder::build() {
 
 void Builder::make_groups() {
     const int p = e_.pipeline, d = e_.data, t = e_.tensor, c = e_.context;
-    const BytesPerParam bpp = bytes_per_param(e_);
     const std::vector<std::string> categories = memory_category_names();
+    std::vector<StageMemory> state;
+    for (int r = 0; r < p; ++r) state.push_back(stage_state(sc_.model, e_, sc_.system.device_memory(), r));
     groups_.resize(static_cast<std::size_t>(p * d));
     for (int r = 0; r < p; ++r) {
         dp_streams_.push_back(sim_.add_stream(fmt::format("stage {} data-parallel", r)));
@@ -86,12 +87,12 @@ void Builder::make_groups() {
             g.send_bwd = sim_.add_stream(name + " send-backward");
             g.pool = sim_.add_pool(name, sc_.system.memory_capacity, categories,
                                    options_.keep_timeline && r == 0 && k == 0);
-            const double params = parameters_on_stage(sc_.model, e_, r);
-            sim_.add_static(g.pool, index(MemoryCategory::weights), stage_weight_bytes(sc_.model, e_, r));
-            sim_.add_static(g.pool, index(MemoryCategory::gradients), Bytes(std::llround(params * bpp.gradients)));
-            sim_.add_static(g.pool, index(MemoryCategory::optimizer), Bytes(std::llround(params * bpp.optimizer)));
-            if (sc_.system.memory_reserved.value > 0)
-                sim_.add_static(g.pool, index(MemoryCategory::reserved), sc_.system.memory_reserved);
+            // The same static state as the analytical stage memory (stage_state).
+            const StageMemory& st = state[static_cast<std::size_t>(r)];
+            sim_.add_static(g.pool, index(MemoryCategory::weights), st.weights);
+            sim_.add_static(g.pool, index(MemoryCategory::gradients), st.gradients);
+            sim_.add_static(g.pool, index(MemoryCategory::optimizer), st.optimizer);
+            if (st.reserved.value > 0) sim_.add_static(g.pool, index(MemoryCategory::reserved), st.reserved);
         }
     }
 }

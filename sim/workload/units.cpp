@@ -4,14 +4,6 @@
 
 namespace strata::workload {
 
-namespace {
-/// The layer as full recompute leaves it alone (block method): the same layer without recompute.
-LayerPlan kept_layer(LayerConfig lc) {
-    if (lc.recompute == Recompute::full) lc.recompute = Recompute::none;
-    return build_layer(lc);
-}
-}  // namespace
-
 void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost) {
     for (const Step& s : pass) {
         if (s.kind == Step::Kind::compute) {
@@ -129,7 +121,7 @@ const Unit& Builder::unit_for(bool forward, int v) {
     if (it != units_.end()) return it->second;
     const LayerConfig lc = layer_config(sc_.model, e_);
     const LayerPlan layer = build_layer(lc);
-    const LayerPlan kept = kept_layer(lc);
+    const LayerPlan kept = build_layer_left_alone(lc);
     const int recomputed = e_.recomputed_layers(layers);
     Unit u;
     if (forward) {
@@ -154,7 +146,7 @@ Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optiona
         append(pieces.back().steps, build_output(lc).backward, cost_);
     }
     const LayerPlan layer = build_layer(lc);
-    const LayerPlan kept = kept_layer(lc);
+    const LayerPlan kept = build_layer_left_alone(lc);
     const int layers = e_.layers_per_chunk(sc_.model.layers, v % e_.pipeline);
     const int recomputed = e_.recomputed_layers(layers);
     for (int i = layers - 1; i >= 0; --i) {
