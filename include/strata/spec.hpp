@@ -6,8 +6,11 @@
 #include "strata/units.hpp"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace strata {
 
@@ -40,6 +43,17 @@ struct RecomputeModules {
 [[nodiscard]] const char* to_string(PositionEmbedding p);
 [[nodiscard]] const char* to_string(Attention a);
 [[nodiscard]] const char* to_string(RecomputeMethod m);
+
+/// The value whose to_string is `name`, if any (one table of names for the loader and the command line).
+[[nodiscard]] std::optional<Precision> precision_named(std::string_view name);
+[[nodiscard]] std::optional<Attention> attention_named(std::string_view name);
+
+/// Megatron-Core's names of the selective-recompute modules, in RecomputeModules' order.
+inline constexpr std::array<std::string_view, 3> kRecomputeModuleNames = {"core_attn", "layernorm", "mlp"};
+/// The modules listed (by kRecomputeModuleNames); an unknown name is an error (the loader checks first).
+[[nodiscard]] RecomputeModules recompute_modules_named(const std::vector<std::string>& names);
+/// The names of the modules set, in kRecomputeModuleNames' order.
+[[nodiscard]] std::vector<std::string> names_of(const RecomputeModules& modules);
 
 /// A decoder-only transformer: the paper's GPT by default (Table 3 notation in comments), or a Llama-class model.
 struct ModelSpec {

@@ -186,10 +186,12 @@ int search_command(const SearchOptions& o) {
     req.system = strata::load_system(o.system);
     req.gpus = o.gpus;
     req.global_batch = o.global_batch;
-    req.base.attention = o.attention == "flash" ? strata::Attention::flash : strata::Attention::unfused;
-    req.base.precision = o.precision == "fp8"    ? strata::Precision::fp8
-                         : o.precision == "fp16" ? strata::Precision::fp16
-                                                 : strata::Precision::bf16;
+    const auto attention = strata::attention_named(o.attention);
+    const auto precision = strata::precision_named(o.precision);
+    if (!attention) throw strata::InputError("search: --attention " + o.attention + ": expected unfused or flash");
+    if (!precision) throw strata::InputError("search: --precision " + o.precision + ": expected bf16, fp16 or fp8");
+    req.base.attention = *attention;
+    req.base.precision = *precision;
     req.simulate_top = std::max(o.top, o.simulate_top);
     req.jobs = o.jobs;
     if (isatty(STDERR_FILENO)) {

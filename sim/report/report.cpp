@@ -193,13 +193,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"tp_comm_overlap", e.tp_comm_overlap},
                           {"precision", to_string(e.precision)},
                           {"attention", to_string(e.attention)},
-                          {"recompute_modules", [&] {
-                               std::vector<std::string> mods;
-                               if (e.recompute_modules.core_attn) mods.emplace_back("core_attn");
-                               if (e.recompute_modules.layernorm) mods.emplace_back("layernorm");
-                               if (e.recompute_modules.mlp) mods.emplace_back("mlp");
-                               return mods;
-                           }()},
+                          {"recompute_modules", names_of(e.recompute_modules)},
                           {"recompute_layers", e.recompute_layers},
                           {"recompute_method", to_string(e.recompute_method)},
                           {"first_stage_layers", e.layers_on_stage(m.layers, 0)},

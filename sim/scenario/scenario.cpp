@@ -131,23 +131,16 @@ ExecutionSpec read_execution(const Fields& f) {
     e.async_tp_comm = f.get_bool("async_tp_comm", true);
     e.tp_comm_overlap = f.get_bool("tp_comm_overlap", false);
     constexpr std::array<std::string_view, 3> pc = {"bf16", "fp16", "fp8"};
-    const std::string prec = f.get_choice("precision", pc, "bf16");
-    e.precision = prec == "bf16" ? Precision::bf16 : prec == "fp16" ? Precision::fp16 : Precision::fp8;
+    e.precision = *precision_named(f.get_choice("precision", pc, "bf16"));
     constexpr std::array<std::string_view, 2> at = {"unfused", "flash"};
-    e.attention = f.get_choice("attention", at, "unfused") == "unfused" ? Attention::unfused : Attention::flash;
+    e.attention = *attention_named(f.get_choice("attention", at, "unfused"));
     e.first_stage_layers = static_cast<int>(f.get_int("first_stage_layers", 1, 1 << 16, 0));
     e.last_stage_layers = static_cast<int>(f.get_int("last_stage_layers", 1, 1 << 16, 0));
     e.recompute_layers = static_cast<int>(f.get_int("recompute_layers", 1, 1 << 16, 0));
     constexpr std::array<std::string_view, 2> rm = {"uniform", "block"};
     e.recompute_method = f.get_choice("recompute_method", rm, "uniform") == "uniform" ? RecomputeMethod::uniform : RecomputeMethod::block;
-    constexpr std::array<std::string_view, 3> modules = {"core_attn", "layernorm", "mlp"};
-    const std::vector<std::string> mods = f.get_choices("recompute_modules", modules, {"core_attn"});
-    e.recompute_modules = {false, false, false};
-    for (const std::string& mname : mods) {
-        if (mname == "core_attn") e.recompute_modules.core_attn = true;
-        if (mname == "layernorm") e.recompute_modules.layernorm = true;
-        if (mname == "mlp") e.recompute_modules.mlp = true;
-    }
+    e.recompute_modules =
+        recompute_modules_named(f.get_choices("recompute_modules", kRecomputeModuleNames, names_of(RecomputeModules{})));
     if (f.has("recompute_modules") && e.recompute != Recompute::selective)
         f.fail("recompute_modules", "recompute_modules needs recompute: selective");
     if (f.has("recompute_method") && !f.has("recompute_layers"))

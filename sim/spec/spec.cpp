@@ -5,6 +5,8 @@
 
 #include "strata/errors.hpp"
 
+#include <algorithm>
+
 namespace strata {
 
 const char* to_string(Recompute r) {
@@ -36,6 +38,37 @@ const char* to_string(Norm n) { return n == Norm::layernorm ? "layernorm" : "rms
 const char* to_string(PositionEmbedding p) { return p == PositionEmbedding::learned ? "learned" : "rope"; }
 const char* to_string(Attention a) { return a == Attention::unfused ? "unfused" : "flash"; }
 const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::uniform ? "uniform" : "block"; }
+std::optional<Precision> precision_named(std::string_view name) {
+    for (const Precision p : {Precision::bf16, Precision::fp16, Precision::fp8})
+        if (name == to_string(p)) return p;
+    return std::nullopt;
+}
+
+std::optional<Attention> attention_named(std::string_view name) {
+    for (const Attention a : {Attention::unfused, Attention::flash})
+        if (name == to_string(a)) return a;
+    return std::nullopt;
+}
+
+RecomputeModules recompute_modules_named(const std::vector<std::string>& names) {
+    RecomputeModules m{false, false, false};
+    bool* flags[] = {&m.core_attn, &m.layernorm, &m.mlp};
+    for (const std::string& name : names) {
+        const auto it = std::find(kRecomputeModuleNames.begin(), kRecomputeModuleNames.end(), name);
+        if (it == kRecomputeModuleNames.end()) throw Error("recompute_modules: unknown module '" + name + "'");
+        *flags[it - kRecomputeModuleNames.begin()] = true;
+    }
+    return m;
+}
+
+std::vector<std::string> names_of(const RecomputeModules& m) {
+    const bool flags[] = {m.core_attn, m.layernorm, m.mlp};
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < kRecomputeModuleNames.size(); ++i)
+        if (flags[i]) out.emplace_back(kRecomputeModuleNames[i]);
+    return out;
+}
+
 const char* to_string(CollectiveKind k) {
     switch (k) {
         case CollectiveKind::all_reduce: return "all-reduce";
