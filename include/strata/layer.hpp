@@ -38,6 +38,9 @@ struct Kernel {
     GemmShape gemm;          ///< for (batched) GEMMs
     Bytes bytes;             ///< HBM bytes read + written (elementwise)
     std::string op_class;    ///< calibration op name for elementwise kernels
+    /// A transformer layer's linear GEMM (QKV, projection, fc1, fc2) and its role: what FP8 training casts and runs
+    /// in FP8 (the attention core and the output layer are none).
+    enum class Linear : std::uint8_t { none, forward, data_grad, weight_grad } linear = Linear::none;
 };
 
 /// A tensor-parallel collective over the t GPUs of the group, on a buffer of `message` bytes

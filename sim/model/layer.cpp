@@ -22,10 +22,6 @@
 
 #include "strata/errors.hpp"
 
-#include <algorithm>
-#include <array>
-#include <string_view>
-
 namespace strata {
 
 namespace {
@@ -91,6 +87,15 @@ Kernel gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, st
     kr.kind = batch > 1 ? KernelKind::batched_gemm : KernelKind::gemm;
     kr.gemm = GemmShape{m, n, k, batch};
     kr.bytes = kr.gemm.bytes();
+    return kr;
+}
+
+constexpr Kernel::Linear kFwd = Kernel::Linear::forward, kDgrad = Kernel::Linear::data_grad;
+
+/// A linear layer's GEMM (see Kernel::Linear).
+Kernel linear(std::string name, Kernel::Linear role, std::int64_t m, std::int64_t n, std::int64_t k) {
+    Kernel kr = gemm(std::move(name), m, n, k);
+    kr.linear = role;
     return kr;
 }
 
@@ -175,8 +180,9 @@ std::vector<Kernel> bias_grad(const Dims& d, const std::string& name, std::int64
 /// gradient and a separate kernel adds it to the main gradient (Megatron's grad hook: main_grad.add_(grad)),
 /// reading the 16-bit gradient and the main gradient and writing the main gradient.
 std::vector<Kernel> wgrad(const Dims& d, const std::string& name, std::int64_t in, std::int64_t out,
-                          std::int64_t tokens) {
+                          std::int64_t tokens, bool layer_linear = true) {
     Kernel k = gemm(name + ".wgrad", in, out, tokens);
+    if (layer_linear) k.linear = Kernel::Linear::weight_grad;
     if (d.fused_wgrad) {
         k.gemm.accumulate_fp32 = true;
         k.bytes = k.gemm.bytes();
@@ -243,18 +249,18 @@ std::vector<Step> forward_pass_overlapped(const Dims& d) {
     const std::int64_t msg = 2 * d.n * d.h;
     p.push_back(compute({elementwise("ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
     p.push_back(collective("attn.all-gather", CollectiveKind::all_gather, msg, true));
-    p.push_back(compute({gemm("qkv", d.n, d.qkv_out, d.h)}));
+    p.push_back(compute({linear("qkv", kFwd, d.n, d.qkv_out, d.h)}));
     if (d.rope) p.push_back(compute({elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))}));
     if (d.c > 1) p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
     p.push_back(compute(attention_core_forward(d)));
     p.push_back(collective("attn.reduce-scatter", CollectiveKind::reduce_scatter, msg, true));
-    p.push_back(compute({gemm("proj", d.n, d.h, d.h / d.t)}));
+    p.push_back(compute({linear("proj", kFwd, d.n, d.h, d.h / d.t)}));
     p.push_back(compute({residual_add(d, "attn"), elementwise("ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
     p.push_back(collective("mlp.all-gather", CollectiveKind::all_gather, msg, true));
-    p.push_back(compute({gemm("fc1", d.n, d.fc1_out, d.h)}));
+    p.push_back(compute({linear("fc1", kFwd, d.n, d.fc1_out, d.h)}));
     p.push_back(compute({activation_forward(d)}));
     p.push_back(collective("mlp.reduce-scatter", CollectiveKind::reduce_scatter, msg, true));
-    p.push_back(compute({gemm("fc2", d.n, d.h, d.f / d.t)}));
+    p.push_back(compute({linear("fc2", kFwd, d.n, d.h, d.f / d.t)}));
     p.push_back(compute({residual_add(d, "mlp")}));
     return p;
 }
@@ -266,21 +272,22 @@ std::vector<Step> forward_pass(const Dims& d) {
     const std::int64_t msg = 2 * d.n * d.h;
     add(p, {elementwise("ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("attn.all-gather", CollectiveKind::all_gather, msg));
-    add(p, {gemm("qkv", d.n, d.qkv_out, d.h)});
+    add(p, {linear("qkv", kFwd, d.n, d.qkv_out, d.h)});
     if (d.rope) add(p, {elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     if (d.c > 1) {
         // Ring attention: the K and V shards travel round the c ranks while each block is computed (overlapped).
         p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
         p.push_back(compute(attention_core_forward(d)));
-        p.push_back(compute({gemm("proj", d.n, d.h, d.h / d.t)}));
+        p.push_back(compute({linear("proj", kFwd, d.n, d.h, d.h / d.t)}));
     } else {
         add(p, attention_core_forward(d));
-        add(p, {gemm("proj", d.n, d.h, d.h / d.t)});
+        add(p, {linear("proj", kFwd, d.n, d.h, d.h / d.t)});
     }
     p.push_back(collective(d.sp ? "attn.reduce-scatter" : "attn.all-reduce", reduce, msg));
     add(p, {residual_add(d, "attn"), elementwise("ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("mlp.all-gather", CollectiveKind::all_gather, msg));
-    add(p, {gemm("fc1", d.n, d.fc1_out, d.h), activation_forward(d), gemm("fc2", d.n, d.h, d.f / d.t)});
+    add(p, {linear("fc1", kFwd, d.n, d.fc1_out, d.h), activation_forward(d),
+            linear("fc2", kFwd, d.n, d.h, d.f / d.t)});
     p.push_back(collective(d.sp ? "mlp.reduce-scatter" : "mlp.all-reduce", reduce, msg));
     add(p, {residual_add(d, "mlp")});
     return p;
@@ -297,12 +304,12 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::stri
     const std::string reduce_name = name + (d.sp ? ".grad-reduce-scatter" : ".grad-all-reduce");
     if (d.sp) p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, msg, d.async_comm));
     if (!d.async_comm) {
-        add(p, std::vector<Kernel>{gemm(name + ".dgrad", d.n, in, out)} + wgrad(d, name, in, out, d.n) +
+        add(p, std::vector<Kernel>{linear(name + ".dgrad", kDgrad, d.n, in, out)} + wgrad(d, name, in, out, d.n) +
                    bias_grad(d, name, d.n, out));
         p.push_back(collective(reduce_name, reduce, msg));
         return;
     }
-    p.push_back(compute({gemm(name + ".dgrad", d.n, in, out)}));
+    p.push_back(compute({linear(name + ".dgrad", kDgrad, d.n, in, out)}));
     p.push_back(collective(reduce_name, reduce, msg, true));
     p.push_back(compute(wgrad(d, name, in, out, d.n) + bias_grad(d, name, d.n, out)));
 }
@@ -323,15 +330,16 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
         if (d.sp) p.push_back(collective("recompute.mlp.all-gather", CollectiveKind::all_gather, msg));
         Kernel act = activation_forward(d);
         act.name = "recompute." + act.name;
-        add(p, {gemm("recompute.fc1", d.n, d.fc1_out, d.h), act});
+        add(p, {linear("recompute.fc1", kFwd, d.n, d.fc1_out, d.h), act});
     }
     if (d.tp_overlap) {
         // The output-gradient all-gather (issued above as an overlapped step) runs with fc2's data-gradient GEMM.
-        p.push_back(compute({gemm("fc2.dgrad", d.n, d.f / d.t, d.h)}));
+        p.push_back(compute({linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h)}));
         p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n) + bias_grad(d, "fc2", d.n, d.h) +
                             std::vector<Kernel>{activation_backward(d)}));
     } else {
-        add(p, std::vector<Kernel>{gemm("fc2.dgrad", d.n, d.f / d.t, d.h)} + wgrad(d, "fc2", d.f / d.t, d.h, d.n) +
+        add(p, std::vector<Kernel>{linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h)} +
+                   wgrad(d, "fc2", d.f / d.t, d.h, d.n) +
                    bias_grad(d, "fc2", d.n, d.h) + std::vector<Kernel>{activation_backward(d)});
     }
     column_linear_backward(p, d, "fc1", d.h, d.fc1_out);
@@ -340,10 +348,11 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("attn.grad-all-gather", CollectiveKind::all_gather, msg, d.tp_overlap));
     if (d.tp_overlap) {
-        p.push_back(compute({gemm("proj.dgrad", d.n, d.h / d.t, d.h)}));
+        p.push_back(compute({linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h)}));
         p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n) + bias_grad(d, "proj", d.n, d.h)));
     } else {
-        add(p, std::vector<Kernel>{gemm("proj.dgrad", d.n, d.h / d.t, d.h)} + wgrad(d, "proj", d.h / d.t, d.h, d.n) +
+        add(p, std::vector<Kernel>{linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h)} +
+                   wgrad(d, "proj", d.h / d.t, d.h, d.n) +
                    bias_grad(d, "proj", d.n, d.h));
     }
     if (selective && d.modules.core_attn) {
@@ -378,22 +387,13 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
 /// cast-transpose). Weights are cast once per iteration (see stage memory). The attention core, the norms and
 /// the output layer stay in 16 bits.
 void apply_fp8(std::vector<Step>& pass) {
-    static const std::array<std::string_view, 5> linears = {"qkv", "proj", "fc1", "fc2", "recompute.fc1"};
-    auto base_of = [](std::string_view name) {
-        for (std::string_view suffix : {".dgrad", ".wgrad"})
-            if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix)
-                return std::pair{name.substr(0, name.size() - suffix.size()), suffix};
-        return std::pair{name, std::string_view{}};
-    };
     for (Step& st : pass) {
         if (st.kind != Step::Kind::compute) continue;
         std::vector<Kernel> out;
         for (Kernel& k : st.kernels) {
-            const auto [base, suffix] = base_of(k.name);
-            const bool linear = k.kind == KernelKind::gemm &&
-                                std::find(linears.begin(), linears.end(), base) != linears.end();
-            if (linear) {
-                if (suffix != ".wgrad") out.push_back(elementwise(k.name + ".fp8-cast", "", 3 * k.gemm.m * k.gemm.k));
+            if (k.linear != Kernel::Linear::none) {
+                if (k.linear != Kernel::Linear::weight_grad)
+                    out.push_back(elementwise(k.name + ".fp8-cast", "", 3 * k.gemm.m * k.gemm.k));
                 k.gemm.fp8 = true;
                 k.bytes = k.gemm.bytes();
             }
@@ -552,9 +552,9 @@ OutputPlan build_output(const LayerConfig& cfg) {
     const char* logits_reduce_name = d.sp ? "logits.grad-reduce-scatter" : "logits.grad-all-reduce";
     if (d.async_comm) {
         o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg, true));
-        o.backward.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n)));
+        o.backward.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n, false)));
     } else {
-        add(o.backward, wgrad(d, "logits", d.h, d.v / d.t, d.n));
+        add(o.backward, wgrad(d, "logits", d.h, d.v / d.t, d.n, false));
         o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg));
     }
     add(o.backward, {elementwise("final-ln.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h)});
