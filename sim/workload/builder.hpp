@@ -31,6 +31,7 @@
 #include "strata/simulate.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -139,6 +140,11 @@ private:
     TaskId emit_phases(StreamId stream, const std::vector<fabric::CollectivePhase>& phases, std::vector<TaskId> deps,
                        std::uint32_t label, TaskId* first);
     const Unit& unit_for(bool forward, int virtual_stage);
+    /// A chunk's passes in the order its forward or backward runs them: embedding, layers, output layer forward;
+    /// output layer, layers last to first (block recompute re-runs the first ones), embedding backward. `layer`
+    /// marks a transformer layer's pass.
+    void for_each_pass(bool forward, int virtual_stage,
+                       const std::function<void(const std::vector<Step>&, bool layer)>& fn) const;
     /// The last microbatch's backward of a chunk, layer by layer, so that each layer's gradient bucket can
     /// start its data-parallel reduction as soon as it is complete (overlap_grad_reduce).
     UnitTasks emit_backward_by_layer(Group& g, int virtual_stage, std::optional<TaskId> after, std::uint32_t label);
@@ -167,6 +173,11 @@ private:
     std::vector<GroupCalls> group_calls_;
     std::vector<StreamId> dp_streams_;
     std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both; layers)
+    struct BackwardPieces {
+        std::vector<Unit> pieces;
+        std::vector<bool> is_layer;
+    };
+    std::map<int, BackwardPieces> backward_pieces_;     // by virtual stage, for emit_backward_by_layer
     std::vector<TaskId> exposed_tp_;              // non-overlapped TP collective tasks of replica 0
 };
 

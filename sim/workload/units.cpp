@@ -112,63 +112,62 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
     return out;
 }
 
+void Builder::for_each_pass(bool forward, int v,
+                            const std::function<void(const std::vector<Step>&, bool layer)>& fn) const {
+    const LayerConfig lc = layer_config(sc_.model, e_);
+    const int last_v = shape_.virtual_stages() - 1;
+    const int layers = e_.layers_per_chunk(sc_.model.layers, v % e_.pipeline);
+    const LayerPlan layer = build_layer(lc);
+    if (forward) {
+        if (v == 0) fn(build_embedding(lc).forward, false);
+        for (int i = 0; i < layers; ++i) fn(layer.forward, true);
+        if (v == last_v) fn(build_output(lc).forward, false);
+        return;
+    }
+    // Backward runs the chunk's layers last to first; partial (block) recompute re-runs the first ones.
+    const LayerPlan kept = build_layer_left_alone(lc);
+    const int recomputed = e_.recomputed_layers(layers);
+    if (v == last_v) fn(build_output(lc).backward, false);
+    for (int i = layers - 1; i >= 0; --i) fn((i < recomputed ? layer : kept).backward, true);
+    if (v == 0) fn(build_embedding(lc).backward, false);
+}
+
 const Unit& Builder::unit_for(bool forward, int v) {
-    const int last_v = e_.pipeline * e_.interleave - 1;
+    const int last_v = shape_.virtual_stages() - 1;
     const int kind = (v == 0 ? 1 : 0) | (v == last_v ? 2 : 0);
     const int layers = e_.layers_per_chunk(sc_.model.layers, v % e_.pipeline);
     auto key = std::tuple{forward, kind, layers};
     auto it = units_.find(key);
     if (it != units_.end()) return it->second;
-    const LayerConfig lc = layer_config(sc_.model, e_);
-    const LayerPlan layer = build_layer(lc);
-    const LayerPlan kept = build_layer_left_alone(lc);
-    const int recomputed = e_.recomputed_layers(layers);
     Unit u;
-    if (forward) {
-        if (kind & 1) append(u.steps, build_embedding(lc).forward, cost_);
-        for (int i = 0; i < layers; ++i) append(u.steps, layer.forward, cost_);
-        if (kind & 2) append(u.steps, build_output(lc).forward, cost_);
-    } else {
-        if (kind & 2) append(u.steps, build_output(lc).backward, cost_);
-        // Backward runs the chunk's layers last to first; partial (block) recompute re-runs the first ones.
-        for (int i = layers - 1; i >= 0; --i) append(u.steps, (i < recomputed ? layer : kept).backward, cost_);
-        if (kind & 1) append(u.steps, build_embedding(lc).backward, cost_);
-    }
+    for_each_pass(forward, v, [&](const std::vector<Step>& pass, bool) { append(u.steps, pass, cost_); });
     return units_.emplace(key, std::move(u)).first->second;
 }
 
 Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optional<TaskId> after, std::uint32_t label) {
-    const LayerConfig lc = layer_config(sc_.model, e_);
-    const int last_v = e_.pipeline * e_.interleave - 1;
-    std::vector<Unit> pieces;
-    if (v == last_v) {
-        pieces.emplace_back();
-        append(pieces.back().steps, build_output(lc).backward, cost_);
+    // The chunk's backward as one piece per pass (built once per virtual stage, shared by its replicas).
+    auto it = backward_pieces_.find(v);
+    if (it == backward_pieces_.end()) {
+        BackwardPieces bp;
+        for_each_pass(false, v, [&](const std::vector<Step>& pass, bool layer) {
+            bp.pieces.emplace_back();
+            append(bp.pieces.back().steps, pass, cost_);
+            bp.is_layer.push_back(layer);
+        });
+        it = backward_pieces_.emplace(v, std::move(bp)).first;
     }
-    const LayerPlan layer = build_layer(lc);
-    const LayerPlan kept = build_layer_left_alone(lc);
-    const int layers = e_.layers_per_chunk(sc_.model.layers, v % e_.pipeline);
-    const int recomputed = e_.recomputed_layers(layers);
-    for (int i = layers - 1; i >= 0; --i) {
-        pieces.emplace_back();
-        append(pieces.back().steps, (i < recomputed ? layer : kept).backward, cost_);
-    }
-    if (v == 0) {
-        pieces.emplace_back();
-        append(pieces.back().steps, build_embedding(lc).backward, cost_);
-    }
+    const BackwardPieces& bp = it->second;
     UnitTasks all;
     std::optional<TaskId> prev = after;
-    for (std::size_t i = 0; i < pieces.size(); ++i) {
-        const UnitTasks ut = emit_unit(g, pieces[i], prev, label);
+    for (std::size_t i = 0; i < bp.pieces.size(); ++i) {
+        const UnitTasks ut = emit_unit(g, bp.pieces[i], prev, label);
         if (!all.valid) {
             all.first = ut.first;
             all.valid = true;
         }
         all.last = ut.last;
         prev = ut.last;
-        const bool is_layer = !(v == last_v && i == 0) && !(v == 0 && i + 1 == pieces.size());
-        if (is_layer) g.grad_buckets.push_back(ut.last);
+        if (bp.is_layer[i]) g.grad_buckets.push_back(ut.last);
     }
     return all;
 }
