@@ -18,6 +18,8 @@ struct IterationResult {
     double bubble_fraction = 0;
     double exposed_comm_s = 0;
     std::vector<double> stage_busy_s;      ///< compute-stream busy time per pipeline stage
+    /// Variation: the slowest GPU group's kernel-time factor against the profile (1 without variation).
+    double slowest_group_factor = 1.0;
     Bytes peak_memory;                     ///< largest simulated per-GPU peak
     int peak_memory_stage = 0;
     bool oom = false;

@@ -68,6 +68,9 @@ struct DeviceProfile {
     std::vector<MeasuredCollectiveFit> measured_collectives;
     std::vector<MeasuredLayer> measured_layers;
     int gpus_used = 0;                ///< provenance: GPUs the calibration ran on (0 if not given)
+    /// The profile's kernel times are those of the slowest of this many GPUs running in step (1: one GPU's
+    /// microbenchmarks; 8: layer times measured on a tensor-parallel group of 8). See VariationSpec.
+    int timing_reference_gpus = 1;
 };
 
 }  // namespace strata

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -169,6 +170,14 @@ struct OptimizerSpec {
     Time fixed_overhead;                 ///< grad-norm / overflow checks, launches
 };
 
+/// Variation of kernel times between GPUs and between runs (see README "Fidelity: variation"). A synchronous
+/// job waits for its slowest members; both are off (0) unless the system file gives them.
+struct VariationSpec {
+    double gpu_sigma = 0;     ///< relative standard deviation of a GPU's persistent kernel speed (GPU to GPU)
+    double span_sigma = 0;    ///< relative standard deviation of each compute span's time (run to run)
+    std::uint64_t seed = 1;   ///< which GPU gets which speed; which span which draw
+};
+
 /// What a GPU's memory offers the training state: its usable capacity, less what the runtime reserves.
 struct DeviceMemory {
     Bytes capacity;   ///< usable HBM per GPU
@@ -184,6 +193,7 @@ struct SystemSpec {
     Bytes memory_reserved;
     NetworkSpec network;
     OptimizerSpec optimizer;
+    VariationSpec variation;
 
     [[nodiscard]] DeviceMemory device_memory() const { return {memory_capacity, memory_reserved}; }
 

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -38,6 +39,8 @@ void write_file(const std::string& path, const std::string& text) {
 struct RunOptions {
     std::string json_path, csv_path, profile_path, trace_path, timeline_path, case_name;
     bool analytical_only = false;
+    bool no_variation = false;
+    std::optional<std::uint64_t> seed;
     int jobs = 0;
     std::uint64_t max_tasks_millions = 100;
 };
@@ -86,6 +89,8 @@ int run_command(const std::string& file, const RunOptions& opt) {
     for (auto& sc : ex.cases) {
         if (!opt.case_name.empty() && sc.name != opt.case_name) continue;
         if (profile) sc.system.device = *profile;
+        if (opt.seed) sc.system.variation.seed = *opt.seed;
+        if (opt.no_variation) sc.system.variation = strata::VariationSpec{};
         selected.push_back(sc);
     }
     if (selected.empty()) {
@@ -310,6 +315,8 @@ int main(int argc, char** argv) {
     run->add_option("--max-tasks", ro.max_tasks_millions,
                     "refuse cases needing more than this many million tasks (about 180 bytes each; default 100)")
         ->check(CLI::Range(1, 100000));
+    run->add_option("--seed", ro.seed, "variation seed: which GPU gets which speed (default: the system file's variation.seed)");
+    run->add_flag("--no-variation", ro.no_variation, "every GPU at the profile's speed (turns the system's variation off)");
     run->add_flag("--analytical-only", ro.analytical_only, "skip the discrete-event simulation (memory and layer costs only)");
     std::string case_name;
     CLI::App* explain = app.add_subcommand("explain", "print one transformer layer's kernels and collectives with their costs");

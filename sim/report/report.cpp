@@ -200,6 +200,11 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"last_stage_layers", e.layers_on_stage(m.layers, e.pipeline - 1)},
                           {"gpus", e.gpus()}};
         j["system"] = r.scenario.system.name;
+        const VariationSpec& var = r.scenario.system.variation;
+        j["variation"] = {{"gpu_sigma", var.gpu_sigma},
+                          {"span_sigma", var.span_sigma},
+                          {"seed", var.seed},
+                          {"timing_reference_gpus", r.scenario.system.device.timing_reference_gpus}};
         if (r.error) {
             j["error"] = *r.error;
             root["results"].push_back(j);
@@ -235,6 +240,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
             j["bubble_fraction"] = it.bubble_fraction;
             j["exposed_comm_s"] = it.exposed_comm_s;
             j["stage_busy_s"] = it.stage_busy_s;
+            j["slowest_group_factor"] = it.slowest_group_factor;
             j["simulated_memory"] = {{"peak_bytes", it.peak_memory.value},
                                      {"peak_stage", it.peak_memory_stage},
                                      {"first_stage_activation_peak_bytes", it.first_stage_activation_peak.value},

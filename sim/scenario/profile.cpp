@@ -10,11 +10,11 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 34> kProfileKeys = {
+constexpr std::array<std::string_view, 35> kProfileKeys = {
     "format", "name", "kind",
     "provenance.gpu", "provenance.sm_count", "provenance.memory_bytes", "provenance.driver",
     "provenance.cuda_runtime", "provenance.cublas", "provenance.nccl", "provenance.gpus_used",
-    "provenance.command", "provenance.date", "provenance.host",
+    "provenance.command", "provenance.date", "provenance.host", "provenance.timing_reference_gpus",
     "device.peak_flops", "device.hbm_bandwidth_bytes_per_s", "device.memory_capacity_bytes",
     "device.sm_count", "device.kernel_launch_us",
     "gemm.tile_m", "gemm.tile_n", "gemm.efficiency_ceiling", "gemm.k_half",
@@ -121,6 +121,7 @@ DeviceProfile load_device_profile(const std::filesystem::path& path) {
     constexpr std::array<std::string_view, 2> kinds = {"analytical", "calibrated"};
     p.kind = f.get_choice("kind", kinds);
     p.gpus_used = static_cast<int>(f.get_int("provenance.gpus_used", 0, 1 << 20, 0));
+    p.timing_reference_gpus = static_cast<int>(f.get_int("provenance.timing_reference_gpus", 1, 1 << 20, 1));
     if (p.kind == "calibrated") {
         (void)f.get_string("provenance.gpu");
         (void)f.get_string("provenance.date");

@@ -24,7 +24,7 @@ constexpr std::array<std::string_view, 23> kExecutionKeys = {
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
     "tp_comm_overlap", "overlap_param_gather"};
-constexpr std::array<std::string_view, 24> kSystemKeys = {
+constexpr std::array<std::string_view, 27> kSystemKeys = {
     "name",
     "device_profile",
     "gpus_per_node",
@@ -47,6 +47,9 @@ constexpr std::array<std::string_view, 24> kSystemKeys = {
     "optimizer.bytes_per_param_step",
     "optimizer.bytes_per_param_step_fp16",
     "optimizer.fixed_overhead_ms",
+    "variation.gpu_sigma",
+    "variation.span_sigma",
+    "variation.seed",
     "description",
     "sources"};
 constexpr std::array<std::string_view, 7> kExperimentKeys = {"name",   "description", "model", "execution",
@@ -199,6 +202,9 @@ SystemSpec read_system(const Fields& f) {
     s.optimizer.bytes_per_param_step_fp16 =
         f.get_double("optimizer.bytes_per_param_step_fp16", 0, 1e4, s.optimizer.bytes_per_param_step);
     s.optimizer.fixed_overhead = Time::from_ms(f.get_double("optimizer.fixed_overhead_ms", 0, 1e6, 0));
+    s.variation.gpu_sigma = f.get_double("variation.gpu_sigma", 0, 0.2, 0);
+    s.variation.span_sigma = f.get_double("variation.span_sigma", 0, 0.2, 0);
+    s.variation.seed = static_cast<std::uint64_t>(f.get_int("variation.seed", 0, std::int64_t{1} << 62, 1));
     return s;
 }
 

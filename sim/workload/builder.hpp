@@ -29,6 +29,7 @@
 #include "strata/metrics.hpp"
 #include "strata/schedule.hpp"
 #include "strata/simulate.hpp"
+#include "variation.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -99,6 +100,8 @@ private:
         std::map<std::tuple<int, std::int64_t, bool>, std::vector<fabric::CollectivePhase>> plans;
         TaskId last_backward{};
         TaskId optimizer{};
+        double speed = 1.0;          // its slowest GPU's persistent kernel-time factor (variation)
+        std::uint64_t spans = 0;     // compute spans emitted so far (run-to-run variation draws)
         std::vector<TaskId> grad_buckets;   // with overlap_grad_reduce: each layer's last backward, in order
     };
     struct UnitTasks {
@@ -121,6 +124,11 @@ private:
         std::vector<std::optional<Receive>> receives;
     };
 
+    /// A compute span's time on group g: the profile's time with the group's variation applied.
+    Time span_time(Group& g, Time t) {
+        const double f = variation_.span_active() ? g.speed * variation_.span_factor(g.gpus, g.spans++) : g.speed;
+        return scaled(t, f);
+    }
     [[nodiscard]] int group_index(int stage, int replica) const { return stage * e_.data + replica; }
     /// Global rank (Megatron's order: tensor innermost, then context, then data, then pipeline).
     [[nodiscard]] int rank(int stage, int replica, int context_rank, int tensor_rank) const {
@@ -164,6 +172,7 @@ private:
     fabric::Fabric& fab_;
     CostModel cost_;
     const SimulationOptions& options_;
+    Variation variation_;
     fabric::CollectiveParams coll_params_;
     schedule::Shape shape_;
     std::vector<std::vector<schedule::Instruction>> programs_;   // per stage

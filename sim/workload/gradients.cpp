@@ -88,7 +88,7 @@ void Builder::emit_gradient_reduction_and_optimizer() {
         const double shard = e_.distributed_optimizer ? params / replicas : params;
         const Time step = Time::from_seconds(sc_.system.optimizer_step_seconds(shard, e_.precision)) +
                           sc_.system.optimizer.fixed_overhead;
-        TaskId o = sim_.add_compute(g.compute, step, make_label(TaskKind::optimizer, 0, 0));
+        TaskId o = sim_.add_compute(g.compute, span_time(g, step), make_label(TaskKind::optimizer, 0, 0));
         sim_.add_dependency(reduced[static_cast<std::size_t>(g.stage)], o);
         stepped[static_cast<std::size_t>(g.stage)].push_back(o);
         g.optimizer = o;

@@ -12,6 +12,8 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     IterationResult r;
     const double T = stats.end_time.seconds();
     r.iteration_time = stats.end_time;
+    r.slowest_group_factor = 0;
+    for (const auto& g : groups_) r.slowest_group_factor = std::max(r.slowest_group_factor, g.speed);
     r.iteration_time_s = T;
     const double peak = sc_.system.device.peak_flops * e_.gpus();
     r.mfu = model_flops_per_iteration(sc_.model, e_.global_batch).value / (T * peak);

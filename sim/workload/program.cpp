@@ -26,6 +26,7 @@ Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab
       fab_(fab),
       cost_(sc.system.device),
       options_(options),
+      variation_(sc.system.variation, sc.system.device.timing_reference_gpus, sc.execution.gpus()),
       shape_(schedule::shape_of(sc.execution)),
       activations_(activation_plan(sc.model, sc.execution)),
       activation_message_(2LL * (sc.model.seq_len / sc.execution.context) * sc.execution.microbatch * sc.model.hidden) {
@@ -80,6 +81,7 @@ void Builder::make_groups() {
                     g.context_groups[static_cast<std::size_t>(i)].push_back(gpu);
                 }
             }
+            g.speed = variation_.group_factor(g.gpus);
             const std::string name = fmt::format("GPUs {}-{} (stage {}, replica {})", g.gpus.front(), g.gpus.back(), r, k);
             g.compute = sim_.add_stream(name + " compute");
             g.tp = sim_.add_stream(name + " tensor-parallel");

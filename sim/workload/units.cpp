@@ -75,7 +75,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
     for (std::size_t i = 0; i < unit.steps.size(); ++i) {
         const UnitStep& s = unit.steps[i];
         if (s.is_compute) {
-            TaskId t = sim_.add_compute(g.compute, s.duration, label);
+            TaskId t = sim_.add_compute(g.compute, span_time(g, s.duration), label);
             for (TaskId d : prev) sim_.add_dependency(d, t);
             note_first(t);
             prev = {t};
@@ -87,7 +87,8 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         if (s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute) {
             // The overlapped kernels lose the SMs the collective holds while it runs.
             const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
-            TaskId w = sim_.add_compute(g.compute, cost_.overlapped_compute(unit.steps[i + 1].duration, c), label);
+            TaskId w = sim_.add_compute(g.compute, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c)),
+                                        label);
             for (TaskId d : prev) sim_.add_dependency(d, w);
             prev = {w, last};
             ++i;
