@@ -758,3 +758,57 @@ TEST_CASE("flow network: local repair agrees with full component water-filling",
         CHECK(repair.fallbacks() == 0);
     }
 }
+
+TEST_CASE("a stream slowed while another carries bytes books its progress at each change of speed", "[engine][interference]") {
+    // A compute task of 100 us; a flow of 50 us (50 kB at 1 GB/s) starting after a 20 us latency slows it to half speed:
+    // 0-20 us full speed (20 us of work), 20-70 us half (25), then the remaining 55 us at full speed: ends at 125 us.
+    Simulator sim;
+    const StreamId compute = sim.add_stream("compute");
+    const StreamId comm = sim.add_stream("comm");
+    const LinkId l = sim.add_link("l", bw(1e9));
+    sim.slow_while_busy(comm, compute, 0.5);
+    const TaskId k = sim.add_compute(compute, us(100), 0);
+    const TaskId next = sim.add_compute(compute, us(10), 0);  // after the flow: full speed
+    const TaskId f = sim.add_transfer(comm, {{l, 1}}, Bytes(50'000), us(20), 0);
+    sim.run();
+    CHECK(sim.end_time(f) == us(70));
+    CHECK(sim.end_time(k) == us(125));
+    CHECK(sim.end_time(next) == us(135));
+    CHECK(sim.stream_busy(compute) == us(135));
+
+    // Without the coupling the same graph keeps its fixed durations; a byte-less transfer never interferes.
+    Simulator plain;
+    const StreamId c2 = plain.add_stream("compute");
+    const StreamId m2 = plain.add_stream("comm");
+    const LinkId l2 = plain.add_link("l", bw(1e9));
+    const TaskId k2 = plain.add_compute(c2, us(100), 0);
+    plain.add_transfer(m2, {{l2, 1}}, Bytes(50'000), us(20), 0);
+    plain.run();
+    CHECK(plain.end_time(k2) == us(100));
+
+    Simulator bare;
+    const StreamId c3 = bare.add_stream("compute");
+    const StreamId m3 = bare.add_stream("comm");
+    bare.slow_while_busy(m3, c3, 0.5);
+    const TaskId k3 = bare.add_compute(c3, us(100), 0);
+    bare.add_transfer(m3, {}, Bytes(0), us(30), 0);
+    bare.run();
+    CHECK(bare.end_time(k3) == us(100));
+
+    Simulator bad;
+    const StreamId a = bad.add_stream("a");
+    CHECK_THROWS_AS(bad.slow_while_busy(a, a, 0.5), SimulationError);
+    CHECK_THROWS_AS(bad.slow_while_busy(a, bad.add_stream("b"), 0.0), SimulationError);
+}
+
+TEST_CASE("a coupling at full speed changes nothing", "[engine][interference]") {
+    Simulator sim;
+    const StreamId compute = sim.add_stream("compute");
+    const StreamId comm = sim.add_stream("comm");
+    const LinkId l = sim.add_link("l", bw(1e9));
+    sim.slow_while_busy(comm, compute, 1.0);
+    const TaskId k = sim.add_compute(compute, us(100), 0);
+    sim.add_transfer(comm, {{l, 1}}, Bytes(50'000), us(20), 0);
+    sim.run();
+    CHECK(sim.end_time(k) == us(100));
+}

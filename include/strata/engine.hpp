@@ -68,7 +68,8 @@ using LabelFn = std::function<std::string(std::uint32_t)>;
 /// - Events are ordered by (integer picosecond time, insertion sequence): deterministic.
 /// - A stream executes its tasks one at a time in the order they were added; the head task starts
 ///   when the stream is free and all its dependencies have finished.
-/// - A compute task lasts its fixed duration.
+/// - A compute task lasts its fixed duration, unless its stream is slowed (slow_while_busy): then its work
+///   (the duration at full speed) progresses at `speed` while a flow of an interfering stream is active.
 /// - A transfer task first waits its latency, then moves `bytes` as a flow over its route; concurrent
 ///   flows share each link max-min fairly (a flow with multiplicity k on a link uses k x its rate there);
 ///   rates are recomputed whenever a flow starts or ends. A transfer with an empty route or zero bytes
@@ -90,6 +91,11 @@ public:
                     bool keep_timeline);
     /// Memory held from time zero (weights, gradients, optimizer state).
     void add_static(PoolId pool, std::uint32_t category, Bytes bytes);
+
+    /// While a transfer of stream `busy` carries bytes, compute tasks on `slowed` progress at `speed` (0, 1]
+    /// (an NCCL collective's kernels hold SMs the compute kernels lack). Several interfering flows at once
+    /// slow it the same; several `busy` streams may slow one stream (the lowest speed is used).
+    void slow_while_busy(StreamId busy, StreamId slowed, double speed);
 
     TaskId add_compute(StreamId stream, Time duration, std::uint32_t label);
     TaskId add_transfer(StreamId stream, std::vector<LinkUse> route, Bytes bytes, Time latency,

@@ -154,6 +154,9 @@ struct NetworkSpec {
     Time collective_step_latency_inter;
     bool hierarchical_collectives = true;
     Time p2p_latency;                    ///< software overhead of one pipeline send/recv
+    /// NCCL channels (one SM each) per NIC a GPU drives in an inter-node collective: a data-parallel collective
+    /// with g GPUs of its group per node holds min(device nccl_channels, this x min(rails, g)) SMs.
+    int nccl_channels_per_nic = 2;
     /// Leaves of a rail that share one group of spines (0: every leaf reaches every spine of its rail);
     /// more leaves than that need the third (core) tier. Not a scenario key yet: tests set it.
     int leaves_per_spine_group = 0;

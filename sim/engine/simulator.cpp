@@ -19,6 +19,12 @@
 // marks its links dirty; the affected rates are recomputed once, just before simulated time advances past
 // the current instant, and every flow whose rate changed gets a new flow_done event.
 //
+// Interference. A stream may be slowed while another carries bytes (slow_while_busy: NCCL kernels of a
+// collective hold SMs that the compute kernels then lack). The slowed stream's running compute task keeps
+// its remaining work at full speed; whenever the number of active interfering flows moves between zero and
+// non-zero its rate changes, its progress is booked and a new task_end is scheduled under a new version (the
+// old event becomes stale, as for flows).
+//
 // Memory. Per task, the memory effects and the successor lists are stored in compressed (CSR) arrays
 // built at run(); per-task data is kept as a structure of arrays (about 50 bytes per task, plus 4 per
 // dependency and 24 per memory effect), and transfer-only data (route, bytes, rate) lives in the flow
@@ -77,6 +83,16 @@ struct Simulator::Impl {
         std::uint32_t head = 0;     ///< index in `tasks` of the next task to run
         bool busy = false;
         std::int64_t busy_ps = 0;
+        // Interference (slow_while_busy): streams this one slows while it carries bytes; and, for a slowed
+        // stream, its speed under interference, the interfering flows active now, and its running compute
+        // task's remaining work (ps at full speed) since `since` at `rate`, its task_end version.
+        std::vector<StreamId> slows;
+        double slowed_speed = 1.0;
+        std::uint32_t interfering = 0;
+        double remaining_ps = 0;
+        std::int64_t since = 0;
+        double rate = 1.0;
+        std::uint32_t version = 0;
     };
 
     // ---- graph ----
@@ -192,8 +208,42 @@ struct Simulator::Impl {
                                   "' starts at " + format_time(now) + " and lasts " +
                                   format_time(task_duration[t]));
         }
+        if (st.slowed_speed < 1.0 && !task_is_transfer[t]) {
+            st.remaining_ps = static_cast<double>(task_duration[t]);
+            st.since = now;
+            st.rate = st.interfering > 0 ? st.slowed_speed : 1.0;
+            schedule_slowed_end(st, t);
+            return;
+        }
         const std::int64_t at = now + task_duration[t];
-        push(at, task_flow[t] == kNoFlow ? task_end : flow_start, t);
+        push(at, task_flow[t] == kNoFlow ? task_end : flow_start, t, st.version);
+    }
+
+    /// Schedules the running compute task `t` of slowed stream `st` to end when its remaining work is done.
+    void schedule_slowed_end(Stream& st, TaskId t) {
+        const double left = std::ceil(st.remaining_ps / st.rate);
+        if (left > static_cast<double>(std::numeric_limits<std::int64_t>::max() - now)) {
+            throw SimulationError("simulated time overflows: " + describe(t) + " on stream '" + st.name + "'");
+        }
+        push(now + static_cast<std::int64_t>(left), task_end, t, ++st.version);
+    }
+
+    /// A flow of stream `s` starts (+1) or ends (-1): the streams it slows change speed when it is the first
+    /// or the last interfering flow.
+    void interfere(StreamId s, int delta) {
+        for (StreamId v : streams[s].slows) {
+            Stream& st = streams[v];
+            const bool was = st.interfering > 0;
+            st.interfering = static_cast<std::uint32_t>(static_cast<int>(st.interfering) + delta);
+            const bool is = st.interfering > 0;
+            if (was == is || !st.busy || st.slowed_speed >= 1.0) continue;
+            const TaskId t = st.tasks[st.head];
+            if (task_is_transfer[t]) continue;
+            st.remaining_ps = std::max(0.0, st.remaining_ps - static_cast<double>(now - st.since) * st.rate);
+            st.since = now;
+            st.rate = is ? st.slowed_speed : 1.0;
+            schedule_slowed_end(st, t);
+        }
     }
 
     void finish(TaskId t, const ProgressFn& progress, std::uint64_t progress_every) {
@@ -355,15 +405,18 @@ struct Simulator::Impl {
             const TaskId t = ev.task;
             switch (static_cast<EventType>(ev.key & 3)) {
                 case task_end:
+                    if (ev.version != streams[task_stream[t]].version) break;  // stale: rate changed since
                     finish(t, progress, progress_every);
                     break;
                 case flow_start:
                     net.activate(task_flow[t], now);
                     ++stats.flows;
+                    if (!streams[task_stream[t]].slows.empty()) interfere(task_stream[t], +1);
                     break;
                 case flow_done:
                     if (ev.version != net.version(task_flow[t])) break;  // stale: rescheduled since
                     net.deactivate(task_flow[t]);
+                    if (!streams[task_stream[t]].slows.empty()) interfere(task_stream[t], -1);
                     finish(t, progress, progress_every);
                     break;
             }
@@ -383,8 +436,25 @@ Simulator& Simulator::operator=(Simulator&&) noexcept = default;
 
 StreamId Simulator::add_stream(std::string name) {
     impl_->check_building("add_stream");
-    impl_->streams.push_back(Impl::Stream{std::move(name), {}, 0, false, 0});
+    Impl::Stream st;
+    st.name = std::move(name);
+    impl_->streams.push_back(std::move(st));
     return static_cast<StreamId>(impl_->streams.size() - 1);
+}
+
+void Simulator::slow_while_busy(StreamId busy, StreamId slowed, double speed) {
+    impl_->check_building("slow_while_busy");
+    impl_->check_stream(busy, "slow_while_busy");
+    impl_->check_stream(slowed, "slow_while_busy");
+    if (!(speed > 0.0 && speed <= 1.0)) {
+        throw SimulationError("Simulator::slow_while_busy: speed must be in (0, 1], got " + std::to_string(speed));
+    }
+    if (busy == slowed) throw SimulationError("Simulator::slow_while_busy: a stream cannot slow itself");
+    if (speed >= 1.0) return;  // no interference
+    auto& slows = impl_->streams[busy].slows;
+    if (std::find(slows.begin(), slows.end(), slowed) == slows.end()) slows.push_back(slowed);
+    auto& st = impl_->streams[slowed];
+    st.slowed_speed = std::min(st.slowed_speed, speed);
 }
 
 LinkId Simulator::add_link(std::string name, BytesPerSecond bandwidth) {

@@ -24,7 +24,7 @@ constexpr std::array<std::string_view, 23> kExecutionKeys = {
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
     "tp_comm_overlap", "overlap_param_gather"};
-constexpr std::array<std::string_view, 27> kSystemKeys = {
+constexpr std::array<std::string_view, 28> kSystemKeys = {
     "name",
     "device_profile",
     "gpus_per_node",
@@ -44,6 +44,7 @@ constexpr std::array<std::string_view, 27> kSystemKeys = {
     "network.collective_step_latency_inter_us",
     "network.hierarchical_collectives",
     "network.p2p_latency_us",
+    "network.nccl_channels_per_nic",
     "optimizer.bytes_per_param_step",
     "optimizer.bytes_per_param_step_fp16",
     "optimizer.fixed_overhead_ms",
@@ -198,6 +199,7 @@ SystemSpec read_system(const Fields& f) {
     n.collective_step_latency_inter = us_field(f, "network.collective_step_latency_inter_us", 1e6);
     n.hierarchical_collectives = f.get_bool("network.hierarchical_collectives", true);
     n.p2p_latency = us_field(f, "network.p2p_latency_us", 1e6);
+    n.nccl_channels_per_nic = static_cast<int>(f.get_int("network.nccl_channels_per_nic", 1, 64, 2));
     s.optimizer.bytes_per_param_step = f.get_double("optimizer.bytes_per_param_step", 0, 1e4);
     s.optimizer.bytes_per_param_step_fp16 =
         f.get_double("optimizer.bytes_per_param_step_fp16", 0, 1e4, s.optimizer.bytes_per_param_step);

@@ -129,6 +129,10 @@ private:
         const double f = variation_.span_active() ? g.speed * variation_.span_factor(g.gpus, g.spans++) : g.speed;
         return scaled(t, f);
     }
+    /// Kernel speed of a stage's GPUs while its data-parallel collective runs: the collective's NCCL channels
+    /// (one SM each) are the device's nccl_channels inside a node, and nccl_channels_per_nic per NIC the group
+    /// drives on a node when it crosses nodes.
+    [[nodiscard]] double dp_collective_speed(int stage) const;
     [[nodiscard]] int group_index(int stage, int replica) const { return stage * e_.data + replica; }
     /// Global rank (Megatron's order: tensor innermost, then context, then data, then pipeline).
     [[nodiscard]] int rank(int stage, int replica, int context_rank, int tensor_rank) const {

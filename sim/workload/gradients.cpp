@@ -4,11 +4,31 @@
 // embedding's gradient, then every group runs its optimizer step.
 #include "builder.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <cmath>
 
 namespace strata::workload {
+
+double Builder::dp_collective_speed(int stage) const {
+    const DeviceProfile& dev = sc_.system.device;
+    if (dev.sm_count <= 0 || dev.nccl_channels <= 0) return 1.0;
+    // One data-parallel collective's GPUs (tensor rank 0; the others' are placed alike): how many share a node.
+    const int per_node_gpus = sc_.system.gpus_per_node;
+    std::vector<int> ranks;
+    for (int k = 0; k < e_.data; ++k)
+        for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(stage, k, j, 0));
+    const int node = ranks.front() / per_node_gpus;
+    const auto on_node = static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [&](int r) { return r / per_node_gpus == node; }));
+    int channels = dev.nccl_channels;
+    if (on_node < static_cast<int>(ranks.size())) {
+        const NetworkSpec& n = sc_.system.network;
+        channels = std::min(channels, n.nccl_channels_per_nic * std::min(n.rails, on_node));
+    }
+    return 1.0 - std::min(0.9, double(channels) / double(dev.sm_count));
+}
 
 void Builder::emit_gradient_reduction_and_optimizer() {
     const int p = e_.pipeline, d = e_.data, t = e_.tensor, c = e_.context, replicas = weight_replicas();
@@ -109,6 +129,12 @@ void Builder::emit_gradient_reduction_and_optimizer() {
             const StreamId stream = e_.overlap_param_gather
                                         ? sim_.add_stream(fmt::format("stage {} parameter all-gather (overlapped)", r))
                                         : dp_streams_[static_cast<std::size_t>(r)];
+            if (e_.overlap_param_gather) {
+                for (int k = 0; k < d; ++k) {
+                    sim_.slow_while_busy(stream, groups_[static_cast<std::size_t>(group_index(r, k))].compute,
+                                         dp_collective_speed(r));
+                }
+            }
             emit_phases(stream, phases, after, make_label(TaskKind::dp, 1, 0), nullptr);
         }
     }

@@ -87,6 +87,8 @@ void Builder::make_groups() {
             g.tp = sim_.add_stream(name + " tensor-parallel");
             g.send_fwd = sim_.add_stream(name + " send-forward");
             g.send_bwd = sim_.add_stream(name + " send-backward");
+            // The stage's data-parallel collectives run NCCL kernels on these GPUs: overlapped kernels lose SMs.
+            sim_.slow_while_busy(dp_streams_[static_cast<std::size_t>(r)], g.compute, dp_collective_speed(r));
             g.pool = sim_.add_pool(name, sc_.system.memory_capacity, categories,
                                    options_.keep_timeline && r == 0 && k == 0);
             // The same static state as the analytical stage memory (stage_state).
