@@ -28,7 +28,8 @@ TEST_CASE("variation: a job's GPUs are a stratified normal sample dealt by the s
     const int n = 1000;
     Variation v({0.01, 0.0, 7}, 1, n);
     std::vector<double> z;
-    for (int r = 0; r < n; ++r) z.push_back(v.z(r));
+    for (int r = 0; r < n; ++r)
+        z.push_back(v.z(r));
     std::vector<double> sorted = z;
     std::sort(sorted.begin(), sorted.end());
     // Exactly the n quantiles (k + 0.5) / n: symmetric, mean 0, the slowest at Phi^-1(1 - 0.5 / n).
@@ -47,7 +48,8 @@ TEST_CASE("variation: a job's GPUs are a stratified normal sample dealt by the s
     CHECK(moved > n / 2);
 }
 
-TEST_CASE("variation: a group runs at its slowest member's speed, relative to the profile's reference", "[variation]") {
+TEST_CASE("variation: a group runs at its slowest member's speed, relative to the profile's reference",
+          "[variation]") {
     // The profile's times are those of the slowest of 8: a job of 8 GPUs in step runs exactly at them.
     Variation eight({0.01, 0.0, 1}, 8, 8);
     CHECK(eight.group_factor(iota_ranks(8)) == 1.0);
@@ -60,7 +62,8 @@ TEST_CASE("variation: a group runs at its slowest member's speed, relative to th
     double fastest = 2.0;
     for (int g = 0; g < 64; ++g) {
         std::vector<int> ranks;
-        for (int i = 0; i < 8; ++i) ranks.push_back(g * 8 + i);
+        for (int i = 0; i < 8; ++i)
+            ranks.push_back(g * 8 + i);
         const double f = big.group_factor(ranks);
         CHECK(f <= big.group_factor(iota_ranks(512)));
         fastest = std::min(fastest, f);
@@ -73,7 +76,8 @@ TEST_CASE("variation: a group runs at its slowest member's speed, relative to th
     CHECK(workload::scaled(Time::from_ps(1000000), 1.01) == Time::from_ps(1010000));
 }
 
-TEST_CASE("variation: run-to-run span draws are deterministic, centred, and a group takes its slowest", "[variation]") {
+TEST_CASE("variation: run-to-run span draws are deterministic, centred, and a group takes its slowest",
+          "[variation]") {
     Variation v({0.0, 0.02, 3}, 1, 8);
     const std::vector<int> one = {5};
     const std::vector<int> all = iota_ranks(8);
@@ -82,7 +86,8 @@ TEST_CASE("variation: run-to-run span draws are deterministic, centred, and a gr
     for (int k = 0; k < spans; ++k) {
         sum_one += v.span_factor(one, static_cast<std::uint64_t>(k));
         sum_all += v.span_factor(all, static_cast<std::uint64_t>(k));
-        CHECK(v.span_factor(all, static_cast<std::uint64_t>(k)) >= v.span_factor(one, static_cast<std::uint64_t>(k)));
+        CHECK(v.span_factor(all, static_cast<std::uint64_t>(k)) >=
+              v.span_factor(one, static_cast<std::uint64_t>(k)));
     }
     // One GPU: mean factor 1; a group of 8 in step: 1 + sigma * E[max of 8 normals] = 1 + 0.02 * 1.4236.
     CHECK(sum_one / spans == Approx(1.0).margin(5e-4));
@@ -94,7 +99,7 @@ TEST_CASE("variation: run-to-run span draws are deterministic, centred, and a gr
 TEST_CASE("variation: a synchronous job waits for its slowest GPUs", "[variation][simulate]") {
     Scenario base = testing::table4_case(4);  // 22B, t = 8, selective + sequence parallel
     base.system.device.timing_reference_gpus = 8;
-    base.execution.global_batch = 8;          // two microbatches
+    base.execution.global_batch = 8;  // two microbatches
     base.system.variation = {};
     const double plain8 = simulate(base).iteration_time_s;
     base.system.variation = {0.01, 0.0, 1};
@@ -129,14 +134,18 @@ TEST_CASE("variation: the system file's block is checked", "[variation][errors]"
     std::filesystem::create_directories(dir);
     const std::string sys = std::string(STRATA_SOURCE_DIR) + "/scenarios/systems/selene-a100.yaml";
     auto write = [&](const std::string& variation) {
-        std::ofstream(dir / "exp.yaml") << "name: v\nmodel: " << STRATA_SOURCE_DIR
-                                        << "/scenarios/models/gpt-22b.yaml\nsystem:\n  file: " << sys << "\n"
-                                        << variation
-                                        << "execution: {tensor: 8, pipeline: 1, data: 1, interleave: 1, microbatch: 4, global_batch: 4, sequence_parallel: true, recompute: selective}\n";
+        std::ofstream(dir / "exp.yaml")
+            << "name: v\nmodel: " << STRATA_SOURCE_DIR
+            << "/scenarios/models/gpt-22b.yaml\nsystem:\n  file: " << sys << "\n"
+            << variation
+            << "execution: {tensor: 8, pipeline: 1, data: 1, interleave: 1, microbatch: 4, global_batch: 4, "
+               "sequence_parallel: true, recompute: selective}\n";
         return (dir / "exp.yaml").string();
     };
     CHECK(load_experiment(write("")).cases.at(0).system.variation.gpu_sigma == 0.01);
-    CHECK(load_experiment(write("  variation: {gpu_sigma: 0.02, seed: 5}\n")).cases.at(0).system.variation.seed == 5);
+    CHECK(load_experiment(write("  variation: {gpu_sigma: 0.02, seed: 5}\n"))
+              .cases.at(0)
+              .system.variation.seed == 5);
     auto message = [&](const std::string& variation) {
         try {
             (void)load_experiment(write(variation));
@@ -151,7 +160,8 @@ TEST_CASE("variation: the system file's block is checked", "[variation][errors]"
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("an overlapped data-parallel collective slows the kernels under it by its SMs", "[variation][interference]") {
+TEST_CASE("an overlapped data-parallel collective slows the kernels under it by its SMs",
+          "[variation][interference]") {
     // tiny GPT, t = 1, d = 16 over two nodes, gradient reduction overlapped with the backward.
     const Experiment ex = load_experiment(std::string(STRATA_SOURCE_DIR) + "/tests/golden/cases.yaml");
     Scenario sc = ex.cases.at(0);
@@ -167,13 +177,14 @@ TEST_CASE("an overlapped data-parallel collective slows the kernels under it by 
     validate(sc);
     Scenario free = sc;
     free.system.device.nccl_channels = 0;  // collectives that hold no SMs
-    // The kernels' busy time grows by the SMs the overlapped collectives hold (the iteration itself may be bound
-    // by the reduction chain here).
+    // The kernels' busy time grows by the SMs the overlapped collectives hold (the iteration itself may be
+    // bound by the reduction chain here).
     const IterationResult r_free = simulate(free);
     const IterationResult r_two = simulate(sc);  // 2 channels per NIC x 8 NICs = 16 SMs of 108
     sc.system.network.nccl_channels_per_nic = 1;
     const IterationResult r_one = simulate(sc);
-    const double b_free = r_free.stage_busy_s.at(0), b_two = r_two.stage_busy_s.at(0), b_one = r_one.stage_busy_s.at(0);
+    const double b_free = r_free.stage_busy_s.at(0), b_two = r_two.stage_busy_s.at(0),
+                 b_one = r_one.stage_busy_s.at(0);
     CHECK(b_two > b_one);
     CHECK(b_one > b_free);
     CHECK(b_two < b_free * (1.0 + 16.0 / 108.0));

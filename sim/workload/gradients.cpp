@@ -4,10 +4,9 @@
 // embedding's gradient, then every group runs its optimizer step.
 #include "builder.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace strata::workload {
@@ -21,7 +20,8 @@ double Builder::dp_collective_speed(int stage) const {
     for (int k = 0; k < e_.data; ++k)
         for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(stage, k, j, 0));
     const int node = ranks.front() / per_node_gpus;
-    const auto on_node = static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [&](int r) { return r / per_node_gpus == node; }));
+    const auto on_node = static_cast<int>(
+        std::count_if(ranks.begin(), ranks.end(), [&](int r) { return r / per_node_gpus == node; }));
     int channels = dev.nccl_channels;
     if (on_node < static_cast<int>(ranks.size())) {
         const NetworkSpec& n = sc_.system.network;
@@ -130,10 +130,9 @@ void Builder::emit_gradient_reduction_and_optimizer() {
                                         ? sim_.add_stream(fmt::format("stage {} parameter all-gather (overlapped)", r))
                                         : dp_streams_[static_cast<std::size_t>(r)];
             if (e_.overlap_param_gather) {
-                for (int k = 0; k < d; ++k) {
-                    sim_.slow_while_busy(stream, groups_[static_cast<std::size_t>(group_index(r, k))].compute,
-                                         dp_collective_speed(r));
-                }
+                const double speed = dp_collective_speed(r);
+                for (int k = 0; k < d; ++k)
+                    sim_.slow_while_busy(stream, groups_[static_cast<std::size_t>(group_index(r, k))].compute, speed);
             }
             emit_phases(stream, phases, after, make_label(TaskKind::dp, 1, 0), nullptr);
         }

@@ -67,6 +67,7 @@ void Builder::make_groups() {
     groups_.resize(static_cast<std::size_t>(p * d));
     for (int r = 0; r < p; ++r) {
         dp_streams_.push_back(sim_.add_stream(fmt::format("stage {} data-parallel", r)));
+        const double dp_speed = dp_collective_speed(r);
         for (int k = 0; k < d; ++k) {
             Group& g = groups_[static_cast<std::size_t>(group_index(r, k))];
             g.stage = r;
@@ -88,7 +89,7 @@ void Builder::make_groups() {
             g.send_fwd = sim_.add_stream(name + " send-forward");
             g.send_bwd = sim_.add_stream(name + " send-backward");
             // The stage's data-parallel collectives run NCCL kernels on these GPUs: overlapped kernels lose SMs.
-            sim_.slow_while_busy(dp_streams_[static_cast<std::size_t>(r)], g.compute, dp_collective_speed(r));
+            sim_.slow_while_busy(dp_streams_[static_cast<std::size_t>(r)], g.compute, dp_speed);
             g.pool = sim_.add_pool(name, sc_.system.memory_capacity, categories,
                                    options_.keep_timeline && r == 0 && k == 0);
             // The same static state as the analytical stage memory (stage_state).

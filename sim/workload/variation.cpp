@@ -20,11 +20,15 @@ std::uint64_t mix(std::uint64_t x) {
     return x ^ (x >> 31);
 }
 
-double normal_quantile(double p) { return boost::math::quantile(boost::math::normal_distribution<double>(), p); }
+double normal_quantile(double p) {
+    return boost::math::quantile(boost::math::normal_distribution<double>(), p);
+}
 
 }  // namespace
 
-double Variation::slowest_of(int n) { return n <= 1 ? 0.0 : normal_quantile(1.0 - 0.5 / n); }
+double Variation::slowest_of(int n) {
+    return n <= 1 ? 0.0 : normal_quantile(1.0 - 0.5 / n);
+}
 
 Variation::Variation(const VariationSpec& spec, int reference_gpus, int gpus) : spec_(spec) {
     if (reference_gpus < 1) throw SimulationError("variation: reference GPUs must be >= 1");
@@ -32,7 +36,9 @@ Variation::Variation(const VariationSpec& spec, int reference_gpus, int gpus) : 
     if (!gpu_active() || gpus <= 0) return;
     // Deal the N quantiles to the ranks in an order drawn from the seed (ties broken by rank).
     std::vector<std::pair<std::uint64_t, int>> order(static_cast<std::size_t>(gpus));
-    for (int r = 0; r < gpus; ++r) order[static_cast<std::size_t>(r)] = {mix(spec_.seed * 0x100000001b3ULL ^ mix(static_cast<std::uint64_t>(r))), r};
+    for (int r = 0; r < gpus; ++r)
+        order[static_cast<std::size_t>(r)] = {
+            mix(spec_.seed * 0x100000001b3ULL ^ mix(static_cast<std::uint64_t>(r))), r};
     std::sort(order.begin(), order.end());
     z_.assign(static_cast<std::size_t>(gpus), 0.0);
     for (int k = 0; k < gpus; ++k) {
@@ -44,7 +50,8 @@ Variation::Variation(const VariationSpec& spec, int reference_gpus, int gpus) : 
 double Variation::group_factor(std::span<const int> ranks) const {
     if (!gpu_active() || ranks.empty()) return 1.0;
     double worst = z(ranks.front());
-    for (int r : ranks) worst = std::max(worst, z(r));
+    for (int r : ranks)
+        worst = std::max(worst, z(r));
     return std::max(0.5, 1.0 + spec_.gpu_sigma * (worst - z_ref_));
 }
 
@@ -52,7 +59,8 @@ double Variation::span_factor(std::span<const int> ranks, std::uint64_t span) co
     if (!span_active() || ranks.empty()) return 1.0;
     double worst = -1e300;
     for (int r : ranks) {
-        const std::uint64_t h = mix(mix(spec_.seed ^ 0x5bd1e995ULL) ^ mix(static_cast<std::uint64_t>(r) << 32 ^ span));
+        const std::uint64_t h =
+            mix(mix(spec_.seed ^ 0x5bd1e995ULL) ^ mix(static_cast<std::uint64_t>(r) << 32 ^ span));
         const double u = (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53;  // in (0, 1)
         worst = std::max(worst, normal_quantile(u));
     }

@@ -7,8 +7,8 @@
 //
 //  * GPU-to-GPU: GPU i runs its kernels at (1 + gpu_sigma * (z_i - z_ref)) times the profile's times. The
 //    job's N GPUs are a stratified sample of a normal distribution: z values are the N quantiles
-//    Phi^-1((k + 0.5) / N), k = 0..N-1, dealt to the ranks in an order drawn from `seed`. So a job's slowest GPU
-//    is exactly as slow as a typical job of its size has (no luck of the draw), and the seed only decides
+//    Phi^-1((k + 0.5) / N), k = 0..N-1, dealt to the ranks in an order drawn from `seed`. So a job's slowest
+//    GPU is exactly as slow as a typical job of its size has (no luck of the draw), and the seed only decides
 //    where it sits. z_ref = Phi^-1(1 - 0.5 / R), R = the profile's timing_reference_gpus: the profile's times
 //    are those of the slowest of R GPUs measured in step (Table 4: a tensor-parallel group of 8), so a job of
 //    R GPUs in step runs at exactly the profile's times.
