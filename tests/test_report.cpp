@@ -50,6 +50,7 @@ std::vector<std::string> split(const std::string& text, char sep) {
 std::vector<std::string> lines(const std::string& text) {
     std::vector<std::string> out;
     for (auto& l : split(text, '\n')) {
+        if (!l.empty() && l.back() == '\r') l.pop_back();  // RFC 4180 rows end in CRLF
         if (!l.empty()) out.push_back(l);
     }
     return out;
@@ -287,4 +288,25 @@ TEST_CASE("print_layer_breakdown shows both passes", "[report]") {
     CHECK_THAT(text, Contains("forward pass"));
     CHECK_THAT(text, Contains("backward pass"));
     CHECK_THAT(text, Contains("gemm"));
+}
+
+TEST_CASE("to_csv quotes as RFC 4180 and names what each case varies", "[report][csv]") {
+    auto results = analyze_table4();
+    results.resize(1);
+    results[0].scenario.name = "t=8, \"fast\" case";
+    results[0].error = "line one\nline two";
+    const std::string text = to_csv(results);
+    // Header and row end in CRLF; the name keeps its comma and quotes (doubled inside the quoted field); the
+    // multi-line error is one quoted field.
+    CHECK(text.find("\r\n") != std::string::npos);
+    CHECK_THAT(text, Contains("\"t=8, \"\"fast\"\" case\""));
+    CHECK_THAT(text, Contains("\"line one\nline two\""));
+    const auto header = split(lines(text)[0], ',');
+    for (const char* col : {"system", "gpus", "schedule", "precision", "attention", "distributed_optimizer",
+                            "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "context_parallel",
+                            "nic_bandwidth_bytes_per_s", "oversubscription", "variation_seed", "tokens_per_s",
+                            "tflops_per_gpu"}) {
+        INFO(col);
+        CHECK(column(header, col) < header.size());
+    }
 }

@@ -32,7 +32,7 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 res = json.load(open(sys.argv[2]))["results"]
 assert len(rows) == len(res)
 for row, r in zip(rows, res):
-    assert row["name"] == r["name"].replace(",", ";"), (row["name"], r["name"])
+    assert row["name"] == r["name"], (row["name"], r["name"])  # RFC 4180: names with commas stay intact
     if "error" in r:
         assert row["error"] and r["error"] in row["error"], row
         continue
