@@ -31,7 +31,8 @@ class InputError(Error, ValueError):
 
     _where = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<column>\d+): (?P<rest>.*)$", re.S)
     _keyed = re.compile(r"^(?P<key>[A-Za-z_][\w\[\]]*(?:\.[\w\[\]]+)+): ")
-    _named = re.compile(r"(?:unknown|missing required) key '(?P<key>[^']+)'")
+    _missing = re.compile(r"^(?P<part>\w+): missing required key '(?P<key>[^']+)'")
+    _named = re.compile(r"unknown key '(?P<key>[^']+)'")
 
     def __init__(self, message):
         super().__init__(message)
@@ -44,7 +45,10 @@ class InputError(Error, ValueError):
         elif ": " in message:
             self.file, rest = message.split(": ", 1)
         k = self._keyed.match(rest) or self._named.search(rest)
-        if k:
+        missing = self._missing.match(rest)
+        if missing:
+            self.key = missing["part"] + "." + missing["key"]
+        elif k:
             self.key = k["key"]
 
 

@@ -173,3 +173,9 @@ def test_the_worked_example_runs_and_plots(tmp_path):
     assert png.exists() and png.read_bytes()[:4] == b"\x89PNG"
     table = [l for l in out.splitlines() if l.split()[:1] and l.split()[0] in ("none", "selective", "full")]
     assert len(table) == 12, out
+
+
+def test_a_missing_key_is_named_with_its_part():
+    with pytest.raises(strata.InputError) as e:
+        strata.load({"execution": {"microbatch": 1}})
+    assert e.value.key == "model.heads" and e.value.line == 1
