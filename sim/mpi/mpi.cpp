@@ -38,10 +38,8 @@ enum Tag : int { kRequest = 1, kAssign = 2, kResult = 3, kFinal = 4 };
 class Writer {
 public:
     template <class T>
-        requires std::is_trivially_copyable_v<T>
-    void put(const T& v) {
-        append(&v, sizeof(T));
-    }
+    requires std::is_trivially_copyable_v<T>
+    void put(const T& v) { append(&v, sizeof(T)); }
     void put(const std::string& s) {
         put(std::uint64_t(s.size()));
         append(s.data(), s.size());
@@ -167,8 +165,9 @@ void check(int rc, const char* what) {
 }
 
 /// Waits for a message without spinning in MPI; returns its status. Each MPI_Iprobe runs Open MPI's progress
-/// engine (tens of microseconds): polling backs off from 50 us to 2 ms while nothing comes, which keeps the serving
-/// thread of rank 0 near 1% of a core (at 200 us it took two thirds of one) for at most 2 ms of delay per case.
+/// engine (tens of microseconds): polling backs off from 50 us to 2 ms while nothing comes, which keeps the
+/// serving thread of rank 0 near 1% of a core (at 200 us it took two thirds of one) for at most 2 ms of delay
+/// per case.
 MPI_Status wait_for(int source, int tag) {
     MPI_Status st{};
     auto pause = std::chrono::microseconds(50);
