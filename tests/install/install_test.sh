@@ -32,4 +32,15 @@ printf 'import sys\nopen(sys.argv[sys.argv.index("--out") + 1] + "/installed-scr
 mkdir "$tmp/plots"
 "$prefix/bin/strata" plot --out "$tmp/plots"
 [[ -e $tmp/plots/installed-script-ran ]] || { echo "FAILED: installed strata did not run the installed plot script"; exit 1; }
+# The Python package, when built, imports from the installed tree and runs a case.
+if [[ -e $build/python/strata/__init__.py ]]; then
+  PYTHONPATH=$prefix/lib/python3/dist-packages /usr/bin/python3 -c '
+import sys, strata
+assert strata.__file__.startswith(sys.argv[1]), strata.__file__
+r = strata.run(sys.argv[2], case="selective + sequence")
+print("python: %.6f s" % r[0]["iteration_time_s"])' "$prefix" "$prefix/share/strata/scenarios/paper/table4.yaml" >"$tmp/py" ||
+    { echo "FAILED: the installed Python package"; exit 1; }
+  cat "$tmp/py"
+  [[ $(cat "$tmp/py") == "python: $want s" ]] || { echo "FAILED: installed Python says $(cat "$tmp/py"), strata $want s"; exit 1; }
+fi
 echo "install: ok"
