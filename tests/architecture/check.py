@@ -5,9 +5,10 @@ usage: tests/architecture/check.py SOURCE_DIR
 
 One table below holds the arrows: which part may use which. The check fails if
   - a CMake library's strata_* link dependencies differ from its part's arrows,
-  - a source file of sim/<part>/ includes a strata/ header of a part it has no arrow to (directly or
+  - a source file of sim/<part>/ (or of a part outside sim/: python/) includes a strata/ header of a part it has no arrow to (directly or
     through other parts), or a header that no part owns,
-  - a sim/ source file is missing from its part's library (explicit source lists), or a sim/ folder has no part,
+  - a sim/ or python/ source file is missing from its part's target (explicit source lists), or a sim/ folder has
+    no part,
   - a header in include/strata/ names Boost or yaml-cpp,
   - a sim/ source file is longer than 500 lines without saying why in its opening comment ("longer than").
 """
