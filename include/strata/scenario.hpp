@@ -22,10 +22,17 @@ struct Experiment {
 /// Throws InputError with `file:line:col: message` on any problem.
 Experiment load_experiment(const std::filesystem::path& file);
 
+/// The same from YAML text in memory (JSON is YAML too, so a serialized dict loads): `origin` names it in
+/// messages (`origin:line:col: ...`) and relative part files are resolved against origin's directory.
+Experiment load_experiment_text(const std::string& text, const std::filesystem::path& origin);
+
 /// Loads one model part file (the keys of the `model` part). Throws InputError.
 ModelSpec load_model(const std::filesystem::path& file);
 /// Loads one system part file. Throws InputError.
 SystemSpec load_system(const std::filesystem::path& file);
+/// Model and system parts from YAML text (see load_experiment_text). Throw InputError.
+ModelSpec load_model_text(const std::string& text, const std::filesystem::path& origin);
+SystemSpec load_system_text(const std::string& text, const std::filesystem::path& origin);
 
 /// Loads and strictly validates a device profile. Throws InputError (file:line:col: ...).
 DeviceProfile load_device_profile(const std::filesystem::path& file);

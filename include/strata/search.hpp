@@ -2,6 +2,7 @@
 #pragma once
 
 #include "strata/report.hpp"
+#include "strata/run.hpp"
 #include "strata/scenario.hpp"
 
 #include <functional>
@@ -24,6 +25,9 @@ struct SearchRequest {
     int simulate_top = 8;    ///< candidates confirmed by the discrete-event simulation
     int jobs = 0;            ///< threads for the simulations (0: one per core)
     std::function<void(std::size_t, std::size_t)> progress;  ///< (simulated, to simulate)
+    /// Evaluates the candidates chosen for simulation (default: run_cases on `jobs` threads with `progress`;
+    /// the MPI runner spreads them over the ranks).
+    CaseRunner runner;
 };
 
 struct SearchCandidate {
@@ -43,6 +47,11 @@ struct SearchResult {
 /// Enumerates t, p, d, m, b, recompute, sequence parallelism and the distributed optimizer; drops
 /// infeasible sizes and configurations that do not fit (analytical memory), ranks the rest with an
 /// analytical pipeline estimate, and simulates the best `simulate_top` event by event.
+/// A candidate that fails to simulate throws (InputError, SimulationError) as the simulation would.
 SearchResult search(const SearchRequest& request);
+
+/// The first `top` simulated candidates as results named "rank 1", "rank 2", ... (what `strata search --json`
+/// writes, with to_json).
+std::vector<CaseResult> ranked_results(const SearchResult& result, int top);
 
 }  // namespace strata

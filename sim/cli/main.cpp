@@ -1,9 +1,10 @@
 // The `strata` command. Library code throws typed errors; only this file turns them into exit codes:
 //   0 success, 1 internal error, 2 bad input (scenario, profile, options), 3 simulation failure.
 #include "strata/errors.hpp"
-#include "strata/parallel.hpp"
+#include "strata/mpi.hpp"
 #include "strata/profile.hpp"
 #include "strata/report.hpp"
+#include "strata/run.hpp"
 #include "strata/scenario.hpp"
 #include "strata/search.hpp"
 #include "strata/simulate.hpp"
@@ -15,7 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -24,6 +24,9 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
 #include <fstream>
 #include <iostream>
 
@@ -45,116 +48,106 @@ struct RunOptions {
     std::uint64_t max_tasks_millions = 100;
 };
 
-/// Evaluates one case: analytical memory and layer costs, then (unless analytical-only) the simulation.
-/// Failure kinds of a case, as bits: which exit code the run ends with.
-enum Failure : int { kBadInput = 1, kSimulation = 2, kInternal = 4 };
-
-strata::CaseResult evaluate(const strata::Scenario& sc, const RunOptions& opt, const strata::SimulationOptions& so,
-                            int* failures) {
-    strata::CaseResult r;
-    r.scenario = sc;
-    if (!sc.infeasible.empty()) {
-        r.error = "infeasible: " + sc.infeasible;
-        return r;
-    }
-    try {
-        r = strata::analyze(sc);
-        if (!opt.analytical_only) {
-            strata::SimulationDetail detail;
-            const bool want_detail = !opt.timeline_path.empty() || !opt.trace_path.empty();
-            r.iteration = strata::simulate(sc, so, want_detail ? &detail : nullptr);
-            if (!opt.trace_path.empty()) strata::write_chrome_trace(opt.trace_path, detail.trace);
-            if (!opt.timeline_path.empty()) {
-                write_file(opt.timeline_path, strata::detail_to_json(sc, *r.iteration, detail));
-            }
+/// Progress of many cases or candidates: a bar with an ETA in a terminal; under MPI, lines from rank 0 at every
+/// tenth otherwise (mpirun's output is no terminal).
+strata::CaseProgress progress_printer(const strata::mpi::Session& session, bool tty, const char* what) {
+    if (session.rank() != 0 || (!tty && !session.distributed())) return {};
+    const auto t0 = std::chrono::steady_clock::now();
+    const int ranks = session.size();
+    auto io = std::make_shared<std::mutex>();
+    auto last_tenth = std::make_shared<std::size_t>(0);
+    return [=](std::size_t d, std::size_t total) {
+        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double eta = el / double(d) * double(total - d);
+        std::lock_guard<std::mutex> lock(*io);
+        if (!tty) {
+            const std::size_t tenth = 10 * d / total;
+            if (tenth == *last_tenth && d != total) return;
+            *last_tenth = tenth;
+            std::cerr << fmt::format("progress: {}/{} {} on {} ranks, {:.1f} s, ETA {:.1f} s\n", d, total, what, ranks,
+                                     el, eta);
+            return;
         }
-    } catch (const strata::SimulationError& e) {
-        r.error = std::string("simulation failed: ") + e.what();
-        *failures |= kSimulation;
-    } catch (const strata::InputError& e) {  // bad input found while building the case (e.g. its fabric)
-        r.error = e.what();
-        *failures |= kBadInput;
-    } catch (const std::exception& e) {
-        r.error = std::string("internal error: ") + e.what();
-        *failures |= kInternal;
-    }
-    return r;
+        const int width = 30, fill = int(width * d / total);
+        std::cerr << "\r[" << std::string(std::size_t(fill), '#') << std::string(std::size_t(width - fill), '.') << "] "
+                  << d << "/" << total << " " << what << ", " << fmt::format("{:.1f}", el) << " s, ETA "
+                  << fmt::format("{:.1f}", eta) << " s   " << std::flush;
+    };
 }
 
-int run_command(const std::string& file, const RunOptions& opt) {
+void print_ranks(const strata::RunOutcome& run) {
+    std::string counts;
+    for (std::size_t c : run.cases_by_rank) counts += (counts.empty() ? "" : " ") + std::to_string(c);
+    std::cerr << "mpi: " << run.cases_by_rank.size() << " ranks, cases per rank: " << counts << "\n";
+}
+
+int run_command(const strata::mpi::Session& session, const std::string& file, const RunOptions& opt) {
     strata::Experiment ex = strata::load_experiment(file);
     std::optional<strata::DeviceProfile> profile;
     if (!opt.profile_path.empty()) profile = strata::load_device_profile(opt.profile_path);
-    std::vector<strata::Scenario> selected;
-    for (auto& sc : ex.cases) {
-        if (!opt.case_name.empty() && sc.name != opt.case_name) continue;
-        if (profile) sc.system.device = *profile;
+    std::vector<strata::Scenario> selected = strata::select_cases(ex, opt.case_name, profile ? &*profile : nullptr);
+    for (auto& sc : selected) {
         if (opt.seed) sc.system.variation.seed = *opt.seed;
         if (opt.no_variation) sc.system.variation = strata::VariationSpec{};
-        selected.push_back(sc);
-    }
-    if (selected.empty()) {
-        std::string names;
-        for (const auto& sc : ex.cases) names += (names.empty() ? "" : ", ") + ("'" + sc.name + "'");
-        throw strata::InputError(file + ": no case named '" + opt.case_name + "'; the cases are: " + names);
     }
     if ((!opt.trace_path.empty() || !opt.timeline_path.empty()) && selected.size() != 1)
         throw strata::InputError("--trace and --timeline need exactly one case: pick one with --case NAME");
     if (opt.json_path == "-" && opt.csv_path == "-")
         throw strata::InputError("--json - and --csv - cannot both write to standard output: give one a file");
-    // Every output must be writable before any case is simulated (a long run must not fail at its end).
+    // Every output must be writable before any case is simulated (a long run must not fail at its end). Only rank 0
+    // writes; the other ranks of an MPI job learn whether it can.
+    std::optional<strata::InputError> unwritable;
     for (const std::string* path : {&opt.json_path, &opt.csv_path, &opt.trace_path, &opt.timeline_path}) {
-        if (path->empty() || *path == "-") continue;
+        if (session.rank() != 0 || path->empty() || *path == "-") continue;
         const bool existed = access(path->c_str(), F_OK) == 0;
         std::ofstream probe(*path, std::ios::app);
-        if (!probe) throw strata::InputError(*path + ": cannot be written (check the directory exists and is writable)");
+        if (!probe) {
+            unwritable.emplace(*path + ": cannot be written (check the directory exists and is writable)");
+            break;
+        }
         probe.close();
         if (!existed) std::remove(path->c_str());
+    }
+    if (!session.all_ok(!unwritable)) {
+        if (unwritable) throw *unwritable;
+        return 2;
     }
 
     const bool tty = isatty(STDERR_FILENO) != 0;
     const std::size_t n = selected.size();
-    std::vector<strata::CaseResult> results(n);
-    std::atomic<int> failed{0};
-    std::mutex io;
+    strata::CaseOptions co;
+    co.analytical_only = opt.analytical_only;
+    co.simulation.max_tasks = opt.max_tasks_millions * 1'000'000;
+    strata::RunOutcome run;
+    if (n == 1 && session.rank() != 0) return 0;   // one case: rank 0 alone runs it
     if (n == 1) {
-        strata::SimulationOptions so;
-        so.keep_trace = !opt.trace_path.empty();
-        so.max_tasks = opt.max_tasks_millions * 1'000'000;
+        co.simulation.keep_trace = !opt.trace_path.empty();
         if (tty) {
-            so.progress = [&](std::uint64_t done, std::uint64_t total, strata::Time now) {
+            co.simulation.progress = [&](std::uint64_t done, std::uint64_t total, strata::Time now) {
                 std::cerr << "\r" << selected[0].name << ": " << (100 * done / std::max<std::uint64_t>(total, 1)) << "% of "
                           << total << " tasks, simulated " << fmt::format("{:.3f}", now.seconds()) << " s   " << std::flush;
             };
         }
-        int f = 0;
-        results[0] = evaluate(selected[0], opt, so, &f);
-        failed = f;
+        strata::SimulationDetail detail;
+        const bool want_detail = !opt.timeline_path.empty() || !opt.trace_path.empty();
+        run.results.push_back(strata::evaluate_case(selected[0], co, &run.failures, want_detail ? &detail : nullptr));
         if (tty) std::cerr << "\r\033[K" << std::flush;
+        const strata::CaseResult& r = run.results[0];
+        if (r.iteration && !opt.trace_path.empty()) strata::write_chrome_trace(opt.trace_path, detail.trace);
+        if (r.iteration && !opt.timeline_path.empty())
+            write_file(opt.timeline_path, strata::detail_to_json(selected[0], *r.iteration, detail));
     } else {
-        // Cases run in parallel over the cores; results keep the file's order whatever the thread count.
-        const auto t0 = std::chrono::steady_clock::now();
-        strata::SimulationOptions so;
-        so.max_tasks = opt.max_tasks_millions * 1'000'000;
-        strata::parallel_for(
-            n, opt.jobs > 0 ? unsigned(opt.jobs) : 0u,
-            [&](std::size_t i) {
-                int f = 0;
-                results[i] = evaluate(selected[i], opt, so, &f);
-                failed |= f;
-            },
-            [&](std::size_t d, std::size_t total) {
-                if (!tty) return;
-                const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                const double eta = el / double(d) * double(total - d);
-                const int width = 30, fill = int(width * d / total);
-                std::lock_guard<std::mutex> lock(io);
-                std::cerr << "\r[" << std::string(std::size_t(fill), '#') << std::string(std::size_t(width - fill), '.') << "] "
-                          << d << "/" << total << " cases, " << fmt::format("{:.1f}", el) << " s, ETA "
-                          << fmt::format("{:.1f}", eta) << " s   " << std::flush;
-            });
+        // Cases run in parallel over the cores (or the ranks of an MPI job); results keep the file's order whatever
+        // the thread or rank count.
+        run = strata::mpi::run_cases(session, selected, co, opt.jobs > 0 ? unsigned(opt.jobs) : 0u,
+                                     progress_printer(session, tty, "cases"));
         if (tty) std::cerr << "\r\033[K" << std::flush;
     }
+    const int code = run.failures == 0 ? 0 : (run.failures & strata::kCaseInternal) ? 1 : (run.failures & strata::kCaseSimulation) ? 3 : 2;
+    if (session.rank() != 0) return code;   // rank 0 reports and writes
+    if (session.distributed()) print_ranks(run);
+    const std::vector<strata::CaseResult>& results = run.results;
+    const int failed = run.failures;
     // With --json - or --csv - standard output carries only that; the table and the notes go to standard error.
     const bool to_stdout = opt.json_path == "-" || opt.csv_path == "-";
     std::ostream& human = to_stdout ? std::cerr : std::cout;
@@ -172,11 +165,8 @@ int run_command(const std::string& file, const RunOptions& opt) {
     };
     emit(opt.json_path, opt.json_path.empty() ? std::string() : strata::to_json(ex.name, results));
     emit(opt.csv_path, opt.csv_path.empty() ? std::string() : strata::to_csv(results));
-    if (failed != 0) {
-        std::cerr << "error: at least one case could not be evaluated (see the table)\n";
-        return (failed & kInternal) ? 1 : (failed & kSimulation) ? 3 : 2;
-    }
-    return 0;
+    if (failed != 0) std::cerr << "error: at least one case could not be evaluated (see the table)\n";
+    return code;
 }
 
 struct SearchOptions {
@@ -185,7 +175,7 @@ struct SearchOptions {
     int gpus = 0, global_batch = 0, top = 10, simulate_top = 8, jobs = 0;
 };
 
-int search_command(const SearchOptions& o) {
+int search_command(const strata::mpi::Session& session, const SearchOptions& o) {
     strata::SearchRequest req;
     req.model = strata::load_model(o.model);
     req.system = strata::load_system(o.system);
@@ -199,11 +189,19 @@ int search_command(const SearchOptions& o) {
     req.base.precision = *precision;
     req.simulate_top = std::max(o.top, o.simulate_top);
     req.jobs = o.jobs;
-    if (isatty(STDERR_FILENO)) {
-        req.progress = [](std::size_t d, std::size_t n) { std::cerr << "\rsimulating candidates: " << d << "/" << n << "   " << std::flush; };
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    req.progress = progress_printer(session, tty, "candidates simulated");
+    strata::RunOutcome distributed;   // under MPI: the candidates spread over the ranks
+    if (session.distributed()) {
+        req.runner = [&](const std::vector<strata::Scenario>& scenarios, const strata::CaseOptions& options) {
+            distributed = strata::mpi::run_cases(session, scenarios, options, 1, req.progress);
+            return distributed;
+        };
     }
     const strata::SearchResult r = strata::search(req);
-    if (isatty(STDERR_FILENO)) std::cerr << "\r\033[K";
+    if (tty && session.rank() == 0) std::cerr << "\r\033[K";
+    if (session.rank() != 0) return 0;   // rank 0 reports and writes
+    if (session.distributed()) print_ranks(distributed);
     std::cout << fmt::format("search: {} on {} GPUs of {}, global batch {}\n", req.model.name, req.gpus, req.system.name,
                              req.global_batch);
     std::cout << fmt::format("{} configurations enumerated; {} fit in memory and were ranked analytically; the best {} "
@@ -217,7 +215,6 @@ int search_command(const SearchOptions& o) {
     std::cout << fmt::format("{:>4} {:>3} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>5} {:>9} {:>9} {:>6} {:>9}\n", "rank", "t",
                              "p", "d", "m", "b", "recompute", "SP", "dopt", "estim s", "sim s", "MFU%", "peak GiB");
     int rank = 0;
-    std::vector<strata::CaseResult> results;
     for (const auto& c : r.simulated) {
         if (rank >= o.top) break;
         const auto& e = c.execution;
@@ -226,10 +223,8 @@ int search_command(const SearchOptions& o) {
                                  ++rank, e.tensor, e.pipeline, e.data, e.interleave, e.microbatch, strata::to_string(e.recompute),
                                  e.sequence_parallel ? "on" : "off", e.distributed_optimizer ? "on" : "off", c.estimate_s,
                                  it.iteration_time_s, 100 * it.mfu, it.peak_memory.gib(), it.oom ? "  OOM" : "");
-        strata::CaseResult cr = c.result;
-        cr.scenario.name = fmt::format("rank {}", rank);
-        results.push_back(cr);
     }
+    const std::vector<strata::CaseResult> results = strata::ranked_results(r, o.top);
     std::cout << fmt::format("search took {:.2f} s\n", r.wall_s);
     if (!o.json_path.empty()) {
         write_file(o.json_path, strata::to_json("search " + req.model.name, results));
@@ -265,8 +260,24 @@ int bench_command(const std::vector<std::string>& files) {
 
 /// Runs plots/make_plots.py (matplotlib) on the JSON results in `dir`.
 int plot_command(const std::string& dir) {
-    const std::string script = STRATA_PLOTS_SCRIPT;
-    if (access(script.c_str(), R_OK) != 0) throw strata::InputError(script + ": plotting script not found");
+    // Next to an installed binary first (<prefix>/share/strata/plots/), then the source tree it was built from.
+    std::vector<std::string> candidates;
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) candidates.push_back((exe.parent_path() / STRATA_PLOTS_FROM_BIN).lexically_normal().string());
+    candidates.emplace_back(STRATA_PLOTS_SCRIPT);
+    std::string script;
+    for (const auto& c : candidates) {
+        if (access(c.c_str(), R_OK) == 0) {
+            script = c;
+            break;
+        }
+    }
+    if (script.empty()) {
+        std::string looked;
+        for (const auto& c : candidates) looked += (looked.empty() ? "" : ", ") + c;
+        throw strata::InputError("plotting script make_plots.py not found; looked in: " + looked);
+    }
     std::string quoted_dir = "'";
     for (char c : dir) quoted_dir += c == '\'' ? std::string("'\\''") : std::string(1, c);
     quoted_dir += "'";
@@ -279,18 +290,8 @@ int plot_command(const std::string& dir) {
 }
 
 int explain_command(const std::string& file, const std::string& case_name) {
-    strata::Experiment ex = strata::load_experiment(file);
-    bool any = false;
-    for (const auto& sc : ex.cases) {
-        if (!case_name.empty() && sc.name != case_name) continue;
+    for (const auto& sc : strata::select_cases(strata::load_experiment(file), case_name))
         strata::print_layer_breakdown(std::cout, sc);
-        any = true;
-    }
-    if (!any) {
-        std::string names;
-        for (const auto& sc : ex.cases) names += (names.empty() ? "" : ", ") + ("'" + sc.name + "'");
-        throw strata::InputError(file + ": no case named '" + case_name + "'; the cases are: " + names);
-    }
     return 0;
 }
 
@@ -311,7 +312,7 @@ int main(int argc, char** argv) {
     run->add_option("--trace", ro.trace_path, "write a Chrome trace-event JSON of the simulated iteration (one case)");
     run->add_option("--timeline", ro.timeline_path, "write the first pipeline replica's stage timeline and stage-0 memory over time as JSON (one case)");
     run->add_option("--case", ro.case_name, "run only the case with this name");
-    run->add_option("--jobs,-j", ro.jobs, "cases to run in parallel (default: one per core)")->check(CLI::Range(1, 1024));
+    run->add_option("--jobs,-j", ro.jobs, "cases to run in parallel (default: one per core; under mpirun each rank runs one case at a time)")->check(CLI::Range(1, 1024));
     run->add_option("--max-tasks", ro.max_tasks_millions,
                     "refuse cases needing more than this many million tasks (about 180 bytes each; default 100)")
         ->check(CLI::Range(1, 100000));
@@ -358,13 +359,17 @@ int main(int argc, char** argv) {
         return rc == 0 ? 0 : 2;
     }
     try {
-        if (*run) return run_command(file, ro);
+        // Joins the MPI job when started by mpirun / srun; run and search spread their cases over the ranks, the
+        // other commands run on rank 0 alone.
+        const strata::mpi::Session session(&argc, &argv);
+        if (session.rank() != 0 && !*run && !*srch) return 0;
+        if (*run) return run_command(session, file, ro);
         if (*explain) return explain_command(file, case_name);
         if (*bench) {
             if (!baseline.baseline.empty()) return strata::cli::bench_against_baseline(bench_files, baseline);
             return bench_command(bench_files);
         }
-        if (*srch) return search_command(so);
+        if (*srch) return search_command(session, so);
         if (*plot) return plot_command(plot_dir);
         if (*check) {
             strata::print_profile_check(std::cout, strata::load_device_profile(check_file));

@@ -238,15 +238,37 @@ ModelSpec load_model(const fs::path& path) {
     return read_model(f);
 }
 
+ModelSpec load_model_text(const std::string& text, const fs::path& origin) {
+    Fields f("model", origin.string());
+    f.reset(yamlio::load_text(text, origin.string()), origin.string());
+    return read_model(f);
+}
+
 SystemSpec load_system(const fs::path& path) {
     Fields f("system", path.string());
     f.reset(yamlio::load_file(path), path.string());
     return read_system(f);
 }
 
-Experiment load_experiment(const fs::path& path) {
+SystemSpec load_system_text(const std::string& text, const fs::path& origin) {
+    Fields f("system", origin.string());
+    f.reset(yamlio::load_text(text, origin.string()), origin.string());
+    return read_system(f);
+}
+
+namespace {
+Experiment experiment_from(const YAML::Node& root, const fs::path& path);
+}  // namespace
+
+Experiment load_experiment(const fs::path& path) { return experiment_from(yamlio::load_file(path), path); }
+
+Experiment load_experiment_text(const std::string& text, const fs::path& origin) {
+    return experiment_from(yamlio::load_text(text, origin.string()), origin);
+}
+
+namespace {
+Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
     const std::string file = path.string();
-    YAML::Node root = yamlio::load_file(path);
     for (auto it = root.begin(); it != root.end(); ++it) {
         std::string key = it->first.Scalar();
         if (std::find(kExperimentKeys.begin(), kExperimentKeys.end(), key) == kExperimentKeys.end()) {
@@ -380,5 +402,6 @@ Experiment load_experiment(const fs::path& path) {
     }
     return ex;
 }
+}  // namespace
 
 }  // namespace strata

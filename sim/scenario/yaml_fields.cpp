@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <limits>
 
 namespace strata::yamlio {
@@ -14,6 +15,23 @@ std::string where(const std::string& file, const YAML::Mark& mark) {
     if (mark.line < 0) return file;
     return file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
 }
+
+namespace {
+YAML::Node parse_mapping(std::istream& in, const std::string& file) {
+    try {
+        YAML::Node node = YAML::Load(in);
+        if (!node.IsDefined() || node.IsNull()) {
+            throw InputError(file + ":1:1: the file is empty, expected a YAML mapping");
+        }
+        if (!node.IsMap()) {
+            throw InputError(where(file, node.Mark()) + ": expected a YAML mapping (key: value lines)");
+        }
+        return node;
+    } catch (const YAML::Exception& e) {
+        throw InputError(where(file, e.mark) + ": YAML syntax error: " + e.msg);
+    }
+}
+}  // namespace
 
 YAML::Node load_file(const std::filesystem::path& file) {
     std::error_code ec;
@@ -25,18 +43,12 @@ YAML::Node load_file(const std::filesystem::path& file) {
     }
     std::ifstream in(file);
     if (!in) throw InputError(file.string() + ": cannot be read (permission denied?)");
-    try {
-        YAML::Node node = YAML::Load(in);
-        if (!node.IsDefined() || node.IsNull()) {
-            throw InputError(file.string() + ":1:1: the file is empty, expected a YAML mapping");
-        }
-        if (!node.IsMap()) {
-            throw InputError(where(file.string(), node.Mark()) + ": expected a YAML mapping (key: value lines)");
-        }
-        return node;
-    } catch (const YAML::Exception& e) {
-        throw InputError(where(file.string(), e.mark) + ": YAML syntax error: " + e.msg);
-    }
+    return parse_mapping(in, file.string());
+}
+
+YAML::Node load_text(const std::string& text, const std::string& origin) {
+    std::istringstream in(text);
+    return parse_mapping(in, origin);
 }
 
 namespace {

@@ -20,6 +20,8 @@ std::string where(const std::string& file, const YAML::Mark& mark);
 
 /// Loads a YAML file; a missing, unreadable or malformed file throws InputError with its location.
 YAML::Node load_file(const std::filesystem::path& file);
+/// The same for YAML text already in memory; `origin` names it in messages.
+YAML::Node load_text(const std::string& text, const std::string& origin);
 
 /// Closest candidate by edit distance, if it is close enough to be a plausible typo.
 std::optional<std::string> did_you_mean(std::string_view word, std::span<const std::string_view> candidates);

@@ -10,11 +10,11 @@
 #include "strata/errors.hpp"
 #include "strata/layer.hpp"
 #include "strata/memory.hpp"
-#include "strata/parallel.hpp"
 #include "strata/simulate.hpp"
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 
 namespace strata {
 
@@ -117,14 +117,18 @@ SearchResult search(const SearchRequest& req) {
     std::stable_sort(fits.begin(), fits.end(), [](const auto& a, const auto& b) { return a.estimate_s < b.estimate_s; });
     const std::size_t k = std::min<std::size_t>(fits.size(), std::size_t(std::max(0, req.simulate_top)));
     fits.resize(k);
-    parallel_for(
-        k, req.jobs > 0 ? unsigned(req.jobs) : 0u,
-        [&](std::size_t i) {
-            const Scenario sc = candidate(fits[i].execution);
-            fits[i].result = analyze(sc);
-            fits[i].result.iteration = simulate(sc);
-        },
-        req.progress);
+    std::vector<Scenario> chosen;
+    chosen.reserve(k);
+    for (const auto& f : fits) chosen.push_back(candidate(f.execution));
+    const RunOutcome run = req.runner ? req.runner(chosen, CaseOptions{})
+                                      : run_cases(chosen, CaseOptions{}, req.jobs > 0 ? unsigned(req.jobs) : 0u, req.progress);
+    for (std::size_t i = 0; i < k; ++i) {
+        fits[i].result = run.results[i];
+        if (fits[i].result.iteration) continue;
+        const std::string what = "search: a simulated candidate failed: " + fits[i].result.error.value_or("not simulated");
+        if (run.failures & kCaseSimulation) throw SimulationError(what);
+        throw InputError(what);
+    }
     std::stable_sort(fits.begin(), fits.end(), [](const auto& a, const auto& b) {
         const bool ao = a.result.iteration->oom, bo = b.result.iteration->oom;
         if (ao != bo) return !ao;
@@ -133,6 +137,16 @@ SearchResult search(const SearchRequest& req) {
     res.simulated = std::move(fits);
     res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
+}
+
+std::vector<CaseResult> ranked_results(const SearchResult& result, int top) {
+    std::vector<CaseResult> out;
+    for (const auto& c : result.simulated) {
+        if (int(out.size()) >= top) break;
+        out.push_back(c.result);
+        out.back().scenario.name = "rank " + std::to_string(out.size());
+    }
+    return out;
 }
 
 }  // namespace strata

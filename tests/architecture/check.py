@@ -5,9 +5,10 @@ usage: tests/architecture/check.py SOURCE_DIR
 
 One table below holds the arrows: which part may use which. The check fails if
   - a CMake library's strata_* link dependencies differ from its part's arrows,
-  - a source file of sim/<part>/ includes a strata/ header of a part it has no arrow to (directly or
+  - a source file of sim/<part>/ (or of a part outside sim/: python/) includes a strata/ header of a part it has no arrow to (directly or
     through other parts), or a header that no part owns,
-  - a sim/ source file is missing from its part's library (explicit source lists), or a sim/ folder has no part,
+  - a sim/ or python/ source file is missing from its part's target (explicit source lists), or a sim/ folder has
+    no part,
   - a header in include/strata/ names Boost or yaml-cpp,
   - a sim/ source file is longer than 500 lines without saying why in its opening comment ("longer than").
 """
@@ -25,9 +26,15 @@ ARROWS = {
     "workload": ["engine", "fabric", "schedule", "model", "cost"],
     "scenario": ["spec"],
     "report":   ["model", "cost"],
-    "search":   ["workload", "report", "model", "cost"],
-    "cli":      ["scenario", "search", "report", "workload"],
+    "run":      ["scenario", "workload", "report"],
+    "search":   ["workload", "report", "model", "cost", "run"],
+    "mpi":      ["run"],
+    "cli":      ["scenario", "run", "mpi", "search", "report", "workload"],
+    "python":   ["scenario", "run", "search", "report"],
 }
+# Parts outside sim/: folder, and the CMake target (when it is not strata_<part>).
+FOLDERS = {"python": "python"}
+TARGETS = {"cli": "strata"}
 # public header -> the part that owns it. metrics.hpp holds neutral records (no code): common.
 OWNER = {
     "units.hpp": "common", "errors.hpp": "common", "parallel.hpp": "common", "metrics.hpp": "common",
@@ -41,6 +48,8 @@ OWNER = {
     "scenario.hpp": "scenario",
     "report.hpp": "report",
     "search.hpp": "search",
+    "run.hpp": "run",
+    "mpi.hpp": "mpi",
 }
 MAX_LINES = 500
 
@@ -60,9 +69,9 @@ def cmake_targets(text):
     """strata_<part> -> (sources, strata_* dependencies) from add_library / add_executable and
     target_link_libraries calls."""
     targets = {}
-    for m in re.finditer(r"add_(?:library|executable)\((\w+)\s+(?:STATIC\s+|INTERFACE\s*)?([^)]*)\)", text):
+    for m in re.finditer(r"(?:add_library|add_executable|pybind11_add_module)\((\w+)\s+(?:STATIC\s+|INTERFACE\s*|MODULE\s+)?([^)]*)\)", text):
         targets.setdefault(m.group(1), [set(), set()])[0].update(
-            s for s in m.group(2).split() if s.startswith("sim/"))
+            s for s in m.group(2).split() if s.startswith(("sim/", "python/")))
     for m in re.finditer(r"target_link_libraries\((\w+)\s+([^)]*)\)", text):
         if m.group(1) in targets:
             targets[m.group(1)][1].update(re.findall(r"\bstrata_(\w+)", m.group(2)))
@@ -77,9 +86,8 @@ def main(argv):
     problems = []
     text = open(os.path.join(root, "CMakeLists.txt")).read()
     targets = cmake_targets(text)
-    target_of = {"cli": "strata"}
     for part, deps in ARROWS.items():
-        name = target_of.get(part, "strata_" + part)
+        name = TARGETS.get(part, "strata_" + part)
         if name not in targets:
             problems.append(f"CMakeLists.txt: no target {name} for part '{part}'")
             continue
@@ -89,17 +97,20 @@ def main(argv):
     listed = set().union(*(t[0] for t in targets.values()))
 
     sim = os.path.join(root, "sim")
-    for folder in sorted(os.listdir(sim)):
+    folders = [(f, f"sim/{f}") for f in sorted(os.listdir(sim))] + [(p, d) for p, d in FOLDERS.items()]
+    for folder, path in folders:
         if folder not in ARROWS:
-            problems.append(f"sim/{folder}/: a folder that is no part of the architecture (add it to the table)")
+            problems.append(f"{path}/: a folder that is no part of the architecture (add it to the table)")
             continue
         allowed = closure(folder)
-        for fname in sorted(os.listdir(os.path.join(sim, folder))):
-            rel = f"sim/{folder}/{fname}"
+        for fname in sorted(os.listdir(os.path.join(root, path))):
+            rel = f"{path}/{fname}"
+            if os.path.isdir(os.path.join(root, rel)):
+                continue
             lines = open(os.path.join(root, rel)).read().splitlines()
             if fname.endswith(".cpp") and rel not in listed:
                 problems.append(f"{rel}: not in any CMake target's source list")
-            if len(lines) > MAX_LINES and not any("longer than" in l for l in lines[:30] if l.startswith("//")):
+            if path.startswith("sim/") and len(lines) > MAX_LINES and not any("longer than" in l for l in lines[:30] if l.startswith("//")):
                 problems.append(f"{rel}: {len(lines)} lines (over {MAX_LINES}) and no reason in its opening comment")
             for n, line in enumerate(lines, 1):
                 m = re.match(r'\s*#\s*include\s+"strata/([\w.]+)"', line)

@@ -1,0 +1,150 @@
+"""strata: simulate large-transformer training from Python.
+
+    import strata
+    exp = strata.load("scenarios/paper/table5.yaml")           # or a dict with the YAML file's keys
+    results = strata.run(exp)                                  # the results of `strata run --json`, as dicts
+    frame = results.to_dataframe()                             # with pandas installed: one row per case
+    best = strata.search(model="scenarios/models/gpt-22b.yaml", system="scenarios/systems/selene-a100.yaml",
+                         gpus=8, global_batch=4)
+    print(strata.explain(exp, case="175B present work"))
+
+Errors are exceptions: InputError (a bad scenario; .file, .line, .column, .key say where) and SimulationError.
+Simulations release the GIL, so Python threads run cases in parallel.
+"""
+import json
+import os
+import re
+
+__all__ = ["Error", "InputError", "SimulationError", "Experiment", "Results", "load", "run", "search", "explain",
+           "to_dataframe"]
+
+
+class Error(Exception):
+    """Any error strata raises on purpose."""
+
+
+class InputError(Error, ValueError):
+    """Bad input: a scenario, part or profile that is missing, malformed or inconsistent.
+
+    file, line, column: where (line and column None when unknown); key: the key named, like
+    'execution.microbatch' (None when the message names none)."""
+
+    _where = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<column>\d+): (?P<rest>.*)$", re.S)
+    _keyed = re.compile(r"^(?P<key>[A-Za-z_][\w\[\]]*(?:\.[\w\[\]]+)+): ")
+    _missing = re.compile(r"^(?P<part>\w+): missing required key '(?P<key>[^']+)'")
+    _named = re.compile(r"unknown key '(?P<key>[^']+)'")
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.file = self.line = self.column = self.key = None
+        rest = message
+        m = self._where.match(message)
+        if m:
+            self.file, self.line, self.column = m["file"], int(m["line"]), int(m["column"])
+            rest = m["rest"]
+        elif ": " in message:
+            self.file, rest = message.split(": ", 1)
+        k = self._keyed.match(rest) or self._named.search(rest)
+        missing = self._missing.match(rest)
+        if missing:
+            self.key = missing["part"] + "." + missing["key"]
+        elif k:
+            self.key = k["key"]
+
+
+class SimulationError(Error, RuntimeError):
+    """A simulation that could not complete (a stalled task graph)."""
+
+
+from . import _strata  # noqa: E402  (the exception classes above must exist when the module translates errors)
+
+Experiment = _strata.Experiment
+
+
+def _dict_text(d):
+    # JSON is YAML: the loader reads it and reports errors by line (one key per line with indent).
+    return json.dumps(d, indent=1)
+
+
+def load(source, base_dir=None):
+    """An experiment from a YAML file's path, or from a dict with the same keys (name, model, execution, system,
+    cases, sweep). A dict's relative part files (model: ../models/x.yaml) are resolved against base_dir (default:
+    the current directory)."""
+    if isinstance(source, Experiment):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        return _strata.load_experiment(os.fspath(source))
+    if isinstance(source, dict):
+        origin = os.path.join(os.path.abspath(base_dir or os.getcwd()), "<dict>")
+        return _strata.load_experiment_text(_dict_text(source), origin)
+    raise TypeError("strata.load: expected a path or a dict, got %s" % type(source).__name__)
+
+
+class Results(list):
+    """The results of a run, one dict per case as in `strata run --json` (attribute experiment: its name)."""
+
+    def __init__(self, document):
+        super().__init__(document["results"])
+        self.experiment = document["experiment"]
+        self.document = document
+
+    def to_json(self):
+        return json.dumps(self.document)
+
+    def to_dataframe(self):
+        return to_dataframe(self)
+
+
+def to_dataframe(results):
+    """A pandas DataFrame, one row per case, nested keys flattened with dots (memory.peak_bytes, ...)."""
+    try:
+        import pandas
+    except ImportError as e:
+        raise ImportError("strata.to_dataframe needs pandas (apt-get install python3-pandas); "
+                          "the results are plain dicts without it") from e
+    return pandas.json_normalize(list(results))
+
+
+def run(source, case=None, *, analytical_only=False, jobs=0, profile=None, max_tasks=100, base_dir=None,
+        check=True):
+    """Runs every case of an experiment (a path, a dict or a loaded Experiment), or only `case`, on `jobs`
+    threads (0: one per core). Returns Results. A case that cannot be evaluated keeps its place with an 'error'
+    key; with check=True a case that failed on bad input or in simulation raises afterwards, as the strata command
+    exits non-zero (infeasible sweep combinations are not failures)."""
+    exp = load(source, base_dir)
+    text, failures = _strata.run(exp, case or "", bool(analytical_only), int(jobs), os.fspath(profile or ""),
+                                 int(max_tasks))
+    results = Results(json.loads(text))
+    if check and failures:
+        bad = [r["name"] + ": " + r["error"] for r in results if "error" in r and not r["error"].startswith("infeasible")]
+        cls = SimulationError if failures & _strata.CASE_SIMULATION else InputError if failures == _strata.CASE_BAD_INPUT else Error
+        raise cls("; ".join(bad))
+    return results
+
+
+def _part(source, kind, base_dir):
+    if isinstance(source, (str, os.PathLike)):
+        return getattr(_strata, "load_" + kind)(os.fspath(source))
+    if isinstance(source, dict):
+        origin = os.path.join(os.path.abspath(base_dir or os.getcwd()), "<%s dict>" % kind)
+        return getattr(_strata, "load_%s_text" % kind)(_dict_text(source), origin)
+    raise TypeError("strata.search: %s: expected a path or a dict" % kind)
+
+
+def search(model, system, gpus, global_batch, *, attention="unfused", precision="bf16", microbatches=(1, 2, 4, 8),
+           max_interleave=4, top=10, simulate_top=8, jobs=0, base_dir=None):
+    """The fastest executions of `model` (path or dict) on `gpus` GPUs of `system` that fit in memory, as in
+    `strata search`. Returns a dict: results (the top candidates, best first, named 'rank 1', ... as in
+    `strata search --json`), enumerated, screened, rejected (reason -> count), wall_s."""
+    r = _strata.search(_part(model, "model", base_dir), _part(system, "system", base_dir), int(gpus),
+                       int(global_batch), attention, precision, [int(b) for b in microbatches], int(max_interleave),
+                       int(simulate_top), int(top), int(jobs))
+    doc = json.loads(r.pop("json"))
+    r["experiment"] = doc["experiment"]
+    r["results"] = Results(doc)
+    return r
+
+
+def explain(source, case=None, base_dir=None):
+    """One transformer layer's kernels and collectives with their costs (`strata explain`), as text."""
+    return _strata.explain(load(source, base_dir), case or "")

@@ -1,0 +1,146 @@
+// strata's Python module, the compiled half (`strata._strata`); python/strata/__init__.py is the public API.
+// Everything here calls the same library functions as the strata command (load_experiment, select_cases,
+// run_cases, search, ranked_results, to_json, print_layer_breakdown), so results are the command's JSON.
+// The GIL is released while cases are simulated: Python threads can run cases in parallel.
+#include "strata/errors.hpp"
+#include "strata/report.hpp"
+#include "strata/run.hpp"
+#include "strata/scenario.hpp"
+#include "strata/search.hpp"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+/// Raises the exception class of that name from the Python package (strata.InputError, ...), which parses the
+/// message's `file:line:col: key:` into attributes.
+[[noreturn]] void raise_python(const char* name, const std::exception& e) {
+    py::object cls = py::module_::import("strata").attr(name);
+    PyErr_SetObject(cls.ptr(), py::str(e.what()).ptr());
+    throw py::error_already_set();
+}
+
+std::vector<std::string> case_names(const strata::Experiment& ex) {
+    std::vector<std::string> names;
+    for (const auto& sc : ex.cases)
+        names.push_back(sc.name);
+    return names;
+}
+
+/// Runs the selected cases of `ex` and returns the JSON `strata run --json` writes, and the failure bits.
+py::tuple run(const strata::Experiment& ex, const std::string& case_name, bool analytical_only, unsigned jobs,
+              const std::string& profile_path, std::uint64_t max_tasks_millions) {
+    std::string json;
+    int failures = 0;
+    {
+        py::gil_scoped_release release;
+        std::optional<strata::DeviceProfile> profile;
+        if (!profile_path.empty()) profile = strata::load_device_profile(profile_path);
+        const auto selected = strata::select_cases(ex, case_name, profile ? &*profile : nullptr);
+        strata::CaseOptions options;
+        options.analytical_only = analytical_only;
+        options.simulation.max_tasks = max_tasks_millions * 1'000'000;
+        options.simulation.keep_timeline = false;
+        const strata::RunOutcome outcome = strata::run_cases(selected, options, jobs);
+        json = strata::to_json(ex.name, outcome.results);
+        failures = outcome.failures;
+    }
+    return py::make_tuple(json, failures);
+}
+
+py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system, int gpus, int global_batch,
+                const std::string& attention, const std::string& precision, std::vector<int> microbatches,
+                int max_interleave, int simulate_top, int top, int jobs) {
+    strata::SearchRequest req;
+    req.model = model;
+    req.system = system;
+    req.gpus = gpus;
+    req.global_batch = global_batch;
+    const auto a = strata::attention_named(attention);
+    const auto p = strata::precision_named(precision);
+    if (!a) throw strata::InputError("search: attention '" + attention + "': expected unfused or flash");
+    if (!p) throw strata::InputError("search: precision '" + precision + "': expected bf16, fp16 or fp8");
+    req.base.attention = *a;
+    req.base.precision = *p;
+    req.microbatches = std::move(microbatches);
+    req.max_interleave = max_interleave;
+    req.simulate_top = std::max(top, simulate_top);
+    req.jobs = jobs;
+    strata::SearchResult r;
+    std::string json;
+    {
+        py::gil_scoped_release release;
+        r = strata::search(req);
+        json = strata::to_json("search " + req.model.name, strata::ranked_results(r, top));
+    }
+    py::dict out;
+    out["json"] = json;
+    out["enumerated"] = r.enumerated;
+    out["screened"] = r.screened;
+    out["rejected"] = r.rejected;
+    out["wall_s"] = r.wall_s;
+    return out;
+}
+
+std::string explain(const strata::Experiment& ex, const std::string& case_name) {
+    std::ostringstream out;
+    for (const auto& sc : strata::select_cases(ex, case_name))
+        strata::print_layer_breakdown(out, sc);
+    return out.str();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_strata, m) {
+    m.doc() = "strata's compiled core; use the strata package (python/strata/__init__.py)";
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const strata::InputError& e) {
+            raise_python("InputError", e);
+        } catch (const strata::SimulationError& e) {
+            raise_python("SimulationError", e);
+        } catch (const strata::Error& e) {
+            raise_python("Error", e);
+        }
+    });
+    py::class_<strata::Experiment>(m, "Experiment")
+        .def_property_readonly("name", [](const strata::Experiment& e) { return e.name; })
+        .def_property_readonly("file", [](const strata::Experiment& e) { return e.file.string(); })
+        .def_property_readonly("cases", &case_names)
+        .def("__repr__", [](const strata::Experiment& e) {
+            return "<strata.Experiment '" + e.name + "', " + std::to_string(e.cases.size()) + " case(s)>";
+        });
+    py::class_<strata::ModelSpec>(m, "Model").def_property_readonly("name", [](const strata::ModelSpec& s) {
+        return s.name;
+    });
+    py::class_<strata::SystemSpec>(m, "System")
+        .def_property_readonly("name", [](const strata::SystemSpec& s) { return s.name; });
+    m.def("load_experiment", [](const std::string& path) { return strata::load_experiment(path); });
+    m.def("load_experiment_text", [](const std::string& text, const std::string& origin) {
+        return strata::load_experiment_text(text, origin);
+    });
+    m.def("load_model", [](const std::string& path) { return strata::load_model(path); });
+    m.def("load_model_text", [](const std::string& text, const std::string& origin) {
+        return strata::load_model_text(text, origin);
+    });
+    m.def("load_system", [](const std::string& path) { return strata::load_system(path); });
+    m.def("load_system_text", [](const std::string& text, const std::string& origin) {
+        return strata::load_system_text(text, origin);
+    });
+    m.def("run", &run);
+    m.def("search", &search);
+    m.def("explain", &explain);
+    m.attr("CASE_BAD_INPUT") = int(strata::kCaseBadInput);
+    m.attr("CASE_SIMULATION") = int(strata::kCaseSimulation);
+    m.attr("CASE_INTERNAL") = int(strata::kCaseInternal);
+}

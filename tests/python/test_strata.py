@@ -1,0 +1,181 @@
+"""The Python module (python/strata): same results as the strata command's JSON, dicts as input, errors as
+exceptions with their location, the GIL released while simulating, pandas optional.
+
+Run by CTest (test "python") with PYTHONPATH=build/python, STRATA_BIN (the strata command) and STRATA_SOURCE_DIR."""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import strata
+
+SRC = os.environ.get("STRATA_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("STRATA_BIN", os.path.join(SRC, "build", "strata"))
+TABLE4 = os.path.join(SRC, "scenarios", "paper", "table4.yaml")
+SWEEP = os.path.join(SRC, "scenarios", "sweeps", "microbatch.yaml")
+
+
+def cli_json(*args):
+    out = subprocess.run([BIN, *args, "--json", "-"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def test_run_from_path_matches_the_command():
+    results = strata.run(TABLE4)
+    assert isinstance(results, list) and len(results) == 5
+    assert {"experiment": results.experiment, "results": list(results)} == cli_json("run", TABLE4)
+    assert all(r["iteration_time_s"] > 0 for r in results)
+
+
+def test_run_one_case_analytical_only():
+    results = strata.run(TABLE4, case="selective + sequence", analytical_only=True)
+    assert [r["name"] for r in results] == ["selective + sequence"]
+    assert "iteration_time_s" not in results[0] and results[0]["memory"]["activation_bytes_per_layer"] > 0
+
+
+def test_load_from_a_dict_equals_the_file():
+    doc = {
+        "name": "Table 4 - per-layer time, 22B",
+        "model": "../models/gpt-22b.yaml",
+        "system": "../systems/selene-a100.yaml",
+        "execution": {"tensor": 8, "pipeline": 1, "data": 1, "microbatch": 4, "global_batch": 4},
+        "cases": [{"name": "selective + sequence", "execution": {"sequence_parallel": True, "recompute": "selective"}}],
+    }
+    exp = strata.load(doc, base_dir=os.path.join(SRC, "scenarios", "paper"))
+    assert exp.cases == ["selective + sequence"]
+    from_dict = strata.run(exp)
+    from_file = strata.run(TABLE4, case="selective + sequence")
+    assert list(from_dict) == list(from_file)
+
+
+def test_a_bad_file_raises_input_error_with_file_line_and_key():
+    bad = os.path.join(SRC, "tests", "data", "bad", "float_for_int.yaml")
+    with pytest.raises(strata.InputError) as e:
+        strata.load(bad)
+    assert e.value.file == bad
+    assert (e.value.line, e.value.column) == (7, 15)
+    assert e.value.key == "execution.microbatch"
+    assert isinstance(e.value, ValueError)
+
+
+def test_a_bad_dict_names_the_key_and_its_line():
+    doc = {"model": "../models/gpt-22b.yaml", "system": "../systems/selene-a100.yaml",
+           "execution": {"tensor": 8, "pipeline": 1, "microbatch": "four", "global_batch": 4, "recompute": "none"}}
+    with pytest.raises(strata.InputError) as e:
+        strata.run(doc, base_dir=os.path.join(SRC, "scenarios", "paper"))
+    assert e.value.file.endswith("<dict>")
+    assert e.value.key == "execution.microbatch"
+    assert e.value.line == json.dumps(doc, indent=1).splitlines().index('  "microbatch": "four",') + 1
+
+
+def test_unknown_key_and_unknown_case():
+    with pytest.raises(strata.InputError) as e:
+        strata.load({"nmae": "x"})
+    assert e.value.key == "nmae" and "Did you mean 'name'" in str(e.value)
+    with pytest.raises(strata.InputError, match="no case named 'nope'"):
+        strata.run(TABLE4, case="nope")
+    with pytest.raises(TypeError):
+        strata.load(42)
+
+
+def test_search_matches_the_command(tmp_path):
+    model = os.path.join(SRC, "scenarios", "models", "gpt-22b.yaml")
+    system = os.path.join(SRC, "scenarios", "systems", "selene-a100.yaml")
+    r = strata.search(model, system, gpus=8, global_batch=4, top=3, simulate_top=4, jobs=1)
+    subprocess.run([BIN, "search", "--model", model, "--system", system, "--gpus", "8", "--global-batch", "4", "--top",
+                    "3", "--simulate-top", "4", "--json", str(tmp_path / "s.json")], check=True, capture_output=True)
+    cli = json.loads((tmp_path / "s.json").read_text())
+    assert list(r["results"]) == cli["results"] and r["experiment"] == cli["experiment"]
+    assert [c["name"] for c in r["results"]] == ["rank 1", "rank 2", "rank 3"]
+    times = [c["iteration_time_s"] for c in r["results"]]
+    assert times == sorted(times)
+    assert r["enumerated"] >= r["screened"] >= 4 and r["rejected"]
+
+
+def test_explain_matches_the_command():
+    text = strata.explain(TABLE4, case="selective recompute")
+    cli = subprocess.run([BIN, "explain", TABLE4, "--case", "selective recompute"], check=True, capture_output=True,
+                         text=True).stdout
+    assert text == cli and "fc1" in text
+
+
+def test_simulation_releases_the_gil():
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.002)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    try:
+        t0 = time.monotonic()
+        strata.run(SWEEP, jobs=1)
+        t1 = time.monotonic()
+    finally:
+        stop.set()
+        t.join()
+    during = [x for x in ticks if t0 + 0.05 < x < t1 - 0.05]
+    assert t1 - t0 > 0.3, "the sweep is too short to tell"
+    # With the GIL held for the whole run, the ticker could not run at all in between.
+    assert len(during) > (t1 - t0) / 0.02, (len(during), t1 - t0)
+
+
+def test_threads_run_cases_in_parallel_with_the_same_results():
+    names = strata.load(SWEEP).cases[:4]
+    serial = [strata.run(SWEEP, case=n, check=False)[0] for n in names]
+    out = [None] * len(names)
+
+    def one(i):
+        out[i] = strata.run(SWEEP, case=names[i], check=False)[0]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(names))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == serial
+
+
+def test_dataframe():
+    pandas = pytest.importorskip("pandas")
+    frame = strata.run(TABLE4).to_dataframe()
+    assert isinstance(frame, pandas.DataFrame) and len(frame) == 5
+    assert list(frame["name"]) == strata.load(TABLE4).cases
+    assert (frame["memory.peak_bytes"] > 0).all() and "mfu" in frame.columns
+
+
+def test_works_without_pandas():
+    code = ("import sys; sys.modules['pandas'] = None\n"
+            "import strata\n"
+            "r = strata.run(%r, analytical_only=True)\n"
+            "assert len(r) == 5\n"
+            "try:\n"
+            "    r.to_dataframe()\n"
+            "except ImportError as e:\n"
+            "    assert 'python3-pandas' in str(e)\n"
+            "    print('ok')\n" % TABLE4)
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "ok"
+
+
+def test_the_worked_example_runs_and_plots(tmp_path):
+    script = os.path.join(SRC, "examples", "llama_sweep.py")
+    out = subprocess.run([sys.executable, script, "--out", str(tmp_path)], check=True, capture_output=True,
+                         text=True).stdout
+    png = tmp_path / "llama_sweep.png"
+    assert png.exists() and png.read_bytes()[:4] == b"\x89PNG"
+    table = [l for l in out.splitlines() if l.split()[:1] and l.split()[0] in ("none", "selective", "full")]
+    assert len(table) == 12, out
+
+
+def test_a_missing_key_is_named_with_its_part():
+    with pytest.raises(strata.InputError) as e:
+        strata.load({"execution": {"microbatch": 1}})
+    assert e.value.key == "model.heads" and e.value.line == 1
