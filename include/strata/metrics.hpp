@@ -10,6 +10,8 @@
 
 namespace strata {
 
+/// (A field added here must also travel between MPI ranks: write_result / read_result in sim/mpi/mpi.cpp; the
+/// MPI test compares the JSON of 1 and 2 ranks byte for byte.)
 struct IterationResult {
     Time iteration_time;                   ///< exact (integer picoseconds)
     double iteration_time_s = 0;

@@ -114,7 +114,8 @@ void write_result(Writer& w, const CaseResult& r) {
     if (!r.iteration) return;
     const IterationResult& it = *r.iteration;
     w.put(it.iteration_time.ps());
-    for (double v : {it.iteration_time_s, it.mfu, it.hfu, it.bubble_fraction, it.exposed_comm_s, it.wall_s})
+    for (double v : {it.iteration_time_s, it.mfu, it.hfu, it.bubble_fraction, it.exposed_comm_s, it.wall_s,
+                     it.slowest_group_factor})
         w.put(v);
     w.put(std::uint64_t(it.stage_busy_s.size()));
     for (double v : it.stage_busy_s)
@@ -144,7 +145,8 @@ void read_result(Reader& rd, CaseResult& r) {
     rd.get(ps);
     it.iteration_time = Time::from_ps(ps);
     for (double* v :
-         {&it.iteration_time_s, &it.mfu, &it.hfu, &it.bubble_fraction, &it.exposed_comm_s, &it.wall_s})
+         {&it.iteration_time_s, &it.mfu, &it.hfu, &it.bubble_fraction, &it.exposed_comm_s, &it.wall_s,
+          &it.slowest_group_factor})
         rd.get(*v);
     std::uint64_t n = 0;
     rd.get(n);
