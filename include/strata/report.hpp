@@ -48,7 +48,20 @@ std::string detail_to_json(const Scenario& scenario, const IterationResult& resu
 void write_chrome_trace(const std::string& path, const Trace& trace);
 
 void print_table(std::ostream& out, const std::string& title, const std::vector<CaseResult>& results);
-std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results);
+/// Where results came from, for a reader to check: the program and each input file's SHA-256.
+struct Provenance {
+    std::string strata_version;
+    std::string git_revision;
+    struct Input {
+        std::string file;
+        std::string sha256;  ///< lowercase hex
+    };
+    std::vector<Input> inputs;
+};
+
+/// {"experiment", "provenance" (when given), "results": [...]}.
+std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results,
+                    const Provenance* provenance = nullptr);
 std::string to_csv(const std::vector<CaseResult>& results);
 
 }  // namespace strata

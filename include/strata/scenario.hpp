@@ -16,6 +16,8 @@ struct Experiment {
     std::string name;
     std::filesystem::path file;
     std::vector<Scenario> cases;
+    /// Every file read to build it (its own, the part files, the device profiles), each once, in the order read.
+    std::vector<std::filesystem::path> inputs;
 };
 
 /// Loads and strictly validates an experiment file (and the part files it references).

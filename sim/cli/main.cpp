@@ -10,6 +10,7 @@
 #include "strata/simulate.hpp"
 
 #include "bench_baseline.hpp"
+#include "provenance.hpp"
 
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -86,6 +87,10 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
     std::optional<strata::DeviceProfile> profile;
     if (!opt.profile_path.empty()) profile = strata::load_device_profile(opt.profile_path);
     std::vector<strata::Scenario> selected = strata::select_cases(ex, opt.case_name, profile ? &*profile : nullptr);
+    // Hashed as read now, before the (possibly long) run.
+    std::vector<std::filesystem::path> inputs = ex.inputs;
+    if (!opt.profile_path.empty()) inputs.emplace_back(opt.profile_path);
+    const strata::Provenance provenance = strata::cli::provenance_of(inputs);
     for (auto& sc : selected) {
         if (opt.seed) sc.system.variation.seed = *opt.seed;
         if (opt.no_variation) sc.system.variation = strata::VariationSpec{};
@@ -163,7 +168,7 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
         write_file(path, text);
         human << "wrote " << path << "\n";
     };
-    emit(opt.json_path, opt.json_path.empty() ? std::string() : strata::to_json(ex.name, results));
+    emit(opt.json_path, opt.json_path.empty() ? std::string() : strata::to_json(ex.name, results, &provenance));
     emit(opt.csv_path, opt.csv_path.empty() ? std::string() : strata::to_csv(results));
     if (failed != 0) std::cerr << "error: at least one case could not be evaluated (see the table)\n";
     return code;
@@ -227,7 +232,9 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     const std::vector<strata::CaseResult> results = strata::ranked_results(r, o.top);
     std::cout << fmt::format("search took {:.2f} s\n", r.wall_s);
     if (!o.json_path.empty()) {
-        write_file(o.json_path, strata::to_json("search " + req.model.name, results));
+        const strata::Provenance provenance =
+            strata::cli::provenance_of({o.model, o.system, req.system.device.file});
+        write_file(o.json_path, strata::to_json("search " + req.model.name, results, &provenance));
         std::cout << "wrote " << o.json_path << "\n";
     }
     return 0;

@@ -153,9 +153,17 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
     out << "act/GPU = first-stage activations (paper eq. 5 with the schedule's in-flight microbatches, plus section 4.5)\n";
 }
 
-std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results) {
+std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results,
+                    const Provenance* provenance) {
     nlohmann::ordered_json root;
     root["experiment"] = experiment;
+    if (provenance) {
+        auto& p = root["provenance"];
+        p["strata"] = provenance->strata_version;
+        p["git_revision"] = provenance->git_revision;
+        p["inputs"] = nlohmann::ordered_json::array();
+        for (const auto& in : provenance->inputs) p["inputs"].push_back({{"file", in.file}, {"sha256", in.sha256}});
+    }
     root["results"] = nlohmann::ordered_json::array();
     for (const auto& r : results) {
         const auto& m = r.scenario.model;
@@ -201,6 +209,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"last_stage_layers", e.layers_on_stage(m.layers, e.pipeline - 1)},
                           {"gpus", e.gpus()}};
         j["system"] = r.scenario.system.name;
+        j["device_profile"] = {{"name", r.scenario.system.device.name}, {"kind", r.scenario.system.device.kind}};
         const VariationSpec& var = r.scenario.system.variation;
         j["variation"] = {{"gpu_sigma", var.gpu_sigma},
                           {"span_sigma", var.span_sigma},

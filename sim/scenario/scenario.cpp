@@ -260,10 +260,18 @@ namespace {
 Experiment experiment_from(const YAML::Node& root, const fs::path& path);
 }  // namespace
 
-Experiment load_experiment(const fs::path& path) { return experiment_from(yamlio::load_file(path), path); }
+Experiment load_experiment(const fs::path& path) {
+    yamlio::InputRecorder recorder;
+    Experiment ex = experiment_from(yamlio::load_file(path), path);
+    ex.inputs = recorder.files();
+    return ex;
+}
 
 Experiment load_experiment_text(const std::string& text, const fs::path& origin) {
-    return experiment_from(yamlio::load_text(text, origin.string()), origin);
+    yamlio::InputRecorder recorder;
+    Experiment ex = experiment_from(yamlio::load_text(text, origin.string()), origin);
+    ex.inputs = recorder.files();
+    return ex;
 }
 
 namespace {

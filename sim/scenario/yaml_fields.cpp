@@ -33,7 +33,19 @@ YAML::Node parse_mapping(std::istream& in, const std::string& file) {
 }
 }  // namespace
 
+namespace {
+thread_local InputRecorder* g_recorder = nullptr;
+}  // namespace
+
+InputRecorder::InputRecorder() : previous_(g_recorder) { g_recorder = this; }
+InputRecorder::~InputRecorder() { g_recorder = previous_; }
+void InputRecorder::add(const std::filesystem::path& file) {
+    const std::filesystem::path f = file.lexically_normal();
+    if (std::find(files_.begin(), files_.end(), f) == files_.end()) files_.push_back(f);
+}
+
 YAML::Node load_file(const std::filesystem::path& file) {
+    if (g_recorder) g_recorder->add(file);
     std::error_code ec;
     if (!std::filesystem::exists(file, ec)) {
         throw InputError(file.string() + ": file not found");

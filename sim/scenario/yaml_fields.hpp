@@ -20,6 +20,22 @@ std::string where(const std::string& file, const YAML::Mark& mark);
 
 /// Loads a YAML file; a missing, unreadable or malformed file throws InputError with its location.
 YAML::Node load_file(const std::filesystem::path& file);
+
+/// While one lives, records every file load_file reads on this thread (an experiment's inputs: its own file,
+/// the part files and device profiles), each once, in the order first read.
+class InputRecorder {
+public:
+    InputRecorder();
+    ~InputRecorder();
+    InputRecorder(const InputRecorder&) = delete;
+    InputRecorder& operator=(const InputRecorder&) = delete;
+    void add(const std::filesystem::path& file);
+    [[nodiscard]] const std::vector<std::filesystem::path>& files() const { return files_; }
+
+private:
+    std::vector<std::filesystem::path> files_;
+    InputRecorder* previous_;
+};
 /// The same for YAML text already in memory; `origin` names it in messages.
 YAML::Node load_text(const std::string& text, const std::string& origin);
 

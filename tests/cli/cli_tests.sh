@@ -78,5 +78,17 @@ printf '#!/bin/sh\necho "error: x.yaml:1:1: unknown key" >&2\nexit 2\n' > "$tmp/
 "$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$tmp/old-strata" >/dev/null 2>"$tmp/err"; rc=$?
 check "bench --baseline reports why the baseline failed" '[[ $rc -eq 2 ]] && grep -q "the baseline exited with status 2" "$tmp/err" && grep -q "unknown key" "$tmp/err"'
 
+"$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --json "$tmp/prov.json" >/dev/null 2>&1
+check "JSON provenance: version, revision and each input's SHA-256 as sha256sum has it" 'python3 - "$tmp/prov.json" <<"PY"
+import hashlib, json, sys
+p = json.load(open(sys.argv[1]))["provenance"]
+assert p["strata"] and p["git_revision"]
+files = [i["file"] for i in p["inputs"]]
+assert files[0].endswith("table4.yaml") and any(f.endswith("gpt-22b.yaml") for f in files), files
+assert any(f.endswith("a100-sxm4-80gb.yaml") for f in files), files
+for i in p["inputs"]:
+    assert hashlib.sha256(open(i["file"], "rb").read()).hexdigest() == i["sha256"], i
+PY'
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
