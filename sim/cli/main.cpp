@@ -186,6 +186,9 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     req.system = strata::load_system(o.system);
     req.gpus = o.gpus;
     req.global_batch = o.global_batch;
+    // Hashed as read now, before the search; `--json -` puts the JSON alone on standard output, the rest on stderr.
+    const strata::Provenance provenance = strata::cli::provenance_of({o.model, o.system, req.system.device.file});
+    std::ostream& human = o.json_path == "-" ? std::cerr : std::cout;
     const auto attention = strata::attention_named(o.attention);
     const auto precision = strata::precision_named(o.precision);
     if (!attention) throw strata::InputError("search: --attention " + o.attention + ": expected unfused or flash");
@@ -207,35 +210,35 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     if (tty && session.rank() == 0) std::cerr << "\r\033[K";
     if (session.rank() != 0) return 0;   // rank 0 reports and writes
     if (session.distributed()) print_ranks(distributed);
-    std::cout << fmt::format("search: {} on {} GPUs of {}, global batch {}\n", req.model.name, req.gpus, req.system.name,
+    human << fmt::format("search: {} on {} GPUs of {}, global batch {}\n", req.model.name, req.gpus, req.system.name,
                              req.global_batch);
-    std::cout << fmt::format("{} configurations enumerated; {} fit in memory and were ranked analytically; the best {} "
+    human << fmt::format("{} configurations enumerated; {} fit in memory and were ranked analytically; the best {} "
                              "simulated\n", r.enumerated, r.screened, r.simulated.size());
-    for (const auto& [reason, count] : r.rejected) std::cout << fmt::format("  rejected: {} x {}\n", count, reason);
+    for (const auto& [reason, count] : r.rejected) human << fmt::format("  rejected: {} x {}\n", count, reason);
     if (r.simulated.empty()) {
         std::cerr << fmt::format("error: no execution of {} on {} GPUs with global batch {} is feasible and fits in memory "
                                  "(the rejections above say why)\n", req.model.name, req.gpus, req.global_batch);
         return 2;
     }
-    std::cout << fmt::format("{:>4} {:>3} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>5} {:>9} {:>9} {:>6} {:>9}\n", "rank", "t",
+    human << fmt::format("{:>4} {:>3} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>5} {:>9} {:>9} {:>6} {:>9}\n", "rank", "t",
                              "p", "d", "m", "b", "recompute", "SP", "dopt", "estim s", "sim s", "MFU%", "peak GiB");
     int rank = 0;
     for (const auto& c : r.simulated) {
         if (rank >= o.top) break;
         const auto& e = c.execution;
         const auto& it = *c.result.iteration;
-        std::cout << fmt::format("{:>4} {:>3} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>5} {:>9.3f} {:>9.3f} {:>6.1f} {:>9.2f}{}\n",
+        human << fmt::format("{:>4} {:>3} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>5} {:>9.3f} {:>9.3f} {:>6.1f} {:>9.2f}{}\n",
                                  ++rank, e.tensor, e.pipeline, e.data, e.interleave, e.microbatch, strata::to_string(e.recompute),
                                  e.sequence_parallel ? "on" : "off", e.distributed_optimizer ? "on" : "off", c.estimate_s,
                                  it.iteration_time_s, 100 * it.mfu, it.peak_memory.gib(), it.oom ? "  OOM" : "");
     }
     const std::vector<strata::CaseResult> results = strata::ranked_results(r, o.top);
-    std::cout << fmt::format("search took {:.2f} s\n", r.wall_s);
-    if (!o.json_path.empty()) {
-        const strata::Provenance provenance =
-            strata::cli::provenance_of({o.model, o.system, req.system.device.file});
+    human << fmt::format("search took {:.2f} s\n", r.wall_s);
+    if (o.json_path == "-") {
+        std::cout << strata::to_json("search " + req.model.name, results, &provenance) << std::flush;
+    } else if (!o.json_path.empty()) {
         write_file(o.json_path, strata::to_json("search " + req.model.name, results, &provenance));
-        std::cout << "wrote " << o.json_path << "\n";
+        human << "wrote " << o.json_path << "\n";
     }
     return 0;
 }
@@ -344,7 +347,7 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"unfused", "flash"}));
     srch->add_option("--precision", so.precision, "training precision of every candidate: bf16 (default), fp16 or fp8")
         ->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
-    srch->add_option("--json", so.json_path, "write the top candidates as JSON results");
+    srch->add_option("--json", so.json_path, "write the top candidates as JSON results; - for standard output");
     std::string check_file;
     CLI::App* check = app.add_subcommand("check-profile",
                                          "compare a calibrated profile's measured whole layers with the simulator's prediction from its op-level entries");

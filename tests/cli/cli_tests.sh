@@ -90,5 +90,9 @@ for i in p["inputs"]:
     assert hashlib.sha256(open(i["file"], "rb").read()).hexdigest() == i["sha256"], i
 PY'
 
+(cd "$tmp" && "$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
+   --gpus 16 --global-batch 16 --simulate-top 2 --top 2 --json - >"$tmp/search.json" 2>"$tmp/search.err"); rc=$?
+check "search --json - writes the JSON alone to standard output (no file named -)" '[[ $rc -eq 0 && ! -e "$tmp/-" ]] && python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))[\"results\"]) == 2" "$tmp/search.json" && grep -q "search took" "$tmp/search.err"'
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
