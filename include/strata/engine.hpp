@@ -94,7 +94,8 @@ public:
 
     /// While a transfer of stream `busy` carries bytes, compute tasks on `slowed` progress at `speed` (0, 1]
     /// (an NCCL collective's kernels hold SMs the compute kernels lack). Several interfering flows at once
-    /// slow it the same; several `busy` streams may slow one stream (the lowest speed is used).
+    /// slow it the same; several `busy` streams may slow one stream (the lowest speed is used); adding a pair
+    /// twice changes nothing.
     void slow_while_busy(StreamId busy, StreamId slowed, double speed);
 
     TaskId add_compute(StreamId stream, Time duration, std::uint32_t label);

@@ -451,8 +451,9 @@ void Simulator::slow_while_busy(StreamId busy, StreamId slowed, double speed) {
     }
     if (busy == slowed) throw SimulationError("Simulator::slow_while_busy: a stream cannot slow itself");
     if (speed >= 1.0) return;  // no interference
-    auto& slows = impl_->streams[busy].slows;
-    if (std::find(slows.begin(), slows.end(), slowed) == slows.end()) slows.push_back(slowed);
+    // No search for an earlier identical pair (O(d) per call, O(d^2) per stage): a pair added twice counts each
+    // flow twice, which changes nothing (only zero / non-zero interfering flows matter).
+    impl_->streams[busy].slows.push_back(slowed);
     auto& st = impl_->streams[slowed];
     st.slowed_speed = std::min(st.slowed_speed, speed);
 }
