@@ -540,14 +540,18 @@ OutputPlan build_output(const LayerConfig& cfg) {
     const std::int64_t stat = 4 * d.n;  // one fp32 per token
     add(o.forward, {elementwise("final-ln", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
     if (d.sp) o.forward.push_back(collective("logits.all-gather", CollectiveKind::all_gather, msg));
-    // Logits GEMM, then vocabulary-parallel cross-entropy in fp32: max, target logit and sum all-reduces.
-    add(o.forward, {gemm("logits", d.n, d.v / d.t, d.h), elementwise("cross-entropy.max", "", 2 * logits)});
+    // Logits GEMM, then Megatron-LM's vocabulary-parallel cross-entropy (megatron/core/tensor_parallel/
+    // cross_entropy.py, the default unfused path) in eager PyTorch on fp32 logits, HBM bytes per logit:
+    //   logits.float() 2 + 4, max 4 | max all-reduce | logits -= max 4 + 4, exp in place 4 + 4, sum 4
+    //   | target and sum all-reduces | softmax = exp / sum in place 4 + 4: 38 forward;
+    //   backward: softmax * grad_output in place 4 + 4, the cast's backward to 16 bits 4 + 2: 14.
+    add(o.forward, {gemm("logits", d.n, d.v / d.t, d.h), elementwise("cross-entropy.cast-max", "", 10 * logits)});
     o.forward.push_back(collective("cross-entropy.max-all-reduce", CollectiveKind::all_reduce, stat));
-    add(o.forward, {elementwise("cross-entropy.softmax", "softmax_fwd", 6 * logits)});
+    add(o.forward, {elementwise("cross-entropy.sub-exp-sum", "", 20 * logits)});
     o.forward.push_back(collective("cross-entropy.target-all-reduce", CollectiveKind::all_reduce, stat));
     o.forward.push_back(collective("cross-entropy.sum-all-reduce", CollectiveKind::all_reduce, stat));
-    add(o.backward, {elementwise("cross-entropy.bwd", "softmax_bwd", 6 * logits),
-                     gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+    add(o.forward, {elementwise("cross-entropy.normalize", "", 8 * logits)});
+    add(o.backward, {elementwise("cross-entropy.bwd", "", 14 * logits), gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
     const auto logits_reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const char* logits_reduce_name = d.sp ? "logits.grad-reduce-scatter" : "logits.grad-all-reduce";
     if (d.async_comm) {

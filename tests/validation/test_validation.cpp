@@ -65,7 +65,7 @@ Summary summarize(const std::string& title, const std::vector<std::string>& name
 
 }  // namespace
 
-TEST_CASE("validation: Table 5 iteration times, mean |error| <= 1.75%, worst <= 3.9%") {
+TEST_CASE("validation: Table 5 iteration times, mean |error| <= 1.7%, worst <= 3.75%") {
     const nlohmann::json paper = published()["table5"];
     const Experiment ex = load_experiment(kRoot + "scenarios/paper/table5.yaml");
     REQUIRE(ex.cases.size() == 8);
@@ -82,8 +82,8 @@ TEST_CASE("validation: Table 5 iteration times, mean |error| <= 1.75%, worst <= 
         errors.push_back(sim[i].iteration_time_s / published_s - 1);
     }
     const Summary s = summarize("Table 5", names, errors);
-    CHECK(s.mean_abs <= 0.0175);
-    CHECK(s.worst_abs <= 0.039);
+    CHECK(s.mean_abs <= 0.017);
+    CHECK(s.worst_abs <= 0.0375);
 }
 
 /// Simulates a published per-GPU throughput table (entry `key` of paper_values.json: tflops_per_gpu and gpus, in the
@@ -107,25 +107,25 @@ Summary throughput_table(const std::string& title, const std::string& key, const
     return summarize(title, names, errors);
 }
 
-TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.9%, worst <= 5.15%") {
+TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.6%, worst <= 5.0%") {
     // SC21 counts FLOPs with the full recompute: achieved TFLOP/s per GPU = HFU x the device's peak.
     const Summary s = throughput_table("SC21 Table 1", "sc21_table1", "scenarios/crosscheck/sc21-table1.yaml",
                                        [](const Scenario& sc, const IterationResult& r) {
                                            return r.hfu * sc.system.device.peak_flops / 1e12;
                                        });
-    CHECK(s.mean_abs <= 0.029);
-    CHECK(s.worst_abs <= 0.0515);
+    CHECK(s.mean_abs <= 0.026);
+    CHECK(s.worst_abs <= 0.050);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 7.5%, worst <= 24.1%") {
-    // Hopper: today's accuracy, far from issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
-    // come out 16-24% fast. The tolerance pins today's figure so that a regression is seen. Megatron's own
-    // FLOPs count (model FLOPs) per GPU and second.
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 6.1%, worst <= 13.6%") {
+    // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
+    // come out 13-14% fast, the 32B row 12% slow. The tolerance pins today's figure so that a regression is seen.
+    // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        [](const Scenario& sc, const IterationResult& r) {
                                            return model_flops_per_iteration(sc.model, sc.execution.global_batch).value /
                                                   (r.iteration_time_s * sc.execution.gpus()) / 1e12;
                                        });
-    CHECK(s.mean_abs <= 0.075);
-    CHECK(s.worst_abs <= 0.241);
+    CHECK(s.mean_abs <= 0.061);
+    CHECK(s.worst_abs <= 0.136);
 }
