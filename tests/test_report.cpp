@@ -310,3 +310,19 @@ TEST_CASE("to_csv quotes as RFC 4180 and names what each case varies", "[report]
         CHECK(column(header, col) < header.size());
     }
 }
+
+TEST_CASE("JSON echoes the system as simulated, so cases differing only there differ in the output", "[report][json]") {
+    auto results = analyze_table4();
+    results.resize(2);
+    results[1].scenario.system.network.oversubscription = 2.0;
+    results[1].scenario.system.variation.seed = 7;
+    const json root = json::parse(to_json("systems", results));
+    const json& a = root["results"][0];
+    const json& b = root["results"][1];
+    CHECK(a["system_spec"]["network"]["oversubscription"].get<double>() == 1.0);
+    CHECK(b["system_spec"]["network"]["oversubscription"].get<double>() == 2.0);
+    CHECK(a["system_spec"]["network"]["rails"].get<int>() == results[0].scenario.system.network.rails);
+    CHECK(a["system_spec"]["gpus_per_node"].get<int>() == 8);
+    CHECK(b["variation"]["seed"].get<std::uint64_t>() == 7);
+    CHECK(a["device_profile"]["name"] == results[0].scenario.system.device.name);
+}

@@ -215,6 +215,33 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"span_sigma", var.span_sigma},
                           {"seed", var.seed},
                           {"timing_reference_gpus", r.scenario.system.device.timing_reference_gpus}};
+        // The system as simulated (overrides included), so that cases that differ only in the system differ here.
+        const SystemSpec& sys = r.scenario.system;
+        const NetworkSpec& n = sys.network;
+        j["system_spec"] = {
+            {"gpus_per_node", sys.gpus_per_node},
+            {"memory_capacity_bytes", sys.memory_capacity.value},
+            {"memory_reserved_bytes", sys.memory_reserved.value},
+            {"network",
+             {{"nvlink_bandwidth_bytes_per_s", n.nvlink_bandwidth.value},
+              {"nvlink_latency_us", n.nvlink_latency.us()},
+              {"rails", n.rails},
+              {"nic_bandwidth_bytes_per_s", n.nic_bandwidth.value},
+              {"nic_latency_us", n.nic_latency.us()},
+              {"nodes_per_leaf", n.nodes_per_leaf},
+              {"spines_per_rail", n.spines_per_rail},
+              {"oversubscription", n.oversubscription},
+              {"tiers", n.tiers},
+              {"switch_latency_us", n.switch_latency.us()},
+              {"collective_step_latency_intra_us", n.collective_step_latency_intra.us()},
+              {"collective_step_latency_inter_us", n.collective_step_latency_inter.us()},
+              {"hierarchical_collectives", n.hierarchical_collectives},
+              {"p2p_latency_us", n.p2p_latency.us()},
+              {"nccl_channels_per_nic", n.nccl_channels_per_nic}}},
+            {"optimizer",
+             {{"bytes_per_param_step", sys.optimizer.bytes_per_param_step},
+              {"bytes_per_param_step_fp16", sys.optimizer.bytes_per_param_step_fp16},
+              {"fixed_overhead_ms", sys.optimizer.fixed_overhead.ms()}}}};
         if (r.error) {
             j["error"] = *r.error;
             root["results"].push_back(j);
