@@ -105,6 +105,23 @@ void case_fields(IO& io, Result& r) {
     io(r.layer.cost_source);
 }
 
+// The fixed-size part of an IterationResult (stage_busy_s travels after it with its length).
+template <class IO, class It>
+void iteration_fields(IO& io, It& it) {
+    static_assert(std::is_trivially_copyable_v<Time> && std::is_trivially_copyable_v<Bytes>);
+    io(it.iteration_time);
+    for (auto* v : {&it.iteration_time_s, &it.mfu, &it.hfu, &it.bubble_fraction, &it.exposed_comm_s,
+                    &it.wall_s, &it.slowest_group_factor})
+        io(*v);
+    io(it.peak_memory);
+    io(it.peak_memory_stage);
+    io(it.oom);
+    io(it.oom_detail);
+    io(it.first_stage_activation_peak);
+    io(it.events);
+    io(it.tasks);
+}
+
 void write_result(Writer& w, const CaseResult& r) {
     auto io = [&](const auto& v) { w.put(v); };
     case_fields(io, r);
@@ -113,20 +130,10 @@ void write_result(Writer& w, const CaseResult& r) {
     w.put(r.iteration.has_value());
     if (!r.iteration) return;
     const IterationResult& it = *r.iteration;
-    w.put(it.iteration_time.ps());
-    for (double v : {it.iteration_time_s, it.mfu, it.hfu, it.bubble_fraction, it.exposed_comm_s, it.wall_s,
-                     it.slowest_group_factor})
-        w.put(v);
+    iteration_fields(io, it);
     w.put(std::uint64_t(it.stage_busy_s.size()));
     for (double v : it.stage_busy_s)
         w.put(v);
-    w.put(it.peak_memory);
-    w.put(it.peak_memory_stage);
-    w.put(it.oom);
-    w.put(it.oom_detail);
-    w.put(it.first_stage_activation_peak);
-    w.put(it.events);
-    w.put(it.tasks);
 }
 
 void read_result(Reader& rd, CaseResult& r) {
@@ -141,25 +148,12 @@ void read_result(Reader& rd, CaseResult& r) {
     rd.get(has);
     if (!has) return;
     IterationResult& it = r.iteration.emplace();
-    std::int64_t ps = 0;
-    rd.get(ps);
-    it.iteration_time = Time::from_ps(ps);
-    for (double* v :
-         {&it.iteration_time_s, &it.mfu, &it.hfu, &it.bubble_fraction, &it.exposed_comm_s, &it.wall_s,
-          &it.slowest_group_factor})
-        rd.get(*v);
+    iteration_fields(io, it);
     std::uint64_t n = 0;
     rd.get(n);
     it.stage_busy_s.resize(n);
     for (double& v : it.stage_busy_s)
         rd.get(v);
-    rd.get(it.peak_memory);
-    rd.get(it.peak_memory_stage);
-    rd.get(it.oom);
-    rd.get(it.oom_detail);
-    rd.get(it.first_stage_activation_peak);
-    rd.get(it.events);
-    rd.get(it.tasks);
 }
 
 void check(int rc, const char* what) {

@@ -115,6 +115,16 @@ double print_profile_check(std::ostream& out, const DeviceProfile& profile) {
 
 namespace {
 std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
+
+/// Sequences x tokens per second of a simulated iteration.
+double tokens_per_s(const Scenario& sc, const IterationResult& it) {
+    return double(sc.execution.global_batch) * sc.model.seq_len / it.iteration_time_s;
+}
+/// Model FLOPs per second per GPU, in TFLOP/s (Megatron's convention).
+double tflops_per_gpu(const Scenario& sc, const IterationResult& it) {
+    return model_flops_per_iteration(sc.model, sc.execution.global_batch).value /
+           (it.iteration_time_s * sc.execution.gpus()) / 1e12;
+}
 }  // namespace
 
 void print_table(std::ostream& out, const std::string& title, const std::vector<CaseResult>& results) {
@@ -270,10 +280,9 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
             j["iteration_time_s"] = it.iteration_time_s;
             j["mfu"] = it.mfu;
             j["hfu"] = it.hfu;
-            const double model_flops = model_flops_per_iteration(m, e.global_batch).value;
-            j["model_flops_per_iteration"] = model_flops;
-            j["tokens_per_s"] = double(e.global_batch) * m.seq_len / it.iteration_time_s;
-            j["tflops_per_gpu"] = model_flops / (it.iteration_time_s * e.gpus()) / 1e12;
+            j["model_flops_per_iteration"] = model_flops_per_iteration(m, e.global_batch).value;
+            j["tokens_per_s"] = tokens_per_s(r.scenario, it);
+            j["tflops_per_gpu"] = tflops_per_gpu(r.scenario, it);
             j["bubble_fraction"] = it.bubble_fraction;
             j["exposed_comm_s"] = it.exposed_comm_s;
             j["stage_busy_s"] = it.stage_busy_s;
@@ -388,13 +397,10 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"mfu", sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{:.5f}", it.mfu); })});
         c.push_back({"hfu", sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{:.5f}", it.hfu); })});
         c.push_back({"tokens_per_s", sim([](const IterationResult& it, const CaseResult& r) {
-                         return fmt::format("{:.1f}", double(r.scenario.execution.global_batch) * r.scenario.model.seq_len /
-                                                          it.iteration_time_s);
+                         return fmt::format("{:.1f}", tokens_per_s(r.scenario, it));
                      })});
         c.push_back({"tflops_per_gpu", sim([](const IterationResult& it, const CaseResult& r) {
-                         const ExecutionSpec& e = r.scenario.execution;
-                         return fmt::format("{:.2f}", model_flops_per_iteration(r.scenario.model, e.global_batch).value /
-                                                          (it.iteration_time_s * e.gpus()) / 1e12);
+                         return fmt::format("{:.2f}", tflops_per_gpu(r.scenario, it));
                      })});
         c.push_back({"bubble_fraction",
                      sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{:.5f}", it.bubble_fraction); })});
