@@ -667,9 +667,9 @@ TEST_CASE("flow network: rates of a small max-min example", "[engine][flow]") {
     const std::vector<LinkUse> ra{{l1, 1}, {l2, 1}};
     const std::vector<LinkUse> rb{{l2, 1}, {l3, 1}};
     const std::vector<LinkUse> rc{{l1, 1}};
-    const std::uint32_t a = net.add_flow(ra, 1e9);
-    const std::uint32_t b = net.add_flow(rb, 1e9);
-    const std::uint32_t c = net.add_flow(rc, 1e9);
+    const std::uint32_t a = net.open(net.add_route(ra), 1e9);
+    const std::uint32_t b = net.open(net.add_route(rb), 1e9);
+    const std::uint32_t c = net.open(net.add_route(rc), 1e9);
     net.activate(a, 0);
     net.activate(b, 0);
     net.activate(c, 0);
@@ -718,8 +718,8 @@ TEST_CASE("flow network: local repair agrees with full component water-filling",
                     std::any_of(route.begin(), route.end(), [&](const LinkUse& u) { return u.link == l; });
                 if (!seen) route.push_back({l, 1 + static_cast<std::uint32_t>(rng.below(4) == 0)});
             }
-            full.add_flow(route, 1e9);
-            repair.add_flow(route, 1e9);
+            full.open(full.add_route(route), 1e9);
+            repair.open(repair.add_route(route), 1e9);
         }
         std::vector<std::uint32_t> active;
         std::vector<std::uint32_t> idle;

@@ -14,9 +14,13 @@
 namespace strata::engine {
 
 using StreamId = std::uint32_t;
-using TaskId = std::uint32_t;
+/// A task: its storage slot (low 32 bits) and the slot's generation (high 32 bits). In streaming mode a
+/// finished task's slot is reused under a new generation, so an old id never names a live task.
+using TaskId = std::uint64_t;
 using LinkId = std::uint32_t;
 using PoolId = std::uint32_t;
+/// An interned route (add_route): the many transfers over one route share its link list.
+using RouteId = std::uint32_t;
 
 /// One link on a flow's route; `multiplicity` > 1 when the flow crosses the link several times
 /// (a ring collective modelled as one flow whose route is the union of all its edges).
@@ -57,12 +61,28 @@ struct RunStats {
     std::uint64_t rate_updates = 0;///< max-min recomputations
 };
 
-/// Called every `progress_every` completed tasks: (tasks done, tasks total, simulated now).
+/// Called every `progress_every` completed tasks: (tasks done, tasks expected, simulated now). Tasks expected:
+/// set_expected_tasks() if given, else the tasks added so far.
 using ProgressFn = std::function<void(std::uint64_t, std::uint64_t, Time)>;
+
+/// A finished task, as reported to the streaming observer.
+struct TaskRecord {
+    TaskId task = 0;
+    StreamId stream = 0;
+    std::uint32_t label = 0;
+    bool transfer = false;
+    Time start;
+    Time end;
+};
+using TaskObserver = std::function<void(const TaskRecord&)>;
+/// Asked for more work on a stream that has run out of tasks (streaming mode); returns false when the stream's
+/// work is over (it is not asked again).
+using RefillFn = std::function<bool(StreamId)>;
 /// Turns a task's label into words for stall reports.
 using LabelFn = std::function<std::string(std::uint32_t)>;
 
-/// The simulator. Build the graph (streams, links, pools, tasks, dependencies), then `run()` once.
+/// The simulator. Build the graph (streams, links, pools, tasks, dependencies), then `run()` once; or stream
+/// it: give `set_streaming` an observer and a refill function, and the graph is generated while it runs.
 ///
 /// Semantics:
 /// - Events are ordered by (integer picosecond time, insertion sequence): deterministic.
@@ -76,6 +96,15 @@ using LabelFn = std::function<std::string(std::uint32_t)>;
 ///   takes only its latency.
 /// - If work remains but no event is pending, `run()` throws SimulationError naming every blocked
 ///   task (stream, label) and the unfinished tasks it waits for.
+///
+/// Streaming. Only the tasks not yet finished exist. Each finished task is handed to the observer (its
+/// start, end, stream, label) and its storage reused; `refill(s)` is called at the start of the run for every
+/// stream registered with `refill_when_empty` and again whenever one of them has no task left (repeatedly,
+/// until the stream has a task or refill returns false); it may add
+/// tasks on any stream, routes, dependencies, holds and memory effects. A dependency on a task that has
+/// finished already is satisfied; a dependency or memory effect on a task that has started is an error. A
+/// hold keeps a task from starting until released (for a dependency on a task not generated yet). Per-task
+/// results (start_time, end_time...) are only kept without streaming.
 class Simulator {
 public:
     Simulator();
@@ -98,18 +127,35 @@ public:
     /// twice changes nothing.
     void slow_while_busy(StreamId busy, StreamId slowed, double speed);
 
+    /// Validates a route (links in range, multiplicity >= 1), merges repeated links (multiplicities add up, first
+    /// seen order) and interns it.
+    RouteId add_route(std::vector<LinkUse> route);
     TaskId add_compute(StreamId stream, Time duration, std::uint32_t label);
+    TaskId add_transfer_on(StreamId stream, RouteId route, Bytes bytes, Time latency, std::uint32_t label);
+    /// The same with a route of its own (interned for this one transfer).
     TaskId add_transfer(StreamId stream, std::vector<LinkUse> route, Bytes bytes, Time latency,
                         std::uint32_t label);
     /// `after` cannot start before `before` has finished.
     void add_dependency(TaskId before, TaskId after);
     void add_memory_effect(TaskId task, MemoryEffect effect);
+    /// The task cannot start until as many release_hold() calls as add_hold() calls were made.
+    void add_hold(TaskId task);
+    void release_hold(TaskId task);
     void set_label_formatter(LabelFn fn);
+
+    /// Streaming mode (before run()): see the class comment. The observer must not add work.
+    void set_streaming(TaskObserver observer, RefillFn refill);
+    void refill_when_empty(StreamId stream);
+    /// The total the progress callback reports (an estimate is fine).
+    void set_expected_tasks(std::uint64_t tasks);
 
     RunStats run(const ProgressFn& progress = {}, std::uint64_t progress_every = 100000);
 
-    // Results (valid after run()).
+    // Results (valid after run(); per-task ones only without streaming).
+    /// Tasks added so far.
     [[nodiscard]] std::size_t task_count() const;
+    /// Task slots in existence: all tasks without streaming, the most alive at once with it.
+    [[nodiscard]] std::size_t task_slots() const;
     [[nodiscard]] std::size_t stream_count() const;
     [[nodiscard]] Time start_time(TaskId task) const;
     [[nodiscard]] Time end_time(TaskId task) const;

@@ -71,7 +71,7 @@ struct TraceSpan {
 struct Trace {
     std::vector<std::string> processes;   ///< index = process id
     std::vector<TraceLane> lanes;
-    std::vector<TraceSpan> spans;         ///< in task order
+    std::vector<TraceSpan> spans;         ///< in the order the tasks ended
 };
 
 struct SimulationDetail {

@@ -16,7 +16,8 @@ struct SimulationOptions {
     bool keep_timeline = true;
     /// Fill SimulationDetail::trace with every span of the iteration (report's write_chrome_trace renders it).
     bool keep_trace = false;
-    /// Refuse (InputError) a case whose task graph would exceed this many tasks (about 180 bytes each).
+    /// Refuse (InputError) a case that would run more than this many tasks (a bound on run time: the graph is
+    /// streamed, memory follows the tasks in flight).
     std::uint64_t max_tasks = 100'000'000;
 };
 

@@ -60,16 +60,37 @@ LinkId FlowNetwork::add_link(double bandwidth) {
     return id;
 }
 
-std::uint32_t FlowNetwork::add_flow(std::span<const LinkUse> route, double bytes) {
-    Flow f;
-    f.route_offset = static_cast<std::uint32_t>(route_.size());
-    f.route_length = static_cast<std::uint32_t>(route.size());
+std::uint32_t FlowNetwork::add_route(std::span<const LinkUse> route) {
+    const auto offset = static_cast<std::uint32_t>(route_.size());
+    route_.insert(route_.end(), route.begin(), route.end());
+    routes_.emplace_back(offset, static_cast<std::uint32_t>(route.size()));
+    return static_cast<std::uint32_t>(routes_.size() - 1);
+}
+
+std::uint32_t FlowNetwork::open(std::uint32_t route, double bytes) {
+    std::uint32_t id = 0;
+    if (!free_flows_.empty()) {
+        id = free_flows_.back();
+        free_flows_.pop_back();
+    } else {
+        id = static_cast<std::uint32_t>(flows_.size());
+        flows_.emplace_back();
+        route_pos_.emplace_back();
+    }
+    Flow& f = flows_[id];
+    f.route_offset = routes_[route].first;
+    f.route_length = routes_[route].second;
     f.bytes = bytes;
     f.remaining = bytes;
-    route_.insert(route_.end(), route.begin(), route.end());
-    route_pos_.resize(route_.size(), 0);
-    flows_.push_back(f);
-    return static_cast<std::uint32_t>(flows_.size() - 1);
+    f.rate = 0.0;
+    f.bottleneck = kNoLink;
+    route_pos_[id].assign(f.route_length, 0);
+    return id;
+}
+
+void FlowNetwork::close(std::uint32_t flow) {
+    ++flows_[flow].version;
+    free_flows_.push_back(flow);
 }
 
 void FlowNetwork::mark_dirty(LinkId link) {
@@ -89,7 +110,7 @@ void FlowNetwork::activate(std::uint32_t flow, std::int64_t now) {
     for (std::uint32_t j = 0; j < f.route_length; ++j) {
         const LinkUse& use = route_[f.route_offset + j];
         auto& list = on_link_[use.link];
-        route_pos_[f.route_offset + j] = static_cast<std::uint32_t>(list.size());
+        route_pos_[flow][j] = static_cast<std::uint32_t>(list.size());
         list.push_back(LinkEntry{flow, use.multiplicity});
         mark_dirty(use.link);
     }
@@ -103,7 +124,7 @@ void FlowNetwork::deactivate(std::uint32_t flow) {
     for (std::uint32_t j = 0; j < f.route_length; ++j) {
         const LinkId link = route_[f.route_offset + j].link;
         auto& list = on_link_[link];
-        const std::uint32_t pos = route_pos_[f.route_offset + j];
+        const std::uint32_t pos = route_pos_[flow][j];
         const LinkEntry moved = list.back();
         list[pos] = moved;
         list.pop_back();
@@ -112,7 +133,7 @@ void FlowNetwork::deactivate(std::uint32_t flow) {
             const Flow& g = flows_[moved.flow];
             for (std::uint32_t k = 0; k < g.route_length; ++k) {
                 if (route_[g.route_offset + k].link == link) {
-                    route_pos_[g.route_offset + k] = pos;
+                    route_pos_[moved.flow][k] = pos;
                     break;
                 }
             }

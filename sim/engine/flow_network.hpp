@@ -57,10 +57,20 @@ public:
     LinkId add_link(double bandwidth);
     [[nodiscard]] std::size_t link_count() const { return bandwidth_.size(); }
 
-    /// Registers a flow that is not active yet. `route` must be non-empty and name valid links, each at
-    /// most once, with multiplicity >= 1; `bytes` > 0. Returns the flow's index.
-    std::uint32_t add_flow(std::span<const LinkUse> route, double bytes);
-    [[nodiscard]] std::size_t flow_count() const { return flows_.size(); }
+    /// Interns a route: `route` must be non-empty and name valid links, each at most once, with
+    /// multiplicity >= 1. Flows name routes by id, so that the many transfers over one route share it.
+    std::uint32_t add_route(std::span<const LinkUse> route);
+    [[nodiscard]] std::size_t route_count() const { return routes_.size(); }
+    [[nodiscard]] std::uint32_t route_length(std::uint32_t route) const { return routes_[route].second; }
+
+    /// A flow of `bytes` > 0 over an interned route, not active yet: its state exists from here until
+    /// `close()`, which hands its slot to the next `open()`. Returns the flow's index (its slot).
+    std::uint32_t open(std::uint32_t route, double bytes);
+    /// Gives an inactive flow's slot back. Its version keeps counting, so that events scheduled for the
+    /// slot's earlier flows stay stale.
+    void close(std::uint32_t flow);
+    /// Flow slots in existence (open or free): the most flows that were open at once.
+    [[nodiscard]] std::size_t flow_slots() const { return flows_.size(); }
 
     /// The flow begins to move bytes at `now`; its rate is set by the next `recompute()`.
     void activate(std::uint32_t flow, std::int64_t now);
@@ -97,7 +107,7 @@ private:
     static constexpr LinkId kNoLink = 0xffffffffu;
 
     struct Flow {
-        std::uint32_t route_offset = 0;  ///< into route_ / route_pos_
+        std::uint32_t route_offset = 0;  ///< into route_
         std::uint32_t route_length = 0;
         std::uint32_t version = 0;        ///< bumped on every reschedule and on deactivation
         std::uint32_t mark = 0;           ///< == epoch_ while the flow is in the recomputed set
@@ -135,10 +145,14 @@ private:
     std::vector<double> cap_;            ///< water-filling scratch: capacity left
     std::vector<std::uint64_t> weight_;  ///< water-filling scratch: unfrozen multiplicity
 
-    // Flows.
+    // Routes, interned: route r is route_[routes_[r].first .. + routes_[r].second].
+    std::vector<LinkUse> route_;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> routes_;
+
+    // Flows, by slot (reused after close()).
     std::vector<Flow> flows_;
-    std::vector<LinkUse> route_;            ///< all routes, back to back
-    std::vector<std::uint32_t> route_pos_;  ///< index of the flow in on_link_[route_[i].link]
+    std::vector<std::vector<std::uint32_t>> route_pos_;  ///< per slot: index of the flow in on_link_[its link j]
+    std::vector<std::uint32_t> free_flows_;
 
     // Scratch, reused across recomputations.
     std::uint32_t epoch_ = 0;

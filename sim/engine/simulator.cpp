@@ -1,6 +1,6 @@
 // The discrete-event engine behind strata::engine::Simulator (include/strata/engine.hpp). Somewhat longer than
 // 500 lines: the graph, the event loop and the result accessors share one Impl; the memory pools and the flow
-// network live in their own files, and the streamed engine (issue 13) will restructure the rest.
+// network live in their own files.
 //
 // Event loop. Events sit in a binary min-heap ordered by (time in integer picoseconds, insertion
 // sequence number), so equal-time events run in the order they were scheduled and a given graph always
@@ -25,10 +25,17 @@
 // non-zero its rate changes, its progress is booked and a new task_end is scheduled under a new version (the
 // old event becomes stale, as for flows).
 //
-// Memory. Per task, the memory effects and the successor lists are stored in compressed (CSR) arrays
-// built at run(); per-task data is kept as a structure of arrays (about 50 bytes per task, plus 4 per
-// dependency and 24 per memory effect), and transfer-only data (route, bytes, rate) lives in the flow
-// network's side table.
+// Storage. A task is a slot of one array (hot fields together); its successors and memory effects are linked
+// lists in two pooled arrays, appended in the order they were added. Without streaming every task keeps its
+// slot (the per-task results stay readable); with it (set_streaming) a finished task is reported to the
+// observer and its slot, edges and effect nodes are reused, so memory follows the tasks alive at once, not
+// the tasks of the run. Flow state (flow_network.hpp) exists only from a transfer's flow start to its end;
+// routes are interned once and shared by every transfer over them.
+//
+// Streaming. A stream registered with refill_when_empty asks the refill function for work at the start and
+// whenever its queue runs dry; work added from the callback (on any stream) is started once it returns.
+// Dependencies may name finished tasks (satisfied at once); holds stand for dependencies on tasks that the
+// workload has not generated yet.
 //
 // Stalls. If the event heap empties while tasks remain, every stream's head task is blocked on an
 // unfinished dependency (a cycle, or a dependency queued behind the waiting task on some stream); run()
@@ -42,6 +49,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <limits>
 #include <string>
 #include <utility>
@@ -50,15 +58,17 @@ namespace strata::engine {
 
 namespace {
 
-constexpr std::uint32_t kNoFlow = std::numeric_limits<std::uint32_t>::max();
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 constexpr std::int64_t kNever = -1;  ///< start/end time of a task that did not start/end
 
 enum EventType : std::uint64_t { task_end = 0, flow_start = 1, flow_done = 2 };
 
+/// `target`: task_end -> the stream whose running task ends; flow_start -> the task's slot; flow_done -> the
+/// flow's slot. Stale task_end and flow_done events are recognised by their version.
 struct Event {
     std::int64_t time;
     std::uint64_t key;  ///< sequence number * 4 + EventType: orders equal times by insertion
-    std::uint32_t task;
+    std::uint32_t target;
     std::uint32_t version;
 };
 
@@ -74,14 +84,45 @@ std::string format_time(std::int64_t ps) {
     return buf;
 }
 
+std::uint32_t slot_of(TaskId t) { return static_cast<std::uint32_t>(t & 0xffffffffu); }
+std::uint32_t generation_of(TaskId t) { return static_cast<std::uint32_t>(t >> 32); }
+
 }  // namespace
 
 struct Simulator::Impl {
+    enum class Phase : std::uint8_t { building, running, done };
+    enum class State : std::uint8_t { pending, running, finished };
+
+    /// A task's slot. Hot fields first.
+    struct Task {
+        std::int64_t duration = 0;  ///< compute: duration; transfer: latency (ps)
+        std::int64_t start = kNever;
+        std::int64_t end = kNever;
+        std::int64_t bytes = 0;      ///< transfer
+        std::uint32_t waiting = 0;   ///< unfinished dependencies + holds
+        std::uint32_t stream = 0;
+        std::uint32_t label = 0;
+        std::uint32_t route = kNone; ///< transfer with bytes to move; kNone otherwise
+        std::uint32_t flow = kNone;  ///< its flow slot while it moves bytes
+        std::uint32_t succ_head = kNone, succ_tail = kNone;
+        std::uint32_t effect_head = kNone;
+        std::uint32_t generation = 0;
+        State state = State::pending;
+        bool transfer = false;
+    };
+    struct Edge {
+        std::uint32_t to;    ///< successor slot (alive: it waits for this task)
+        std::uint32_t next;  ///< next edge of the same task, or kNone
+    };
+    struct EffectNode {
+        MemoryEffect effect;
+        std::uint32_t next;
+    };
     struct Stream {
         std::string name;
-        std::vector<TaskId> tasks;  ///< in execution order
-        std::uint32_t head = 0;     ///< index in `tasks` of the next task to run
+        std::deque<std::uint32_t> queue;  ///< slots of its unfinished tasks in execution order; front: next/running
         bool busy = false;
+        bool refill = false;
         std::int64_t busy_ps = 0;
         // Interference (slow_while_busy): streams this one slows while it carries bytes; and, for a slowed
         // stream, its speed under interference, the interfering flows active now, and its running compute
@@ -99,47 +140,69 @@ struct Simulator::Impl {
     std::vector<Stream> streams;
     std::vector<std::string> link_names;
     detail::FlowNetwork net;
-    std::vector<TaskId> flow_task;  ///< flow index -> transfer task
+    std::vector<std::uint32_t> flow_task;  ///< flow slot -> task slot
     std::vector<detail::MemoryPool> pools;
     LabelFn label_fn;
 
-    // Per task (structure of arrays).
-    std::vector<StreamId> task_stream;
-    std::vector<std::uint32_t> task_label;
-    std::vector<std::int64_t> task_duration;  ///< compute: duration; transfer: latency (ps)
-    std::vector<std::uint32_t> task_flow;     ///< flow index, or kNoFlow (compute or byte-less transfer)
-    std::vector<std::uint8_t> task_is_transfer;
+    std::vector<Task> tasks;
+    std::vector<std::uint32_t> free_tasks;
+    std::vector<Edge> edges;
+    std::uint32_t free_edge = kNone;
+    std::vector<EffectNode> effect_nodes;
+    std::uint32_t free_effect = kNone;
 
-    // Built by add_dependency / add_memory_effect; turned into CSR arrays by run().
-    std::vector<std::pair<TaskId, TaskId>> edges;
-    std::vector<std::pair<TaskId, MemoryEffect>> pending_effects;
+    // ---- streaming ----
+    bool streaming = false;
+    TaskObserver observer;
+    RefillFn refill;
+    std::uint64_t expected = 0;
+    bool in_callback = false;
+    std::vector<StreamId> to_try;  ///< streams that may be able to start a task after the callback
 
     // ---- run state ----
-    bool ran = false;
-    std::vector<std::int64_t> start;
-    std::vector<std::int64_t> end;
-    std::vector<std::uint32_t> waiting;      ///< unfinished dependencies per task
-    std::vector<std::uint32_t> succ_offset;  ///< CSR: successors of t are succ[succ_offset[t] .. [t+1])
-    std::vector<TaskId> succ;
-    std::vector<std::uint32_t> effect_offset;  ///< CSR over `effects`; empty if there are none
-    std::vector<MemoryEffect> effects;
+    Phase phase = Phase::building;
     std::vector<Event> heap;
     std::uint64_t next_seq = 0;
     std::int64_t now = 0;
+    std::uint64_t created = 0;
     std::uint64_t done = 0;
     RunStats stats;
 
     // ---- helpers ----
-    void check_building(const char* what) const {
-        if (ran)
-            throw SimulationError(std::string("Simulator::") + what +
-                                  ": the graph cannot change after run()");
+    void check_adding(const char* what) const {
+        if (phase == Phase::done)
+            throw SimulationError(std::string("Simulator::") + what + ": the graph cannot change after run()");
+        if (phase == Phase::running && !in_callback)
+            throw SimulationError(std::string("Simulator::") + what + ": work can only be added from a refill callback");
     }
-    void check_task(TaskId t, const char* what) const {
-        if (t >= task_stream.size()) {
+    void check_building(const char* what) const {
+        if (phase != Phase::building)
+            throw SimulationError(std::string("Simulator::") + what + ": only before run()");
+    }
+    /// The live task `t` names, or throws.
+    Task& live(TaskId t, const char* what) {
+        const std::uint32_t s = slot_of(t);
+        if (s >= tasks.size() || tasks[s].generation != generation_of(t)) {
             throw SimulationError(std::string("Simulator::") + what + ": task id " + std::to_string(t) +
-                                  " out of range (" + std::to_string(task_stream.size()) + " tasks)");
+                                  (s >= tasks.size() ? " out of range" : " has finished (its storage was reused)"));
         }
+        return tasks[s];
+    }
+    /// Whether `t` names a task that has finished (or whose slot was reused since).
+    bool finished(TaskId t) const {
+        const std::uint32_t s = slot_of(t);
+        return tasks[s].generation != generation_of(t) || tasks[s].state == State::finished;
+    }
+    /// A task for the per-task result accessors (without streaming).
+    const Task& kept(TaskId t, const char* what) const {
+        if (streaming)
+            throw SimulationError(std::string("Simulator::") + what + ": per-task results are not kept when streaming");
+        const std::uint32_t s = slot_of(t);
+        if (s >= tasks.size() || generation_of(t) != 0) {
+            throw SimulationError(std::string("Simulator::") + what + ": task id " + std::to_string(t) + " out of range (" +
+                                  std::to_string(tasks.size()) + " tasks)");
+        }
+        return tasks[s];
     }
     void check_stream(StreamId s, const char* what) const {
         if (s >= streams.size()) {
@@ -154,78 +217,90 @@ struct Simulator::Impl {
         }
     }
     void check_ran(const char* what) const {
-        if (!ran)
+        if (phase != Phase::done)
             throw SimulationError(std::string("Simulator::") + what + ": results are only valid after run()");
     }
 
-    TaskId new_task(StreamId stream, std::int64_t duration, std::uint32_t label, bool transfer,
-                    std::uint32_t flow) {
-        if (task_stream.size() >= std::numeric_limits<TaskId>::max() - 1) {
-            throw SimulationError("Simulator: too many tasks");
-        }
-        const auto id = static_cast<TaskId>(task_stream.size());
-        task_stream.push_back(stream);
-        task_label.push_back(label);
-        task_duration.push_back(duration);
-        task_flow.push_back(flow);
-        task_is_transfer.push_back(transfer ? 1 : 0);
-        streams[stream].tasks.push_back(id);
-        return id;
-    }
-
-    std::string describe(TaskId t) const {
-        std::string s = "task #" + std::to_string(t);
-        if (label_fn) {
-            s += " '" + label_fn(task_label[t]) + "'";
+    TaskId new_task(StreamId stream, std::int64_t duration, std::uint32_t label, bool transfer, std::uint32_t route,
+                    std::int64_t bytes) {
+        std::uint32_t s = 0;
+        if (!free_tasks.empty()) {
+            s = free_tasks.back();
+            free_tasks.pop_back();
         } else {
-            s += " label " + std::to_string(task_label[t]);
+            if (tasks.size() >= kNone - 1) throw SimulationError("Simulator: too many tasks alive at once");
+            s = static_cast<std::uint32_t>(tasks.size());
+            tasks.emplace_back();
         }
-        return s;
+        Task& k = tasks[s];
+        const std::uint32_t gen = k.generation;
+        k = Task{};
+        k.generation = gen;
+        k.duration = duration;
+        k.bytes = bytes;
+        k.stream = stream;
+        k.label = label;
+        k.route = route;
+        k.transfer = transfer;
+        streams[stream].queue.push_back(s);
+        ++created;
+        if (phase == Phase::running) to_try.push_back(stream);
+        return (static_cast<TaskId>(gen) << 32) | s;
     }
 
-    void push(std::int64_t time, EventType type, TaskId task, std::uint32_t version = 0) {
-        heap.push_back(Event{time, next_seq++ * 4 + type, task, version});
+    std::string describe_slot(std::uint32_t s) const {
+        std::string d = "task #" + std::to_string(s);
+        if (label_fn) {
+            d += " '" + label_fn(tasks[s].label) + "'";
+        } else {
+            d += " label " + std::to_string(tasks[s].label);
+        }
+        return d;
+    }
+
+    void push(std::int64_t time, EventType type, std::uint32_t target, std::uint32_t version = 0) {
+        heap.push_back(Event{time, next_seq++ * 4 + type, target, version});
         std::push_heap(heap.begin(), heap.end(), EventLater{});
     }
 
-    void change_pool(const MemoryEffect& e, std::int64_t delta) { pools[e.pool].change(e.category, delta, now); }
-
-    void try_start(StreamId s) {
-        Stream& st = streams[s];
-        if (st.busy || st.head >= st.tasks.size()) return;
-        const TaskId t = st.tasks[st.head];
-        if (waiting[t] != 0) return;
+    void try_start(StreamId sid) {
+        Stream& st = streams[sid];
+        if (st.busy || st.queue.empty()) return;
+        const std::uint32_t s = st.queue.front();
+        Task& k = tasks[s];
+        if (k.waiting != 0) return;
         st.busy = true;
-        start[t] = now;
-        if (!effect_offset.empty()) {
-            for (std::uint32_t i = effect_offset[t]; i < effect_offset[t + 1]; ++i) {
-                if (effects[i].alloc_at_start.value != 0)
-                    change_pool(effects[i], effects[i].alloc_at_start.value);
-            }
+        k.state = State::running;
+        k.start = now;
+        for (std::uint32_t e = k.effect_head; e != kNone; e = effect_nodes[e].next) {
+            const MemoryEffect& m = effect_nodes[e].effect;
+            if (m.alloc_at_start.value != 0) pools[m.pool].change(m.category, m.alloc_at_start.value, now);
         }
-        if (task_duration[t] > std::numeric_limits<std::int64_t>::max() - now) {
-            throw SimulationError("simulated time overflows: " + describe(t) + " on stream '" + st.name +
-                                  "' starts at " + format_time(now) + " and lasts " +
-                                  format_time(task_duration[t]));
+        if (k.duration > std::numeric_limits<std::int64_t>::max() - now) {
+            throw SimulationError("simulated time overflows: " + describe_slot(s) + " on stream '" + st.name +
+                                  "' starts at " + format_time(now) + " and lasts " + format_time(k.duration));
         }
-        if (st.slowed_speed < 1.0 && !task_is_transfer[t]) {
-            st.remaining_ps = static_cast<double>(task_duration[t]);
+        if (st.slowed_speed < 1.0 && !k.transfer) {
+            st.remaining_ps = static_cast<double>(k.duration);
             st.since = now;
             st.rate = st.interfering > 0 ? st.slowed_speed : 1.0;
-            schedule_slowed_end(st, t);
+            schedule_slowed_end(st, sid, s);
             return;
         }
-        const std::int64_t at = now + task_duration[t];
-        push(at, task_flow[t] == kNoFlow ? task_end : flow_start, t, st.version);
+        if (k.route != kNone) {
+            push(now + k.duration, flow_start, s);
+        } else {
+            push(now + k.duration, task_end, sid, st.version);
+        }
     }
 
-    /// Schedules the running compute task `t` of slowed stream `st` to end when its remaining work is done.
-    void schedule_slowed_end(Stream& st, TaskId t) {
+    /// Schedules the running compute task of slowed stream `st` to end when its remaining work is done.
+    void schedule_slowed_end(Stream& st, StreamId sid, std::uint32_t s) {
         const double left = std::ceil(st.remaining_ps / st.rate);
         if (left > static_cast<double>(std::numeric_limits<std::int64_t>::max() - now)) {
-            throw SimulationError("simulated time overflows: " + describe(t) + " on stream '" + st.name + "'");
+            throw SimulationError("simulated time overflows: " + describe_slot(s) + " on stream '" + st.name + "'");
         }
-        push(now + static_cast<std::int64_t>(left), task_end, t, ++st.version);
+        push(now + static_cast<std::int64_t>(left), task_end, sid, ++st.version);
     }
 
     /// A flow of stream `s` starts (+1) or ends (-1): the streams it slows change speed when it is the first
@@ -237,136 +312,148 @@ struct Simulator::Impl {
             st.interfering = static_cast<std::uint32_t>(static_cast<int>(st.interfering) + delta);
             const bool is = st.interfering > 0;
             if (was == is || !st.busy || st.slowed_speed >= 1.0) continue;
-            const TaskId t = st.tasks[st.head];
-            if (task_is_transfer[t]) continue;
+            const std::uint32_t t = st.queue.front();
+            if (tasks[t].transfer) continue;
             st.remaining_ps = std::max(0.0, st.remaining_ps - static_cast<double>(now - st.since) * st.rate);
             st.since = now;
             st.rate = is ? st.slowed_speed : 1.0;
-            schedule_slowed_end(st, t);
+            schedule_slowed_end(st, v, t);
         }
     }
 
-    void finish(TaskId t, const ProgressFn& progress, std::uint64_t progress_every) {
-        end[t] = now;
-        if (!effect_offset.empty()) {
-            for (std::uint32_t i = effect_offset[t]; i < effect_offset[t + 1]; ++i) {
-                if (effects[i].free_at_end.value != 0) change_pool(effects[i], -effects[i].free_at_end.value);
-            }
-        }
-        const StreamId s = task_stream[t];
+    /// Asks for work until the stream has a task or its work is over.
+    void call_refill(StreamId s) {
         Stream& st = streams[s];
+        in_callback = true;
+        try {
+            while (st.refill && st.queue.empty()) {
+                if (!refill(s)) st.refill = false;
+            }
+        } catch (...) {
+            in_callback = false;
+            throw;
+        }
+        in_callback = false;
+    }
+
+    /// Starts what the last callback (or the finished task) made ready.
+    void drain_to_try() {
+        for (std::size_t i = 0; i < to_try.size(); ++i) try_start(to_try[i]);
+        to_try.clear();
+    }
+
+    void finish(std::uint32_t s, const ProgressFn& progress, std::uint64_t progress_every) {
+        Task& k = tasks[s];
+        k.end = now;
+        k.state = State::finished;
+        for (std::uint32_t e = k.effect_head; e != kNone;) {
+            const MemoryEffect& m = effect_nodes[e].effect;
+            if (m.free_at_end.value != 0) pools[m.pool].change(m.category, -m.free_at_end.value, now);
+            const std::uint32_t next = effect_nodes[e].next;
+            if (streaming) {
+                effect_nodes[e].next = free_effect;
+                free_effect = e;
+            }
+            e = next;
+        }
+        const StreamId sid = k.stream;
+        Stream& st = streams[sid];
         st.busy = false;
-        ++st.head;
-        st.busy_ps += now - start[t];
+        st.queue.pop_front();
+        st.busy_ps += now - k.start;
         ++done;
         stats.end_time = Time::from_ps(now);
-        for (std::uint32_t i = succ_offset[t]; i < succ_offset[t + 1]; ++i) {
-            const TaskId u = succ[i];
-            if (--waiting[u] == 0) try_start(task_stream[u]);
+        if (streaming && observer) {
+            observer(TaskRecord{(static_cast<TaskId>(k.generation) << 32) | s, sid, k.label, k.transfer,
+                                Time::from_ps(k.start), Time::from_ps(now)});
         }
-        try_start(s);
+        for (std::uint32_t e = k.succ_head; e != kNone;) {
+            const std::uint32_t u = edges[e].to;
+            const std::uint32_t next = edges[e].next;
+            if (streaming) {
+                edges[e].next = free_edge;
+                free_edge = e;
+            }
+            if (--tasks[u].waiting == 0) try_start(tasks[u].stream);
+            e = next;
+        }
+        if (streaming) {
+            // Recycle the slot: its id becomes stale (a dependency on it is satisfied).
+            k.succ_head = k.succ_tail = k.effect_head = kNone;
+            ++k.generation;
+            free_tasks.push_back(s);
+            if (st.queue.empty() && st.refill) {
+                call_refill(sid);
+                drain_to_try();
+            }
+        }
+        try_start(sid);
         if (progress && progress_every != 0 && done % progress_every == 0) {
-            progress(done, task_stream.size(), Time::from_ps(now));
+            progress(done, std::max(expected, created), Time::from_ps(now));
         }
-    }
-
-    void build_successors() {
-        const std::size_t n = task_stream.size();
-        if (edges.size() >= std::numeric_limits<std::uint32_t>::max()) {
-            throw SimulationError("Simulator::run: too many dependencies");
-        }
-        succ_offset.assign(n + 1, 0);
-        waiting.assign(n, 0);
-        for (const auto& [before, after] : edges) {
-            ++succ_offset[before + 1];
-            ++waiting[after];
-        }
-        for (std::size_t i = 0; i < n; ++i)
-            succ_offset[i + 1] += succ_offset[i];
-        succ.resize(edges.size());
-        std::vector<std::uint32_t> fill(succ_offset.begin(), succ_offset.end() - 1);
-        for (const auto& [before, after] : edges)
-            succ[fill[before]++] = after;
-        std::vector<std::pair<TaskId, TaskId>>().swap(edges);
-    }
-
-    void build_effects() {
-        if (pending_effects.empty()) return;
-        if (pending_effects.size() >= std::numeric_limits<std::uint32_t>::max()) {
-            throw SimulationError("Simulator::run: too many memory effects");
-        }
-        const std::size_t n = task_stream.size();
-        effect_offset.assign(n + 1, 0);
-        for (const auto& pe : pending_effects)
-            ++effect_offset[pe.first + 1];
-        for (std::size_t i = 0; i < n; ++i)
-            effect_offset[i + 1] += effect_offset[i];
-        effects.resize(pending_effects.size());
-        std::vector<std::uint32_t> fill(effect_offset.begin(), effect_offset.end() - 1);
-        for (const auto& [task, effect] : pending_effects)
-            effects[fill[task]++] = effect;
-        std::vector<std::pair<TaskId, MemoryEffect>>().swap(pending_effects);
-    }
-
-    void init_pools() {
-        for (detail::MemoryPool& p : pools) p.start();
     }
 
     [[noreturn]] void throw_stall() const {
-        const std::size_t n = task_stream.size();
         // Heads of the streams that still have work (none is running: the event heap is empty).
-        std::vector<TaskId> heads;
+        std::vector<std::uint32_t> heads;
         for (const Stream& st : streams) {
-            if (st.head < st.tasks.size()) heads.push_back(st.tasks[st.head]);
+            if (!st.queue.empty()) heads.push_back(st.queue.front());
         }
-        // (head task, index in `heads`), sorted by task, to find the heads among successors quickly.
-        std::vector<std::pair<TaskId, std::size_t>> head_slot;
+        std::vector<std::pair<std::uint32_t, std::size_t>> head_slot;
         for (std::size_t h = 0; h < heads.size(); ++h)
             head_slot.emplace_back(heads[h], h);
         std::sort(head_slot.begin(), head_slot.end());
-        auto slot_of = [&](TaskId t) -> std::size_t {
+        auto slot_index = [&](std::uint32_t t) -> std::size_t {
             const auto it =
                 std::lower_bound(head_slot.begin(), head_slot.end(), std::make_pair(t, std::size_t{0}));
             return it != head_slot.end() && it->first == t ? it->second : heads.size();
         };
-        // Unfinished dependencies of each head, found by one pass over the successor lists.
-        std::vector<std::vector<TaskId>> blockers(heads.size());
-        for (TaskId u = 0; u < n; ++u) {
-            if (end[u] != kNever) continue;
-            for (std::uint32_t i = succ_offset[u]; i < succ_offset[u + 1]; ++i) {
-                const std::size_t slot = slot_of(succ[i]);
+        // Unfinished dependencies of each head, found by one pass over the live tasks' successor lists.
+        std::vector<std::vector<std::uint32_t>> blockers(heads.size());
+        std::uint64_t unfinished = 0;
+        std::vector<std::uint8_t> is_free(tasks.size(), 0);
+        for (std::uint32_t f : free_tasks) is_free[f] = 1;
+        for (std::uint32_t u = 0; u < tasks.size(); ++u) {
+            if (is_free[u] || tasks[u].state == State::finished) continue;
+            ++unfinished;
+            for (std::uint32_t e = tasks[u].succ_head; e != kNone; e = edges[e].next) {
+                const std::size_t slot = slot_index(edges[e].to);
                 if (slot == heads.size()) continue;
                 auto& list = blockers[slot];
                 if (list.empty() || list.back() != u) list.push_back(u);
             }
         }
-        auto is_head = [&](TaskId t) { return slot_of(t) != heads.size(); };
+        auto is_head = [&](std::uint32_t t) { return slot_index(t) != heads.size(); };
 
-        std::string msg = "simulation stalled at t=" + format_time(now) + ": " + std::to_string(n - done) +
-                          " of " + std::to_string(n) + " tasks unfinished, " + std::to_string(heads.size()) +
+        std::string msg = "simulation stalled at t=" + format_time(now) + ": " + std::to_string(unfinished) + " of " +
+                          std::to_string(created) + " tasks unfinished, " + std::to_string(heads.size()) +
                           " stream(s) blocked (a dependency cycle, or a dependency queued behind the task "
                           "that waits for it)";
         constexpr std::size_t kMaxLines = 50;
         constexpr std::size_t kMaxBlockers = 8;
         for (std::size_t h = 0; h < heads.size() && h < kMaxLines; ++h) {
-            const TaskId t = heads[h];
-            msg += "\n  stream '" + streams[task_stream[t]].name + "': " + describe(t) + " waits for ";
+            const std::uint32_t t = heads[h];
+            msg += "\n  stream '" + streams[tasks[t].stream].name + "': " + describe_slot(t) + " waits for ";
             const auto& list = blockers[h];
             for (std::size_t k = 0; k < list.size() && k < kMaxBlockers; ++k) {
-                const TaskId u = list[k];
+                const std::uint32_t u = list[k];
                 if (k > 0) msg += ", ";
-                msg += describe(u) + " on stream '" + streams[task_stream[u]].name + "'";
+                msg += describe_slot(u) + " on stream '" + streams[tasks[u].stream].name + "'";
                 if (u == t) {
                     msg += " (itself)";
                 } else if (!is_head(u)) {
-                    const Stream& su = streams[task_stream[u]];
-                    msg += " (queued behind " + describe(su.tasks[su.head]) + ")";
+                    const Stream& su = streams[tasks[u].stream];
+                    msg += " (queued behind " + describe_slot(su.queue.front()) + ")";
                 } else {
                     msg += " (blocked)";
                 }
             }
             if (list.size() > kMaxBlockers)
                 msg += ", ... and " + std::to_string(list.size() - kMaxBlockers) + " more";
+            if (tasks[t].waiting > list.size()) {
+                msg += std::string(list.empty() ? "" : ", and ") +
+                       std::to_string(tasks[t].waiting - list.size()) + " hold(s) never released";
+            }
         }
         if (heads.size() > kMaxLines)
             msg += "\n  ... and " + std::to_string(heads.size() - kMaxLines) + " more";
@@ -374,17 +461,18 @@ struct Simulator::Impl {
     }
 
     RunStats run(const ProgressFn& progress, std::uint64_t progress_every) {
-        if (ran) throw SimulationError("Simulator::run: run() may only be called once");
-        ran = true;
-        const std::size_t n = task_stream.size();
-        build_successors();
-        build_effects();
-        init_pools();
-        start.assign(n, kNever);
-        end.assign(n, kNever);
+        if (phase != Phase::building) throw SimulationError("Simulator::run: run() may only be called once");
+        phase = Phase::running;
+        for (detail::MemoryPool& p : pools) p.start();
         heap.reserve(std::min<std::size_t>(streams.size() * 2 + 16, 1u << 20));
 
         now = 0;
+        if (streaming) {
+            for (StreamId s = 0; s < streams.size(); ++s) {
+                if (streams[s].refill && streams[s].queue.empty()) call_refill(s);
+            }
+        }
+        to_try.clear();
         for (StreamId s = 0; s < streams.size(); ++s)
             try_start(s);
 
@@ -392,7 +480,7 @@ struct Simulator::Impl {
             if (net.dirty() && (heap.empty() || heap.front().time > now)) {
                 ++stats.rate_updates;
                 for (std::uint32_t f : net.recompute(now)) {
-                    push(net.completion_ps(f), flow_done, flow_task[f], net.version(f));
+                    push(net.completion_ps(f), flow_done, f, net.version(f));
                 }
                 continue;
             }
@@ -402,29 +490,42 @@ struct Simulator::Impl {
             heap.pop_back();
             now = ev.time;
             ++stats.events;
-            const TaskId t = ev.task;
             switch (static_cast<EventType>(ev.key & 3)) {
-                case task_end:
-                    if (ev.version != streams[task_stream[t]].version) break;  // stale: rate changed since
-                    finish(t, progress, progress_every);
+                case task_end: {
+                    const Stream& st = streams[ev.target];
+                    if (ev.version != st.version || !st.busy) break;  // stale: rate changed since
+                    finish(st.queue.front(), progress, progress_every);
                     break;
-                case flow_start:
-                    net.activate(task_flow[t], now);
+                }
+                case flow_start: {
+                    Task& k = tasks[ev.target];
+                    const std::uint32_t f = net.open(k.route, static_cast<double>(k.bytes));
+                    if (f >= flow_task.size()) flow_task.resize(f + 1, kNone);
+                    flow_task[f] = ev.target;
+                    k.flow = f;
+                    net.activate(f, now);
                     ++stats.flows;
-                    if (!streams[task_stream[t]].slows.empty()) interfere(task_stream[t], +1);
+                    if (!streams[k.stream].slows.empty()) interfere(k.stream, +1);
                     break;
-                case flow_done:
-                    if (ev.version != net.version(task_flow[t])) break;  // stale: rescheduled since
-                    net.deactivate(task_flow[t]);
-                    if (!streams[task_stream[t]].slows.empty()) interfere(task_stream[t], -1);
-                    finish(t, progress, progress_every);
+                }
+                case flow_done: {
+                    const std::uint32_t f = ev.target;
+                    if (ev.version != net.version(f)) break;  // stale: rescheduled since
+                    const std::uint32_t s = flow_task[f];
+                    net.deactivate(f);
+                    net.close(f);
+                    tasks[s].flow = kNone;
+                    if (!streams[tasks[s].stream].slows.empty()) interfere(tasks[s].stream, -1);
+                    finish(s, progress, progress_every);
                     break;
+                }
             }
         }
 
-        if (done < n) throw_stall();
+        phase = Phase::done;
+        if (done < created) throw_stall();
         stats.tasks = done;
-        if (progress) progress(done, n, Time::from_ps(now));
+        if (progress) progress(done, std::max(expected, created), Time::from_ps(now));
         return stats;
     }
 };
@@ -481,78 +582,168 @@ void Simulator::add_static(PoolId pool, std::uint32_t category, Bytes bytes) {
     impl_->pools[pool].add_static(category, bytes);
 }
 
-TaskId Simulator::add_compute(StreamId stream, Time duration, std::uint32_t label) {
-    impl_->check_building("add_compute");
-    impl_->check_stream(stream, "add_compute");
-    if (duration.ps() < 0) {
-        throw SimulationError("Simulator::add_compute: negative duration on stream '" +
-                              impl_->streams[stream].name + "'");
-    }
-    return impl_->new_task(stream, duration.ps(), label, false, kNoFlow);
-}
-
-TaskId Simulator::add_transfer(StreamId stream, std::vector<LinkUse> route, Bytes bytes, Time latency,
-                               std::uint32_t label) {
+RouteId Simulator::add_route(std::vector<LinkUse> route) {
     Impl& im = *impl_;
-    im.check_building("add_transfer");
-    im.check_stream(stream, "add_transfer");
-    const std::string& sname = im.streams[stream].name;
-    if (latency.ps() < 0)
-        throw SimulationError("Simulator::add_transfer: negative latency on stream '" + sname + "'");
-    if (bytes.value < 0)
-        throw SimulationError("Simulator::add_transfer: negative size on stream '" + sname + "'");
-    // Validate the route and merge repeated links (multiplicities add up), keeping first-seen order.
+    im.check_adding("add_route");
     std::vector<LinkUse> merged;
     merged.reserve(route.size());
     for (const LinkUse& use : route) {
         if (use.link >= im.net.link_count()) {
-            throw SimulationError("Simulator::add_transfer: link id " + std::to_string(use.link) +
-                                  " out of range (" + std::to_string(im.net.link_count()) +
-                                  " links) on stream '" + sname + "'");
+            throw SimulationError("Simulator::add_route: link id " + std::to_string(use.link) + " out of range (" +
+                                  std::to_string(im.net.link_count()) + " links)");
         }
         if (use.multiplicity == 0) {
-            throw SimulationError("Simulator::add_transfer: multiplicity 0 on link '" +
-                                  im.link_names[use.link] + "' (stream '" + sname + "')");
+            throw SimulationError("Simulator::add_route: multiplicity 0 on link '" + im.link_names[use.link] + "'");
         }
-        auto it =
-            std::find_if(merged.begin(), merged.end(), [&](const LinkUse& m) { return m.link == use.link; });
+        auto it = std::find_if(merged.begin(), merged.end(), [&](const LinkUse& m) { return m.link == use.link; });
         if (it != merged.end()) {
             it->multiplicity += use.multiplicity;
         } else {
             merged.push_back(use);
         }
     }
-    std::uint32_t flow = kNoFlow;
-    if (!merged.empty() && bytes.value > 0) {
-        flow = im.net.add_flow(merged, static_cast<double>(bytes.value));
-        im.flow_task.push_back(static_cast<TaskId>(im.task_stream.size()));
+    return im.net.add_route(merged);
+}
+
+TaskId Simulator::add_compute(StreamId stream, Time duration, std::uint32_t label) {
+    impl_->check_adding("add_compute");
+    impl_->check_stream(stream, "add_compute");
+    if (duration.ps() < 0) {
+        throw SimulationError("Simulator::add_compute: negative duration on stream '" +
+                              impl_->streams[stream].name + "'");
     }
-    return im.new_task(stream, latency.ps(), label, true, flow);
+    return impl_->new_task(stream, duration.ps(), label, false, kNone, 0);
+}
+
+TaskId Simulator::add_transfer_on(StreamId stream, RouteId route, Bytes bytes, Time latency, std::uint32_t label) {
+    Impl& im = *impl_;
+    im.check_adding("add_transfer");
+    im.check_stream(stream, "add_transfer");
+    const std::string& sname = im.streams[stream].name;
+    if (latency.ps() < 0)
+        throw SimulationError("Simulator::add_transfer: negative latency on stream '" + sname + "'");
+    if (bytes.value < 0)
+        throw SimulationError("Simulator::add_transfer: negative size on stream '" + sname + "'");
+    if (route >= im.net.route_count()) {
+        throw SimulationError("Simulator::add_transfer: route id " + std::to_string(route) + " out of range on stream '" +
+                              sname + "'");
+    }
+    const bool moves = bytes.value > 0 && im.net.route_length(route) > 0;
+    return im.new_task(stream, latency.ps(), label, true, moves ? route : kNone, bytes.value);
+}
+
+TaskId Simulator::add_transfer(StreamId stream, std::vector<LinkUse> route, Bytes bytes, Time latency,
+                               std::uint32_t label) {
+    impl_->check_stream(stream, "add_transfer");
+    return add_transfer_on(stream, add_route(std::move(route)), bytes, latency, label);
 }
 
 void Simulator::add_dependency(TaskId before, TaskId after) {
-    impl_->check_building("add_dependency");
-    impl_->check_task(before, "add_dependency");
-    impl_->check_task(after, "add_dependency");
-    impl_->edges.emplace_back(before, after);
+    Impl& im = *impl_;
+    im.check_adding("add_dependency");
+    if (slot_of(before) >= im.tasks.size()) im.live(before, "add_dependency");  // throws: out of range
+    Impl::Task& a = im.live(after, "add_dependency");
+    if (a.state != Impl::State::pending) {
+        throw SimulationError("Simulator::add_dependency: " + im.describe_slot(slot_of(after)) + " has started already");
+    }
+    if (im.finished(before)) return;  // satisfied
+    const std::uint32_t e = [&] {
+        if (im.free_edge != kNone) {
+            const std::uint32_t f = im.free_edge;
+            im.free_edge = im.edges[f].next;
+            return f;
+        }
+        if (im.edges.size() >= kNone - 1) throw SimulationError("Simulator::add_dependency: too many dependencies");
+        im.edges.emplace_back();
+        return static_cast<std::uint32_t>(im.edges.size() - 1);
+    }();
+    im.edges[e] = Impl::Edge{slot_of(after), kNone};
+    Impl::Task& b = im.tasks[slot_of(before)];
+    if (b.succ_tail == kNone) {
+        b.succ_head = e;
+    } else {
+        im.edges[b.succ_tail].next = e;
+    }
+    b.succ_tail = e;
+    ++a.waiting;
 }
 
 void Simulator::add_memory_effect(TaskId task, MemoryEffect effect) {
     Impl& im = *impl_;
-    im.check_building("add_memory_effect");
-    im.check_task(task, "add_memory_effect");
+    im.check_adding("add_memory_effect");
+    Impl::Task& k = im.live(task, "add_memory_effect");
     im.check_pool(effect.pool, "add_memory_effect");
     const auto& p = im.pools[effect.pool];
     p.check_category(effect.category, "add_memory_effect");
     if (effect.alloc_at_start.value < 0 || effect.free_at_end.value < 0) {
         throw SimulationError("Simulator::add_memory_effect: negative size for pool '" + p.name() + "'");
     }
+    if (k.state != Impl::State::pending) {
+        throw SimulationError("Simulator::add_memory_effect: " + im.describe_slot(slot_of(task)) + " has started already");
+    }
     if (effect.alloc_at_start.value == 0 && effect.free_at_end.value == 0) return;
-    im.pending_effects.emplace_back(task, effect);
+    std::uint32_t e = 0;
+    if (im.free_effect != kNone) {
+        e = im.free_effect;
+        im.free_effect = im.effect_nodes[e].next;
+    } else {
+        if (im.effect_nodes.size() >= kNone - 1) throw SimulationError("Simulator::add_memory_effect: too many memory effects");
+        im.effect_nodes.emplace_back();
+        e = static_cast<std::uint32_t>(im.effect_nodes.size() - 1);
+    }
+    // Appended at the end: the effects apply in the order they were added.
+    im.effect_nodes[e] = Impl::EffectNode{effect, kNone};
+    if (k.effect_head == kNone) {
+        k.effect_head = e;
+    } else {
+        std::uint32_t last = k.effect_head;
+        while (im.effect_nodes[last].next != kNone) last = im.effect_nodes[last].next;
+        im.effect_nodes[last].next = e;
+    }
+}
+
+void Simulator::add_hold(TaskId task) {
+    Impl& im = *impl_;
+    im.check_adding("add_hold");
+    Impl::Task& k = im.live(task, "add_hold");
+    if (k.state != Impl::State::pending) {
+        throw SimulationError("Simulator::add_hold: " + im.describe_slot(slot_of(task)) + " has started already");
+    }
+    ++k.waiting;
+}
+
+void Simulator::release_hold(TaskId task) {
+    Impl& im = *impl_;
+    im.check_adding("release_hold");
+    Impl::Task& k = im.live(task, "release_hold");
+    if (k.state != Impl::State::pending || k.waiting == 0) {
+        throw SimulationError("Simulator::release_hold: " + im.describe_slot(slot_of(task)) + " holds nothing");
+    }
+    if (--k.waiting == 0 && im.phase == Impl::Phase::running) im.to_try.push_back(k.stream);
 }
 
 void Simulator::set_label_formatter(LabelFn fn) {
     impl_->label_fn = std::move(fn);
+}
+
+void Simulator::set_streaming(TaskObserver observer, RefillFn refill) {
+    impl_->check_building("set_streaming");
+    if (!impl_->tasks.empty()) throw SimulationError("Simulator::set_streaming: only before the first task is added");
+    impl_->streaming = true;
+    impl_->observer = std::move(observer);
+    impl_->refill = std::move(refill);
+}
+
+void Simulator::refill_when_empty(StreamId stream) {
+    impl_->check_building("refill_when_empty");
+    impl_->check_stream(stream, "refill_when_empty");
+    if (!impl_->streaming || !impl_->refill)
+        throw SimulationError("Simulator::refill_when_empty: needs set_streaming with a refill function first");
+    impl_->streams[stream].refill = true;
+}
+
+void Simulator::set_expected_tasks(std::uint64_t tasks) {
+    impl_->expected = tasks;
 }
 
 RunStats Simulator::run(const ProgressFn& progress, std::uint64_t progress_every) {
@@ -560,7 +751,10 @@ RunStats Simulator::run(const ProgressFn& progress, std::uint64_t progress_every
 }
 
 std::size_t Simulator::task_count() const {
-    return impl_->task_stream.size();
+    return impl_->created;
+}
+std::size_t Simulator::task_slots() const {
+    return impl_->tasks.size();
 }
 std::size_t Simulator::stream_count() const {
     return impl_->streams.size();
@@ -570,30 +764,27 @@ std::size_t Simulator::pool_count() const {
 }
 
 Time Simulator::start_time(TaskId task) const {
-    impl_->check_task(task, "start_time");
+    const auto& k = impl_->kept(task, "start_time");
     impl_->check_ran("start_time");
-    return Time::from_ps(impl_->start[task]);
+    return Time::from_ps(k.start);
 }
 
 Time Simulator::end_time(TaskId task) const {
-    impl_->check_task(task, "end_time");
+    const auto& k = impl_->kept(task, "end_time");
     impl_->check_ran("end_time");
-    return Time::from_ps(impl_->end[task]);
+    return Time::from_ps(k.end);
 }
 
 StreamId Simulator::stream_of(TaskId task) const {
-    impl_->check_task(task, "stream_of");
-    return impl_->task_stream[task];
+    return impl_->kept(task, "stream_of").stream;
 }
 
 std::uint32_t Simulator::label_of(TaskId task) const {
-    impl_->check_task(task, "label_of");
-    return impl_->task_label[task];
+    return impl_->kept(task, "label_of").label;
 }
 
 bool Simulator::is_transfer(TaskId task) const {
-    impl_->check_task(task, "is_transfer");
-    return impl_->task_is_transfer[task] != 0;
+    return impl_->kept(task, "is_transfer").transfer;
 }
 
 const std::string& Simulator::stream_name(StreamId stream) const {

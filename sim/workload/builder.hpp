@@ -1,5 +1,6 @@
 // The workload's graph builder (internal to sim/workload): turns a scenario's schedule programs into a task
-// graph for the discrete-event engine.
+// graph for the discrete-event engine, streamed: each group's program is generated an instruction at a time
+// as its compute stream runs dry, and each finished task is read as it ends (only the tasks in flight exist).
 //
 // Entities. Ranks are placed like Megatron-LM: tensor innermost, then data, then pipeline
 // (global rank = stage * d * t + replica * t + tensor_rank). The t GPUs of a tensor-parallel group run
@@ -13,11 +14,11 @@
 //
 // The files:
 //   units.cpp      a chunk's forward / backward costed into steps, and the tasks of one unit
-//   program.cpp    groups, streams, pools; each group's schedule program (sim/schedule) as tasks, with
-//                  memory effects from the activation plan the analytical model uses too
-//   pipeline.cpp   the pipeline transfers between the programs' blocking calls
-//   gradients.cpp  data-parallel gradient reduction, tied-embedding sync, optimizer step
-//   metrics.cpp    results read back from the engine into neutral records (strata/metrics.hpp)
+//   program.cpp    groups, streams, pools; the refill: a group's next schedule instruction (sim/schedule) as
+//                  tasks, with memory effects from the activation plan the analytical model uses too
+//   pipeline.cpp   the pipeline transfers between the programs' blocking calls (a rendezvous of both calls)
+//   gradients.cpp  data-parallel gradient reduction, tied-embedding sync, optimizer step (as their inputs appear)
+//   metrics.cpp    what each finished task tells, and the results as neutral records (strata/metrics.hpp)
 //   simulate.cpp   simulate(): fabric, builder, engine run
 #pragma once
 
@@ -37,6 +38,8 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -77,17 +80,26 @@ inline TaskKind label_kind(std::uint32_t label) { return static_cast<TaskKind>(l
 inline int label_chunk(std::uint32_t label) { return static_cast<int>((label >> 20) & 0xff); }
 inline int label_mb(std::uint32_t label) { return static_cast<int>(label & 0xfffff); }
 
+/// A collective's phases with their routes interned in the engine.
+struct PlannedPhase {
+    engine::RouteId route{};
+    Bytes bytes;
+    Time latency;  ///< the phase's own latency plus its route's
+};
+using Plan = std::vector<PlannedPhase>;
+
 class Builder {
 public:
-    Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab, const SimulationOptions& options);
+    /// `detail`: whether the run's intervals (and, with options.keep_trace, its trace) are wanted.
+    Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab, const SimulationOptions& options,
+            bool detail);
 
-    /// Builds the whole graph: programs, pipeline transfers, gradient reduction and optimizer.
+    /// Sets the engine up to stream: groups, streams, pools, the refill and the observer, and the work that
+    /// depends on nothing (overlapped parameter gathers).
     void build();
-    /// Reads the run's results back (after the engine ran).
-    IterationResult collect(SimulationDetail* detail, double wall_s, const engine::RunStats& stats) const;
+    /// The results (after the engine ran).
+    IterationResult collect(SimulationDetail* detail, double wall_s, const engine::RunStats& stats);
     [[nodiscard]] std::string describe(std::uint32_t label) const;
-    /// Every span of the run, on a lane per stream and a process per GPU group (after the engine ran).
-    [[nodiscard]] Trace trace() const;
 
 private:
     struct Group {
@@ -97,31 +109,41 @@ private:
         std::vector<std::vector<int>> context_groups;// t groups of c (one per tensor rank)
         StreamId compute{}, tp{}, send_fwd{}, send_bwd{};
         engine::PoolId pool{};
-        std::map<std::tuple<int, std::int64_t, bool>, std::vector<fabric::CollectivePhase>> plans;
-        TaskId last_backward{};
-        TaskId optimizer{};
+        std::map<std::tuple<int, std::int64_t, bool>, Plan> plans;
+        TaskId last_backward = kNoTask;
+        TaskId optimizer = kNoTask;
         double speed = 1.0;          // its slowest GPU's persistent kernel-time factor (variation)
         std::uint64_t spans = 0;     // compute spans emitted so far (run-to-run variation draws)
-        std::vector<TaskId> grad_buckets;   // with overlap_grad_reduce: each layer's last backward, in order
+        // Generation: the next instruction of its program, the last task so far, buckets so far, done.
+        std::size_t pc = 0;
+        std::optional<TaskId> prev_last;
+        std::size_t buckets = 0;     // with overlap_grad_reduce: layers whose gradient is complete
+        bool finished = false;
     };
+    static constexpr TaskId kNoTask = ~TaskId{0};
     struct UnitTasks {
         TaskId first{}, last{};
         bool valid = false;
     };
-    /// A blocking pipeline call as two tasks on the compute stream.
-    struct CallTasks {
-        TaskId post{}, wait{};
+    /// One side of a pipeline message whose other side has not been generated yet (its `target` is held).
+    struct PendingMessage {
+        bool sender = false;     // which side came first
+        TaskId post{}, target{}; // the call's post; the task that must wait for the transfer
+        int sender_group = 0;    // the sender's group, unit direction, chunk and microbatch (for the transfer)
+        bool forward = true;
+        int chunk = 0, microbatch = 0;
     };
-    struct Receive {
-        std::size_t call = 0;
-        std::optional<TaskId> gather_first;  // scatter/gather: the all-gather the transfer feeds
-    };
-    /// Per group: its calls, and for each unit (direction, chunk, microbatch) the call that sends its output
-    /// and the call that receives its input.
-    struct GroupCalls {
-        std::vector<CallTasks> calls;
-        std::vector<std::optional<std::size_t>> sends;
-        std::vector<std::optional<Receive>> receives;
+    /// A stage's data-parallel reduction as its inputs appear.
+    struct StageReduction {
+        std::vector<std::vector<TaskId>> bucket_ready;  // per bucket: the replicas' layer ends so far
+        std::optional<TaskId> last_bucket;              // the last bucket reduction so far
+        std::vector<TaskId> last_backward;              // the replicas' last backward so far
+        std::optional<TaskId> reduced;                  // the whole reduction's last task
+        std::optional<TaskId> ready;                    // what the optimizers wait for (reduction, embedding sync)
+        std::vector<TaskId> held_optimizers;            // optimizers generated before `ready`
+        std::vector<TaskId> optimizers;
+        bool gathered = false;
+        std::optional<Plan> bucket_plan;
     };
 
     /// A compute span's time on group g: the profile's time with the group's variation applied.
@@ -145,12 +167,12 @@ private:
     // units.cpp
     /// A collective over the group's tensor-parallel ranks (or, with `context`, its context-parallel ranks); the
     /// c (or t) such collectives of the group run at once.
-    const std::vector<fabric::CollectivePhase>& tp_phases(Group& g, CollectiveKind kind, Bytes message,
-                                                          bool context = false);
+    const Plan& tp_phases(Group& g, CollectiveKind kind, Bytes message, bool context = false);
     /// Emits a unit's steps on group g after `after` (optional); returns its first and last task.
     UnitTasks emit_unit(Group& g, const Unit& unit, std::optional<TaskId> after, std::uint32_t label);
-    TaskId emit_phases(StreamId stream, const std::vector<fabric::CollectivePhase>& phases, std::vector<TaskId> deps,
-                       std::uint32_t label, TaskId* first);
+    TaskId emit_phases(StreamId stream, const Plan& phases, std::vector<TaskId> deps, std::uint32_t label, TaskId* first);
+    /// The phases with their routes interned.
+    Plan intern(const std::vector<fabric::CollectivePhase>& phases);
     const Unit& unit_for(bool forward, int virtual_stage);
     /// A chunk's passes in the order its forward or backward runs them: embedding, layers, output layer forward;
     /// output layer, layers last to first (block recompute re-runs the first ones), embedding backward. `layer`
@@ -164,11 +186,27 @@ private:
     // program.cpp
     void make_groups();
     void check_task_limit();
-    void emit_program(std::size_t group_index);
+    /// The refill: group gi's next instruction (or its optimizer step) as tasks; false once it has none.
+    bool emit_next(std::size_t gi);
+    void emit_instruction(std::size_t gi, const schedule::Instruction& ins);
     // pipeline.cpp
-    void emit_pipeline_transfers();
+    /// Group gi's call (post, wait) sends unit s / receives unit u (target: the task that needs the data).
+    void on_send(std::size_t gi, const schedule::Unit& s, TaskId post, TaskId wait);
+    void on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, TaskId target);
+    void emit_pipeline_transfer(const PendingMessage& sender, std::size_t receiver_group, TaskId receiver_post,
+                                TaskId receiver_target);
     // gradients.cpp
-    void emit_gradient_reduction_and_optimizer();
+    void on_bucket(Group& g, TaskId layer_end);
+    void on_last_backward(Group& g, TaskId last);
+    void emit_optimizer(Group& g);
+    void emit_overlapped_param_gathers();
+    void stage_reduced(int stage, TaskId done);
+    void release_optimizers(int stage);
+    void maybe_gather_parameters(int stage);
+    Plan parameter_gather_plan(int stage);
+    Plan combined_plan(int stage, CollectiveKind kind, Bytes message);
+    // metrics.cpp
+    void observe(const engine::TaskRecord& r);
 
     const Scenario& sc_;
     const ExecutionSpec& e_;
@@ -183,15 +221,30 @@ private:
     ActivationPlan activations_;
     Bytes activation_message_;                                   // one microbatch's activation, all t ranks
     std::vector<Group> groups_;
-    std::vector<GroupCalls> group_calls_;
     std::vector<StreamId> dp_streams_;
+    std::vector<StreamId> gather_streams_;                       // overlapped parameter all-gather, per stage
+    std::vector<std::size_t> last_backward_pc_;                  // per stage: its program's last backward unit
+    std::vector<std::uint32_t> compute_group_;                   // stream -> group whose compute stream it is
+    std::unordered_map<std::uint64_t, PendingMessage> pending_;  // key: receiver group x per_group + message
+    std::map<std::pair<int, int>, std::pair<engine::RouteId, Time>> p2p_routes_;  // (first GPUs) -> route, latency
+    std::vector<StageReduction> reductions_;
+    std::optional<TaskId> embedding_sync_;
+    std::uint64_t expected_tasks_ = 0;
     std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both; layers)
     struct BackwardPieces {
         std::vector<Unit> pieces;
         std::vector<bool> is_layer;
     };
     std::map<int, BackwardPieces> backward_pieces_;     // by virtual stage, for emit_backward_by_layer
-    std::vector<TaskId> exposed_tp_;              // non-overlapped TP collective tasks of replica 0
+    // Read from finished tasks (metrics.cpp).
+    bool want_detail_ = false;
+    std::unordered_set<TaskId> exposed_tp_;       // non-overlapped TP collectives of replica 0 not finished yet
+    std::int64_t exposed_tp_ps_ = 0;
+    std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0;
+    std::vector<std::int32_t> interval_stage_;    // stream -> stage of replica 0's compute or tp stream, or -1
+    std::vector<std::uint8_t> interval_tp_;       // stream -> whether it is a tp stream
+    std::vector<StageInterval> intervals_;
+    std::vector<TraceSpan> spans_;
 };
 
 }  // namespace strata::workload

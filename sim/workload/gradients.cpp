@@ -30,113 +30,157 @@ double Builder::dp_collective_speed(int stage) const {
     return 1.0 - std::min(0.9, double(channels) / double(dev.sm_count));
 }
 
-void Builder::emit_gradient_reduction_and_optimizer() {
-    const int p = e_.pipeline, d = e_.data, t = e_.tensor, c = e_.context, replicas = weight_replicas();
-    const BytesPerParam bpp = bytes_per_param(e_);
-    const Time p2p_latency = sc_.system.network.p2p_latency;
-    const double grad_bytes_per_param = bpp.gradients;
-    std::vector<TaskId> reduced(static_cast<std::size_t>(p));
-    for (int r = 0; r < p; ++r) {
-        const double params = parameters_on_stage(sc_.model, e_, r);
-        std::vector<TaskId> deps;
-        for (int k = 0; k < d; ++k) deps.push_back(groups_[static_cast<std::size_t>(group_index(r, k))].last_backward);
-        const Bytes grads = stage_state(sc_.model, e_, sc_.system.device_memory(), r).gradients;
-        // One ring per tensor rank i (same rail) over the data (and context) replicas; the t rings move together.
-        std::vector<std::vector<int>> rings(static_cast<std::size_t>(t));
-        for (int i = 0; i < t; ++i)
-            for (int k = 0; k < d; ++k)
-                for (int j = 0; j < c; ++j) rings[static_cast<std::size_t>(i)].push_back(rank(r, k, j, i));
-        auto combined_plan = [&](CollectiveKind kind, Bytes msg) {
-            return fabric::plan_concurrent_collectives(fab_, kind, rings, msg, coll_params_);
-        };
-        const std::uint32_t label = make_label(TaskKind::dp, 0, 0);
-        const auto kind = e_.distributed_optimizer ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
-        const StreamId dp = dp_streams_[static_cast<std::size_t>(r)];
-        TaskId done{};
-        const std::size_t buckets = groups_[static_cast<std::size_t>(group_index(r, 0))].grad_buckets.size();
-        if (replicas > 1 && buckets > 0) {
-            // Overlapped: each layer's bucket is reduced as soon as every replica has finished its last
-            // backward; what is left (embeddings, final norm) after the last backward.
-            const double layer_params = layer_parameters_per_gpu(sc_.model, t);
-            const Bytes bucket(std::llround(layer_params * grad_bytes_per_param));
-            const auto bucket_phases = combined_plan(kind, bucket);
-            for (std::size_t j = 0; j < buckets; ++j) {
-                std::vector<TaskId> ready;
-                for (int k = 0; k < d; ++k) ready.push_back(groups_[static_cast<std::size_t>(group_index(r, k))].grad_buckets[j]);
-                done = emit_phases(dp, bucket_phases, ready, label, nullptr);
-            }
-            const double rest = params - layer_params * double(buckets);
-            if (rest > 0.5) {
-                done = emit_phases(dp, combined_plan(kind, Bytes(std::llround(rest * grad_bytes_per_param))), deps, label, nullptr);
-            } else {
-                TaskId x = sim_.add_compute(dp, Time::zero(), label);
-                for (TaskId dd : deps) sim_.add_dependency(dd, x);
-                sim_.add_dependency(done, x);
-                done = x;
-            }
-        } else if (replicas > 1) {
-            done = emit_phases(dp, combined_plan(kind, grads), deps, label, nullptr);
+Plan Builder::combined_plan(int r, CollectiveKind kind, Bytes message) {
+    // One ring per tensor rank i (same rail) over the data (and context) replicas; the t rings move together.
+    std::vector<std::vector<int>> rings(static_cast<std::size_t>(e_.tensor));
+    for (int i = 0; i < e_.tensor; ++i)
+        for (int k = 0; k < e_.data; ++k)
+            for (int j = 0; j < e_.context; ++j) rings[static_cast<std::size_t>(i)].push_back(rank(r, k, j, i));
+    return intern(fabric::plan_concurrent_collectives(fab_, kind, rings, message, coll_params_));
+}
+
+void Builder::on_bucket(Group& g, TaskId layer_end) {
+    // Overlapped (overlap_grad_reduce): each layer's bucket is reduced as soon as every replica has finished it.
+    StageReduction& sr = reductions_[static_cast<std::size_t>(g.stage)];
+    const std::size_t j = g.buckets++;
+    if (sr.bucket_ready.size() <= j) sr.bucket_ready.resize(j + 1);
+    sr.bucket_ready[j].push_back(layer_end);
+    if (sr.bucket_ready[j].size() < static_cast<std::size_t>(e_.data)) return;
+    if (!sr.bucket_plan) {
+        const double layer_params = layer_parameters_per_gpu(sc_.model, e_.tensor);
+        const Bytes bucket(std::llround(layer_params * bytes_per_param(e_).gradients));
+        sr.bucket_plan = combined_plan(g.stage, e_.distributed_optimizer ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+                                       bucket);
+    }
+    std::vector<TaskId> ready;
+    ready.swap(sr.bucket_ready[j]);
+    sr.last_bucket = emit_phases(dp_streams_[static_cast<std::size_t>(g.stage)], *sr.bucket_plan, std::move(ready),
+                             make_label(TaskKind::dp, 0, 0), nullptr);
+}
+
+void Builder::on_last_backward(Group& g, TaskId last) {
+    const int r = g.stage, replicas = weight_replicas();
+    StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
+    sr.last_backward.push_back(last);
+    if (sr.last_backward.size() < static_cast<std::size_t>(e_.data)) return;
+    // Every replica of the stage has generated its last backward (and so all its buckets).
+    const std::vector<TaskId> deps = std::move(sr.last_backward);
+    sr.last_backward = {};
+    const double params = parameters_on_stage(sc_.model, e_, r);
+    const double grad_bytes_per_param = bytes_per_param(e_).gradients;
+    const std::uint32_t label = make_label(TaskKind::dp, 0, 0);
+    const auto kind = e_.distributed_optimizer ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    const StreamId dp = dp_streams_[static_cast<std::size_t>(r)];
+    TaskId done{};
+    if (replicas > 1 && g.buckets > 0) {
+        // What the buckets left (embeddings, final norm), after the last backward.
+        const double rest = params - layer_parameters_per_gpu(sc_.model, e_.tensor) * double(g.buckets);
+        if (rest > 0.5) {
+            done = emit_phases(dp, combined_plan(r, kind, Bytes(std::llround(rest * grad_bytes_per_param))), deps, label, nullptr);
         } else {
-            done = sim_.add_compute(dp_streams_[static_cast<std::size_t>(r)], Time::zero(), label);
+            done = sim_.add_compute(dp, Time::zero(), label);
             for (TaskId dd : deps) sim_.add_dependency(dd, done);
+            sim_.add_dependency(*sr.last_bucket, done);
         }
-        reduced[static_cast<std::size_t>(r)] = done;
+    } else if (replicas > 1) {
+        const Bytes grads = stage_state(sc_.model, e_, sc_.system.device_memory(), r).gradients;
+        done = emit_phases(dp, combined_plan(r, kind, grads), deps, label, nullptr);
+    } else {
+        done = sim_.add_compute(dp, Time::zero(), label);
+        for (TaskId dd : deps) sim_.add_dependency(dd, done);
     }
-    if (p > 1 && sc_.model.tied_embeddings) {
-        // The word-embedding gradient (v h / t per GPU) is all-reduced between the first and last stage.
-        const Bytes emb(std::llround(double(sc_.model.vocab) * sc_.model.hidden / t * grad_bytes_per_param));
-        std::vector<std::pair<int, int>> fwd_pairs, bwd_pairs;
-        for (int k = 0; k < d; ++k)
-            for (int j = 0; j < c; ++j)
-                for (int i = 0; i < t; ++i) {
-                    const int a = rank(0, k, j, i), b = rank(p - 1, k, j, i);
-                    fwd_pairs.emplace_back(a, b);
-                    bwd_pairs.emplace_back(b, a);
-                }
-        const fabric::Route both[] = {fab_.combined(fwd_pairs), fab_.combined(bwd_pairs)};
-        const fabric::Route ra = fabric::merge_routes(both);
-        const std::uint32_t label = make_label(TaskKind::embedding_sync, 0, 0);
-        TaskId x = sim_.add_transfer(dp_streams_[0], ra.links, emb, ra.latency + p2p_latency, label);
-        sim_.add_dependency(reduced[0], x);
-        sim_.add_dependency(reduced[static_cast<std::size_t>(p - 1)], x);
-        reduced[0] = x;
-        reduced[static_cast<std::size_t>(p - 1)] = x;
+    stage_reduced(r, done);
+}
+
+void Builder::stage_reduced(int r, TaskId done) {
+    const int p = e_.pipeline;
+    reductions_[static_cast<std::size_t>(r)].reduced = done;
+    const bool tied = p > 1 && sc_.model.tied_embeddings && (r == 0 || r == p - 1);
+    if (!tied) {
+        reductions_[static_cast<std::size_t>(r)].ready = done;
+        release_optimizers(r);
+        return;
     }
-    std::vector<std::vector<TaskId>> stepped(static_cast<std::size_t>(p));
-    for (auto& g : groups_) {
-        const double params = parameters_on_stage(sc_.model, e_, g.stage);
-        const double shard = e_.distributed_optimizer ? params / replicas : params;
-        const Time step = Time::from_seconds(sc_.system.optimizer_step_seconds(shard, e_.precision)) +
-                          sc_.system.optimizer.fixed_overhead;
-        TaskId o = sim_.add_compute(g.compute, span_time(g, step), make_label(TaskKind::optimizer, 0, 0));
-        sim_.add_dependency(reduced[static_cast<std::size_t>(g.stage)], o);
-        stepped[static_cast<std::size_t>(g.stage)].push_back(o);
-        g.optimizer = o;
-    }
-    if (e_.distributed_optimizer && replicas > 1) {
-        // Updated bf16 parameters are all-gathered over the data (and context) replicas of each stage.
-        for (int r = 0; r < p; ++r) {
-            std::vector<int> ranks;
-            for (int k = 0; k < d; ++k)
-                for (int j = 0; j < c; ++j) ranks.push_back(rank(r, k, j, 0));
-            const double params = parameters_on_stage(sc_.model, e_, r);
-            auto phases = fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks,
-                                                  Bytes(std::llround(params * 2)), coll_params_);
-            // Overlapped (--overlap-param-gather): the previous iteration's gather, under this iteration's forward.
-            const std::vector<TaskId> after =
-                e_.overlap_param_gather ? std::vector<TaskId>{} : stepped[static_cast<std::size_t>(r)];
-            // Its own stream, so that the in-order data-parallel stream's reduction does not hold it back.
-            const StreamId stream = e_.overlap_param_gather
-                                        ? sim_.add_stream(fmt::format("stage {} parameter all-gather (overlapped)", r))
-                                        : dp_streams_[static_cast<std::size_t>(r)];
-            if (e_.overlap_param_gather) {
-                const double speed = dp_collective_speed(r);
-                for (int k = 0; k < d; ++k)
-                    sim_.slow_while_busy(stream, groups_[static_cast<std::size_t>(group_index(r, k))].compute, speed);
+    StageReduction& first = reductions_.front();
+    StageReduction& last = reductions_.back();
+    // The word-embedding gradient (v h / t per GPU) is all-reduced between the first and last stage once both
+    // have reduced theirs.
+    if (!first.reduced || !last.reduced || embedding_sync_) return;
+    const int d = e_.data, c = e_.context, t = e_.tensor;
+    const Bytes emb(std::llround(double(sc_.model.vocab) * sc_.model.hidden / t * bytes_per_param(e_).gradients));
+    std::vector<std::pair<int, int>> fwd_pairs, bwd_pairs;
+    for (int k = 0; k < d; ++k)
+        for (int j = 0; j < c; ++j)
+            for (int i = 0; i < t; ++i) {
+                const int a = rank(0, k, j, i), b = rank(p - 1, k, j, i);
+                fwd_pairs.emplace_back(a, b);
+                bwd_pairs.emplace_back(b, a);
             }
-            emit_phases(stream, phases, after, make_label(TaskKind::dp, 1, 0), nullptr);
-        }
+    const fabric::Route both[] = {fab_.combined(fwd_pairs), fab_.combined(bwd_pairs)};
+    const fabric::Route ra = fabric::merge_routes(both);
+    const TaskId x = sim_.add_transfer_on(dp_streams_[0], sim_.add_route(ra.links), emb, ra.latency + sc_.system.network.p2p_latency,
+                                       make_label(TaskKind::embedding_sync, 0, 0));
+    sim_.add_dependency(*first.reduced, x);
+    sim_.add_dependency(*last.reduced, x);
+    embedding_sync_ = x;
+    first.ready = x;
+    last.ready = x;
+    release_optimizers(0);
+    release_optimizers(p - 1);
+}
+
+void Builder::release_optimizers(int r) {
+    StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
+    for (TaskId o : sr.held_optimizers) {
+        sim_.add_dependency(*sr.ready, o);
+        sim_.release_hold(o);
     }
+    sr.held_optimizers.clear();
+    maybe_gather_parameters(r);
+}
+
+void Builder::emit_optimizer(Group& g) {
+    StageReduction& sr = reductions_[static_cast<std::size_t>(g.stage)];
+    const double params = parameters_on_stage(sc_.model, e_, g.stage);
+    const double shard = e_.distributed_optimizer ? params / weight_replicas() : params;
+    const Time step = Time::from_seconds(sc_.system.optimizer_step_seconds(shard, e_.precision)) +
+                      sc_.system.optimizer.fixed_overhead;
+    const TaskId o = sim_.add_compute(g.compute, span_time(g, step), make_label(TaskKind::optimizer, 0, 0));
+    if (sr.ready) {
+        sim_.add_dependency(*sr.ready, o);
+    } else {
+        sim_.add_hold(o);
+        sr.held_optimizers.push_back(o);
+    }
+    sr.optimizers.push_back(o);
+    g.optimizer = o;
+    maybe_gather_parameters(g.stage);
+}
+
+void Builder::maybe_gather_parameters(int r) {
+    // Distributed optimizer: the updated bf16 parameters are all-gathered over the data (and context) replicas
+    // of each stage after every replica's step (overlapped: see emit_overlapped_param_gathers).
+    StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
+    if (!e_.distributed_optimizer || weight_replicas() < 2 || e_.overlap_param_gather || sr.gathered || !sr.ready ||
+        sr.optimizers.size() < static_cast<std::size_t>(e_.data))
+        return;
+    sr.gathered = true;
+    emit_phases(dp_streams_[static_cast<std::size_t>(r)], parameter_gather_plan(r), sr.optimizers, make_label(TaskKind::dp, 1, 0),
+                nullptr);
+}
+
+Plan Builder::parameter_gather_plan(int r) {
+    std::vector<int> ranks;
+    for (int k = 0; k < e_.data; ++k)
+        for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(r, k, j, 0));
+    const double params = parameters_on_stage(sc_.model, e_, r);
+    return intern(fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks, Bytes(std::llround(params * 2)), coll_params_));
+}
+
+void Builder::emit_overlapped_param_gathers() {
+    // Overlapped (--overlap-param-gather): the previous iteration's gather, under this iteration's forward.
+    for (std::size_t r = 0; r < gather_streams_.size(); ++r)
+        emit_phases(gather_streams_[r], parameter_gather_plan(static_cast<int>(r)), {}, make_label(TaskKind::dp, 1, 0), nullptr);
 }
 
 }  // namespace strata::workload

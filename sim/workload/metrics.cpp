@@ -1,5 +1,6 @@
-// Metrics: the engine's results read back into neutral records (strata/metrics.hpp): iteration time, MFU and
-// HFU, bubble and exposed communication, memory peaks (and the OOM breakdown), stage intervals and the trace.
+// Metrics: what each finished task tells (observe, called by the engine as tasks end: the graph is streamed, so
+// no task is kept), and the results as neutral records (strata/metrics.hpp): iteration time, MFU and HFU, bubble
+// and exposed communication, memory peaks (and the OOM breakdown), stage intervals and the trace.
 #include "builder.hpp"
 
 #include <fmt/format.h>
@@ -8,7 +9,27 @@
 
 namespace strata::workload {
 
-IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const engine::RunStats& stats) const {
+void Builder::observe(const engine::TaskRecord& r) {
+    if (!exposed_tp_.empty() && exposed_tp_.erase(r.task) != 0) exposed_tp_ps_ += (r.end - r.start).ps();
+    const Group& g0 = groups_[0];
+    if (r.task == g0.last_backward) g0_last_backward_end_ = r.end.ps();
+    if (r.task == g0.optimizer) g0_optimizer_start_ = r.start.ps();
+    if (!want_detail_ || r.end == r.start) return;
+    const std::int32_t s = interval_stage_[r.stream];
+    if (s >= 0) {
+        const char kind = interval_tp_[r.stream]                       ? 'C'
+                          : label_kind(r.label) == TaskKind::forward  ? 'F'
+                          : label_kind(r.label) == TaskKind::backward ? 'B'
+                                                                      : 'O';
+        intervals_.push_back({r.start.seconds(), r.end.seconds(), s, kind, label_mb(r.label), label_chunk(r.label)});
+    }
+    if (options_.keep_trace) {
+        spans_.push_back({0, r.stream, kKindNames[static_cast<int>(label_kind(r.label))], label_chunk(r.label),
+                          label_mb(r.label), r.start, r.end});
+    }
+}
+
+IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const engine::RunStats& stats) {
     IterationResult r;
     const double T = stats.end_time.seconds();
     r.iteration_time = stats.end_time;
@@ -24,9 +45,7 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     r.hfu = hardware_flops_per_iteration(sc_.model, e_.global_batch, e_.recompute, e_.attention, fraction,
                                          e_.recompute_modules).value / (T * peak);
     const int p = e_.pipeline;
-    double exposed_tp = 0;
-    for (TaskId x : exposed_tp_) exposed_tp += (sim_.end_time(x) - sim_.start_time(x)).seconds();
-    exposed_tp /= p;  // per stage on average (replica 0)
+    const double exposed_tp = Time::from_ps(exposed_tp_ps_).seconds() / p;  // per stage on average (replica 0)
     double busy_sum = 0;
     for (int s = 0; s < p; ++s) {
         const double b = sim_.stream_busy(groups_[static_cast<std::size_t>(group_index(s, 0))].compute).seconds();
@@ -37,7 +56,7 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     // Exposed communication: synchronous tensor-parallel collectives plus the time between the end of the
     // last backward and the start of the optimizer step (gradient reduction, embedding sync).
     const Group& g0 = groups_[0];
-    const double tail = (sim_.start_time(g0.optimizer) - sim_.end_time(g0.last_backward)).seconds();
+    const double tail = Time::from_ps(g0_optimizer_start_ - g0_last_backward_end_).seconds();
     r.exposed_comm_s = exposed_tp + std::max(0.0, tail);
     r.bubble_fraction = std::max(0.0, 1.0 - (busy_mean + r.exposed_comm_s) / T);
     // Memory.
@@ -73,56 +92,34 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
             const engine::PoolReport pr = sim_.pool_report(groups_[static_cast<std::size_t>(group_index(s, 0))].pool);
             detail->stage_peaks.push_back({pr.peak, pr.peak_time, pr.peak_breakdown});
         }
-        std::vector<StreamId> compute(static_cast<std::size_t>(p)), tp(static_cast<std::size_t>(p));
-        for (int s = 0; s < p; ++s) {
-            compute[static_cast<std::size_t>(s)] = groups_[static_cast<std::size_t>(group_index(s, 0))].compute;
-            tp[static_cast<std::size_t>(s)] = groups_[static_cast<std::size_t>(group_index(s, 0))].tp;
-        }
-        for (TaskId t = 0; t < sim_.task_count(); ++t) {
-            const StreamId st = sim_.stream_of(t);
-            const Time a = sim_.start_time(t), b = sim_.end_time(t);
-            if (b == a) continue;
-            for (int s = 0; s < p; ++s) {
-                const auto su = static_cast<std::size_t>(s);
-                if (st != compute[su] && st != tp[su]) continue;
-                const std::uint32_t l = sim_.label_of(t);
-                char kind = st == tp[su] ? 'C'
-                            : label_kind(l) == TaskKind::forward ? 'F'
-                            : label_kind(l) == TaskKind::backward ? 'B'
-                                                                  : 'O';
-                detail->intervals.push_back({a.seconds(), b.seconds(), s, kind, label_mb(l), label_chunk(l)});
+        // In time order per stage (the engine reports tasks as they end).
+        std::stable_sort(intervals_.begin(), intervals_.end(), [](const StageInterval& a, const StageInterval& b) {
+            return a.stage != b.stage ? a.stage < b.stage : a.start_s != b.start_s ? a.start_s < b.start_s : a.end_s < b.end_s;
+        });
+        detail->intervals = std::move(intervals_);
+        if (options_.keep_trace) {
+            // A process per GPU group (its t GPUs run in lockstep), a lane per stream; one more process holds the
+            // data-parallel streams.
+            Trace& tr = detail->trace;
+            std::vector<std::uint32_t> stream_process(sim_.stream_count(), static_cast<std::uint32_t>(groups_.size()));
+            const char* names[] = {"compute", "tensor-parallel comm", "send forward", "send backward"};
+            for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+                const Group& g = groups_[gi];
+                const auto pid = static_cast<std::uint32_t>(gi);
+                tr.processes.push_back(
+                    fmt::format("GPUs {}-{} stage {} replica {}", g.gpus.front(), g.gpus.back(), g.stage, g.replica));
+                const StreamId streams[] = {g.compute, g.tp, g.send_fwd, g.send_bwd};
+                for (int i = 0; i < 4; ++i) {
+                    tr.lanes.push_back({pid, streams[i], names[i]});
+                    stream_process[streams[i]] = pid;
+                }
             }
+            tr.processes.emplace_back("data-parallel");
+            for (TraceSpan& sp : spans_) sp.process = stream_process[sp.lane];
+            tr.spans = std::move(spans_);
         }
-        if (options_.keep_trace) detail->trace = trace();
     }
     return r;
-}
-
-Trace Builder::trace() const {
-    // A process per GPU group (its t GPUs run in lockstep), a lane per stream; one more process holds the
-    // data-parallel streams.
-    Trace tr;
-    std::vector<std::uint32_t> stream_process(sim_.stream_count(), static_cast<std::uint32_t>(groups_.size()));
-    const char* names[] = {"compute", "tensor-parallel comm", "send forward", "send backward"};
-    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
-        const Group& g = groups_[gi];
-        const auto pid = static_cast<std::uint32_t>(gi);
-        tr.processes.push_back(fmt::format("GPUs {}-{} stage {} replica {}", g.gpus.front(), g.gpus.back(), g.stage, g.replica));
-        const StreamId streams[] = {g.compute, g.tp, g.send_fwd, g.send_bwd};
-        for (int i = 0; i < 4; ++i) {
-            tr.lanes.push_back({pid, streams[i], names[i]});
-            stream_process[streams[i]] = pid;
-        }
-    }
-    tr.processes.emplace_back("data-parallel");
-    for (TaskId t = 0; t < sim_.task_count(); ++t) {
-        const Time a = sim_.start_time(t), b = sim_.end_time(t);
-        if (b == a) continue;
-        const std::uint32_t l = sim_.label_of(t);
-        const StreamId s = sim_.stream_of(t);
-        tr.spans.push_back({stream_process[s], s, kKindNames[static_cast<int>(label_kind(l))], label_chunk(l), label_mb(l), a, b});
-    }
-    return tr;
 }
 
 }  // namespace strata::workload

@@ -2,6 +2,8 @@
 // Megatron-LM's blocking pipeline calls between units (batch_isend_irecv, then a device synchronize). A call is
 // a zero-length "post" task and a "wait" task on the compute stream; the transfers it carries (pipeline.cpp)
 // start once the sender's and the receiver's calls are both posted, and both waits depend on them.
+// Streamed: the engine asks for a group's next instruction whenever its compute stream runs dry (emit_next),
+// so only the instructions in flight exist as tasks; after the program comes the optimizer step.
 // Without sequence parallelism the activation is split over the t rails and all-gathered on the receiver
 // (Megatron's scatter/gather optimisation); with it each rank sends its own sequence shard.
 //
@@ -19,7 +21,8 @@
 
 namespace strata::workload {
 
-Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab, const SimulationOptions& options)
+Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab, const SimulationOptions& options,
+                 bool detail)
     : sc_(sc),
       e_(sc.execution),
       sim_(sim),
@@ -35,6 +38,7 @@ Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab
     coll_params_ = {n.collective_step_latency_intra, n.collective_step_latency_inter, n.hierarchical_collectives,
                     nvls > 0 ? nvls / n.nvlink_bandwidth.value : 0.0};
     for (int r = 0; r < e_.pipeline; ++r) programs_.push_back(schedule::stage_program(shape_, r));
+    want_detail_ = detail;
 }
 
 std::string Builder::describe(std::uint32_t label) const {
@@ -50,13 +54,32 @@ std::size_t Builder::message_index(const schedule::Unit& u) const {
 void Builder::build() {
     make_groups();
     check_task_limit();
-    group_calls_.resize(groups_.size());
-    for (std::size_t gi = 0; gi < groups_.size(); ++gi) emit_program(gi);
-    emit_pipeline_transfers();
-    emit_gradient_reduction_and_optimizer();
-    // The calls and the programs are only needed while building: give their memory back before the run.
-    group_calls_ = {};
-    programs_ = {};
+    const int p = e_.pipeline;
+    for (int r = 0; r < p; ++r) {
+        const auto& program = programs_[static_cast<std::size_t>(r)];
+        std::size_t last = program.size();
+        for (std::size_t i = 0; i < program.size(); ++i) {
+            if (program[i].kind == schedule::Instruction::Kind::unit && !program[i].unit.forward) last = i;
+        }
+        last_backward_pc_.push_back(last);
+    }
+    reductions_.resize(static_cast<std::size_t>(p));
+    // What finished tasks are read for: replica 0's compute and tp streams (intervals), every stream (trace).
+    interval_stage_.assign(sim_.stream_count(), -1);
+    interval_tp_.assign(sim_.stream_count(), 0);
+    compute_group_.assign(sim_.stream_count(), 0);
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+        const Group& g = groups_[gi];
+        compute_group_[g.compute] = static_cast<std::uint32_t>(gi);
+        if (g.replica != 0) continue;
+        interval_stage_[g.compute] = interval_stage_[g.tp] = g.stage;
+        interval_tp_[g.tp] = 1;
+    }
+    sim_.set_streaming([this](const engine::TaskRecord& r) { observe(r); },
+                       [this](StreamId s) { return emit_next(compute_group_[s]); });
+    for (const Group& g : groups_) sim_.refill_when_empty(g.compute);
+    sim_.set_expected_tasks(expected_tasks_);
+    emit_overlapped_param_gathers();
 }
 
 void Builder::make_groups() {
@@ -100,6 +123,17 @@ void Builder::make_groups() {
             if (st.reserved.value > 0) sim_.add_static(g.pool, index(MemoryCategory::reserved), st.reserved);
         }
     }
+    if (e_.distributed_optimizer && e_.overlap_param_gather && weight_replicas() > 1) {
+        // The previous iteration's parameter all-gather, under this iteration's forward: a stream of its own per stage,
+        // so that the in-order data-parallel stream's reduction does not hold it back.
+        for (int r = 0; r < p; ++r) {
+            const StreamId stream = sim_.add_stream(fmt::format("stage {} parameter all-gather (overlapped)", r));
+            gather_streams_.push_back(stream);
+            const double speed = dp_collective_speed(r);
+            for (int k = 0; k < d; ++k)
+                sim_.slow_while_busy(stream, groups_[static_cast<std::size_t>(group_index(r, k))].compute, speed);
+        }
+    }
 }
 
 void Builder::check_task_limit() {
@@ -116,20 +150,29 @@ void Builder::check_task_limit() {
     }
     estimate *= e_.data;
     if (estimate > double(options_.max_tasks)) {
-        throw InputError(fmt::format("{}: case '{}' would need about {:.0f} million tasks (about {:.1f} GiB of memory), more "
-                                     "than the limit of {} million; simulate fewer GPUs or microbatches, or raise the "
-                                     "limit (strata run --max-tasks)",
-                                     sc_.source, sc_.name, estimate / 1e6, estimate * 180 / double(1 << 30),
-                                     options_.max_tasks / 1'000'000));
+        throw InputError(fmt::format("{}: case '{}' would run about {:.0f} million tasks, more than the limit of {} million "
+                                     "(a bound on run time; memory follows the tasks in flight); simulate fewer GPUs or "
+                                     "microbatches, or raise the limit (strata run --max-tasks)",
+                                     sc_.source, sc_.name, estimate / 1e6, options_.max_tasks / 1'000'000));
     }
+    expected_tasks_ = static_cast<std::uint64_t>(estimate);
 }
 
-void Builder::emit_program(std::size_t gi) {
+bool Builder::emit_next(std::size_t gi) {
     Group& g = groups_[gi];
-    GroupCalls& gc = group_calls_[gi];
-    const auto per_group = static_cast<std::size_t>(2 * shape_.chunks * shape_.microbatches);
-    gc.sends.resize(per_group);
-    gc.receives.resize(per_group);
+    const auto& program = programs_[static_cast<std::size_t>(g.stage)];
+    if (g.pc < program.size()) {
+        emit_instruction(gi, program[g.pc++]);
+        return true;
+    }
+    if (g.finished) return false;
+    g.finished = true;
+    emit_optimizer(g);
+    return true;
+}
+
+void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins) {
+    Group& g = groups_[gi];
     const bool scatter_gather = !e_.sequence_parallel && e_.tensor > 1;
     const int last_v = shape_.virtual_stages() - 1;
     const int n = shape_.microbatches;
@@ -137,56 +180,51 @@ void Builder::emit_program(std::size_t gi) {
     const auto embedding_output = index(MemoryCategory::embedding_output);
     // The program is one chain on the compute stream: each unit or call starts after the one before it (so
     // that a unit opening with a collective does not overtake the previous unit's last kernels).
-    std::optional<TaskId> prev_last;
-    for (const schedule::Instruction& ins : programs_[static_cast<std::size_t>(g.stage)]) {
-        if (ins.kind == schedule::Instruction::Kind::call) {
-            const schedule::Call& call = ins.call;
-            CallTasks c;
-            c.post = sim_.add_compute(g.compute, Time::zero(), make_label(TaskKind::p2p, 0, 0));
-            if (prev_last) sim_.add_dependency(*prev_last, c.post);
-            c.wait = sim_.add_compute(g.compute, Time::zero(), make_label(TaskKind::p2p, 0, 0));
-            sim_.add_dependency(c.post, c.wait);
-            const std::size_t id = gc.calls.size();
-            gc.calls.push_back(c);
-            for (std::size_t i = 0; i < call.send_count; ++i) gc.sends[message_index(call.sends[i])] = id;
-            for (std::size_t i = 0; i < call.receive_count; ++i) {
-                const schedule::Unit& u = call.receives[i];
-                Receive rcv{id, std::nullopt};
-                if (scatter_gather) {
-                    // The received shards are all-gathered over NVLink before the call returns.
-                    TaskId first{};
-                    const TaskId last = emit_phases(g.tp, tp_phases(g, CollectiveKind::all_gather, activation_message_),
-                                                    {c.post}, make_label(TaskKind::p2p, u.chunk, u.microbatch), &first);
-                    sim_.add_dependency(last, c.wait);
-                    rcv.gather_first = first;
-                }
-                gc.receives[message_index(u)] = rcv;
+    if (ins.kind == schedule::Instruction::Kind::call) {
+        const schedule::Call& call = ins.call;
+        const TaskId post = sim_.add_compute(g.compute, Time::zero(), make_label(TaskKind::p2p, 0, 0));
+        if (g.prev_last) sim_.add_dependency(*g.prev_last, post);
+        const TaskId wait = sim_.add_compute(g.compute, Time::zero(), make_label(TaskKind::p2p, 0, 0));
+        sim_.add_dependency(post, wait);
+        for (std::size_t i = 0; i < call.send_count; ++i) on_send(gi, call.sends[i], post, wait);
+        for (std::size_t i = 0; i < call.receive_count; ++i) {
+            const schedule::Unit& u = call.receives[i];
+            TaskId target = wait;
+            if (scatter_gather) {
+                // The received shards are all-gathered over NVLink before the call returns.
+                TaskId first{};
+                const TaskId last = emit_phases(g.tp, tp_phases(g, CollectiveKind::all_gather, activation_message_), {post},
+                                                make_label(TaskKind::p2p, u.chunk, u.microbatch), &first);
+                sim_.add_dependency(last, wait);
+                target = first;
             }
-            prev_last = c.wait;
-            continue;
+            on_receive(gi, u, post, target);
         }
-        const schedule::Unit& s = ins.unit;
-        const int v = schedule::virtual_stage(shape_, g.stage, s.chunk);
-        const std::uint32_t label = make_label(s.forward ? TaskKind::forward : TaskKind::backward, s.chunk, s.microbatch);
-        const bool split = !s.forward && e_.overlap_grad_reduce && weight_replicas() > 1 && s.microbatch == n - 1;
-        const UnitTasks ut =
-            split ? emit_backward_by_layer(g, v, prev_last, label) : emit_unit(g, unit_for(s.forward, v), prev_last, label);
-        prev_last = ut.last;
-        const UnitActivations a = activations_.of(g.stage, s.chunk);
-        if (s.forward) {
-            sim_.add_memory_effect(ut.first, {g.pool, activations, a.layers, Bytes(0)});
-            if (v == 0) sim_.add_memory_effect(ut.first, {g.pool, embedding_output, a.embedding, Bytes(0)});
-            if (v == last_v) sim_.add_memory_effect(ut.first, {g.pool, embedding_output, a.output, Bytes(0)});
-        } else {
-            sim_.add_memory_effect(ut.last, {g.pool, activations, Bytes(0), a.layers});
-            if (v == 0) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.embedding});
-            if (v == last_v) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.output});
-            const Bytes workspace = activations_.recompute_workspace(g.stage);
-            if (workspace.value > 0)
-                sim_.add_memory_effect(ut.first, {g.pool, index(MemoryCategory::recompute), workspace, workspace});
-            g.last_backward = ut.last;
-        }
+        g.prev_last = wait;
+        return;
     }
+    const schedule::Unit& s = ins.unit;
+    const int v = schedule::virtual_stage(shape_, g.stage, s.chunk);
+    const std::uint32_t label = make_label(s.forward ? TaskKind::forward : TaskKind::backward, s.chunk, s.microbatch);
+    const bool split = !s.forward && e_.overlap_grad_reduce && weight_replicas() > 1 && s.microbatch == n - 1;
+    const UnitTasks ut =
+        split ? emit_backward_by_layer(g, v, g.prev_last, label) : emit_unit(g, unit_for(s.forward, v), g.prev_last, label);
+    g.prev_last = ut.last;
+    const UnitActivations a = activations_.of(g.stage, s.chunk);
+    if (s.forward) {
+        sim_.add_memory_effect(ut.first, {g.pool, activations, a.layers, Bytes(0)});
+        if (v == 0) sim_.add_memory_effect(ut.first, {g.pool, embedding_output, a.embedding, Bytes(0)});
+        if (v == last_v) sim_.add_memory_effect(ut.first, {g.pool, embedding_output, a.output, Bytes(0)});
+        return;
+    }
+    sim_.add_memory_effect(ut.last, {g.pool, activations, Bytes(0), a.layers});
+    if (v == 0) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.embedding});
+    if (v == last_v) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.output});
+    const Bytes workspace = activations_.recompute_workspace(g.stage);
+    if (workspace.value > 0)
+        sim_.add_memory_effect(ut.first, {g.pool, index(MemoryCategory::recompute), workspace, workspace});
+    g.last_backward = ut.last;
+    if (g.pc - 1 == last_backward_pc_[static_cast<std::size_t>(g.stage)]) on_last_backward(g, ut.last);
 }
 
 }  // namespace strata::workload

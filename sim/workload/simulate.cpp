@@ -11,7 +11,7 @@ IterationResult simulate(const Scenario& sc, const SimulationOptions& options, S
     engine::Simulator sim;
     const int per_node = sc.system.gpus_per_node;
     fabric::Fabric fab({(sc.execution.gpus() + per_node - 1) / per_node, per_node, sc.system.network}, sim);
-    workload::Builder builder(sc, sim, fab, options);
+    workload::Builder builder(sc, sim, fab, options, detail != nullptr);
     builder.build();
     sim.set_label_formatter([&builder](std::uint32_t l) { return builder.describe(l); });
     const engine::RunStats stats = sim.run(options.progress, 200000);

@@ -30,22 +30,29 @@ void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const Cos
     }
 }
 
-const std::vector<fabric::CollectivePhase>& Builder::tp_phases(Group& g, CollectiveKind kind, Bytes message, bool context) {
+Plan Builder::intern(const std::vector<fabric::CollectivePhase>& phases) {
+    Plan plan;
+    plan.reserve(phases.size());
+    for (const auto& ph : phases) plan.push_back({sim_.add_route(ph.route.links), ph.bytes, ph.latency + ph.route.latency});
+    return plan;
+}
+
+const Plan& Builder::tp_phases(Group& g, CollectiveKind kind, Bytes message, bool context) {
     auto key = std::tuple{static_cast<int>(kind), message.value, context};
     auto it = g.plans.find(key);
     if (it != g.plans.end()) return it->second;
     const auto& groups = context ? g.context_groups : g.tensor_groups;
     auto phases = groups.size() == 1 ? fabric::plan_collective(fab_, kind, groups.front(), message, coll_params_)
                                      : fabric::plan_concurrent_collectives(fab_, kind, groups, message, coll_params_);
-    return g.plans.emplace(key, std::move(phases)).first->second;
+    return g.plans.emplace(key, intern(phases)).first->second;
 }
 
-TaskId Builder::emit_phases(StreamId stream, const std::vector<fabric::CollectivePhase>& phases,
-                            std::vector<TaskId> deps, std::uint32_t label, TaskId* first) {
+TaskId Builder::emit_phases(StreamId stream, const Plan& phases, std::vector<TaskId> deps, std::uint32_t label,
+                            TaskId* first) {
     TaskId last{};
     bool have = false;
     for (const auto& ph : phases) {
-        TaskId t = sim_.add_transfer(stream, ph.route.links, ph.bytes, ph.latency + ph.route.latency, label);
+        TaskId t = sim_.add_transfer_on(stream, ph.route, ph.bytes, ph.latency, label);
         for (TaskId d : deps) sim_.add_dependency(d, t);
         if (!have && first) *first = t;
         deps = {t};
@@ -94,7 +101,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             ++i;
         } else {
             // Synchronous: the next kernel waits for it, so the in-order compute stream is blocked meanwhile.
-            if (g.replica == 0) exposed_tp_.push_back(last);
+            if (g.replica == 0) exposed_tp_.insert(last);
             prev = {last};
         }
     }
@@ -168,7 +175,7 @@ Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optiona
         }
         all.last = ut.last;
         prev = ut.last;
-        if (bp.is_layer[i]) g.grad_buckets.push_back(ut.last);
+        if (bp.is_layer[i]) on_bucket(g, ut.last);
     }
     return all;
 }
