@@ -50,13 +50,9 @@ void sift_down(std::vector<FlowNetwork::Level>& h, std::size_t i) {
 }  // namespace
 
 LinkId FlowNetwork::add_link(double bandwidth) {
-    const auto id = static_cast<LinkId>(bandwidth_.size());
-    bandwidth_.push_back(bandwidth);
-    on_link_.emplace_back();
-    link_mark_.push_back(0);
-    link_dirty_.push_back(0);
-    cap_.push_back(0.0);
-    weight_.push_back(0);
+    const auto id = static_cast<LinkId>(links_.size());
+    links_.emplace_back();
+    links_.back().bandwidth = bandwidth;
     return id;
 }
 
@@ -94,8 +90,8 @@ void FlowNetwork::close(std::uint32_t flow) {
 }
 
 void FlowNetwork::mark_dirty(LinkId link) {
-    if (!link_dirty_[link]) {
-        link_dirty_[link] = 1;
+    if (!links_[link].dirty) {
+        links_[link].dirty = 1;
         dirty_links_.push_back(link);
     }
 }
@@ -109,9 +105,9 @@ void FlowNetwork::activate(std::uint32_t flow, std::int64_t now) {
     ++f.version;
     for (std::uint32_t j = 0; j < f.route_length; ++j) {
         const LinkUse& use = route_[f.route_offset + j];
-        auto& list = on_link_[use.link];
+        auto& list = links_[use.link].on;
         route_pos_[flow][j] = static_cast<std::uint32_t>(list.size());
-        list.push_back(LinkEntry{flow, use.multiplicity});
+        list.push_back(LinkEntry{flow, use.multiplicity, j});
         mark_dirty(use.link);
     }
 }
@@ -123,21 +119,13 @@ void FlowNetwork::deactivate(std::uint32_t flow) {
     f.bottleneck = kNoLink;
     for (std::uint32_t j = 0; j < f.route_length; ++j) {
         const LinkId link = route_[f.route_offset + j].link;
-        auto& list = on_link_[link];
+        auto& list = links_[link].on;
         const std::uint32_t pos = route_pos_[flow][j];
         const LinkEntry moved = list.back();
         list[pos] = moved;
         list.pop_back();
-        if (moved.flow != flow) {
-            // Tell the moved flow where its entry for this link now lives.
-            const Flow& g = flows_[moved.flow];
-            for (std::uint32_t k = 0; k < g.route_length; ++k) {
-                if (route_[g.route_offset + k].link == link) {
-                    route_pos_[moved.flow][k] = pos;
-                    break;
-                }
-            }
-        }
+        // Tell the moved flow where its entry for this link now lives.
+        if (moved.flow != flow) route_pos_[moved.flow][moved.hop] = pos;
         mark_dirty(link);
     }
 }
@@ -164,8 +152,8 @@ std::int64_t FlowNetwork::completion(const Flow& f, std::int64_t now) {
 }
 
 void FlowNetwork::touch(LinkId link) {
-    if (link_mark_[link] != epoch_) {
-        link_mark_[link] = epoch_;
+    if (links_[link].mark != epoch_) {
+        links_[link].mark = epoch_;
         touched_.push_back(link);
     }
 }
@@ -182,7 +170,7 @@ void FlowNetwork::include(std::uint32_t flow) {
 void FlowNetwork::include_component() {
     // Breadth first: every flow on a touched link joins, touching the rest of its route in turn.
     for (std::size_t i = 0; i < touched_.size(); ++i) {
-        for (const LinkEntry& e : on_link_[touched_[i]])
+        for (const LinkEntry& e : links_[touched_[i]].on)
             include(e.flow);
     }
 }
@@ -196,9 +184,9 @@ void FlowNetwork::water_fill() {
     // Capacity left by the flows outside the set, and the set's weight, per touched link.
     heap_.clear();
     for (LinkId link : touched_) {
-        double cap = bandwidth_[link];
+        double cap = links_[link].bandwidth;
         std::uint64_t weight = 0;
-        for (const LinkEntry& e : on_link_[link]) {
+        for (const LinkEntry& e : links_[link].on) {
             const Flow& g = flows_[e.flow];
             if (g.mark == epoch_) {
                 weight += e.multiplicity;
@@ -206,8 +194,8 @@ void FlowNetwork::water_fill() {
                 cap -= static_cast<double>(e.multiplicity) * g.rate;
             }
         }
-        cap_[link] = cap;
-        weight_[link] = weight;
+        links_[link].cap = cap;
+        links_[link].weight = weight;
         if (weight > 0) heap_.push_back(Level{std::max(cap, 0.0) / static_cast<double>(weight), link});
     }
     // Progressive filling with a lazy min-heap of link fair levels (ties: smaller link id first). Levels
@@ -216,13 +204,13 @@ void FlowNetwork::water_fill() {
         sift_down(heap_, i);
     while (!heap_.empty()) {
         const LinkId link = heap_.front().link;
-        if (weight_[link] == 0) {  // every flow of the set on it is frozen already
+        if (links_[link].weight == 0) {  // every flow of the set on it is frozen already
             heap_.front() = heap_.back();
             heap_.pop_back();
             if (!heap_.empty()) sift_down(heap_, 0);
             continue;
         }
-        const double level = std::max(cap_[link], 0.0) / static_cast<double>(weight_[link]);
+        const double level = std::max(links_[link].cap, 0.0) / static_cast<double>(links_[link].weight);
         if (level != heap_.front().key) {
             heap_.front().key = level;
             sift_down(heap_, 0);
@@ -233,16 +221,16 @@ void FlowNetwork::water_fill() {
         if (!heap_.empty()) sift_down(heap_, 0);
         // This link is the bottleneck of its unfrozen flows. Never hand out a zero rate (floating-point
         // cancellation, or a link filled by fixed flows in repair mode): the flow would never finish.
-        const double rate = std::max(level, bandwidth_[link] * 1e-12);
-        for (const LinkEntry& e : on_link_[link]) {
+        const double rate = std::max(level, links_[link].bandwidth * 1e-12);
+        for (const LinkEntry& e : links_[link].on) {
             Flow& f = flows_[e.flow];
             if (f.mark != epoch_ || f.new_rate >= 0.0) continue;
             f.new_rate = rate;
             f.new_bottleneck = link;
             for (std::uint32_t j = 0; j < f.route_length; ++j) {
                 const LinkUse& use = route_[f.route_offset + j];
-                cap_[use.link] -= static_cast<double>(use.multiplicity) * rate;
-                weight_[use.link] -= use.multiplicity;
+                links_[use.link].cap -= static_cast<double>(use.multiplicity) * rate;
+                links_[use.link].weight -= use.multiplicity;
             }
         }
     }
@@ -256,7 +244,7 @@ bool FlowNetwork::check_and_grow() {
     const std::size_t links = touched_.size();
     for (std::size_t i = 0; i < links; ++i) {
         const LinkId link = touched_[i];
-        const auto& list = on_link_[link];
+        const auto& list = links_[link].on;
         double load = 0.0;
         double fastest_in_set = 0.0;        // fastest flow of the set on this link
         double bottlenecked_in_set = -1.0;  // rate of the set's flows that froze on this link, if any
@@ -273,7 +261,7 @@ bool FlowNetwork::check_and_grow() {
             }
         }
         if (!has_fixed) continue;
-        const double cap = bandwidth_[link];
+        const double cap = links_[link].bandwidth;
         const bool saturated = load >= cap * (1.0 - kTolerance);
         const bool overloaded = load > cap * (1.0 + kTolerance);
         for (const LinkEntry& e : list) {
@@ -298,7 +286,7 @@ std::span<const std::uint32_t> FlowNetwork::recompute(std::int64_t now) {
     set_.clear();
     touched_.clear();
     if (++epoch_ == 0) {  // wrapped: clear stale marks so that no old epoch can match
-        std::fill(link_mark_.begin(), link_mark_.end(), 0);
+        for (Link& l : links_) l.mark = 0;
         for (Flow& f : flows_)
             f.mark = 0;
         epoch_ = 1;
@@ -307,7 +295,7 @@ std::span<const std::uint32_t> FlowNetwork::recompute(std::int64_t now) {
     // Seeds: on each dirty link, the new flows, the flows bottlenecked there, and everyone if a new flow
     // joined a link that was saturated already.
     for (LinkId link : dirty_links_) {
-        link_dirty_[link] = 0;
+        links_[link].dirty = 0;
         touch(link);
     }
     dirty_links_.clear();
@@ -316,7 +304,7 @@ std::span<const std::uint32_t> FlowNetwork::recompute(std::int64_t now) {
         const LinkId link = touched_[i];
         bool joined = false;
         double load = 0.0;
-        for (const LinkEntry& e : on_link_[link]) {
+        for (const LinkEntry& e : links_[link].on) {
             const Flow& g = flows_[e.flow];
             if (g.bottleneck == kNoLink) {
                 joined = true;
@@ -324,8 +312,8 @@ std::span<const std::uint32_t> FlowNetwork::recompute(std::int64_t now) {
                 load += static_cast<double>(e.multiplicity) * g.rate;
             }
         }
-        const bool everyone = joined && load >= bandwidth_[link] * (1.0 - kTolerance);
-        for (const LinkEntry& e : on_link_[link]) {
+        const bool everyone = joined && load >= links_[link].bandwidth * (1.0 - kTolerance);
+        for (const LinkEntry& e : links_[link].on) {
             const Flow& g = flows_[e.flow];
             if (everyone || g.bottleneck == kNoLink || g.bottleneck == link) include(e.flow);
         }

@@ -55,7 +55,7 @@ class FlowNetwork {
 public:
     /// Adds a link; `bandwidth` must be finite and > 0 (the simulator validates it).
     LinkId add_link(double bandwidth);
-    [[nodiscard]] std::size_t link_count() const { return bandwidth_.size(); }
+    [[nodiscard]] std::size_t link_count() const { return links_.size(); }
 
     /// Interns a route: `route` must be non-empty and name valid links, each at most once, with
     /// multiplicity >= 1. Flows name routes by id, so that the many transfers over one route share it.
@@ -124,6 +124,7 @@ private:
     struct LinkEntry {
         std::uint32_t flow;
         std::uint32_t multiplicity;
+        std::uint32_t hop;  ///< the link's index on the flow's route (to update its position in O(1))
     };
 
     static void advance(Flow& f, std::int64_t now);
@@ -137,13 +138,16 @@ private:
 
     bool full_ = false;
 
-    // Links.
-    std::vector<double> bandwidth_;
-    std::vector<std::vector<LinkEntry>> on_link_;  ///< active flows per link (unordered; swap-removed)
-    std::vector<std::uint32_t> link_mark_;         ///< == epoch_ when touched by the recomputed set
-    std::vector<std::uint8_t> link_dirty_;
-    std::vector<double> cap_;            ///< water-filling scratch: capacity left
-    std::vector<std::uint64_t> weight_;  ///< water-filling scratch: unfrozen multiplicity
+    // Links: one record each, so that the water-filling finds a link's state in one cache line.
+    struct Link {
+        double bandwidth = 0;
+        double cap = 0;              ///< water-filling scratch: capacity left
+        std::uint64_t weight = 0;    ///< water-filling scratch: unfrozen multiplicity
+        std::uint32_t mark = 0;      ///< == epoch_ when touched by the recomputed set
+        std::uint8_t dirty = 0;
+        std::vector<LinkEntry> on;   ///< active flows on it (unordered; swap-removed)
+    };
+    std::vector<Link> links_;
 
     // Routes, interned: route r is route_[routes_[r].first .. + routes_[r].second].
     std::vector<LinkUse> route_;
@@ -151,7 +155,7 @@ private:
 
     // Flows, by slot (reused after close()).
     std::vector<Flow> flows_;
-    std::vector<std::vector<std::uint32_t>> route_pos_;  ///< per slot: index of the flow in on_link_[its link j]
+    std::vector<std::vector<std::uint32_t>> route_pos_;  ///< per slot: index of the flow in its j-th link's list
     std::vector<std::uint32_t> free_flows_;
 
     // Scratch, reused across recomputations.

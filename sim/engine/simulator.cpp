@@ -4,7 +4,8 @@
 //
 // Event loop. Events sit in a binary min-heap ordered by (time in integer picoseconds, insertion
 // sequence number), so equal-time events run in the order they were scheduled and a given graph always
-// produces the same results. There are three kinds of event:
+// produces the same results; events scheduled for the current instant (zero-length tasks, flows done at once)
+// go to a FIFO instead, which keeps the same order. There are three kinds of event:
 //   task_end    a compute task (or a transfer that carries no bytes) finishes;
 //   flow_start  a transfer's latency has elapsed: its flow joins its links;
 //   flow_done   a flow's scheduled completion; ignored if the flow's version has moved on (its rate
@@ -49,7 +50,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <deque>
 #include <limits>
 #include <string>
 #include <utility>
@@ -106,6 +106,7 @@ struct Simulator::Impl {
         std::uint32_t flow = kNone;  ///< its flow slot while it moves bytes
         std::uint32_t succ_head = kNone, succ_tail = kNone;
         std::uint32_t effect_head = kNone;
+        std::uint32_t next = kNone;  ///< next task of its stream
         std::uint32_t generation = 0;
         State state = State::pending;
         bool transfer = false;
@@ -118,16 +119,16 @@ struct Simulator::Impl {
         MemoryEffect effect;
         std::uint32_t next;
     };
+    /// A stream's hot state (its name and the streams it slows live apart).
     struct Stream {
-        std::string name;
-        std::deque<std::uint32_t> queue;  ///< slots of its unfinished tasks in execution order; front: next/running
+        std::uint32_t head = kNone, tail = kNone;  ///< its unfinished tasks in execution order, linked by Task::next
         bool busy = false;
         bool refill = false;
+        bool slows_others = false;
         std::int64_t busy_ps = 0;
-        // Interference (slow_while_busy): streams this one slows while it carries bytes; and, for a slowed
-        // stream, its speed under interference, the interfering flows active now, and its running compute
-        // task's remaining work (ps at full speed) since `since` at `rate`, its task_end version.
-        std::vector<StreamId> slows;
+        // Interference (slow_while_busy): for a slowed stream, its speed under interference, the interfering flows
+        // active now, and its running compute task's remaining work (ps at full speed) since `since` at `rate`, its
+        // task_end version.
         double slowed_speed = 1.0;
         std::uint32_t interfering = 0;
         double remaining_ps = 0;
@@ -138,6 +139,8 @@ struct Simulator::Impl {
 
     // ---- graph ----
     std::vector<Stream> streams;
+    std::vector<std::string> stream_names;
+    std::vector<std::vector<StreamId>> stream_slows;  ///< streams each one slows while it carries bytes
     std::vector<std::string> link_names;
     detail::FlowNetwork net;
     std::vector<std::uint32_t> flow_task;  ///< flow slot -> task slot
@@ -162,6 +165,8 @@ struct Simulator::Impl {
     // ---- run state ----
     Phase phase = Phase::building;
     std::vector<Event> heap;
+    std::vector<Event> at_now;  ///< events scheduled during the current instant for it, in order
+    std::size_t at_now_read = 0;
     std::uint64_t next_seq = 0;
     std::int64_t now = 0;
     std::uint64_t created = 0;
@@ -242,7 +247,13 @@ struct Simulator::Impl {
         k.label = label;
         k.route = route;
         k.transfer = transfer;
-        streams[stream].queue.push_back(s);
+        Stream& st = streams[stream];
+        if (st.tail == kNone) {
+            st.head = s;
+        } else {
+            tasks[st.tail].next = s;
+        }
+        st.tail = s;
         ++created;
         if (phase == Phase::running) to_try.push_back(stream);
         return (static_cast<TaskId>(gen) << 32) | s;
@@ -259,14 +270,44 @@ struct Simulator::Impl {
     }
 
     void push(std::int64_t time, EventType type, std::uint32_t target, std::uint32_t version = 0) {
-        heap.push_back(Event{time, next_seq++ * 4 + type, target, version});
+        const Event ev{time, next_seq++ * 4 + type, target, version};
+        if (time == now) {
+            // Later in (time, sequence) order than every event in the heap at `now` (those were scheduled before
+            // this instant began) and earlier than every event after `now`: a FIFO keeps that order without the heap.
+            at_now.push_back(ev);
+            return;
+        }
+        heap.push_back(ev);
         std::push_heap(heap.begin(), heap.end(), EventLater{});
+    }
+    /// Whether an event is due at `now`.
+    [[nodiscard]] bool due_now() const {
+        return at_now_read < at_now.size() || (!heap.empty() && heap.front().time == now);
+    }
+    /// The next event in (time, sequence) order.
+    Event pop() {
+        if (!heap.empty() && heap.front().time == now) return pop_heap();
+        if (at_now_read < at_now.size()) {
+            const Event ev = at_now[at_now_read++];
+            if (at_now_read == at_now.size()) {
+                at_now.clear();
+                at_now_read = 0;
+            }
+            return ev;
+        }
+        return pop_heap();
+    }
+    Event pop_heap() {
+        std::pop_heap(heap.begin(), heap.end(), EventLater{});
+        const Event ev = heap.back();
+        heap.pop_back();
+        return ev;
     }
 
     void try_start(StreamId sid) {
         Stream& st = streams[sid];
-        if (st.busy || st.queue.empty()) return;
-        const std::uint32_t s = st.queue.front();
+        if (st.busy || st.head == kNone) return;
+        const std::uint32_t s = st.head;
         Task& k = tasks[s];
         if (k.waiting != 0) return;
         st.busy = true;
@@ -277,7 +318,7 @@ struct Simulator::Impl {
             if (m.alloc_at_start.value != 0) pools[m.pool].change(m.category, m.alloc_at_start.value, now);
         }
         if (k.duration > std::numeric_limits<std::int64_t>::max() - now) {
-            throw SimulationError("simulated time overflows: " + describe_slot(s) + " on stream '" + st.name +
+            throw SimulationError("simulated time overflows: " + describe_slot(s) + " on stream '" + stream_names[sid] +
                                   "' starts at " + format_time(now) + " and lasts " + format_time(k.duration));
         }
         if (st.slowed_speed < 1.0 && !k.transfer) {
@@ -298,7 +339,7 @@ struct Simulator::Impl {
     void schedule_slowed_end(Stream& st, StreamId sid, std::uint32_t s) {
         const double left = std::ceil(st.remaining_ps / st.rate);
         if (left > static_cast<double>(std::numeric_limits<std::int64_t>::max() - now)) {
-            throw SimulationError("simulated time overflows: " + describe_slot(s) + " on stream '" + st.name + "'");
+            throw SimulationError("simulated time overflows: " + describe_slot(s) + " on stream '" + stream_names[sid] + "'");
         }
         push(now + static_cast<std::int64_t>(left), task_end, sid, ++st.version);
     }
@@ -306,13 +347,13 @@ struct Simulator::Impl {
     /// A flow of stream `s` starts (+1) or ends (-1): the streams it slows change speed when it is the first
     /// or the last interfering flow.
     void interfere(StreamId s, int delta) {
-        for (StreamId v : streams[s].slows) {
+        for (StreamId v : stream_slows[s]) {
             Stream& st = streams[v];
             const bool was = st.interfering > 0;
             st.interfering = static_cast<std::uint32_t>(static_cast<int>(st.interfering) + delta);
             const bool is = st.interfering > 0;
             if (was == is || !st.busy || st.slowed_speed >= 1.0) continue;
-            const std::uint32_t t = st.queue.front();
+            const std::uint32_t t = st.head;
             if (tasks[t].transfer) continue;
             st.remaining_ps = std::max(0.0, st.remaining_ps - static_cast<double>(now - st.since) * st.rate);
             st.since = now;
@@ -326,7 +367,7 @@ struct Simulator::Impl {
         Stream& st = streams[s];
         in_callback = true;
         try {
-            while (st.refill && st.queue.empty()) {
+            while (st.refill && st.head == kNone) {
                 if (!refill(s)) st.refill = false;
             }
         } catch (...) {
@@ -359,7 +400,8 @@ struct Simulator::Impl {
         const StreamId sid = k.stream;
         Stream& st = streams[sid];
         st.busy = false;
-        st.queue.pop_front();
+        st.head = k.next;
+        if (st.head == kNone) st.tail = kNone;
         st.busy_ps += now - k.start;
         ++done;
         stats.end_time = Time::from_ps(now);
@@ -382,7 +424,7 @@ struct Simulator::Impl {
             k.succ_head = k.succ_tail = k.effect_head = kNone;
             ++k.generation;
             free_tasks.push_back(s);
-            if (st.queue.empty() && st.refill) {
+            if (st.head == kNone && st.refill) {
                 call_refill(sid);
                 drain_to_try();
             }
@@ -397,7 +439,7 @@ struct Simulator::Impl {
         // Heads of the streams that still have work (none is running: the event heap is empty).
         std::vector<std::uint32_t> heads;
         for (const Stream& st : streams) {
-            if (!st.queue.empty()) heads.push_back(st.queue.front());
+            if (st.head != kNone) heads.push_back(st.head);
         }
         std::vector<std::pair<std::uint32_t, std::size_t>> head_slot;
         for (std::size_t h = 0; h < heads.size(); ++h)
@@ -433,17 +475,16 @@ struct Simulator::Impl {
         constexpr std::size_t kMaxBlockers = 8;
         for (std::size_t h = 0; h < heads.size() && h < kMaxLines; ++h) {
             const std::uint32_t t = heads[h];
-            msg += "\n  stream '" + streams[tasks[t].stream].name + "': " + describe_slot(t) + " waits for ";
+            msg += "\n  stream '" + stream_names[tasks[t].stream] + "': " + describe_slot(t) + " waits for ";
             const auto& list = blockers[h];
             for (std::size_t k = 0; k < list.size() && k < kMaxBlockers; ++k) {
                 const std::uint32_t u = list[k];
                 if (k > 0) msg += ", ";
-                msg += describe_slot(u) + " on stream '" + streams[tasks[u].stream].name + "'";
+                msg += describe_slot(u) + " on stream '" + stream_names[tasks[u].stream] + "'";
                 if (u == t) {
                     msg += " (itself)";
                 } else if (!is_head(u)) {
-                    const Stream& su = streams[tasks[u].stream];
-                    msg += " (queued behind " + describe_slot(su.queue.front()) + ")";
+                    msg += " (queued behind " + describe_slot(streams[tasks[u].stream].head) + ")";
                 } else {
                     msg += " (blocked)";
                 }
@@ -469,7 +510,7 @@ struct Simulator::Impl {
         now = 0;
         if (streaming) {
             for (StreamId s = 0; s < streams.size(); ++s) {
-                if (streams[s].refill && streams[s].queue.empty()) call_refill(s);
+                if (streams[s].refill && streams[s].head == kNone) call_refill(s);
             }
         }
         to_try.clear();
@@ -477,24 +518,22 @@ struct Simulator::Impl {
             try_start(s);
 
         for (;;) {
-            if (net.dirty() && (heap.empty() || heap.front().time > now)) {
+            if (net.dirty() && !due_now()) {
                 ++stats.rate_updates;
                 for (std::uint32_t f : net.recompute(now)) {
                     push(net.completion_ps(f), flow_done, f, net.version(f));
                 }
                 continue;
             }
-            if (heap.empty()) break;
-            std::pop_heap(heap.begin(), heap.end(), EventLater{});
-            const Event ev = heap.back();
-            heap.pop_back();
+            if (heap.empty() && at_now_read == at_now.size()) break;
+            const Event ev = pop();
             now = ev.time;
             ++stats.events;
             switch (static_cast<EventType>(ev.key & 3)) {
                 case task_end: {
                     const Stream& st = streams[ev.target];
                     if (ev.version != st.version || !st.busy) break;  // stale: rate changed since
-                    finish(st.queue.front(), progress, progress_every);
+                    finish(st.head, progress, progress_every);
                     break;
                 }
                 case flow_start: {
@@ -505,7 +544,7 @@ struct Simulator::Impl {
                     k.flow = f;
                     net.activate(f, now);
                     ++stats.flows;
-                    if (!streams[k.stream].slows.empty()) interfere(k.stream, +1);
+                    if (streams[k.stream].slows_others) interfere(k.stream, +1);
                     break;
                 }
                 case flow_done: {
@@ -515,7 +554,7 @@ struct Simulator::Impl {
                     net.deactivate(f);
                     net.close(f);
                     tasks[s].flow = kNone;
-                    if (!streams[tasks[s].stream].slows.empty()) interfere(tasks[s].stream, -1);
+                    if (streams[tasks[s].stream].slows_others) interfere(tasks[s].stream, -1);
                     finish(s, progress, progress_every);
                     break;
                 }
@@ -537,9 +576,9 @@ Simulator& Simulator::operator=(Simulator&&) noexcept = default;
 
 StreamId Simulator::add_stream(std::string name) {
     impl_->check_building("add_stream");
-    Impl::Stream st;
-    st.name = std::move(name);
-    impl_->streams.push_back(std::move(st));
+    impl_->streams.emplace_back();
+    impl_->stream_names.push_back(std::move(name));
+    impl_->stream_slows.emplace_back();
     return static_cast<StreamId>(impl_->streams.size() - 1);
 }
 
@@ -554,7 +593,8 @@ void Simulator::slow_while_busy(StreamId busy, StreamId slowed, double speed) {
     if (speed >= 1.0) return;  // no interference
     // No search for an earlier identical pair (O(d) per call, O(d^2) per stage): a pair added twice counts each
     // flow twice, which changes nothing (only zero / non-zero interfering flows matter).
-    impl_->streams[busy].slows.push_back(slowed);
+    impl_->stream_slows[busy].push_back(slowed);
+    impl_->streams[busy].slows_others = true;
     auto& st = impl_->streams[slowed];
     st.slowed_speed = std::min(st.slowed_speed, speed);
 }
@@ -610,7 +650,7 @@ TaskId Simulator::add_compute(StreamId stream, Time duration, std::uint32_t labe
     impl_->check_stream(stream, "add_compute");
     if (duration.ps() < 0) {
         throw SimulationError("Simulator::add_compute: negative duration on stream '" +
-                              impl_->streams[stream].name + "'");
+                              impl_->stream_names[stream] + "'");
     }
     return impl_->new_task(stream, duration.ps(), label, false, kNone, 0);
 }
@@ -619,7 +659,7 @@ TaskId Simulator::add_transfer_on(StreamId stream, RouteId route, Bytes bytes, T
     Impl& im = *impl_;
     im.check_adding("add_transfer");
     im.check_stream(stream, "add_transfer");
-    const std::string& sname = im.streams[stream].name;
+    const std::string& sname = im.stream_names[stream];
     if (latency.ps() < 0)
         throw SimulationError("Simulator::add_transfer: negative latency on stream '" + sname + "'");
     if (bytes.value < 0)
@@ -789,7 +829,7 @@ bool Simulator::is_transfer(TaskId task) const {
 
 const std::string& Simulator::stream_name(StreamId stream) const {
     impl_->check_stream(stream, "stream_name");
-    return impl_->streams[stream].name;
+    return impl_->stream_names[stream];
 }
 
 Time Simulator::stream_busy(StreamId stream) const {
