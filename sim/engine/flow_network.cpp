@@ -89,7 +89,7 @@ void FlowNetwork::close(std::uint32_t flow) {
     free_flows_.push_back(flow);
 }
 
-void FlowNetwork::mark_dirty(LinkId link) {
+inline void FlowNetwork::mark_dirty(LinkId link) {
     if (!links_[link].dirty) {
         links_[link].dirty = 1;
         dirty_links_.push_back(link);
@@ -151,7 +151,7 @@ std::int64_t FlowNetwork::completion(const Flow& f, std::int64_t now) {
     return now + (rounded > 0.0 ? static_cast<std::int64_t>(rounded) : 0);
 }
 
-void FlowNetwork::touch(LinkId link) {
+inline void FlowNetwork::touch(LinkId link) {
     if (links_[link].mark != epoch_) {
         links_[link].mark = epoch_;
         touched_.push_back(link);
@@ -176,6 +176,10 @@ void FlowNetwork::include_component() {
 }
 
 void FlowNetwork::water_fill() {
+    if (set_.size() == 1) {
+        fill_one();
+        return;
+    }
     for (std::uint32_t id : set_) {
         flows_[id].new_rate = -1.0;
         flows_[id].new_bottleneck = kNoLink;
@@ -234,6 +238,30 @@ void FlowNetwork::water_fill() {
             }
         }
     }
+}
+
+void FlowNetwork::fill_one() {
+    // One flow: the progressive filling freezes it at its lowest link level (ties: smaller link id), the
+    // capacity its route's fixed flows leave divided by its multiplicity there; the same result without a heap.
+    Flow& f = flows_[set_.front()];
+    ++flows_filled_;
+    double best = 0.0;
+    LinkId best_link = kNoLink;
+    for (std::uint32_t j = 0; j < f.route_length; ++j) {
+        const LinkUse& use = route_[f.route_offset + j];
+        const Link& l = links_[use.link];
+        double cap = l.bandwidth;
+        for (const LinkEntry& e : l.on) {
+            if (e.flow != set_.front()) cap -= static_cast<double>(e.multiplicity) * flows_[e.flow].rate;
+        }
+        const double level = std::max(cap, 0.0) / static_cast<double>(use.multiplicity);
+        if (best_link == kNoLink || level < best || (level == best && use.link < best_link)) {
+            best = level;
+            best_link = use.link;
+        }
+    }
+    f.new_rate = std::max(best, links_[best_link].bandwidth * 1e-12);
+    f.new_bottleneck = best_link;
 }
 
 bool FlowNetwork::check_and_grow() {
@@ -319,6 +347,11 @@ std::span<const std::uint32_t> FlowNetwork::recompute(std::int64_t now) {
         }
     }
 
+    if (set_.empty() && !full_) {
+        // Only flows ended, and no flow left on their links was bottlenecked there: every other flow is constrained
+        // elsewhere as before (the repair check would find nothing), so no rate changes.
+        return changed_;
+    }
     if (full_) {
         include_component();
         water_fill();

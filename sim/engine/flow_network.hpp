@@ -134,6 +134,7 @@ private:
     void include(std::uint32_t flow);
     void include_component();
     void water_fill();
+    void fill_one();
     bool check_and_grow();
 
     bool full_ = false;

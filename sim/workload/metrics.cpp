@@ -10,7 +10,8 @@
 namespace strata::workload {
 
 void Builder::observe(const engine::TaskRecord& r) {
-    if (!exposed_tp_.empty() && exposed_tp_.erase(r.task) != 0) exposed_tp_ps_ += (r.end - r.start).ps();
+    if (interval_tp_[r.stream] && interval_stage_[r.stream] >= 0 && exposed_tp_.erase(r.task) != 0)
+        exposed_tp_ps_ += (r.end - r.start).ps();
     const Group& g0 = groups_[0];
     if (r.task == g0.last_backward) g0_last_backward_end_ = r.end.ps();
     if (r.task == g0.optimizer) g0_optimizer_start_ = r.start.ps();
