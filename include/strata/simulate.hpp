@@ -18,7 +18,7 @@ struct SimulationOptions {
     bool keep_trace = false;
     /// Refuse (InputError) a case that would run more than this many tasks (a bound on run time: the graph is
     /// streamed, memory follows the tasks in flight).
-    std::uint64_t max_tasks = 100'000'000;
+    std::uint64_t max_tasks = 1'000'000'000;
 };
 
 /// Builds the task graph (workload) for `scenario`, runs the engine and fills an IterationResult (and `detail`,

@@ -105,7 +105,7 @@ def to_dataframe(results):
     return pandas.json_normalize(list(results))
 
 
-def run(source, case=None, *, analytical_only=False, jobs=0, profile=None, max_tasks=100, base_dir=None,
+def run(source, case=None, *, analytical_only=False, jobs=0, profile=None, max_tasks=1000, base_dir=None,
         check=True):
     """Runs every case of an experiment (a path, a dict or a loaded Experiment), or only `case`, on `jobs`
     threads (0: one per core). Returns Results. A case that cannot be evaluated keeps its place with an 'error'

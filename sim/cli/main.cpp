@@ -46,7 +46,7 @@ struct RunOptions {
     bool no_variation = false;
     std::optional<std::uint64_t> seed;
     int jobs = 0;
-    std::uint64_t max_tasks_millions = 100;
+    std::uint64_t max_tasks_millions = 1000;
 };
 
 /// Progress of many cases or candidates: a bar with an ETA in a terminal; under MPI, lines from rank 0 at every
@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
     run->add_option("--case", ro.case_name, "run only the case with this name");
     run->add_option("--jobs,-j", ro.jobs, "cases to run in parallel (default: one per core; under mpirun each rank runs one case at a time)")->check(CLI::Range(1, 1024));
     run->add_option("--max-tasks", ro.max_tasks_millions,
-                    "refuse cases needing more than this many million tasks (about 180 bytes each; default 100)")
+                    "refuse cases needing more than this many million tasks (a bound on run time, about a million tasks a second; memory follows the tasks in flight; default 1000)")
         ->check(CLI::Range(1, 100000));
     run->add_option("--seed", ro.seed, "variation seed: which GPU gets which speed (default: the system file's variation.seed)");
     run->add_flag("--no-variation", ro.no_variation, "every GPU at the profile's speed (turns the system's variation off)");
