@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -811,4 +812,221 @@ TEST_CASE("a coupling at full speed changes nothing", "[engine][interference]") 
     sim.add_transfer(comm, {{l, 1}}, Bytes(50'000), us(20), 0);
     sim.run();
     CHECK(sim.end_time(k) == us(100));
+}
+
+// ---- streaming (set_streaming): the graph generated while it runs ----
+
+TEST_CASE("streaming: a stream refilled as it runs dry, its finished tasks observed and their slots reused", "[engine][stream]") {
+    Simulator sim;
+    std::vector<TaskRecord> seen;
+    int generated = 0;
+    StreamId s = 0;
+    sim.set_streaming([&](const TaskRecord& r) { seen.push_back(r); },
+                      [&](StreamId stream) {
+                          CHECK(stream == s);
+                          if (generated == 1000) return false;
+                          sim.add_compute(stream, us(10), static_cast<std::uint32_t>(generated++));
+                          return true;
+                      });
+    s = sim.add_stream("chain");
+    sim.refill_when_empty(s);
+    const RunStats st = sim.run();
+    REQUIRE(seen.size() == 1000);
+    CHECK(st.tasks == 1000);
+    CHECK(st.end_time == us(10000));
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+        CHECK(seen[i].label == i);
+        CHECK(seen[i].start == us(10.0 * double(i)));
+        CHECK(seen[i].end == us(10.0 * double(i + 1)));
+    }
+    CHECK(sim.task_count() == 1000);
+    CHECK(sim.task_slots() == 1);  // one task alive at a time: its slot is reused
+    CHECK(seen[0].task != seen[1].task);  // ... under a new id
+    CHECK_THROWS_WITH(sim.end_time(seen[0].task), Catch::Contains("not kept when streaming"));
+}
+
+TEST_CASE("streaming: a hold waits for a task generated later; a dependency on a finished task is satisfied", "[engine][stream]") {
+    Simulator sim;
+    std::vector<TaskRecord> seen;
+    StreamId a = 0, b = 0;
+    TaskId a1 = 0, wait = 0;
+    int a_calls = 0, b_calls = 0;
+    sim.set_streaming([&](const TaskRecord& r) { seen.push_back(r); },
+                      [&](StreamId s) {
+                          if (s == a) {
+                              if (a_calls++ > 0) return false;
+                              a1 = sim.add_compute(a, us(10), 1);
+                              wait = sim.add_compute(a, us(1), 2);
+                              sim.add_hold(wait);  // needs b's x, not generated yet
+                              return true;
+                          }
+                          ++b_calls;
+                          if (b_calls == 1) {
+                              sim.add_compute(b, us(20), 3);
+                              return true;
+                          }
+                          if (b_calls == 2) {
+                              const TaskId x = sim.add_compute(b, us(5), 4);
+                              sim.add_dependency(a1, x);  // a1 ended at 10 us: satisfied
+                              sim.add_dependency(x, wait);
+                              sim.release_hold(wait);
+                              return true;
+                          }
+                          return false;
+                      });
+    a = sim.add_stream("a");
+    b = sim.add_stream("b");
+    sim.refill_when_empty(a);
+    sim.refill_when_empty(b);
+    sim.run();
+    auto by_label = [&](std::uint32_t l) {
+        const auto it = std::find_if(seen.begin(), seen.end(), [&](const TaskRecord& r) { return r.label == l; });
+        REQUIRE(it != seen.end());
+        return *it;
+    };
+    CHECK(by_label(4).start == us(20));
+    CHECK(by_label(2).start == us(25));  // held until x, which ended at 25 us
+    CHECK(by_label(2).end == us(26));
+}
+
+TEST_CASE("streaming: misuse is an error, a hold never released a stall", "[engine][stream]") {
+    SECTION("work added from the observer") {
+        Simulator sim;
+        StreamId s = 0;
+        bool once = false;
+        sim.set_streaming([&](const TaskRecord&) { sim.add_compute(s, us(1), 0); },
+                          [&](StreamId st) {
+                              if (once) return false;
+                              once = true;
+                              sim.add_compute(st, us(1), 0);
+                              return true;
+                          });
+        s = sim.add_stream("s");
+        sim.refill_when_empty(s);
+        CHECK_THROWS_WITH(sim.run(), Catch::Contains("only be added from a refill callback"));
+    }
+    SECTION("a dependency added to a task that has started") {
+        Simulator sim;
+        StreamId s = 0, t = 0;
+        TaskId late = 0;
+        int calls = 0;
+        sim.set_streaming({}, [&](StreamId st) {
+            if (st != s) return false;
+            ++calls;
+            const TaskId x = sim.add_compute(s, us(10), 0);
+            if (calls == 2) sim.add_dependency(x, late);  // at 10 us `late` is running: it cannot wait any more
+            return calls < 3;
+        });
+        s = sim.add_stream("s");
+        t = sim.add_stream("t");
+        sim.refill_when_empty(s);
+        late = sim.add_compute(t, us(100), 1);  // added before run(): starts at 0
+        CHECK_THROWS_WITH(sim.run(), Catch::Contains("has started already"));
+    }
+    SECTION("a hold never released") {
+        Simulator sim;
+        StreamId s = 0;
+        bool once = false;
+        sim.set_streaming({}, [&](StreamId st) {
+            if (once) return false;
+            once = true;
+            sim.add_hold(sim.add_compute(st, us(1), 7));
+            return true;
+        });
+        s = sim.add_stream("held");
+        sim.refill_when_empty(s);
+        sim.set_label_formatter([](std::uint32_t l) { return "label " + std::to_string(l); });
+        CHECK_THROWS_WITH(sim.run(), Catch::Contains("stream 'held'") && Catch::Contains("1 hold(s) never released"));
+    }
+}
+
+TEST_CASE("streaming: the same graph generated while it runs gives the same times as built up front", "[engine][stream]") {
+    // Streams 0..S-1, each a chain of K tasks (compute, or transfers over shared links); task (s, i) also depends on
+    // task (s - 1, i). Streamed, a stream generates its next task when it runs dry; a dependency on a task of the
+    // stream before that is not generated yet is a hold, released when that task is generated.
+    constexpr int S = 6, K = 40;
+    Lcg rng{12345};
+    struct Spec {
+        bool transfer;
+        std::int64_t ps;  // compute duration or bytes
+        int link;
+    };
+    std::vector<std::vector<Spec>> spec(S, std::vector<Spec>(K));
+    for (auto& row : spec)
+        for (auto& x : row) x = {rng.below(3) == 0, 1'000'000 + 1'000'000 * static_cast<std::int64_t>(rng.below(50)),
+                                 static_cast<int>(rng.below(3))};
+    auto add = [&](Simulator& sim, const std::vector<StreamId>& streams, const std::vector<LinkId>& links, int s, int i) {
+        const Spec& x = spec[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+        const auto label = static_cast<std::uint32_t>(s * K + i);
+        return x.transfer ? sim.add_transfer(streams[static_cast<std::size_t>(s)], {{links[static_cast<std::size_t>(x.link)], 1}},
+                                             Bytes(x.ps), us(1), label)
+                          : sim.add_compute(streams[static_cast<std::size_t>(s)], ps(x.ps), label);
+    };
+    // Built up front.
+    std::vector<std::int64_t> start_a(S * K), end_a(S * K);
+    {
+        Simulator sim;
+        std::vector<StreamId> streams;
+        std::vector<LinkId> links;
+        for (int s = 0; s < S; ++s) streams.push_back(sim.add_stream("s" + std::to_string(s)));
+        for (int l = 0; l < 3; ++l) links.push_back(sim.add_link("l", bw(1e9 * (l + 1))));
+        std::vector<std::vector<TaskId>> ids(S);
+        for (int s = 0; s < S; ++s)
+            for (int i = 0; i < K; ++i) {
+                ids[static_cast<std::size_t>(s)].push_back(add(sim, streams, links, s, i));
+                if (s > 0) sim.add_dependency(ids[static_cast<std::size_t>(s - 1)][static_cast<std::size_t>(i)], ids[static_cast<std::size_t>(s)].back());
+            }
+        sim.run();
+        for (int s = 0; s < S; ++s)
+            for (int i = 0; i < K; ++i) {
+                start_a[static_cast<std::size_t>(s * K + i)] = sim.start_time(ids[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)]).ps();
+                end_a[static_cast<std::size_t>(s * K + i)] = sim.end_time(ids[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)]).ps();
+            }
+    }
+    // Streamed.
+    std::vector<std::int64_t> start_b(S * K, -1), end_b(S * K, -1);
+    {
+        Simulator sim;
+        std::vector<StreamId> streams;
+        std::vector<LinkId> links;
+        std::vector<int> next(S, 0);
+        std::vector<std::vector<std::optional<TaskId>>> ids(S, std::vector<std::optional<TaskId>>(K));
+        std::vector<std::vector<bool>> held(S, std::vector<bool>(K, false));
+        std::size_t max_slots = 0;
+        sim.set_streaming(
+            [&](const TaskRecord& r) {
+                start_b[r.label] = r.start.ps();
+                end_b[r.label] = r.end.ps();
+            },
+            [&](StreamId st) {
+                const int s = static_cast<int>(st);
+                const int i = next[static_cast<std::size_t>(s)];
+                if (i == K) return false;
+                ++next[static_cast<std::size_t>(s)];
+                const TaskId t = add(sim, streams, links, s, i);
+                ids[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)] = t;
+                if (s > 0) {
+                    if (auto before = ids[static_cast<std::size_t>(s - 1)][static_cast<std::size_t>(i)]) {
+                        sim.add_dependency(*before, t);
+                    } else {
+                        sim.add_hold(t);
+                        held[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)] = true;
+                    }
+                }
+                if (s + 1 < S && held[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(i)]) {
+                    const TaskId after = *ids[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(i)];
+                    sim.add_dependency(t, after);
+                    sim.release_hold(after);
+                }
+                max_slots = std::max(max_slots, sim.task_slots());
+                return true;
+            });
+        for (int s = 0; s < S; ++s) streams.push_back(sim.add_stream("s" + std::to_string(s)));
+        for (int l = 0; l < 3; ++l) links.push_back(sim.add_link("l", bw(1e9 * (l + 1))));
+        for (StreamId st : streams) sim.refill_when_empty(st);
+        sim.run();
+        CHECK(max_slots < static_cast<std::size_t>(S * K));
+    }
+    CHECK(start_a == start_b);
+    CHECK(end_a == end_b);
 }
