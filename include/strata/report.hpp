@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <ostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,24 @@ std::string detail_to_json(const Scenario& scenario, const IterationResult& resu
 /// Writes a Chrome trace-event JSON (Perfetto opens it): a process per GPU group, a thread per stream.
 /// Throws InputError if the file cannot be written.
 void write_chrome_trace(const std::string& path, const Trace& trace);
+
+/// The same file written as the simulation runs: each span as it is reported (SimulationOptions::trace_spans),
+/// then the names of the processes and lanes. Memory stays flat however long the trace.
+class ChromeTraceWriter {
+public:
+    /// Throws InputError if the file cannot be opened.
+    explicit ChromeTraceWriter(const std::string& path);
+    ~ChromeTraceWriter();
+    ChromeTraceWriter(const ChromeTraceWriter&) = delete;
+    ChromeTraceWriter& operator=(const ChromeTraceWriter&) = delete;
+    void span(const TraceSpan& span);
+    /// Writes the process and lane names (trace.spans is ignored) and closes; throws InputError if writing failed.
+    void finish(const Trace& names);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
 
 void print_table(std::ostream& out, const std::string& title, const std::vector<CaseResult>& results);
 /// Where results came from, for a reader to check: the program and each input file's SHA-256.

@@ -6,6 +6,7 @@
 #include "strata/spec.hpp"
 
 #include <cstdint>
+#include <functional>
 
 namespace strata {
 
@@ -14,8 +15,11 @@ struct SimulationOptions {
     engine::ProgressFn progress;
     /// Keep the first stage's memory timeline (for plots).
     bool keep_timeline = true;
-    /// Fill SimulationDetail::trace with every span of the iteration (report's write_chrome_trace renders it).
+    /// Fill SimulationDetail::trace with the processes and lanes of the iteration and its spans: every span goes to
+    /// `trace_spans` as its task ends if that is set (streamed; report's ChromeTraceWriter), else into trace.spans
+    /// (report's write_chrome_trace renders it).
     bool keep_trace = false;
+    std::function<void(const TraceSpan&)> trace_spans;
     /// Refuse (InputError) a case that would run more than this many tasks (a bound on run time: the graph is
     /// streamed, memory follows the tasks in flight).
     std::uint64_t max_tasks = 1'000'000'000;

@@ -135,10 +135,19 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
         }
         strata::SimulationDetail detail;
         const bool want_detail = !opt.timeline_path.empty() || !opt.trace_path.empty();
+        // The trace goes to its file as the simulation runs (memory stays flat however many GPUs).
+        std::optional<strata::ChromeTraceWriter> trace;
+        if (!opt.trace_path.empty()) {
+            trace.emplace(opt.trace_path);
+            co.simulation.trace_spans = [&trace](const strata::TraceSpan& s) { trace->span(s); };
+        }
         run.results.push_back(strata::evaluate_case(selected[0], co, &run.failures, want_detail ? &detail : nullptr));
         if (tty) std::cerr << "\r\033[K" << std::flush;
         const strata::CaseResult& r = run.results[0];
-        if (r.iteration && !opt.trace_path.empty()) strata::write_chrome_trace(opt.trace_path, detail.trace);
+        if (trace) {
+            trace->finish(detail.trace);
+            if (!r.iteration) std::remove(opt.trace_path.c_str());
+        }
         if (r.iteration && !opt.timeline_path.empty())
             write_file(opt.timeline_path, strata::detail_to_json(selected[0], *r.iteration, detail));
     } else {

@@ -10,36 +10,56 @@
 
 namespace strata {
 
-void write_chrome_trace(const std::string& path, const Trace& trace) {
-    std::ofstream out(path, std::ios::binary);
-    if (!out) throw InputError(path + ": cannot open the trace file for writing");
-    out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+struct ChromeTraceWriter::Impl {
+    std::string path;
+    std::ofstream out;
     bool first = true;
-    auto sep = [&]() -> const char* {
+    const char* sep() {
         if (first) {
             first = false;
             return "";
         }
         return ",\n";
-    };
+    }
+};
+
+ChromeTraceWriter::ChromeTraceWriter(const std::string& path) : impl_(std::make_unique<Impl>()) {
+    impl_->path = path;
+    impl_->out.open(path, std::ios::binary);
+    if (!impl_->out) throw InputError(path + ": cannot open the trace file for writing");
+    impl_->out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+}
+
+ChromeTraceWriter::~ChromeTraceWriter() = default;
+
+void ChromeTraceWriter::span(const TraceSpan& s) {
+    impl_->out << impl_->sep()
+               << fmt::format(R"({{"name":"{} c{} mb{}","cat":"{}","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":{},"tid":{}}})", s.kind,
+                              s.chunk, s.microbatch, s.kind, s.start.us(), (s.end - s.start).us(), s.process, s.lane);
+}
+
+void ChromeTraceWriter::finish(const Trace& trace) {
+    std::ofstream& out = impl_->out;
     // Each process's name, then its lanes (threads).
     std::size_t lane = 0;
     for (std::size_t pid = 0; pid < trace.processes.size(); ++pid) {
-        out << sep() << fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"{}"}}}})", pid,
-                                    trace.processes[pid]);
+        out << impl_->sep()
+            << fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"{}"}}}})", pid, trace.processes[pid]);
         for (; lane < trace.lanes.size() && trace.lanes[lane].process == pid; ++lane) {
-            out << sep() << fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid,
-                                        trace.lanes[lane].id, trace.lanes[lane].name);
+            out << impl_->sep() << fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid,
+                                               trace.lanes[lane].id, trace.lanes[lane].name);
         }
     }
     if (lane != trace.lanes.size()) throw Error("trace: lanes are not grouped by process in process order");
-    for (const TraceSpan& s : trace.spans) {
-        out << sep()
-            << fmt::format(R"({{"name":"{} c{} mb{}","cat":"{}","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":{},"tid":{}}})", s.kind,
-                           s.chunk, s.microbatch, s.kind, s.start.us(), (s.end - s.start).us(), s.process, s.lane);
-    }
     out << "\n]}\n";
-    if (!out) throw InputError(path + ": writing the trace failed");
+    out.close();
+    if (!out) throw InputError(impl_->path + ": writing the trace failed");
+}
+
+void write_chrome_trace(const std::string& path, const Trace& trace) {
+    ChromeTraceWriter w(path);
+    for (const TraceSpan& s : trace.spans) w.span(s);
+    w.finish(trace);
 }
 
 std::string detail_to_json(const Scenario& sc, const IterationResult& r, const SimulationDetail& d) {

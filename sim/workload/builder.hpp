@@ -243,6 +243,7 @@ private:
     std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0;
     std::vector<std::int32_t> interval_stage_;    // stream -> stage of replica 0's compute or tp stream, or -1
     std::vector<std::uint8_t> interval_tp_;       // stream -> whether it is a tp stream
+    std::vector<std::uint32_t> stream_process_;   // stream -> trace process: its group, or one past the last (data-parallel)
     std::vector<StageInterval> intervals_;
     std::vector<TraceSpan> spans_;
 };

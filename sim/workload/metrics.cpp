@@ -25,8 +25,13 @@ void Builder::observe(const engine::TaskRecord& r) {
         intervals_.push_back({r.start.seconds(), r.end.seconds(), s, kind, label_mb(r.label), label_chunk(r.label)});
     }
     if (options_.keep_trace) {
-        spans_.push_back({0, r.stream, kKindNames[static_cast<int>(label_kind(r.label))], label_chunk(r.label),
-                          label_mb(r.label), r.start, r.end});
+        const TraceSpan span{stream_process_[r.stream], r.stream, kKindNames[static_cast<int>(label_kind(r.label))],
+                             label_chunk(r.label), label_mb(r.label), r.start, r.end};
+        if (options_.trace_spans) {
+            options_.trace_spans(span);
+        } else {
+            spans_.push_back(span);
+        }
     }
 }
 
@@ -102,7 +107,6 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
             // A process per GPU group (its t GPUs run in lockstep), a lane per stream; one more process holds the
             // data-parallel streams.
             Trace& tr = detail->trace;
-            std::vector<std::uint32_t> stream_process(sim_.stream_count(), static_cast<std::uint32_t>(groups_.size()));
             const char* names[] = {"compute", "tensor-parallel comm", "send forward", "send backward"};
             for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
                 const Group& g = groups_[gi];
@@ -110,13 +114,9 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
                 tr.processes.push_back(
                     fmt::format("GPUs {}-{} stage {} replica {}", g.gpus.front(), g.gpus.back(), g.stage, g.replica));
                 const StreamId streams[] = {g.compute, g.tp, g.send_fwd, g.send_bwd};
-                for (int i = 0; i < 4; ++i) {
-                    tr.lanes.push_back({pid, streams[i], names[i]});
-                    stream_process[streams[i]] = pid;
-                }
+                for (int i = 0; i < 4; ++i) tr.lanes.push_back({pid, streams[i], names[i]});
             }
             tr.processes.emplace_back("data-parallel");
-            for (TraceSpan& sp : spans_) sp.process = stream_process[sp.lane];
             tr.spans = std::move(spans_);
         }
     }

@@ -68,9 +68,13 @@ void Builder::build() {
     interval_stage_.assign(sim_.stream_count(), -1);
     interval_tp_.assign(sim_.stream_count(), 0);
     compute_group_.assign(sim_.stream_count(), 0);
+    // A trace process per GPU group (its t GPUs run in lockstep), a lane per stream; one more process holds the
+    // data-parallel streams.
+    stream_process_.assign(sim_.stream_count(), static_cast<std::uint32_t>(groups_.size()));
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
         const Group& g = groups_[gi];
         compute_group_[g.compute] = static_cast<std::uint32_t>(gi);
+        for (const StreamId st : {g.compute, g.tp, g.send_fwd, g.send_bwd}) stream_process_[st] = static_cast<std::uint32_t>(gi);
         if (g.replica != 0) continue;
         interval_stage_[g.compute] = interval_stage_[g.tp] = g.stage;
         interval_tp_[g.tp] = 1;
