@@ -130,6 +130,13 @@ public:
     /// Validates a route (links in range, multiplicity >= 1), merges repeated links (multiplicities add up, first
     /// seen order) and interns it.
     RouteId add_route(std::vector<LinkUse> route);
+    /// How long a transfer of `bytes` over `route` moves bytes when no other flow shares its links (its latency not
+    /// included), exactly as its flow would: a workload that knows a route is never shared can emit such transfers
+    /// with an empty route and this time added to the latency, and the flow network never sees them.
+    [[nodiscard]] Time alone_transfer_time(RouteId route, Bytes bytes) const;
+    /// An interned route's links (merged).
+    [[nodiscard]] std::span<const LinkUse> route_links(RouteId route) const;
+    [[nodiscard]] std::size_t link_count() const;
     TaskId add_compute(StreamId stream, Time duration, std::uint32_t label);
     TaskId add_transfer_on(StreamId stream, RouteId route, Bytes bytes, Time latency, std::uint32_t label);
     /// The same with a route of its own (interned for this one transfer).

@@ -84,6 +84,26 @@ std::uint32_t FlowNetwork::open(std::uint32_t route, double bytes) {
     return id;
 }
 
+std::int64_t FlowNetwork::alone_ps(std::uint32_t route, double bytes) const {
+    // As fill_one() and completion() would give it at its start with no other flow on its links.
+    double best = 0.0;
+    LinkId best_link = kNoLink;
+    for (std::uint32_t j = 0; j < routes_[route].second; ++j) {
+        const LinkUse& use = route_[routes_[route].first + j];
+        const double level = std::max(links_[use.link].bandwidth, 0.0) / static_cast<double>(use.multiplicity);
+        if (best_link == kNoLink || level < best || (level == best && use.link < best_link)) {
+            best = level;
+            best_link = use.link;
+        }
+    }
+    if (best_link == kNoLink) return 0;
+    Flow f;
+    f.bytes = bytes;
+    f.remaining = bytes;
+    f.rate = std::max(best, links_[best_link].bandwidth * 1e-12);
+    return completion(f, 0);
+}
+
 void FlowNetwork::close(std::uint32_t flow) {
     ++flows_[flow].version;
     free_flows_.push_back(flow);

@@ -62,6 +62,13 @@ public:
     std::uint32_t add_route(std::span<const LinkUse> route);
     [[nodiscard]] std::size_t route_count() const { return routes_.size(); }
     [[nodiscard]] std::uint32_t route_length(std::uint32_t route) const { return routes_[route].second; }
+    [[nodiscard]] std::span<const LinkUse> route(std::uint32_t r) const {
+        return {route_.data() + routes_[r].first, routes_[r].second};
+    }
+
+    /// Picoseconds a flow of `bytes` > 0 over `route` takes when no other flow shares its links: its rate is its
+    /// lowest link bandwidth over multiplicity, rounded to whole picoseconds as a flow's completion is.
+    [[nodiscard]] std::int64_t alone_ps(std::uint32_t route, double bytes) const;
 
     /// A flow of `bytes` > 0 over an interned route, not active yet: its state exists from here until
     /// `close()`, which hands its slot to the next `open()`. Returns the flow's index (its slot).

@@ -645,6 +645,23 @@ RouteId Simulator::add_route(std::vector<LinkUse> route) {
     return im.net.add_route(merged);
 }
 
+Time Simulator::alone_transfer_time(RouteId route, Bytes bytes) const {
+    if (route >= impl_->net.route_count())
+        throw SimulationError("Simulator::alone_transfer_time: route id " + std::to_string(route) + " out of range");
+    if (bytes.value <= 0) return Time::zero();
+    return Time::from_ps(impl_->net.alone_ps(route, static_cast<double>(bytes.value)));
+}
+
+std::span<const LinkUse> Simulator::route_links(RouteId route) const {
+    if (route >= impl_->net.route_count())
+        throw SimulationError("Simulator::route_links: route id " + std::to_string(route) + " out of range");
+    return impl_->net.route(route);
+}
+
+std::size_t Simulator::link_count() const {
+    return impl_->net.link_count();
+}
+
 TaskId Simulator::add_compute(StreamId stream, Time duration, std::uint32_t label) {
     impl_->check_adding("add_compute");
     impl_->check_stream(stream, "add_compute");

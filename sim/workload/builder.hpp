@@ -84,7 +84,8 @@ inline int label_mb(std::uint32_t label) { return static_cast<int>(label & 0xfff
 struct PlannedPhase {
     engine::RouteId route{};
     Bytes bytes;
-    Time latency;  ///< the phase's own latency plus its route's
+    Time latency;               ///< the phase's own latency plus its route's
+    std::optional<Time> alone;  ///< set when nothing else ever shares its links: the time it moves bytes (no flow)
 };
 using Plan = std::vector<PlannedPhase>;
 
@@ -205,6 +206,13 @@ private:
     void maybe_gather_parameters(int stage);
     Plan parameter_gather_plan(int stage);
     Plan combined_plan(int stage, CollectiveKind kind, Bytes message);
+    std::vector<fabric::CollectivePhase> dp_phases(int stage, CollectiveKind kind, Bytes message) const;
+    std::vector<fabric::CollectivePhase> parameter_gather_phases(int stage) const;
+    /// Every message size the stage's gradient reduction may use (whole, per layer bucket, the rest).
+    [[nodiscard]] std::vector<Bytes> dp_messages(int stage) const;
+    /// Groups whose tensor-parallel links nothing else ever crosses move their tp-stream collectives without flows
+    /// (their in-order tp stream runs one at a time, so each moves alone at its route's rate: the same times).
+    void find_private_tp_links();
     // metrics.cpp
     void observe(const engine::TaskRecord& r);
 
@@ -229,6 +237,7 @@ private:
     std::map<std::pair<int, int>, std::pair<engine::RouteId, Time>> p2p_routes_;  // (first GPUs) -> route, latency
     std::vector<StageReduction> reductions_;
     std::optional<TaskId> embedding_sync_;
+    engine::RouteId empty_route_{};
     std::uint64_t expected_tasks_ = 0;
     std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both; layers)
     struct BackwardPieces {

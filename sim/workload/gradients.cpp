@@ -30,13 +30,30 @@ double Builder::dp_collective_speed(int stage) const {
     return 1.0 - std::min(0.9, double(channels) / double(dev.sm_count));
 }
 
-Plan Builder::combined_plan(int r, CollectiveKind kind, Bytes message) {
+std::vector<fabric::CollectivePhase> Builder::dp_phases(int r, CollectiveKind kind, Bytes message) const {
     // One ring per tensor rank i (same rail) over the data (and context) replicas; the t rings move together.
     std::vector<std::vector<int>> rings(static_cast<std::size_t>(e_.tensor));
     for (int i = 0; i < e_.tensor; ++i)
         for (int k = 0; k < e_.data; ++k)
             for (int j = 0; j < e_.context; ++j) rings[static_cast<std::size_t>(i)].push_back(rank(r, k, j, i));
-    return intern(fabric::plan_concurrent_collectives(fab_, kind, rings, message, coll_params_));
+    return fabric::plan_concurrent_collectives(fab_, kind, rings, message, coll_params_);
+}
+
+Plan Builder::combined_plan(int r, CollectiveKind kind, Bytes message) {
+    return intern(dp_phases(r, kind, message));
+}
+
+std::vector<Bytes> Builder::dp_messages(int r) const {
+    const double gbpp = bytes_per_param(e_).gradients;
+    const double layer_params = layer_parameters_per_gpu(sc_.model, e_.tensor);
+    int layers = 0;
+    for (int chunk = 0; chunk < shape_.chunks; ++chunk)
+        layers += e_.layers_per_chunk(sc_.model.layers, schedule::virtual_stage(shape_, r, chunk) % e_.pipeline);
+    const double rest = parameters_on_stage(sc_.model, e_, r) - layer_params * layers;
+    std::vector<Bytes> out{stage_state(sc_.model, e_, sc_.system.device_memory(), r).gradients,
+                           Bytes(std::llround(layer_params * gbpp))};
+    if (rest > 0.5) out.emplace_back(std::llround(rest * gbpp));
+    return out;
 }
 
 void Builder::on_bucket(Group& g, TaskId layer_end) {
@@ -169,12 +186,16 @@ void Builder::maybe_gather_parameters(int r) {
                 nullptr);
 }
 
-Plan Builder::parameter_gather_plan(int r) {
+std::vector<fabric::CollectivePhase> Builder::parameter_gather_phases(int r) const {
     std::vector<int> ranks;
     for (int k = 0; k < e_.data; ++k)
         for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(r, k, j, 0));
     const double params = parameters_on_stage(sc_.model, e_, r);
-    return intern(fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks, Bytes(std::llround(params * 2)), coll_params_));
+    return fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks, Bytes(std::llround(params * 2)), coll_params_);
+}
+
+Plan Builder::parameter_gather_plan(int r) {
+    return intern(parameter_gather_phases(r));
 }
 
 void Builder::emit_overlapped_param_gathers() {

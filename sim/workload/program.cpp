@@ -54,6 +54,8 @@ std::size_t Builder::message_index(const schedule::Unit& u) const {
 void Builder::build() {
     make_groups();
     check_task_limit();
+    empty_route_ = sim_.add_route({});
+    find_private_tp_links();
     const int p = e_.pipeline;
     for (int r = 0; r < p; ++r) {
         const auto& program = programs_[static_cast<std::size_t>(r)];
@@ -84,6 +86,73 @@ void Builder::build() {
     for (const Group& g : groups_) sim_.refill_when_empty(g.compute);
     sim_.set_expected_tasks(expected_tasks_);
     emit_overlapped_param_gathers();
+}
+
+void Builder::find_private_tp_links() {
+    constexpr std::int64_t kFree = -1, kShared = -2;
+    std::vector<std::int64_t> owner(sim_.link_count(), kFree);
+    auto shared = [&](const std::vector<engine::LinkUse>& links) {
+        for (const engine::LinkUse& u : links) owner[u.link] = kShared;
+    };
+    const int p = e_.pipeline;
+    // Everything that is not a tp stream: pipeline transfers (both directions, wrapping around for the interleaved
+    // schedule), data-parallel reductions and parameter gathers, the tied-embedding sync.
+    if (p > 1) {
+        for (const Group& a : groups_) {
+            for (const int to : {(a.stage + 1) % p, (a.stage + p - 1) % p}) {
+                const Group& b = groups_[static_cast<std::size_t>(group_index(to, a.replica))];
+                std::vector<std::pair<int, int>> pairs;
+                for (std::size_t i = 0; i < a.gpus.size(); ++i) pairs.emplace_back(a.gpus[i], b.gpus[i]);
+                shared(fab_.combined(pairs).links);
+            }
+        }
+    }
+    if (weight_replicas() > 1) {
+        const auto kind = e_.distributed_optimizer ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+        for (int r = 0; r < p; ++r) {
+            for (const Bytes m : dp_messages(r))
+                for (const auto& ph : dp_phases(r, kind, m)) shared(ph.route.links);
+            if (e_.distributed_optimizer)
+                for (const auto& ph : parameter_gather_phases(r)) shared(ph.route.links);
+        }
+    }
+    if (p > 1 && sc_.model.tied_embeddings) {
+        std::vector<std::pair<int, int>> pairs;
+        for (int k = 0; k < e_.data; ++k)
+            for (int j = 0; j < e_.context; ++j)
+                for (int i = 0; i < e_.tensor; ++i) {
+                    pairs.emplace_back(rank(0, k, j, i), rank(p - 1, k, j, i));
+                    pairs.emplace_back(rank(p - 1, k, j, i), rank(0, k, j, i));
+                }
+        shared(fab_.combined(pairs).links);
+    }
+    // Each group's tp stream: every collective its units and calls can run.
+    const bool scatter_gather = !e_.sequence_parallel && e_.tensor > 1;
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+        Group& g = groups_[gi];
+        for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
+            const int v = schedule::virtual_stage(shape_, g.stage, chunk);
+            for (const bool forward : {true, false})
+                for (const UnitStep& st : unit_for(forward, v).steps)
+                    if (!st.is_compute) tp_phases(g, st.kind, st.message, st.context_group);
+        }
+        if (scatter_gather) tp_phases(g, CollectiveKind::all_gather, activation_message_);
+        for (const auto& [key, plan] : g.plans)
+            for (const PlannedPhase& ph : plan)
+                for (const engine::LinkUse& u : sim_.route_links(ph.route))
+                    owner[u.link] = owner[u.link] == kFree || owner[u.link] == std::int64_t(gi) ? std::int64_t(gi) : kShared;
+    }
+    // A group whose tp links are its own moves each tp-stream collective alone: as a transfer of known length.
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+        Group& g = groups_[gi];
+        bool alone = true;
+        for (const auto& [key, plan] : g.plans)
+            for (const PlannedPhase& ph : plan)
+                for (const engine::LinkUse& u : sim_.route_links(ph.route)) alone = alone && owner[u.link] == std::int64_t(gi);
+        if (!alone) continue;
+        for (auto& [key, plan] : g.plans)
+            for (PlannedPhase& ph : plan) ph.alone = sim_.alone_transfer_time(ph.route, ph.bytes);
+    }
 }
 
 void Builder::make_groups() {

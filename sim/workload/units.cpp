@@ -33,7 +33,8 @@ void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const Cos
 Plan Builder::intern(const std::vector<fabric::CollectivePhase>& phases) {
     Plan plan;
     plan.reserve(phases.size());
-    for (const auto& ph : phases) plan.push_back({sim_.add_route(ph.route.links), ph.bytes, ph.latency + ph.route.latency});
+    for (const auto& ph : phases)
+        plan.push_back({sim_.add_route(ph.route.links), ph.bytes, ph.latency + ph.route.latency, std::nullopt});
     return plan;
 }
 
@@ -52,7 +53,8 @@ TaskId Builder::emit_phases(StreamId stream, const Plan& phases, std::vector<Tas
     TaskId last{};
     bool have = false;
     for (const auto& ph : phases) {
-        TaskId t = sim_.add_transfer_on(stream, ph.route, ph.bytes, ph.latency, label);
+        TaskId t = ph.alone ? sim_.add_transfer_on(stream, empty_route_, ph.bytes, ph.latency + *ph.alone, label)
+                            : sim_.add_transfer_on(stream, ph.route, ph.bytes, ph.latency, label);
         for (TaskId d : deps) sim_.add_dependency(d, t);
         if (!have && first) *first = t;
         deps = {t};
