@@ -93,17 +93,15 @@ struct Simulator::Impl {
     enum class Phase : std::uint8_t { building, running, done };
     enum class State : std::uint8_t { pending, running, finished };
 
-    /// A task's slot. Hot fields first.
-    struct Task {
+    /// A task's slot: one cache line.
+    struct alignas(64) Task {
         std::int64_t duration = 0;  ///< compute: duration; transfer: latency (ps)
         std::int64_t start = kNever;
-        std::int64_t end = kNever;
         std::int64_t bytes = 0;      ///< transfer
         std::uint32_t waiting = 0;   ///< unfinished dependencies + holds
         std::uint32_t stream = 0;
         std::uint32_t label = 0;
         std::uint32_t route = kNone; ///< transfer with bytes to move; kNone otherwise
-        std::uint32_t flow = kNone;  ///< its flow slot while it moves bytes
         std::uint32_t succ_head = kNone, succ_tail = kNone;
         std::uint32_t effect_head = kNone;
         std::uint32_t next = kNone;  ///< next task of its stream
@@ -148,6 +146,7 @@ struct Simulator::Impl {
     LabelFn label_fn;
 
     std::vector<Task> tasks;
+    std::vector<std::int64_t> ends;  ///< per task, without streaming only (per-task results)
     std::vector<std::uint32_t> free_tasks;
     std::vector<Edge> edges;
     std::uint32_t free_edge = kNone;
@@ -280,6 +279,16 @@ struct Simulator::Impl {
         heap.push_back(ev);
         std::push_heap(heap.begin(), heap.end(), EventLater{});
     }
+    /// Asks the memory system for the state the next event will touch while this one is handled.
+    void prefetch_next() const {
+        const Event* next = at_now_read < at_now.size() ? &at_now[at_now_read] : heap.empty() ? nullptr : &heap.front();
+        if (next == nullptr) return;
+        switch (static_cast<EventType>(next->key & 3)) {
+            case task_end: __builtin_prefetch(&streams[next->target]); break;
+            case flow_start: __builtin_prefetch(&tasks[next->target]); break;
+            case flow_done: break;
+        }
+    }
     /// Whether an event is due at `now`.
     [[nodiscard]] bool due_now() const {
         return at_now_read < at_now.size() || (!heap.empty() && heap.front().time == now);
@@ -385,7 +394,10 @@ struct Simulator::Impl {
 
     void finish(std::uint32_t s, const ProgressFn& progress, std::uint64_t progress_every) {
         Task& k = tasks[s];
-        k.end = now;
+        if (!streaming) {
+            if (ends.size() <= s) ends.resize(tasks.size(), kNever);
+            ends[s] = now;
+        }
         k.state = State::finished;
         for (std::uint32_t e = k.effect_head; e != kNone;) {
             const MemoryEffect& m = effect_nodes[e].effect;
@@ -528,6 +540,7 @@ struct Simulator::Impl {
             if (heap.empty() && at_now_read == at_now.size()) break;
             const Event ev = pop();
             now = ev.time;
+            prefetch_next();
             ++stats.events;
             switch (static_cast<EventType>(ev.key & 3)) {
                 case task_end: {
@@ -541,7 +554,6 @@ struct Simulator::Impl {
                     const std::uint32_t f = net.open(k.route, static_cast<double>(k.bytes));
                     if (f >= flow_task.size()) flow_task.resize(f + 1, kNone);
                     flow_task[f] = ev.target;
-                    k.flow = f;
                     net.activate(f, now);
                     ++stats.flows;
                     if (streams[k.stream].slows_others) interfere(k.stream, +1);
@@ -553,7 +565,6 @@ struct Simulator::Impl {
                     const std::uint32_t s = flow_task[f];
                     net.deactivate(f);
                     net.close(f);
-                    tasks[s].flow = kNone;
                     if (streams[tasks[s].stream].slows_others) interfere(tasks[s].stream, -1);
                     finish(s, progress, progress_every);
                     break;
@@ -827,9 +838,10 @@ Time Simulator::start_time(TaskId task) const {
 }
 
 Time Simulator::end_time(TaskId task) const {
-    const auto& k = impl_->kept(task, "end_time");
+    impl_->kept(task, "end_time");
     impl_->check_ran("end_time");
-    return Time::from_ps(k.end);
+    const auto s = static_cast<std::size_t>(task & 0xffffffffu);
+    return Time::from_ps(s < impl_->ends.size() ? impl_->ends[s] : kNever);
 }
 
 StreamId Simulator::stream_of(TaskId task) const {
