@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 
 using namespace strata;
 
@@ -158,6 +159,63 @@ TEST_CASE("the Chrome trace has a process per GPU group and complete events") {
     CHECK(complete > 10);
     CHECK(last_end_us == Approx(r.iteration_time_s * 1e6).epsilon(1e-6));
     std::remove(path.c_str());
+}
+
+TEST_CASE("a streamed trace: every lane named, args and bytes, send-to-receive arrows, memory counters, chosen groups") {
+    // Two stages x two replicas (t = 8: each group one node), streamed span by span as the simulation runs.
+    Scenario sc = small(2, 1, 4, true, Recompute::selective);
+    sc.execution.data = 2;
+    sc.execution.global_batch = 8;
+    validate(sc);
+    SimulationOptions opt;
+    opt.keep_trace = true;
+    std::vector<TraceSpan> spans;
+    opt.trace_spans = [&](const TraceSpan& s) { spans.push_back(s); };
+    SimulationDetail d;
+    simulate(sc, opt, &d);
+    CHECK(d.trace.spans.empty());  // streamed, not kept
+    REQUIRE(d.trace.processes.size() == 5);  // four groups + data-parallel
+    // Every stream that ran a span has a named lane.
+    std::set<std::uint32_t> named;
+    for (const TraceLane& l : d.trace.lanes) {
+        CHECK_FALSE(l.name.empty());
+        named.insert(l.id);
+    }
+    int sends = 0, dp = 0;
+    for (const TraceSpan& s : spans) {
+        CHECK(named.count(s.lane) == 1);
+        if (std::string(s.kind) == "dp-reduce") {
+            ++dp;
+            CHECK(s.process == 4);
+            CHECK(s.bytes.value > 0);
+        }
+        if (s.has_receiver) {
+            ++sends;
+            CHECK(std::string(s.kind) == "p2p");
+            CHECK(s.bytes.value > 0);
+            CHECK(s.receiver_process != s.process);  // the other stage's group
+        }
+    }
+    CHECK(dp > 0);
+    CHECK(sends == 2 * 2 * 4);  // 2 replicas x (forward + backward) x 4 microbatches
+    REQUIRE(d.trace.memory.size() == 2);  // a counter per stage (replica 0)
+    CHECK(d.trace.memory[0].samples.size() > 8);
+
+    // Only stage 1 of replica 0: its spans, no arrows (the partner stage is not traced), one counter.
+    opt.trace_first_stage = opt.trace_last_stage = 1;
+    opt.trace_first_replica = opt.trace_last_replica = 0;
+    std::vector<TraceSpan> some;
+    opt.trace_spans = [&](const TraceSpan& s) { some.push_back(s); };
+    SimulationDetail d2;
+    simulate(sc, opt, &d2);
+    CHECK_FALSE(some.empty());
+    CHECK(some.size() < spans.size() / 3);
+    for (const TraceSpan& s : some) {
+        CHECK((s.process == 2 || s.process == 4));  // group (stage 1, replica 0) or data-parallel
+        CHECK_FALSE(s.has_receiver);
+    }
+    CHECK(d2.trace.memory.size() == 1);
+    CHECK(d2.trace.processes[0].empty());  // untraced groups have no name
 }
 
 TEST_CASE("detail: stage timeline and memory samples for plots") {

@@ -71,6 +71,7 @@ struct TaskRecord {
     StreamId stream = 0;
     std::uint32_t label = 0;
     bool transfer = false;
+    Bytes bytes;  ///< a transfer's size
     Time start;
     Time end;
 };

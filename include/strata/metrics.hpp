@@ -67,11 +67,21 @@ struct TraceSpan {
     int chunk = 0;
     int microbatch = 0;
     Time start, end;
+    Bytes bytes;             ///< a transfer's size (0 for compute)
+    /// A pipeline send: the receiving group's process and compute lane (a flow arrow from this span to it).
+    bool has_receiver = false;
+    std::uint32_t receiver_process = 0, receiver_lane = 0;
+};
+/// A memory counter track: one stage's first replica, bytes in use over time.
+struct TraceCounter {
+    std::uint32_t process = 0;
+    std::vector<MemorySample> samples;
 };
 struct Trace {
     std::vector<std::string> processes;   ///< index = process id
     std::vector<TraceLane> lanes;
     std::vector<TraceSpan> spans;         ///< in the order the tasks ended
+    std::vector<TraceCounter> memory;     ///< per stage (replica 0)
 };
 
 struct SimulationDetail {

@@ -20,6 +20,9 @@ struct SimulationOptions {
     /// (report's write_chrome_trace renders it).
     bool keep_trace = false;
     std::function<void(const TraceSpan&)> trace_spans;
+    /// Which GPU groups the trace shows (inclusive ranges; default all): a 256-GPU trace is tens of MB.
+    int trace_first_stage = 0, trace_last_stage = 1 << 30;
+    int trace_first_replica = 0, trace_last_replica = 1 << 30;
     /// Refuse (InputError) a case that would run more than this many tasks (a bound on run time: the graph is
     /// streamed, memory follows the tasks in flight).
     std::uint64_t max_tasks = 1'000'000'000;

@@ -418,7 +418,7 @@ struct Simulator::Impl {
         ++done;
         stats.end_time = Time::from_ps(now);
         if (streaming && observer) {
-            observer(TaskRecord{(static_cast<TaskId>(k.generation) << 32) | s, sid, k.label, k.transfer,
+            observer(TaskRecord{(static_cast<TaskId>(k.generation) << 32) | s, sid, k.label, k.transfer, Bytes(k.bytes),
                                 Time::from_ps(k.start), Time::from_ps(now)});
         }
         for (std::uint32_t e = k.succ_head; e != kNone;) {

@@ -14,6 +14,7 @@ struct ChromeTraceWriter::Impl {
     std::string path;
     std::ofstream out;
     bool first = true;
+    std::uint64_t flows = 0;
     const char* sep() {
         if (first) {
             first = false;
@@ -33,9 +34,22 @@ ChromeTraceWriter::ChromeTraceWriter(const std::string& path) : impl_(std::make_
 ChromeTraceWriter::~ChromeTraceWriter() = default;
 
 void ChromeTraceWriter::span(const TraceSpan& s) {
-    impl_->out << impl_->sep()
-               << fmt::format(R"({{"name":"{} c{} mb{}","cat":"{}","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":{},"tid":{}}})", s.kind,
-                              s.chunk, s.microbatch, s.kind, s.start.us(), (s.end - s.start).us(), s.process, s.lane);
+    std::ofstream& out = impl_->out;
+    out << impl_->sep()
+        << fmt::format(R"({{"name":"{} c{} mb{}","cat":"{}","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":{},"tid":{},)"
+                       R"("args":{{"op":"{}","chunk":{},"microbatch":{},"bytes":{}}}}})",
+                       s.kind, s.chunk, s.microbatch, s.kind, s.start.us(), (s.end - s.start).us(), s.process, s.lane, s.kind,
+                       s.chunk, s.microbatch, s.bytes.value);
+    if (s.has_receiver) {
+        // A flow arrow from the send to the receiving group's compute lane (bound to its next slice there).
+        const std::uint64_t id = ++impl_->flows;
+        out << impl_->sep()
+            << fmt::format(R"({{"name":"p2p","cat":"p2p","ph":"s","id":{},"ts":{:.3f},"pid":{},"tid":{}}})", id, s.start.us(),
+                           s.process, s.lane)
+            << impl_->sep()
+            << fmt::format(R"({{"name":"p2p","cat":"p2p","ph":"f","bp":"e","id":{},"ts":{:.3f},"pid":{},"tid":{}}})", id,
+                           s.end.us(), s.receiver_process, s.receiver_lane);
+    }
 }
 
 void ChromeTraceWriter::finish(const Trace& trace) {
@@ -43,14 +57,24 @@ void ChromeTraceWriter::finish(const Trace& trace) {
     // Each process's name, then its lanes (threads).
     std::size_t lane = 0;
     for (std::size_t pid = 0; pid < trace.processes.size(); ++pid) {
-        out << impl_->sep()
-            << fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"{}"}}}})", pid, trace.processes[pid]);
+        if (!trace.processes[pid].empty()) {
+            out << impl_->sep()
+                << fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"{}"}}}})", pid, trace.processes[pid]);
+        }
         for (; lane < trace.lanes.size() && trace.lanes[lane].process == pid; ++lane) {
             out << impl_->sep() << fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid,
                                                trace.lanes[lane].id, trace.lanes[lane].name);
         }
     }
     if (lane != trace.lanes.size()) throw Error("trace: lanes are not grouped by process in process order");
+    // A memory counter track per stage (its first replica): GiB in use.
+    for (const TraceCounter& c : trace.memory) {
+        for (const MemorySample& m : c.samples) {
+            out << impl_->sep()
+                << fmt::format(R"({{"name":"memory","ph":"C","ts":{:.3f},"pid":{},"args":{{"GiB":{:.4f}}}}})", m.time.us(), c.process,
+                               m.in_use.gib());
+        }
+    }
     out << "\n]}\n";
     out.close();
     if (!out) throw InputError(impl_->path + ": writing the trace failed");

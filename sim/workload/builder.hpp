@@ -253,6 +253,12 @@ private:
     std::vector<std::int32_t> interval_stage_;    // stream -> stage of replica 0's compute or tp stream, or -1
     std::vector<std::uint8_t> interval_tp_;       // stream -> whether it is a tp stream
     std::vector<std::uint32_t> stream_process_;   // stream -> trace process: its group, or one past the last (data-parallel)
+    std::vector<std::uint8_t> stream_traced_;     // stream -> whether its spans go to the trace (--trace-groups)
+    std::unordered_map<TaskId, std::uint32_t> p2p_receiver_;  // traced pipeline transfer -> receiving group
+    [[nodiscard]] bool traced(int stage, int replica) const {
+        return options_.keep_trace && stage >= options_.trace_first_stage && stage <= options_.trace_last_stage &&
+               replica >= options_.trace_first_replica && replica <= options_.trace_last_replica;
+    }
     std::vector<StageInterval> intervals_;
     std::vector<TraceSpan> spans_;
 };

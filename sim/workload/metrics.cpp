@@ -24,9 +24,17 @@ void Builder::observe(const engine::TaskRecord& r) {
                                                                       : 'O';
         intervals_.push_back({r.start.seconds(), r.end.seconds(), s, kind, label_mb(r.label), label_chunk(r.label)});
     }
-    if (options_.keep_trace) {
-        const TraceSpan span{stream_process_[r.stream], r.stream, kKindNames[static_cast<int>(label_kind(r.label))],
-                             label_chunk(r.label), label_mb(r.label), r.start, r.end};
+    if (options_.keep_trace && stream_traced_[r.stream]) {
+        TraceSpan span{stream_process_[r.stream], r.stream, kKindNames[static_cast<int>(label_kind(r.label))],
+                       label_chunk(r.label), label_mb(r.label), r.start, r.end, r.bytes};
+        if (label_kind(r.label) == TaskKind::p2p && r.transfer) {
+            if (auto it = p2p_receiver_.find(r.task); it != p2p_receiver_.end()) {
+                span.has_receiver = true;
+                span.receiver_process = it->second;
+                span.receiver_lane = groups_[it->second].compute;
+                p2p_receiver_.erase(it);
+            }
+        }
         if (options_.trace_spans) {
             options_.trace_spans(span);
         } else {
@@ -111,12 +119,29 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
             for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
                 const Group& g = groups_[gi];
                 const auto pid = static_cast<std::uint32_t>(gi);
+                if (!traced(g.stage, g.replica)) {
+                    tr.processes.emplace_back();  // not traced (--trace-groups): no name, no lanes
+                    continue;
+                }
                 tr.processes.push_back(
                     fmt::format("GPUs {}-{} stage {} replica {}", g.gpus.front(), g.gpus.back(), g.stage, g.replica));
                 const StreamId streams[] = {g.compute, g.tp, g.send_fwd, g.send_bwd};
                 for (int i = 0; i < 4; ++i) tr.lanes.push_back({pid, streams[i], names[i]});
+                if (g.replica == 0) {
+                    TraceCounter c{pid, {}};
+                    for (const engine::MemorySample& m : sim_.pool_timeline(g.pool)) c.samples.push_back({m.time, m.in_use});
+                    tr.memory.push_back(std::move(c));
+                }
             }
             tr.processes.emplace_back("data-parallel");
+            const auto dp_pid = static_cast<std::uint32_t>(groups_.size());
+            for (int st = 0; st < p; ++st) {
+                const auto s = static_cast<std::size_t>(st);
+                if (!stream_traced_[dp_streams_[s]]) continue;
+                tr.lanes.push_back({dp_pid, dp_streams_[s], fmt::format("stage {} gradient reduction", st)});
+                if (!gather_streams_.empty())
+                    tr.lanes.push_back({dp_pid, gather_streams_[s], fmt::format("stage {} parameter all-gather (overlapped)", st)});
+            }
             tr.spans = std::move(spans_);
         }
     }

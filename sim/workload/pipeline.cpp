@@ -67,6 +67,7 @@ void Builder::emit_pipeline_transfer(const PendingMessage& sender, std::size_t r
     sim_.add_dependency(receiver_post, x);
     sim_.add_dependency(x, sender.target);
     sim_.add_dependency(x, receiver_target);
+    if (traced(a.stage, a.replica) && traced(b.stage, b.replica)) p2p_receiver_.emplace(x, static_cast<std::uint32_t>(receiver_group));
 }
 
 }  // namespace strata::workload

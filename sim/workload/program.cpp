@@ -73,10 +73,19 @@ void Builder::build() {
     // A trace process per GPU group (its t GPUs run in lockstep), a lane per stream; one more process holds the
     // data-parallel streams.
     stream_process_.assign(sim_.stream_count(), static_cast<std::uint32_t>(groups_.size()));
+    stream_traced_.assign(sim_.stream_count(), 0);
+    for (int r = 0; r < e_.pipeline; ++r) {
+        const bool any = traced(r, options_.trace_first_replica);
+        stream_traced_[dp_streams_[static_cast<std::size_t>(r)]] = any ? 1 : 0;
+        if (!gather_streams_.empty()) stream_traced_[gather_streams_[static_cast<std::size_t>(r)]] = any ? 1 : 0;
+    }
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
         const Group& g = groups_[gi];
         compute_group_[g.compute] = static_cast<std::uint32_t>(gi);
-        for (const StreamId st : {g.compute, g.tp, g.send_fwd, g.send_bwd}) stream_process_[st] = static_cast<std::uint32_t>(gi);
+        for (const StreamId st : {g.compute, g.tp, g.send_fwd, g.send_bwd}) {
+            stream_process_[st] = static_cast<std::uint32_t>(gi);
+            stream_traced_[st] = traced(g.stage, g.replica) ? 1 : 0;
+        }
         if (g.replica != 0) continue;
         interval_stage_[g.compute] = interval_stage_[g.tp] = g.stage;
         interval_tp_[g.tp] = 1;
@@ -187,7 +196,7 @@ void Builder::make_groups() {
             // The stage's data-parallel collectives run NCCL kernels on these GPUs: overlapped kernels lose SMs.
             sim_.slow_while_busy(dp_streams_[static_cast<std::size_t>(r)], g.compute, dp_speed);
             g.pool = sim_.add_pool(name, sc_.system.memory_capacity, categories,
-                                   options_.keep_timeline && r == 0 && k == 0);
+                                   (options_.keep_timeline && r == 0 && k == 0) || (k == 0 && traced(r, k)));
             // The same static state as the analytical stage memory (stage_state).
             const StageMemory& st = state[static_cast<std::size_t>(r)];
             sim_.add_static(g.pool, index(MemoryCategory::weights), st.weights);

@@ -45,6 +45,10 @@ check "infeasible combinations are reported, not dropped" '[[ $(grep -c "infeasi
 
 "$strata" run "$root/scenarios/paper/table4.yaml" --case "selective recompute" --trace "$tmp/t.json" --timeline "$tmp/tl.json" >/dev/null; rc=$?
 check "trace and timeline written" '[[ $rc -eq 0 && -s "$tmp/t.json" && -s "$tmp/tl.json" ]]'
+"$strata" run "$root/scenarios/paper/table4.yaml" --case "selective recompute" --trace "$tmp/t2.json" --trace-groups "stages=0,replicas=0-1" >/dev/null; rc=$?
+check "trace of chosen groups written" '[[ $rc -eq 0 && -s "$tmp/t2.json" ]]'
+"$strata" run "$root/scenarios/paper/table4.yaml" --case "selective recompute" --trace "$tmp/t3.json" --trace-groups "stage=0" 2>"$tmp/err.txt" >/dev/null; rc=$?
+check "a bad --trace-groups exits 2 naming the valid keys" '[[ $rc -eq 2 ]] && grep -q "valid: stages, replicas" "$tmp/err.txt"'
 "$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
   --gpus 8 --global-batch 8 --top 3 --simulate-top 4 >"$tmp/s.txt"; rc=$?
 check "search runs and prints a ranking" '[[ $rc -eq 0 ]] && grep -q "^   1 " "$tmp/s.txt"'
