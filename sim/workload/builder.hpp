@@ -33,6 +33,7 @@
 #include "variation.hpp"
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -110,7 +111,11 @@ private:
         std::vector<std::vector<int>> context_groups;// t groups of c (one per tensor rank)
         StreamId compute{}, tp{}, send_fwd{}, send_bwd{};
         engine::PoolId pool{};
-        std::map<std::tuple<int, std::int64_t, bool>, Plan> plans;
+        /// Its tp-stream collectives' plans by (kind, message, context group): a handful, searched in place (references
+        /// stay valid as plans are added).
+        std::deque<std::pair<std::tuple<int, std::int64_t, bool>, Plan>> plans;
+        /// Pipeline routes to its forward and backward receivers (route, latency), made on first use.
+        std::optional<std::pair<engine::RouteId, Time>> p2p_route[2];
         TaskId last_backward = kNoTask;
         TaskId optimizer = kNoTask;
         double speed = 1.0;          // its slowest GPU's persistent kernel-time factor (variation)
@@ -234,7 +239,6 @@ private:
     std::vector<std::size_t> last_backward_pc_;                  // per stage: its program's last backward unit
     std::vector<std::uint32_t> compute_group_;                   // stream -> group whose compute stream it is
     std::unordered_map<std::uint64_t, PendingMessage> pending_;  // key: receiver group x per_group + message
-    std::map<std::pair<int, int>, std::pair<engine::RouteId, Time>> p2p_routes_;  // (first GPUs) -> route, latency
     std::vector<StageReduction> reductions_;
     std::optional<TaskId> embedding_sync_;
     engine::RouteId empty_route_{};

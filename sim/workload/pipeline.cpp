@@ -49,19 +49,19 @@ void Builder::on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, T
 
 void Builder::emit_pipeline_transfer(const PendingMessage& sender, std::size_t receiver_group, TaskId receiver_post,
                                      TaskId receiver_target) {
-    const Group& a = groups_[static_cast<std::size_t>(sender.sender_group)];
+    Group& a = groups_[static_cast<std::size_t>(sender.sender_group)];
     const Group& b = groups_[receiver_group];
-    const auto key = std::pair{a.gpus.front(), b.gpus.front()};
-    auto it = p2p_routes_.find(key);
-    if (it == p2p_routes_.end()) {
+    // A group sends forward to one group and backward to one group (the interleaved schedule wraps around).
+    auto& cached = a.p2p_route[sender.forward ? 0 : 1];
+    if (!cached) {
         std::vector<std::pair<int, int>> pairs;  // every tensor (and context) rank to its counterpart
         for (std::size_t i = 0; i < a.gpus.size(); ++i) pairs.emplace_back(a.gpus[i], b.gpus[i]);
         const fabric::Route route = fab_.combined(pairs);
-        it = p2p_routes_.emplace(key, std::pair{sim_.add_route(route.links), route.latency}).first;
+        cached.emplace(sim_.add_route(route.links), route.latency);
     }
     const Bytes per_rank(activation_message_.value / e_.tensor);
-    const TaskId x = sim_.add_transfer_on(sender.forward ? a.send_fwd : a.send_bwd, it->second.first, per_rank,
-                                       it->second.second + sc_.system.network.p2p_latency,
+    const TaskId x = sim_.add_transfer_on(sender.forward ? a.send_fwd : a.send_bwd, cached->first, per_rank,
+                                       cached->second + sc_.system.network.p2p_latency,
                                        make_label(TaskKind::p2p, sender.chunk, sender.microbatch));
     sim_.add_dependency(sender.post, x);
     sim_.add_dependency(receiver_post, x);

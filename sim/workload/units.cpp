@@ -40,12 +40,12 @@ Plan Builder::intern(const std::vector<fabric::CollectivePhase>& phases) {
 
 const Plan& Builder::tp_phases(Group& g, CollectiveKind kind, Bytes message, bool context) {
     auto key = std::tuple{static_cast<int>(kind), message.value, context};
-    auto it = g.plans.find(key);
-    if (it != g.plans.end()) return it->second;
+    for (const auto& [k, plan] : g.plans)
+        if (k == key) return plan;
     const auto& groups = context ? g.context_groups : g.tensor_groups;
     auto phases = groups.size() == 1 ? fabric::plan_collective(fab_, kind, groups.front(), message, coll_params_)
                                      : fabric::plan_concurrent_collectives(fab_, kind, groups, message, coll_params_);
-    return g.plans.emplace(key, intern(phases)).first->second;
+    return g.plans.emplace_back(key, intern(phases)).second;
 }
 
 TaskId Builder::emit_phases(StreamId stream, const Plan& phases, std::vector<TaskId> deps, std::uint32_t label,
