@@ -102,7 +102,8 @@ struct Simulator::Impl {
         std::uint32_t stream = 0;
         std::uint32_t label = 0;
         std::uint32_t route = kNone; ///< transfer with bytes to move; kNone otherwise
-        std::uint32_t succ_head = kNone, succ_tail = kNone;
+        std::uint32_t first_succ = kNone;  ///< its first successor (most tasks have one: no edge node)
+        std::uint32_t succ_head = kNone;   ///< the others, in order, as a list of edge nodes
         std::uint32_t effect_head = kNone;
         std::uint32_t next = kNone;  ///< next task of its stream
         std::uint32_t generation = 0;
@@ -421,6 +422,7 @@ struct Simulator::Impl {
             observer(TaskRecord{(static_cast<TaskId>(k.generation) << 32) | s, sid, k.label, k.transfer, Bytes(k.bytes),
                                 Time::from_ps(k.start), Time::from_ps(now)});
         }
+        if (k.first_succ != kNone && --tasks[k.first_succ].waiting == 0) try_start(tasks[k.first_succ].stream);
         for (std::uint32_t e = k.succ_head; e != kNone;) {
             const std::uint32_t u = edges[e].to;
             const std::uint32_t next = edges[e].next;
@@ -433,7 +435,7 @@ struct Simulator::Impl {
         }
         if (streaming) {
             // Recycle the slot: its id becomes stale (a dependency on it is satisfied).
-            k.succ_head = k.succ_tail = k.effect_head = kNone;
+            k.first_succ = k.succ_head = k.effect_head = kNone;
             ++k.generation;
             free_tasks.push_back(s);
             if (st.head == kNone && st.refill) {
@@ -470,8 +472,11 @@ struct Simulator::Impl {
         for (std::uint32_t u = 0; u < tasks.size(); ++u) {
             if (is_free[u] || tasks[u].state == State::finished) continue;
             ++unfinished;
-            for (std::uint32_t e = tasks[u].succ_head; e != kNone; e = edges[e].next) {
-                const std::size_t slot = slot_index(edges[e].to);
+            std::vector<std::uint32_t> succs;
+            if (tasks[u].first_succ != kNone) succs.push_back(tasks[u].first_succ);
+            for (std::uint32_t e = tasks[u].succ_head; e != kNone; e = edges[e].next) succs.push_back(edges[e].to);
+            for (const std::uint32_t v : succs) {
+                const std::size_t slot = slot_index(v);
                 if (slot == heads.size()) continue;
                 auto& list = blockers[slot];
                 if (list.empty() || list.back() != u) list.push_back(u);
@@ -715,6 +720,12 @@ void Simulator::add_dependency(TaskId before, TaskId after) {
         throw SimulationError("Simulator::add_dependency: " + im.describe_slot(slot_of(after)) + " has started already");
     }
     if (im.finished(before)) return;  // satisfied
+    Impl::Task& b = im.tasks[slot_of(before)];
+    ++a.waiting;
+    if (b.first_succ == kNone) {
+        b.first_succ = slot_of(after);
+        return;
+    }
     const std::uint32_t e = [&] {
         if (im.free_edge != kNone) {
             const std::uint32_t f = im.free_edge;
@@ -726,14 +737,13 @@ void Simulator::add_dependency(TaskId before, TaskId after) {
         return static_cast<std::uint32_t>(im.edges.size() - 1);
     }();
     im.edges[e] = Impl::Edge{slot_of(after), kNone};
-    Impl::Task& b = im.tasks[slot_of(before)];
-    if (b.succ_tail == kNone) {
+    if (b.succ_head == kNone) {
         b.succ_head = e;
     } else {
-        im.edges[b.succ_tail].next = e;
+        std::uint32_t last = b.succ_head;  // short lists: appended in order
+        while (im.edges[last].next != kNone) last = im.edges[last].next;
+        im.edges[last].next = e;
     }
-    b.succ_tail = e;
-    ++a.waiting;
 }
 
 void Simulator::add_memory_effect(TaskId task, MemoryEffect effect) {
