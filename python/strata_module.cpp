@@ -49,6 +49,7 @@ py::tuple run(const strata::Experiment& ex, const std::string& case_name, bool a
         strata::CaseOptions options;
         options.analytical_only = analytical_only;
         options.simulation.max_tasks = max_tasks_millions * 1'000'000;
+        options.simulation.max_tasks_option = "strata.run(max_tasks=...)";
         options.simulation.keep_timeline = false;
         const strata::RunOutcome outcome = strata::run_cases(selected, options, jobs);
         json = strata::to_json(ex.name, outcome.results);

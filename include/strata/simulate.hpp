@@ -6,6 +6,7 @@
 #include "strata/spec.hpp"
 
 #include <cstdint>
+#include <string>
 
 namespace strata {
 
@@ -18,6 +19,8 @@ struct SimulationOptions {
     bool keep_trace = false;
     /// Refuse (InputError) a case whose task graph would exceed this many tasks (about 180 bytes each).
     std::uint64_t max_tasks = 100'000'000;
+    /// What the refusal tells the reader to raise (the option of the command or function that set max_tasks).
+    std::string max_tasks_option = "strata run --max-tasks";
 };
 
 /// Builds the task graph (workload) for `scenario`, runs the engine and fills an IterationResult (and `detail`,

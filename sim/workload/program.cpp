@@ -118,9 +118,9 @@ void Builder::check_task_limit() {
     if (estimate > double(options_.max_tasks)) {
         throw InputError(fmt::format("{}: case '{}' would need about {:.0f} million tasks (about {:.1f} GiB of memory), more "
                                      "than the limit of {} million; simulate fewer GPUs or microbatches, or raise the "
-                                     "limit (strata run --max-tasks)",
+                                     "limit ({})",
                                      sc_.source, sc_.name, estimate / 1e6, estimate * 180 / double(1 << 30),
-                                     options_.max_tasks / 1'000'000));
+                                     options_.max_tasks / 1'000'000, options_.max_tasks_option));
     }
 }
 
