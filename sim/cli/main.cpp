@@ -245,9 +245,10 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
                                  constraints.empty() ? "" : "; so do the constraints");
         return 2;
     }
-    human << fmt::format("simulated {}: the best {} estimates and every candidate within {:g}% of the best estimate "
-                         "({} of them), at most {}\n", r.simulated.size(), std::min<std::size_t>(r.screened, std::size_t(req.simulate_top)),
-                         o.margin_pct, r.within_margin, std::max(req.simulate_top, req.simulate_max));
+    human << fmt::format("simulated {} of {}: the best {} estimates and every other within {:g}% of the best estimate "
+                         "({} within it), at most {}\n", r.simulated.size(), r.screened,
+                         std::min<std::size_t>(r.screened, std::size_t(req.simulate_top)), o.margin_pct, r.within_margin,
+                         std::max(req.simulate_top, req.simulate_max));
     if (r.within_margin > r.simulated.size())
         human << fmt::format("note: {} candidates are within the margin; only the best {} estimates were simulated "
                              "(raise --simulate-max, or narrow --margin)\n", r.within_margin, r.simulated.size());

@@ -101,7 +101,7 @@ m22=$root/scenarios/models/gpt-22b.yaml sel=$root/scenarios/systems/selene-a100.
 check "search --fix with a range and a list, --csv - and --json" '[[ $rc -eq 0 ]] && grep -q "^constraints: tensor=8 pipeline=1..2 recompute=none,selective$" "$tmp/fix.err"'
 check "search prints the legend, estimate and simulation side by side, and whether the screen held" \
   'grep -q "^t tensor, c context" "$tmp/fix.err" && grep -q "estim s     sim s   err% est#" "$tmp/fix.err" && grep -Eq "^screen ranking (held|overturned: #[0-9]+ by estimate is fastest simulated)" "$tmp/fix.err"'
-check "search says how many were simulated and why" 'grep -Eq "^simulated [0-9]+: the best 3 estimates and every candidate within 5% of the best estimate" "$tmp/fix.err"'
+check "search says how many were simulated and why" 'grep -Eq "^simulated [0-9]+ of [0-9]+: the best 3 estimates and every other within 5% of the best estimate \([0-9]+ within it\), at most 64$" "$tmp/fix.err"'
 check "search CSV and JSON: every simulated candidate, within the constraints, with estimate, ranks, tokens/s and TF/s" 'python3 - "$tmp/fix.csv" "$tmp/fix.json" <<"PY"
 import csv, json, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
