@@ -91,19 +91,7 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
     {
         py::gil_scoped_release release;
         r = strata::search(req);
-        strata::SearchSummary summary;
-        summary.gpus = gpus;
-        summary.global_batch = global_batch;
-        summary.constraints = fix;
-        summary.enumerated = r.enumerated;
-        summary.rejected.assign(r.rejected.begin(), r.rejected.end());
-        summary.screened = r.screened;
-        summary.margin = req.margin;
-        summary.within_margin = r.within_margin;
-        summary.simulate_top = req.simulate_top;
-        summary.simulate_max = req.simulate_max;
-        summary.simulated = r.simulated.size();
-        summary.overturned_by = strata::screen_overturned(r);
+        const strata::SearchSummary summary = strata::search_summary(req, r, fix);
         json = strata::to_json("search " + req.model.name, strata::ranked_results(r, top), nullptr, &summary);
     }
     py::dict out;

@@ -186,11 +186,14 @@ TEST_CASE("search results: the screen record in the JSON and the CSV, absent fro
     const SearchResult r = search(req);
     const std::vector<CaseResult> ranked = ranked_results(r, 2);
     REQUIRE(ranked.size() == 2);
-    SearchSummary summary;
-    summary.simulated = r.simulated.size();
-    summary.overturned_by = screen_overturned(r);
+    const SearchSummary summary = search_summary(req, r, {"tensor=8", "microbatch=1"});
     const auto doc = nlohmann::json::parse(to_json("search", ranked, nullptr, &summary));
     CHECK(doc["search"]["simulated"] == r.simulated.size());
+    CHECK(doc["search"]["constraints"] == nlohmann::json::array({"tensor=8", "microbatch=1"}));
+    CHECK(doc["search"]["gpus"] == 16);
+    CHECK(doc["search"]["screened"] == r.screened);
+    CHECK(doc["search"]["enumerated"] == r.enumerated);
+    CHECK(doc["search"]["overturned_by_estimate_rank"] == screen_overturned(r));
     const auto& first = doc["results"][0];
     CHECK(first["name"] == "rank 1");
     CHECK(first["screen"]["simulated_rank"] == 1);

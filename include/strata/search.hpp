@@ -99,6 +99,11 @@ int screen_overturned(const SearchResult& result);
 /// A candidate that fails to simulate throws (InputError, SimulationError) as the simulation would.
 SearchResult search(const SearchRequest& request);
 
+/// The search's account of itself for its JSON (to_json): the request's sizes and limits, the `constraints` as
+/// given (--fix), the counts, and whether the screen's ranking was overturned.
+SearchSummary search_summary(const SearchRequest& request, const SearchResult& result,
+                             const std::vector<std::string>& constraints);
+
 /// The first `top` simulated candidates as results named "rank 1", "rank 2", ..., each with its screen record
 /// (estimate, estimate rank, simulated rank): what `strata search --json / --csv` write, with to_json / to_csv.
 std::vector<CaseResult> ranked_results(const SearchResult& result, int top);

@@ -285,19 +285,7 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
         human << "screen ranking held at the top: the best estimate is also the fastest simulated\n";
     }
     const std::vector<strata::CaseResult> results = strata::ranked_results(r, int(r.simulated.size()));
-    strata::SearchSummary summary;
-    summary.gpus = req.gpus;
-    summary.global_batch = req.global_batch;
-    summary.constraints = o.fix;
-    summary.enumerated = r.enumerated;
-    summary.rejected.assign(r.rejected.begin(), r.rejected.end());
-    summary.screened = r.screened;
-    summary.margin = req.margin;
-    summary.within_margin = r.within_margin;
-    summary.simulate_top = req.simulate_top;
-    summary.simulate_max = req.simulate_max;
-    summary.simulated = r.simulated.size();
-    summary.overturned_by = strata::screen_overturned(r);
+    const strata::SearchSummary summary = strata::search_summary(req, r, o.fix);
     human << fmt::format("search took {:.2f} s\n", r.wall_s);
     auto emit = [&](const std::string& path, const auto& text) {
         if (path.empty()) return;

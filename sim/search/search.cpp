@@ -346,6 +346,23 @@ SearchResult search(const SearchRequest& req) {
     return res;
 }
 
+SearchSummary search_summary(const SearchRequest& req, const SearchResult& r, const std::vector<std::string>& constraints) {
+    SearchSummary s;
+    s.gpus = req.gpus;
+    s.global_batch = req.global_batch;
+    s.constraints = constraints;
+    s.enumerated = r.enumerated;
+    s.rejected.assign(r.rejected.begin(), r.rejected.end());
+    s.screened = r.screened;
+    s.margin = req.margin;
+    s.within_margin = r.within_margin;
+    s.simulate_top = req.simulate_top;
+    s.simulate_max = req.simulate_max;
+    s.simulated = r.simulated.size();
+    s.overturned_by = screen_overturned(r);
+    return s;
+}
+
 std::vector<CaseResult> ranked_results(const SearchResult& result, int top) {
     std::vector<CaseResult> out;
     for (const auto& c : result.simulated) {
