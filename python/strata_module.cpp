@@ -49,6 +49,7 @@ py::tuple run(const strata::Experiment& ex, const std::string& case_name, bool a
         strata::CaseOptions options;
         options.analytical_only = analytical_only;
         options.simulation.max_tasks = max_tasks_millions * 1'000'000;
+        options.simulation.max_tasks_option = "strata.run(max_tasks=...)";
         options.simulation.keep_timeline = false;
         const strata::RunOutcome outcome = strata::run_cases(selected, options, jobs);
         json = strata::to_json(ex.name, outcome.results);
@@ -59,7 +60,8 @@ py::tuple run(const strata::Experiment& ex, const std::string& case_name, bool a
 
 py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system, int gpus, int global_batch,
                 const std::string& attention, const std::string& precision, std::vector<int> microbatches,
-                int max_interleave, int simulate_top, int top, int jobs) {
+                int max_interleave, int simulate_top, int top, int jobs, const std::vector<std::string>& fix,
+                double margin_pct, int simulate_max, std::uint64_t max_tasks_millions) {
     strata::SearchRequest req;
     req.model = model;
     req.system = system;
@@ -71,22 +73,35 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
     if (!p) throw strata::InputError("search: precision '" + precision + "': expected bf16, fp16 or fp8");
     req.base.attention = *a;
     req.base.precision = *p;
-    req.microbatches = std::move(microbatches);
-    req.max_interleave = max_interleave;
+    std::string list;
+    for (int b : microbatches) list += (list.empty() ? "" : ",") + std::to_string(b);
+    strata::apply_constraint(req.space, "microbatch=" + list, "microbatches");
+    strata::apply_constraint(req.space, "interleave=1.." + std::to_string(max_interleave), "max_interleave");
+    for (const std::string& f : fix) strata::apply_constraint(req.space, f, "fix");
+    if (margin_pct < 0) throw strata::InputError("search: margin " + std::to_string(margin_pct) + ": expected a percentage >= 0");
+    req.margin = margin_pct / 100;
     req.simulate_top = std::max(top, simulate_top);
+    req.simulate_max = simulate_max;
+    req.max_tasks = max_tasks_millions * 1'000'000;
+    req.max_tasks_option = "strata.search(max_tasks=...)";
+    req.source = model.name + " on " + system.name;
     req.jobs = jobs;
     strata::SearchResult r;
     std::string json;
     {
         py::gil_scoped_release release;
         r = strata::search(req);
-        json = strata::to_json("search " + req.model.name, strata::ranked_results(r, top));
+        const strata::SearchSummary summary = strata::search_summary(req, r, fix);
+        json = strata::to_json("search " + req.model.name, strata::ranked_results(r, top), nullptr, &summary);
     }
     py::dict out;
     out["json"] = json;
     out["enumerated"] = r.enumerated;
     out["screened"] = r.screened;
     out["rejected"] = r.rejected;
+    out["simulated"] = r.simulated.size();
+    out["within_margin"] = r.within_margin;
+    out["overturned_by"] = strata::screen_overturned(r);
     out["wall_s"] = r.wall_s;
     return out;
 }

@@ -239,6 +239,7 @@ TEST_CASE("search: candidates that fit, ranked by simulated time, rejections cou
     req.gpus = 8;
     req.global_batch = 8;
     req.simulate_top = 4;
+    req.margin = 0;   // the 4 best estimates only
     req.jobs = 2;
     const SearchResult r = search(req);
     REQUIRE(r.simulated.size() == 4);

@@ -5,10 +5,12 @@
 #include "strata/metrics.hpp"
 #include "strata/spec.hpp"
 
+#include <cstddef>
 #include <optional>
 #include <ostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -19,13 +21,27 @@ struct LayerTiming {
     std::string cost_source;  ///< analytical | measured | mixed
 };
 
+/// Where a configuration search (strata search) placed a simulated candidate: its analytical estimate, that
+/// estimate's rank among every candidate that fit in memory, and its rank by simulated time.
+struct ScreenRecord {
+    double estimate_s = 0;
+    int estimate_rank = 0;
+    int simulated_rank = 0;
+};
+
 struct CaseResult {
     Scenario scenario;
     MemoryReport memory;
     LayerTiming layer;
     std::optional<IterationResult> iteration;
     std::optional<std::string> error;      ///< set when the case could not be simulated
+    std::optional<ScreenRecord> screen;    ///< set for a search's candidates
 };
+
+/// Sequences x tokens per second of a simulated iteration.
+double tokens_per_s(const Scenario& sc, const IterationResult& it);
+/// Model FLOPs per second per GPU, in TFLOP/s (Megatron's convention).
+double tflops_per_gpu(const Scenario& sc, const IterationResult& it);
 
 /// Runs the analytical parts (memory, per-layer time) for one case.
 CaseResult analyze(const Scenario& scenario);
@@ -78,9 +94,29 @@ struct Provenance {
     std::vector<Input> inputs;
 };
 
-/// {"experiment", "provenance" (when given), "results": [...]}.
+/// A configuration search's account of itself, for its JSON.
+struct SearchSummary {
+    int gpus = 0;
+    int global_batch = 0;
+    std::vector<std::string> constraints;             ///< as given (--fix KEY=VALUES)
+    std::size_t enumerated = 0;
+    std::vector<std::pair<std::string, std::size_t>> rejected;  ///< reason, count
+    std::size_t screened = 0;                         ///< fit in memory, ranked by the analytical estimate
+    double margin = 0;                                ///< fraction of the best estimate
+    std::size_t within_margin = 0;
+    int simulate_top = 0;
+    int simulate_max = 0;
+    std::size_t simulated = 0;
+    int overturned_by = 0;   ///< the estimate rank of the fastest simulated candidate when not 1, else 0
+};
+
+/// {"experiment", "provenance" (when given), "search" (when given), "results": [...]}. A result with a screen
+/// record carries it as "screen": {"estimate_s", "estimate_rank", "simulated_rank", "estimate_error"} (estimate
+/// over simulated time, minus 1).
 std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results,
-                    const Provenance* provenance = nullptr);
+                    const Provenance* provenance = nullptr, const SearchSummary* search = nullptr);
+/// One row per result; when any result has a screen record, the columns estimate_s, estimate_rank,
+/// simulated_rank and estimate_error follow the others.
 std::string to_csv(const std::vector<CaseResult>& results);
 
 }  // namespace strata

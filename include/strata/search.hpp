@@ -5,6 +5,8 @@
 #include "strata/run.hpp"
 #include "strata/scenario.hpp"
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -12,18 +14,55 @@
 
 namespace strata {
 
+/// The values the search tries for each execution key it varies. Every list is sorted and free of repeats.
+/// tensor, pipeline and data empty: every size that divides the GPUs (t up to the GPUs per node, p up to L);
+/// otherwise only those sizes. A boolean key lists the values tried (false first).
+struct SearchSpace {
+    std::vector<int> tensor, pipeline, data;
+    std::vector<int> context_parallel = {1};
+    std::vector<int> interleave = {1, 2, 3, 4};
+    std::vector<int> microbatch = {1, 2, 4, 8};
+    std::vector<Recompute> recompute = {Recompute::none, Recompute::selective, Recompute::full};
+    std::vector<bool> sequence_parallel = {false, true};        ///< on only where t > 1
+    std::vector<bool> distributed_optimizer = {false, true};    ///< on only where d x c > 1
+    std::vector<bool> overlap_grad_reduce = {false, true};      ///< on only where d x c > 1
+    std::vector<bool> overlap_param_gather = {false};           ///< on only with the distributed optimizer
+    std::vector<bool> tp_comm_overlap = {false};                ///< on only with t > 1 and SP
+};
+
+/// A key `--fix` accepts: its name (the scenario file's execution key) and what the search tries by default.
+struct SearchKey {
+    std::string name;
+    std::string default_values;
+};
+/// Every key of SearchSpace, in the order the search nests them.
+const std::vector<SearchKey>& search_keys();
+
+/// Restricts `space` by one constraint `KEY=VALUES` (`--fix`): VALUES is a comma-separated list of values and, for
+/// the integer keys, closed ranges LO..HI (tensor=8, pipeline=4..16, microbatch=1,2,4..8, recompute=selective,full,
+/// sequence_parallel=on). Booleans: on/off, true/false. A later constraint on the same key replaces an earlier one.
+/// Throws InputError naming `option` (e.g. "--fix"), the constraint, what was expected and the valid keys or values.
+void apply_constraint(SearchSpace& space, const std::string& constraint, const std::string& option = "--fix");
+
 struct SearchRequest {
     ModelSpec model;
     SystemSpec system;
     int gpus = 0;
     int global_batch = 0;
-    /// The execution keys the search does not vary (attention, precision, overlaps): every candidate starts from
-    /// this; parallel sizes, interleave, microbatch, recompute, SP and the distributed optimizer are enumerated.
+    /// The execution keys the search does not vary (attention, precision): every candidate starts from this.
     ExecutionSpec base;
-    std::vector<int> microbatches = {1, 2, 4, 8};
-    int max_interleave = 4;
-    int simulate_top = 8;    ///< candidates confirmed by the discrete-event simulation
+    SearchSpace space;
+    /// Candidates simulated event by event, chosen by the analytical estimate: the `simulate_top` best, and every
+    /// other whose estimate is within `margin` (a fraction: 0.1 = 10 %) of the best estimate, at most
+    /// `simulate_max` in all (the best estimates first).
+    int simulate_top = 8;
+    double margin = 0.10;
+    int simulate_max = 64;
     int jobs = 0;            ///< threads for the simulations (0: one per core)
+    /// Each simulated candidate's task limit, and how messages name the option that raises it and the inputs.
+    std::uint64_t max_tasks = 1'000'000'000;
+    std::string max_tasks_option = "strata search --max-tasks";
+    std::string source = "search";   ///< what messages name as the input (e.g. "M.yaml on S.yaml")
     std::function<void(std::size_t, std::size_t)> progress;  ///< (simulated, to simulate)
     /// Evaluates the candidates chosen for simulation (default: run_cases on `jobs` threads with `progress`;
     /// the MPI runner spreads them over the ranks).
@@ -33,25 +72,40 @@ struct SearchRequest {
 struct SearchCandidate {
     ExecutionSpec execution;
     double estimate_s = 0;   ///< analytical screen
+    int estimate_rank = 0;   ///< 1: the best estimate of every candidate that fits
     CaseResult result;       ///< filled for simulated candidates
 };
+
+/// How many of the candidates, sorted by estimate (`estimates` ascending), are simulated: at least
+/// min(top, n), plus every one within `margin` of the best, at most max(top, max) unless fewer exist.
+std::size_t simulation_count(const std::vector<double>& estimates, int top, double margin, int max);
 
 struct SearchResult {
     std::size_t enumerated = 0;
     std::map<std::string, std::size_t> rejected;   ///< reason -> count (infeasible sizes, out of memory)
     std::size_t screened = 0;                      ///< fit in memory, ranked analytically
+    std::size_t within_margin = 0;                 ///< screened candidates whose estimate is within the margin
     std::vector<SearchCandidate> simulated;        ///< best first (simulated time; OOM in simulation last)
     double wall_s = 0;
 };
 
-/// Enumerates t, p, d, m, b, recompute, sequence parallelism and the distributed optimizer; drops
-/// infeasible sizes and configurations that do not fit (analytical memory), ranks the rest with an
-/// analytical pipeline estimate, and simulates the best `simulate_top` event by event.
+/// The estimate rank of the fastest simulated candidate when it is not the best estimate (the screen's ranking
+/// was overturned at the top); 0 when the best estimate is also the fastest simulated, or nothing was simulated.
+int screen_overturned(const SearchResult& result);
+
+/// Enumerates the space (t, c, p, d, m, b, recompute, sequence parallelism, the distributed optimizer, the
+/// overlaps); drops infeasible sizes and configurations that do not fit (analytical memory), ranks the rest
+/// with an analytical pipeline estimate, and simulates the best (see SearchRequest::margin) event by event.
 /// A candidate that fails to simulate throws (InputError, SimulationError) as the simulation would.
 SearchResult search(const SearchRequest& request);
 
-/// The first `top` simulated candidates as results named "rank 1", "rank 2", ... (what `strata search --json`
-/// writes, with to_json).
+/// The search's account of itself for its JSON (to_json): the request's sizes and limits, the `constraints` as
+/// given (--fix), the counts, and whether the screen's ranking was overturned.
+SearchSummary search_summary(const SearchRequest& request, const SearchResult& result,
+                             const std::vector<std::string>& constraints);
+
+/// The first `top` simulated candidates as results named "rank 1", "rank 2", ..., each with its screen record
+/// (estimate, estimate rank, simulated rank): what `strata search --json / --csv` write, with to_json / to_csv.
 std::vector<CaseResult> ranked_results(const SearchResult& result, int top);
 
 }  // namespace strata

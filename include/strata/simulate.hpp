@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace strata {
 
@@ -26,6 +27,8 @@ struct SimulationOptions {
     /// Refuse (InputError) a case that would run more than this many tasks (a bound on run time: the graph is
     /// streamed, memory follows the tasks in flight).
     std::uint64_t max_tasks = 1'000'000'000;
+    /// What the refusal tells the reader to raise (the option of the command or function that set max_tasks).
+    std::string max_tasks_option = "strata run --max-tasks";
 };
 
 /// Builds the task graph (workload) for `scenario`, runs the engine and fills an IterationResult (and `detail`,

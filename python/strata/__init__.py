@@ -132,17 +132,34 @@ def _part(source, kind, base_dir):
 
 
 def search(model, system, gpus, global_batch, *, attention="unfused", precision="bf16", microbatches=(1, 2, 4, 8),
-           max_interleave=4, top=10, simulate_top=8, jobs=0, base_dir=None):
+           max_interleave=4, top=10, simulate_top=8, jobs=0, fix=(), margin=10.0, simulate_max=64, max_tasks=1000,
+           base_dir=None):
     """The fastest executions of `model` (path or dict) on `gpus` GPUs of `system` that fit in memory, as in
-    `strata search`. Returns a dict: results (the top candidates, best first, named 'rank 1', ... as in
-    `strata search --json`), enumerated, screened, rejected (reason -> count), wall_s."""
+    `strata search`. fix: constraints as `--fix` takes them, a dict ({"tensor": 8, "pipeline": "4..16",
+    "recompute": "selective,full"}) or strings ("tensor=8"); margin: percent of the best estimate within which
+    every candidate is simulated (`--margin`). Returns a dict: results (the top candidates, best first, named
+    'rank 1', ... as in `strata search --json`, each with its "screen": estimate and ranks), search (the JSON's
+    summary), enumerated, screened, rejected (reason -> count), within_margin, simulated, overturned_by (the
+    estimate rank of the fastest simulated candidate when not 1, else 0), wall_s."""
+    if isinstance(fix, dict):
+        fix = ["%s=%s" % (k, _fix_value(v)) for k, v in fix.items()]
     r = _strata.search(_part(model, "model", base_dir), _part(system, "system", base_dir), int(gpus),
                        int(global_batch), attention, precision, [int(b) for b in microbatches], int(max_interleave),
-                       int(simulate_top), int(top), int(jobs))
+                       int(simulate_top), int(top), int(jobs), [str(f) for f in fix], float(margin),
+                       int(simulate_max), int(max_tasks))
     doc = json.loads(r.pop("json"))
     r["experiment"] = doc["experiment"]
+    r["search"] = doc["search"]
     r["results"] = Results(doc)
     return r
+
+
+def _fix_value(v):
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, (list, tuple)):
+        return ",".join(_fix_value(x) for x in v)
+    return str(v)
 
 
 def explain(source, case=None, base_dir=None):

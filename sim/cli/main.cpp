@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -30,6 +31,7 @@
 #include <optional>
 #include <fstream>
 #include <iostream>
+#include <vector>
 
 namespace {
 
@@ -74,6 +76,28 @@ strata::CaseProgress progress_printer(const strata::mpi::Session& session, bool 
                   << d << "/" << total << " " << what << ", " << fmt::format("{:.1f}", el) << " s, ETA "
                   << fmt::format("{:.1f}", eta) << " s   " << std::flush;
     };
+}
+
+/// Every output must be writable before anything is simulated (a long run must not fail at its end). Only rank 0
+/// writes; the other ranks of an MPI job learn whether it can. Throws on rank 0, false on the others.
+bool outputs_writable(const strata::mpi::Session& session, const std::vector<std::string>& paths) {
+    std::optional<strata::InputError> unwritable;
+    for (const std::string& path : paths) {
+        if (session.rank() != 0 || path.empty() || path == "-") continue;
+        const bool existed = access(path.c_str(), F_OK) == 0;
+        std::ofstream probe(path, std::ios::app);
+        if (!probe) {
+            unwritable.emplace(path + ": cannot be written (check the directory exists and is writable)");
+            break;
+        }
+        probe.close();
+        if (!existed) std::remove(path.c_str());
+    }
+    if (!session.all_ok(!unwritable)) {
+        if (unwritable) throw *unwritable;
+        return false;
+    }
+    return true;
 }
 
 void print_ranks(const strata::RunOutcome& run) {
@@ -142,24 +166,7 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
         throw strata::InputError("--trace and --timeline need exactly one case: pick one with --case NAME");
     if (opt.json_path == "-" && opt.csv_path == "-")
         throw strata::InputError("--json - and --csv - cannot both write to standard output: give one a file");
-    // Every output must be writable before any case is simulated (a long run must not fail at its end). Only rank 0
-    // writes; the other ranks of an MPI job learn whether it can.
-    std::optional<strata::InputError> unwritable;
-    for (const std::string* path : {&opt.json_path, &opt.csv_path, &opt.trace_path, &opt.timeline_path}) {
-        if (session.rank() != 0 || path->empty() || *path == "-") continue;
-        const bool existed = access(path->c_str(), F_OK) == 0;
-        std::ofstream probe(*path, std::ios::app);
-        if (!probe) {
-            unwritable.emplace(*path + ": cannot be written (check the directory exists and is writable)");
-            break;
-        }
-        probe.close();
-        if (!existed) std::remove(path->c_str());
-    }
-    if (!session.all_ok(!unwritable)) {
-        if (unwritable) throw *unwritable;
-        return 2;
-    }
+    if (!outputs_writable(session, {opt.json_path, opt.csv_path, opt.trace_path, opt.timeline_path})) return 2;
 
     const bool tty = isatty(STDERR_FILENO) != 0;
     const std::size_t n = selected.size();
@@ -228,9 +235,12 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
 }
 
 struct SearchOptions {
-    std::string model, system, json_path;
+    std::string model, system, json_path, csv_path;
     std::string attention = "unfused", precision = "bf16";
-    int gpus = 0, global_batch = 0, top = 10, simulate_top = 8, jobs = 0;
+    std::vector<std::string> fix;
+    int gpus = 0, global_batch = 0, top = 10, simulate_top = 8, simulate_max = 64, jobs = 0;
+    double margin_pct = 10;
+    std::uint64_t max_tasks_millions = 1000;
 };
 
 int search_command(const strata::mpi::Session& session, const SearchOptions& o) {
@@ -239,9 +249,14 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     req.system = strata::load_system(o.system);
     req.gpus = o.gpus;
     req.global_batch = o.global_batch;
-    // Hashed as read now, before the search; `--json -` puts the JSON alone on standard output, the rest on stderr.
+    for (const std::string& f : o.fix) strata::apply_constraint(req.space, f, "--fix");
+    // Hashed as read now, before the search; `--json -` or `--csv -` puts that alone on standard output, the rest
+    // on stderr.
     const strata::Provenance provenance = strata::cli::provenance_of({o.model, o.system, req.system.device.file});
-    std::ostream& human = o.json_path == "-" ? std::cerr : std::cout;
+    if (o.json_path == "-" && o.csv_path == "-")
+        throw strata::InputError("search: --json - and --csv - cannot both write to standard output: give one a file");
+    const bool to_stdout = o.json_path == "-" || o.csv_path == "-";
+    std::ostream& human = to_stdout ? std::cerr : std::cout;
     const auto attention = strata::attention_named(o.attention);
     const auto precision = strata::precision_named(o.precision);
     if (!attention) throw strata::InputError("search: --attention " + o.attention + ": expected unfused or flash");
@@ -249,7 +264,13 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     req.base.attention = *attention;
     req.base.precision = *precision;
     req.simulate_top = std::max(o.top, o.simulate_top);
+    req.simulate_max = o.simulate_max;
+    req.margin = o.margin_pct / 100;
+    req.max_tasks = o.max_tasks_millions * 1'000'000;
+    req.max_tasks_option = "strata search --max-tasks";
+    req.source = o.model + " on " + o.system;
     req.jobs = o.jobs;
+    if (!outputs_writable(session, {o.json_path, o.csv_path})) return 2;
     const bool tty = isatty(STDERR_FILENO) != 0;
     req.progress = progress_printer(session, tty, "candidates simulated");
     strata::RunOutcome distributed;   // under MPI: the candidates spread over the ranks
@@ -264,35 +285,72 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     if (session.rank() != 0) return 0;   // rank 0 reports and writes
     if (session.distributed()) print_ranks(distributed);
     human << fmt::format("search: {} on {} GPUs of {}, global batch {}\n", req.model.name, req.gpus, req.system.name,
-                             req.global_batch);
-    human << fmt::format("{} configurations enumerated; {} fit in memory and were ranked analytically; the best {} "
-                             "simulated\n", r.enumerated, r.screened, r.simulated.size());
+                         req.global_batch);
+    std::string constraints;
+    for (const std::string& f : o.fix) constraints += " " + f;
+    if (!constraints.empty()) human << "constraints:" << constraints << "\n";
+    human << fmt::format("{} configurations enumerated; {} fit in memory and were ranked by the analytical estimate\n",
+                         r.enumerated, r.screened);
     for (const auto& [reason, count] : r.rejected) human << fmt::format("  rejected: {} x {}\n", count, reason);
     if (r.simulated.empty()) {
         std::cerr << fmt::format("error: no execution of {} on {} GPUs with global batch {} is feasible and fits in memory "
-                                 "(the rejections above say why)\n", req.model.name, req.gpus, req.global_batch);
+                                 "(the rejections above say why{})\n", req.model.name, req.gpus, req.global_batch,
+                                 constraints.empty() ? "" : "; so do the constraints");
         return 2;
     }
-    human << fmt::format("{:>4} {:>3} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>5} {:>9} {:>9} {:>6} {:>9}\n", "rank", "t",
-                             "p", "d", "m", "b", "recompute", "SP", "dopt", "estim s", "sim s", "MFU%", "peak GiB");
+    human << fmt::format("simulated {} of {}: the best {} estimates and every other within {:g}% of the best estimate "
+                         "({} within it), at most {}\n", r.simulated.size(), r.screened,
+                         std::min<std::size_t>(r.screened, std::size_t(req.simulate_top)), o.margin_pct, r.within_margin,
+                         std::max(req.simulate_top, req.simulate_max));
+    if (r.within_margin > r.simulated.size())
+        human << fmt::format("note: {} candidates are within the margin; only the best {} estimates were simulated "
+                             "(raise --simulate-max, or narrow --margin)\n", r.within_margin, r.simulated.size());
+    human << "t tensor, c context (when > 1), p pipeline, d data-parallel; m interleave (model chunks per stage), "
+             "b microbatch;\nSP sequence parallelism, dopt distributed optimizer, ogr overlap_grad_reduce; "
+             "estim s the analytical screen, sim s simulated,\nerr% estimate vs simulated, est# rank by estimate; "
+             "tok/s tokens per second, TF/s model TFLOP/s per GPU\n";
+    const bool cp = std::any_of(r.simulated.begin(), r.simulated.end(), [](const auto& c) { return c.execution.context > 1; });
+    human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3} {:>9} {:>9} {:>6} {:>4} {:>9} {:>6} {:>6} "
+                         "{:>8}\n", "rank", "t", cp ? fmt::format(" {:>3}", "c") : "", "p", "d", "m", "b", "recompute", "SP",
+                         "dopt", "ogr", "estim s", "sim s", "err%", "est#", "tok/s", "TF/s", "MFU%", "peak GiB");
     int rank = 0;
     for (const auto& c : r.simulated) {
         if (rank >= o.top) break;
         const auto& e = c.execution;
         const auto& it = *c.result.iteration;
-        human << fmt::format("{:>4} {:>3} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>5} {:>9.3f} {:>9.3f} {:>6.1f} {:>9.2f}{}\n",
-                                 ++rank, e.tensor, e.pipeline, e.data, e.interleave, e.microbatch, strata::to_string(e.recompute),
-                                 e.sequence_parallel ? "on" : "off", e.distributed_optimizer ? "on" : "off", c.estimate_s,
-                                 it.iteration_time_s, 100 * it.mfu, it.peak_memory.gib(), it.oom ? "  OOM" : "");
+        const strata::Scenario& sc = c.result.scenario;
+        human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3} {:>9.3f} {:>9.3f} {:>+6.1f} {:>4} "
+                             "{:>9.0f} {:>6.1f} {:>6.1f} {:>8.2f}{}\n",
+                             ++rank, e.tensor, cp ? fmt::format(" {:>3}", e.context) : "", e.pipeline, e.data, e.interleave,
+                             e.microbatch, strata::to_string(e.recompute), e.sequence_parallel ? "on" : "off",
+                             e.distributed_optimizer ? "on" : "off", e.overlap_grad_reduce ? "on" : "off", c.estimate_s,
+                             it.iteration_time_s, 100 * (c.estimate_s / it.iteration_time_s - 1), c.estimate_rank,
+                             strata::tokens_per_s(sc, it), strata::tflops_per_gpu(sc, it), 100 * it.mfu,
+                             it.peak_memory.gib(), it.oom ? "  OOM" : "");
     }
-    const std::vector<strata::CaseResult> results = strata::ranked_results(r, o.top);
+    if (const int by = strata::screen_overturned(r)) {
+        const auto best_estimate = std::find_if(r.simulated.begin(), r.simulated.end(),
+                                                [](const auto& c) { return c.estimate_rank == 1; });
+        human << fmt::format("screen ranking overturned: #{} by estimate is fastest simulated ({:.3f} s); the best "
+                             "estimate simulated {:.3f} s, rank {}\n", by, r.simulated.front().result.iteration->iteration_time_s,
+                             best_estimate->result.iteration->iteration_time_s, best_estimate - r.simulated.begin() + 1);
+    } else {
+        human << "screen ranking held at the top: the best estimate is also the fastest simulated\n";
+    }
+    const std::vector<strata::CaseResult> results = strata::ranked_results(r, int(r.simulated.size()));
+    const strata::SearchSummary summary = strata::search_summary(req, r, o.fix);
     human << fmt::format("search took {:.2f} s\n", r.wall_s);
-    if (o.json_path == "-") {
-        std::cout << strata::to_json("search " + req.model.name, results, &provenance) << std::flush;
-    } else if (!o.json_path.empty()) {
-        write_file(o.json_path, strata::to_json("search " + req.model.name, results, &provenance));
-        human << "wrote " << o.json_path << "\n";
-    }
+    auto emit = [&](const std::string& path, const auto& text) {
+        if (path.empty()) return;
+        if (path == "-") {
+            std::cout << text() << std::flush;
+            return;
+        }
+        write_file(path, text());
+        human << "wrote " << path << "\n";
+    };
+    emit(o.json_path, [&] { return strata::to_json("search " + req.model.name, results, &provenance, &summary); });
+    emit(o.csv_path, [&] { return strata::to_csv(results); });
     return 0;
 }
 
@@ -394,15 +452,33 @@ int main(int argc, char** argv) {
     srch->add_option("--system", so.system, "system YAML (e.g. scenarios/systems/selene-a100.yaml)")->required();
     srch->add_option("--gpus", so.gpus, "number of GPUs")->required()->check(CLI::Range(1, 1 << 20));
     srch->add_option("--global-batch", so.global_batch, "global batch size (sequences)")->required()->check(CLI::Range(1, 1 << 30));
-    srch->add_option("--top", so.top, "how many to print")->check(CLI::Range(1, 1000));
-    srch->add_option("--simulate-top", so.simulate_top, "candidates simulated event by event after the analytical screen")
-        ->check(CLI::Range(1, 1000));
-    srch->add_option("--jobs,-j", so.jobs, "parallel simulations (default: one per core)")->check(CLI::Range(1, 1024));
-    srch->add_option("--attention", so.attention, "attention kernel of every candidate: unfused (default) or flash")
-        ->check(CLI::IsMember({"unfused", "flash"}));
-    srch->add_option("--precision", so.precision, "training precision of every candidate: bf16 (default), fp16 or fp8")
-        ->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
-    srch->add_option("--json", so.json_path, "write the top candidates as JSON results; - for standard output");
+    std::string keys;
+    for (const auto& k : strata::search_keys()) keys += "\n  " + k.name + ": " + k.default_values;
+    srch->add_option("--fix", so.fix,
+                     "KEY=VALUES, repeatable: search only these values of a key; VALUES is a comma-separated list of "
+                     "values and LO..HI ranges (tensor=8, pipeline=4..16, microbatch=1,2,4..8, recompute=selective,full, "
+                     "sequence_parallel=on). Keys and what is tried without --fix:" + keys)
+        ->take_all();
+    srch->add_option("--top", so.top, "candidates printed (the CSV and JSON have every simulated one)")->capture_default_str()->check(CLI::Range(1, 1000));
+    srch->add_option("--simulate-top", so.simulate_top, "the best estimates simulated event by event, at least")
+        ->capture_default_str()->check(CLI::Range(1, 1000));
+    srch->add_option("--margin", so.margin_pct,
+                     "also simulate every candidate whose analytical estimate is within this many percent of the best "
+                     "(the screen can misorder close candidates; 0: the best --simulate-top only)")
+        ->capture_default_str()->check(CLI::Range(0.0, 1000.0));
+    srch->add_option("--simulate-max", so.simulate_max,
+                     "at most this many simulated (or --simulate-top, if more): the best estimates within the margin first")
+        ->capture_default_str()->check(CLI::Range(1, 100000));
+    srch->add_option("--jobs,-j", so.jobs, "parallel simulations (0: one per core; under mpirun one per rank)")->capture_default_str()->check(CLI::Range(0, 1024));
+    srch->add_option("--max-tasks", so.max_tasks_millions,
+                     "refuse candidates needing more than this many million tasks to simulate (a bound on run time)")
+        ->capture_default_str()->check(CLI::Range(1, 100000));
+    srch->add_option("--attention", so.attention, "attention kernel of every candidate: unfused or flash")
+        ->capture_default_str()->check(CLI::IsMember({"unfused", "flash"}));
+    srch->add_option("--precision", so.precision, "training precision of every candidate: bf16, fp16 or fp8")
+        ->capture_default_str()->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
+    srch->add_option("--json", so.json_path, "write every simulated candidate (estimate, ranks, tokens/s, TF/s per GPU) as JSON; - for standard output");
+    srch->add_option("--csv", so.csv_path, "write every simulated candidate as CSV (the run CSV's columns, then estimate_s, estimate_rank, simulated_rank, estimate_error); - for standard output");
     std::string check_file;
     CLI::App* check = app.add_subcommand("check-profile",
                                          "compare a calibrated profile's measured whole layers with the simulator's prediction from its op-level entries");

@@ -113,18 +113,19 @@ double print_profile_check(std::ostream& out, const DeviceProfile& profile) {
     return worst;
 }
 
-namespace {
-std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
-
-/// Sequences x tokens per second of a simulated iteration.
 double tokens_per_s(const Scenario& sc, const IterationResult& it) {
     return double(sc.execution.global_batch) * sc.model.seq_len / it.iteration_time_s;
 }
-/// Model FLOPs per second per GPU, in TFLOP/s (Megatron's convention).
 double tflops_per_gpu(const Scenario& sc, const IterationResult& it) {
     return model_flops_per_iteration(sc.model, sc.execution.global_batch).value /
            (it.iteration_time_s * sc.execution.gpus()) / 1e12;
 }
+
+namespace {
+std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
+
+/// The analytical estimate's relative error against the simulated time.
+double estimate_error(const ScreenRecord& s, const IterationResult& it) { return s.estimate_s / it.iteration_time_s - 1; }
 }  // namespace
 
 void print_table(std::ostream& out, const std::string& title, const std::vector<CaseResult>& results) {
@@ -164,7 +165,7 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
 }
 
 std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results,
-                    const Provenance* provenance) {
+                    const Provenance* provenance, const SearchSummary* search) {
     nlohmann::ordered_json root;
     root["experiment"] = experiment;
     if (provenance) {
@@ -174,12 +175,35 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
         p["inputs"] = nlohmann::ordered_json::array();
         for (const auto& in : provenance->inputs) p["inputs"].push_back({{"file", in.file}, {"sha256", in.sha256}});
     }
+    if (search) {
+        auto& s = root["search"];
+        s["gpus"] = search->gpus;
+        s["global_batch"] = search->global_batch;
+        s["constraints"] = search->constraints;
+        s["enumerated"] = search->enumerated;
+        s["rejected"] = nlohmann::ordered_json::object();
+        for (const auto& [reason, count] : search->rejected) s["rejected"][reason] = count;
+        s["screened"] = search->screened;
+        s["margin"] = search->margin;
+        s["within_margin"] = search->within_margin;
+        s["simulate_top"] = search->simulate_top;
+        s["simulate_max"] = search->simulate_max;
+        s["simulated"] = search->simulated;
+        s["overturned_by_estimate_rank"] = search->overturned_by;
+    }
     root["results"] = nlohmann::ordered_json::array();
     for (const auto& r : results) {
         const auto& m = r.scenario.model;
         const auto& e = r.scenario.execution;
         nlohmann::ordered_json j;
         j["name"] = r.scenario.name;
+        if (r.screen) {
+            auto& sj = j["screen"];
+            sj["estimate_s"] = r.screen->estimate_s;
+            sj["estimate_rank"] = r.screen->estimate_rank;
+            sj["simulated_rank"] = r.screen->simulated_rank;
+            if (r.iteration) sj["estimate_error"] = estimate_error(*r.screen, *r.iteration);
+        }
         j["model"] = {{"name", m.name},
                       {"heads", m.heads},
                       {"hidden", m.hidden},
@@ -415,11 +439,29 @@ const std::vector<CsvColumn>& csv_columns() {
     return columns;
 }
 
+/// A search's columns (only when some result has a screen record).
+const std::vector<CsvColumn>& csv_screen_columns() {
+    static const std::vector<CsvColumn> columns = [] {
+        auto screen = [](auto f) { return [f](const CaseResult& r) { return r.screen ? f(*r.screen, r) : std::string(); }; };
+        std::vector<CsvColumn> c;
+        c.push_back({"estimate_s", screen([](const ScreenRecord& s, const CaseResult&) { return fmt::format("{:.6f}", s.estimate_s); })});
+        c.push_back({"estimate_rank", screen([](const ScreenRecord& s, const CaseResult&) { return fmt::format("{}", s.estimate_rank); })});
+        c.push_back({"simulated_rank", screen([](const ScreenRecord& s, const CaseResult&) { return fmt::format("{}", s.simulated_rank); })});
+        c.push_back({"estimate_error", screen([](const ScreenRecord& s, const CaseResult& r) {
+                         return r.iteration ? fmt::format("{:.5f}", estimate_error(s, *r.iteration)) : std::string();
+                     })});
+        return c;
+    }();
+    return columns;
+}
+
 }  // namespace
 
 std::string to_csv(const std::vector<CaseResult>& results) {
     std::ostringstream o;
-    const auto& columns = csv_columns();
+    std::vector<CsvColumn> columns = csv_columns();
+    if (std::any_of(results.begin(), results.end(), [](const CaseResult& r) { return r.screen.has_value(); }))
+        columns.insert(columns.end(), csv_screen_columns().begin(), csv_screen_columns().end());
     for (std::size_t i = 0; i < columns.size(); ++i) o << (i ? "," : "") << columns[i].name;
     o << "\r\n";
     for (const auto& r : results) {

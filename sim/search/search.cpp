@@ -2,8 +2,10 @@
 //
 // Screen: per-stage time per microbatch = layers per stage x (forward + backward) of the analytical layer
 // model (tensor-parallel collectives included) plus the embedding / output layer; iteration estimate =
-// (microbatches + (p - 1) / m) x that + data-parallel gradient reduction over the NIC rails + optimizer.
-// The screen only orders candidates; the reported times are simulated.
+// (microbatches + (p - 1) / m) x that + data-parallel gradient reduction over the NIC rails (with
+// overlap_grad_reduce only what the last microbatch's backward on the stage does not hide, at least one layer's
+// bucket) + optimizer. The screen only orders candidates; the reported times are simulated, and every candidate
+// whose estimate is within the margin of the best is simulated, since the screen can misorder close ones.
 #include "strata/search.hpp"
 
 #include "strata/cost.hpp"
@@ -12,9 +14,15 @@
 #include "strata/memory.hpp"
 #include "strata/simulate.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 
 namespace strata {
 
@@ -24,7 +32,8 @@ double estimate(const Scenario& sc, const CostModel& cost) {
     const ExecutionSpec& e = sc.execution;
     const LayerConfig lc = layer_config(sc.model, e);
     const LayerPlan layer = build_layer(lc);
-    const double per_layer = (cost.pass_time(layer.forward, e.tensor) + cost.pass_time(layer.backward, e.tensor)).seconds();
+    const double layer_backward = cost.pass_time(layer.backward, e.tensor).seconds();
+    const double per_layer = cost.pass_time(layer.forward, e.tensor).seconds() + layer_backward;
     const OutputPlan out = build_output(lc);
     const double output = (cost.pass_time(out.forward, e.tensor) + cost.pass_time(out.backward, e.tensor)).seconds();
     const int layers_per_stage = sc.model.layers / e.pipeline;
@@ -33,13 +42,17 @@ double estimate(const Scenario& sc, const CostModel& cost) {
     double t = (n + double(e.pipeline - 1) / e.interleave) * stage;
     const double params = parameters_on_stage(sc.model, e, 0);
     const BytesPerParam bpp = bytes_per_param(e);
-    if (e.data > 1) {
+    const int replicas = e.data * e.context;
+    if (replicas > 1) {
         const double grads = params * bpp.gradients;
-        const double bw = e.tensor * e.pipeline * e.data > sc.system.gpus_per_node ? sc.system.network.nic_bandwidth.value
-                                                                                  : sc.system.network.nvlink_bandwidth.value;
-        t += 2.0 * (e.data - 1) / e.data * grads / bw;
+        const double bw = e.gpus() > sc.system.gpus_per_node ? sc.system.network.nic_bandwidth.value
+                                                             : sc.system.network.nvlink_bandwidth.value;
+        const double reduce = 2.0 * (replicas - 1) / replicas * grads / bw;
+        // Each layer's bucket starts when the last microbatch's backward has finished that layer.
+        t += e.overlap_grad_reduce ? std::max(reduce / std::max(1, layers_per_stage), reduce - layers_per_stage * layer_backward)
+                                   : reduce;
     }
-    t += sc.system.optimizer_step_seconds(params / (e.distributed_optimizer ? e.data : 1), e.precision);
+    t += sc.system.optimizer_step_seconds(params / (e.distributed_optimizer ? replicas : 1), e.precision);
     return t;
 }
 
@@ -50,7 +63,165 @@ std::vector<int> divisors(int n) {
     return d;
 }
 
+bool allowed(const std::vector<int>& values, int v) {
+    return values.empty() || std::binary_search(values.begin(), values.end(), v);
+}
+
+enum class KeyKind { integer, boolean, recompute };
+
+struct KeyDef {
+    const char* name;
+    KeyKind kind;
+    std::vector<int> SearchSpace::*ints = nullptr;
+    std::vector<bool> SearchSpace::*bools = nullptr;
+    const char* default_values;
+};
+
+const std::vector<KeyDef>& key_defs() {
+    static const std::vector<KeyDef> defs = {
+        {"tensor", KeyKind::integer, &SearchSpace::tensor, nullptr, "every divisor of the GPUs up to the GPUs per node"},
+        {"context_parallel", KeyKind::integer, &SearchSpace::context_parallel, nullptr, "1"},
+        {"pipeline", KeyKind::integer, &SearchSpace::pipeline, nullptr, "every divisor up to the layers"},
+        {"data", KeyKind::integer, &SearchSpace::data, nullptr, "what the GPUs leave"},
+        {"interleave", KeyKind::integer, &SearchSpace::interleave, nullptr, "1..4"},
+        {"microbatch", KeyKind::integer, &SearchSpace::microbatch, nullptr, "1,2,4,8"},
+        {"recompute", KeyKind::recompute, nullptr, nullptr, "none,selective,full"},
+        {"sequence_parallel", KeyKind::boolean, nullptr, &SearchSpace::sequence_parallel, "off,on (on where t > 1)"},
+        {"distributed_optimizer", KeyKind::boolean, nullptr, &SearchSpace::distributed_optimizer,
+         "off,on (on where d x c > 1)"},
+        {"overlap_grad_reduce", KeyKind::boolean, nullptr, &SearchSpace::overlap_grad_reduce,
+         "off,on (on where d x c > 1)"},
+        {"overlap_param_gather", KeyKind::boolean, nullptr, &SearchSpace::overlap_param_gather,
+         "off (on only with the distributed optimizer)"},
+        {"tp_comm_overlap", KeyKind::boolean, nullptr, &SearchSpace::tp_comm_overlap, "off (on only with t > 1 and SP)"},
+    };
+    return defs;
+}
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+    while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+    return s;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+    std::vector<std::string_view> parts;
+    for (std::size_t pos = 0;;) {
+        const std::size_t next = s.find(sep, pos);
+        parts.push_back(trim(s.substr(pos, next == std::string_view::npos ? std::string_view::npos : next - pos)));
+        if (next == std::string_view::npos) return parts;
+        pos = next + 1;
+    }
+}
+
+std::optional<int> positive(std::string_view s) {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || end != s.data() + s.size() || v < 1) return std::nullopt;
+    return v;
+}
+
+/// The name of the candidate (messages name it if it fails): its execution keys.
+std::string describe(const ExecutionSpec& e) {
+    std::string s = fmt::format("t={} p={} d={}", e.tensor, e.pipeline, e.data);
+    if (e.context > 1) s += fmt::format(" c={}", e.context);
+    s += fmt::format(" m={} b={} recompute={}", e.interleave, e.microbatch, to_string(e.recompute));
+    if (e.sequence_parallel) s += " SP";
+    if (e.distributed_optimizer) s += " dopt";
+    if (e.overlap_grad_reduce) s += " overlap_grad_reduce";
+    if (e.overlap_param_gather) s += " overlap_param_gather";
+    if (e.tp_comm_overlap) s += " tp_comm_overlap";
+    return s;
+}
+
 }  // namespace
+
+const std::vector<SearchKey>& search_keys() {
+    static const std::vector<SearchKey> keys = [] {
+        std::vector<SearchKey> k;
+        for (const auto& d : key_defs()) k.push_back({d.name, d.default_values});
+        return k;
+    }();
+    return keys;
+}
+
+void apply_constraint(SearchSpace& space, const std::string& constraint, const std::string& option) {
+    const std::size_t eq = constraint.find('=');
+    auto names = [] {
+        std::string all;
+        for (const auto& d : key_defs()) all += (all.empty() ? "" : ", ") + std::string(d.name);
+        return all;
+    };
+    if (eq == std::string::npos)
+        throw InputError(fmt::format("search: {} '{}': expected KEY=VALUES (e.g. tensor=8, pipeline=4..16, "
+                                     "recompute=selective,full); keys: {}", option, constraint, names()));
+    const std::string key(trim(std::string_view(constraint).substr(0, eq)));
+    const std::string_view values = trim(std::string_view(constraint).substr(eq + 1));
+    const auto def = std::find_if(key_defs().begin(), key_defs().end(), [&](const KeyDef& d) { return key == d.name; });
+    if (def == key_defs().end())
+        throw InputError(fmt::format("search: {} '{}': unknown key '{}'; keys: {}", option, constraint, key, names()));
+    auto bad = [&](std::string_view item, const char* expected) {
+        return InputError(fmt::format("search: {} '{}': '{}' is not {}", option, constraint, item, expected));
+    };
+    if (values.empty()) throw bad(values, "a value");
+    switch (def->kind) {
+    case KeyKind::integer: {
+        std::set<int> set;
+        for (std::string_view item : split(values, ',')) {
+            const std::size_t dots = item.find("..");
+            const auto lo = positive(dots == std::string_view::npos ? item : trim(item.substr(0, dots)));
+            const auto hi = dots == std::string_view::npos ? lo : positive(trim(item.substr(dots + 2)));
+            if (!lo || !hi) throw bad(item, "a positive whole number or a range LO..HI of them (e.g. 8, 4..16)");
+            if (*hi < *lo) throw bad(item, "a range LO..HI with LO <= HI");
+            if (*hi - *lo > 100'000) throw bad(item, "a range of at most 100000 values");
+            for (int v = *lo; v <= *hi; ++v) set.insert(v);
+        }
+        space.*(def->ints) = std::vector<int>(set.begin(), set.end());
+        return;
+    }
+    case KeyKind::boolean: {
+        bool off = false, on = false;
+        for (std::string_view item : split(values, ',')) {
+            if (item == "on" || item == "true") on = true;
+            else if (item == "off" || item == "false") off = true;
+            else throw bad(item, "on, off, true or false");
+        }
+        auto& v = space.*(def->bools);
+        v.clear();
+        if (off) v.push_back(false);
+        if (on) v.push_back(true);
+        return;
+    }
+    case KeyKind::recompute: {
+        const Recompute all[] = {Recompute::none, Recompute::selective, Recompute::full};
+        std::set<int> set;
+        for (std::string_view item : split(values, ',')) {
+            const auto it = std::find_if(std::begin(all), std::end(all), [&](Recompute r) { return item == to_string(r); });
+            if (it == std::end(all)) throw bad(item, "none, selective or full");
+            set.insert(int(it - std::begin(all)));
+        }
+        space.recompute.clear();
+        for (int i : set) space.recompute.push_back(all[i]);
+        return;
+    }
+    }
+}
+
+std::size_t simulation_count(const std::vector<double>& estimates, int top, double margin, int max) {
+    const std::size_t n = estimates.size();
+    const std::size_t at_least = std::min(n, std::size_t(std::max(0, top)));
+    if (n == 0) return 0;
+    const double bound = estimates.front() * (1 + std::max(0.0, margin));
+    const auto within = std::size_t(std::upper_bound(estimates.begin(), estimates.end(), bound) - estimates.begin());
+    const std::size_t cap = std::size_t(std::max({0, top, max}));
+    return std::max(at_least, std::min(within, cap));
+}
+
+int screen_overturned(const SearchResult& result) {
+    if (result.simulated.empty()) return 0;
+    const int r = result.simulated.front().estimate_rank;
+    return r > 1 ? r : 0;
+}
 
 SearchResult search(const SearchRequest& req) {
     if (req.gpus <= 0) throw InputError("search: --gpus must be positive");
@@ -62,50 +233,74 @@ SearchResult search(const SearchRequest& req) {
     const auto t0 = std::chrono::steady_clock::now();
     SearchResult res;
     const CostModel cost(req.system.device);
+    const SearchSpace& sp = req.space;
     auto candidate = [&](const ExecutionSpec& e) {
         Scenario sc;
-        sc.name = "candidate";
+        sc.name = describe(e);
+        sc.source = req.source;
         sc.model = req.model;
         sc.system = req.system;
         sc.execution = e;
         return sc;
     };
+    // The values of a boolean key that apply: true only where `applies`.
+    auto values = [](const std::vector<bool>& v, bool applies) {
+        std::vector<bool> out;
+        for (bool b : v)
+            if (!b || applies) out.push_back(b);
+        return out;
+    };
     std::vector<SearchCandidate> fits;
-    const Recompute policies[] = {Recompute::none, Recompute::selective, Recompute::full};
     for (int t : divisors(req.gpus)) {
         if (t > req.system.gpus_per_node) break;
-        for (int p : divisors(req.gpus / t)) {
-            if (p > req.model.layers) break;
-            const int d = req.gpus / (t * p);
-            for (int m = 1; m <= std::max(1, req.max_interleave); ++m) {
-                for (int b : req.microbatches) {
-                    for (Recompute rc : policies) {
-                        for (int sp = 0; sp <= (t > 1 ? 1 : 0); ++sp) {
-                            for (int dopt = 0; dopt <= (d > 1 ? 1 : 0); ++dopt) {
-                                ++res.enumerated;
-                                Scenario sc = candidate(req.base);
-                                ExecutionSpec& e = sc.execution;
-                                e.tensor = t;
-                                e.pipeline = p;
-                                e.data = d;
-                                e.interleave = m;
-                                e.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
-                                e.microbatch = b;
-                                e.global_batch = req.global_batch;
-                                e.recompute = rc;
-                                e.sequence_parallel = sp == 1;
-                                e.distributed_optimizer = dopt == 1;
-                                try {
-                                    validate(sc);
-                                } catch (const InputError&) {
-                                    ++res.rejected["infeasible sizes (divisibility, schedule)"];
-                                    continue;
+        if (!allowed(sp.tensor, t)) continue;
+        for (int c : sp.context_parallel) {
+            if ((req.gpus / t) % c != 0) continue;
+            for (int p : divisors(req.gpus / (t * c))) {
+                if (p > req.model.layers) break;
+                const int d = req.gpus / (t * c * p);
+                if (!allowed(sp.pipeline, p) || !allowed(sp.data, d)) continue;
+                const bool replicated = d * c > 1;
+                for (int m : sp.interleave) {
+                    for (int b : sp.microbatch) {
+                        for (Recompute rc : sp.recompute) {
+                            for (bool seq : values(sp.sequence_parallel, t > 1)) {
+                                for (bool dopt : values(sp.distributed_optimizer, replicated)) {
+                                    for (bool ogr : values(sp.overlap_grad_reduce, replicated)) {
+                                        for (bool opg : values(sp.overlap_param_gather, dopt)) {
+                                            for (bool tpo : values(sp.tp_comm_overlap, t > 1 && seq)) {
+                                                ++res.enumerated;
+                                                ExecutionSpec e = req.base;
+                                                e.tensor = t;
+                                                e.context = c;
+                                                e.pipeline = p;
+                                                e.data = d;
+                                                e.interleave = m;
+                                                e.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+                                                e.microbatch = b;
+                                                e.global_batch = req.global_batch;
+                                                e.recompute = rc;
+                                                e.sequence_parallel = seq;
+                                                e.distributed_optimizer = dopt;
+                                                e.overlap_grad_reduce = ogr;
+                                                e.overlap_param_gather = opg;
+                                                e.tp_comm_overlap = tpo;
+                                                Scenario sc = candidate(e);
+                                                try {
+                                                    validate(sc);
+                                                } catch (const InputError&) {
+                                                    ++res.rejected["infeasible sizes (divisibility, schedule)"];
+                                                    continue;
+                                                }
+                                                if (!estimate_memory(sc.model, sc.execution, sc.system.device_memory()).fits()) {
+                                                    ++res.rejected["out of memory (analytical)"];
+                                                    continue;
+                                                }
+                                                fits.push_back({e, estimate(sc, cost), 0, {}});
+                                            }
+                                        }
+                                    }
                                 }
-                                if (!estimate_memory(sc.model, sc.execution, sc.system.device_memory()).fits()) {
-                                    ++res.rejected["out of memory (analytical)"];
-                                    continue;
-                                }
-                                fits.push_back({e, estimate(sc, cost), {}});
                             }
                         }
                     }
@@ -115,13 +310,23 @@ SearchResult search(const SearchRequest& req) {
     }
     res.screened = fits.size();
     std::stable_sort(fits.begin(), fits.end(), [](const auto& a, const auto& b) { return a.estimate_s < b.estimate_s; });
-    const std::size_t k = std::min<std::size_t>(fits.size(), std::size_t(std::max(0, req.simulate_top)));
+    std::vector<double> estimates;
+    estimates.reserve(fits.size());
+    for (std::size_t i = 0; i < fits.size(); ++i) {
+        fits[i].estimate_rank = int(i + 1);
+        estimates.push_back(fits[i].estimate_s);
+    }
+    res.within_margin = simulation_count(estimates, 0, req.margin, int(fits.size()));
+    const std::size_t k = simulation_count(estimates, req.simulate_top, req.margin, req.simulate_max);
     fits.resize(k);
     std::vector<Scenario> chosen;
     chosen.reserve(k);
     for (const auto& f : fits) chosen.push_back(candidate(f.execution));
-    const RunOutcome run = req.runner ? req.runner(chosen, CaseOptions{})
-                                      : run_cases(chosen, CaseOptions{}, req.jobs > 0 ? unsigned(req.jobs) : 0u, req.progress);
+    CaseOptions options;
+    options.simulation.max_tasks = req.max_tasks;
+    options.simulation.max_tasks_option = req.max_tasks_option;
+    const RunOutcome run = req.runner ? req.runner(chosen, options)
+                                      : run_cases(chosen, options, req.jobs > 0 ? unsigned(req.jobs) : 0u, req.progress);
     for (std::size_t i = 0; i < k; ++i) {
         fits[i].result = run.results[i];
         if (fits[i].result.iteration) continue;
@@ -134,9 +339,28 @@ SearchResult search(const SearchRequest& req) {
         if (ao != bo) return !ao;
         return a.result.iteration->iteration_time_s < b.result.iteration->iteration_time_s;
     });
+    for (std::size_t i = 0; i < fits.size(); ++i)
+        fits[i].result.screen = ScreenRecord{fits[i].estimate_s, fits[i].estimate_rank, int(i + 1)};
     res.simulated = std::move(fits);
     res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
+}
+
+SearchSummary search_summary(const SearchRequest& req, const SearchResult& r, const std::vector<std::string>& constraints) {
+    SearchSummary s;
+    s.gpus = req.gpus;
+    s.global_batch = req.global_batch;
+    s.constraints = constraints;
+    s.enumerated = r.enumerated;
+    s.rejected.assign(r.rejected.begin(), r.rejected.end());
+    s.screened = r.screened;
+    s.margin = req.margin;
+    s.within_margin = r.within_margin;
+    s.simulate_top = req.simulate_top;
+    s.simulate_max = req.simulate_max;
+    s.simulated = r.simulated.size();
+    s.overturned_by = screen_overturned(r);
+    return s;
 }
 
 std::vector<CaseResult> ranked_results(const SearchResult& result, int top) {

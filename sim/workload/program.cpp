@@ -234,8 +234,9 @@ void Builder::check_task_limit() {
     if (estimate > double(options_.max_tasks)) {
         throw InputError(fmt::format("{}: case '{}' would run about {:.0f} million tasks, more than the limit of {} million "
                                      "(a bound on run time; memory follows the tasks in flight); simulate fewer GPUs or "
-                                     "microbatches, or raise the limit (strata run --max-tasks)",
-                                     sc_.source, sc_.name, estimate / 1e6, options_.max_tasks / 1'000'000));
+                                     "microbatches, or raise the limit ({})",
+                                     sc_.source, sc_.name, estimate / 1e6, options_.max_tasks / 1'000'000,
+                                     options_.max_tasks_option));
     }
     expected_tasks_ = static_cast<std::uint64_t>(estimate);
 }

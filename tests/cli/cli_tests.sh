@@ -95,8 +95,55 @@ for i in p["inputs"]:
 PY'
 
 (cd "$tmp" && "$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
-   --gpus 16 --global-batch 16 --simulate-top 2 --top 2 --json - >"$tmp/search.json" 2>"$tmp/search.err"); rc=$?
+   --gpus 16 --global-batch 16 --simulate-top 2 --top 2 --margin 0 --json - >"$tmp/search.json" 2>"$tmp/search.err"); rc=$?
 check "search --json - writes the JSON alone to standard output (no file named -)" '[[ $rc -eq 0 && ! -e "$tmp/-" ]] && python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))[\"results\"]) == 2" "$tmp/search.json" && grep -q "search took" "$tmp/search.err"'
+
+# The search's constraints, margin and outputs.
+m22=$root/scenarios/models/gpt-22b.yaml sel=$root/scenarios/systems/selene-a100.yaml
+"$strata" search --model "$m22" --system "$sel" --gpus 16 --global-batch 16 --fix tensor=8 --fix pipeline=1..2 \
+  --fix recompute=none,selective --margin 5 --simulate-top 2 --top 3 --jobs 1 --csv - --json "$tmp/fix.json" >"$tmp/fix.csv" 2>"$tmp/fix.err"; rc=$?
+check "search --fix with a range and a list, --csv - and --json" '[[ $rc -eq 0 ]] && grep -q "^constraints: tensor=8 pipeline=1..2 recompute=none,selective$" "$tmp/fix.err"'
+check "search prints the legend, estimate and simulation side by side, and whether the screen held" \
+  'grep -q "^t tensor, c context" "$tmp/fix.err" && grep -q "estim s     sim s   err% est#" "$tmp/fix.err" && grep -Eq "^screen ranking (held|overturned: #[0-9]+ by estimate is fastest simulated)" "$tmp/fix.err"'
+check "search says how many were simulated and why" 'grep -Eq "^simulated [0-9]+ of [0-9]+: the best 3 estimates and every other within 5% of the best estimate \([0-9]+ within it\), at most 64$" "$tmp/fix.err"'
+check "search CSV and JSON: every simulated candidate, within the constraints, with estimate, ranks, tokens/s and TF/s" 'python3 - "$tmp/fix.csv" "$tmp/fix.json" <<"PY"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+doc = json.load(open(sys.argv[2]))
+res, s = doc["results"], doc["search"]
+assert len(rows) == len(res) == s["simulated"] >= 3, (len(rows), len(res), s)
+assert s["constraints"] == ["tensor=8", "pipeline=1..2", "recompute=none,selective"] and s["margin"] == 0.05
+assert s["simulated"] <= max(s["simulate_top"], s["simulate_max"]) and s["screened"] >= s["within_margin"]
+best = min(r["screen"]["estimate_s"] for r in res)
+for i, (row, r) in enumerate(zip(rows, res)):
+    assert row["name"] == r["name"] == "rank %d" % (i + 1)
+    assert row["tensor"] == "8" and row["pipeline"] in ("1", "2") and row["recompute"] in ("none", "selective"), row
+    assert row["overlap_grad_reduce"] == "false" or int(row["data"]) > 1, row
+    sc = r["screen"]
+    assert sc["simulated_rank"] == i + 1 and int(row["simulated_rank"]) == i + 1
+    assert int(row["estimate_rank"]) == sc["estimate_rank"]
+    assert abs(float(row["estimate_s"]) - sc["estimate_s"]) < 1e-6
+    assert abs(sc["estimate_error"] - (sc["estimate_s"] / r["iteration_time_s"] - 1)) < 1e-9
+    assert abs(float(row["tokens_per_s"]) - r["tokens_per_s"]) < 0.1 and float(row["tflops_per_gpu"]) > 0
+    if sc["estimate_rank"] > s["simulate_top"]:
+        assert sc["estimate_s"] <= best * 1.05 + 1e-12, sc   # simulated for the margin
+overturned = res[0]["screen"]["estimate_rank"]
+assert s["overturned_by_estimate_rank"] == (overturned if overturned > 1 else 0)
+PY'
+"$strata" search --model "$m22" --system "$sel" --gpus 16 --global-batch 16 --fix tensr=8 >/dev/null 2>"$tmp/err"; rc=$?
+check "search --fix with an unknown key exits 2 and lists the keys" '[[ $rc -eq 2 ]] && grep -q "unknown key .tensr.; keys: tensor, context_parallel, pipeline, data" "$tmp/err"'
+"$strata" search --model "$m22" --system "$sel" --gpus 16 --global-batch 16 --fix pipeline=16..4 >/dev/null 2>"$tmp/err"; rc=$?
+check "search --fix with a reversed range exits 2" '[[ $rc -eq 2 ]] && grep -q "pipeline=16..4" "$tmp/err"'
+"$strata" search --model "$m22" --system "$sel" --gpus 16 --global-batch 16 --fix tensor=3 >/dev/null 2>"$tmp/err"; rc=$?
+check "search with constraints nothing satisfies exits 2 and says so" '[[ $rc -eq 2 ]] && grep -q "so do the constraints" "$tmp/err"'
+"$strata" search --model "$m22" --system "$sel" --gpus 1024 --global-batch 4096 --fix tensor=8 --fix pipeline=1 \
+  --fix microbatch=1 --fix interleave=1 --max-tasks 1 >/dev/null 2>"$tmp/err"; rc=$?
+check "a candidate over the task limit names strata search --max-tasks and the model and system files" \
+  '[[ $rc -eq 2 ]] && grep -q "(strata search --max-tasks)" "$tmp/err" && grep -q "gpt-22b.yaml on .*selene-a100.yaml: case .t=8 p=1 d=128" "$tmp/err"'
+"$strata" search --model "$m22" --system "$sel" --gpus 16 --global-batch 16 --json - --csv - >/dev/null 2>"$tmp/err"; rc=$?
+check "search --json - with --csv - exits 2" '[[ $rc -eq 2 ]] && grep -q "cannot both write to standard output" "$tmp/err"'
+"$strata" search --help >"$tmp/help"; rc=$?
+check "search --help shows the defaults and the --fix keys" '[[ $rc -eq 0 ]] && grep -q -- "--margin FLOAT.*=10" "$tmp/help" && grep -q -- "--simulate-top INT.*=8" "$tmp/help" && grep -q "overlap_grad_reduce: off,on" "$tmp/help"'
 
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

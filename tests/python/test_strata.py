@@ -17,6 +17,7 @@ SRC = os.environ.get("STRATA_SOURCE_DIR", os.path.join(os.path.dirname(__file__)
 BIN = os.environ.get("STRATA_BIN", os.path.join(SRC, "build", "strata"))
 TABLE4 = os.path.join(SRC, "scenarios", "paper", "table4.yaml")
 SWEEP = os.path.join(SRC, "scenarios", "sweeps", "microbatch.yaml")
+TABLE5 = os.path.join(SRC, "scenarios", "paper", "table5.yaml")
 
 
 def cli_json(*args):
@@ -92,11 +93,29 @@ def test_search_matches_the_command(tmp_path):
     subprocess.run([BIN, "search", "--model", model, "--system", system, "--gpus", "8", "--global-batch", "4", "--top",
                     "3", "--simulate-top", "4", "--json", str(tmp_path / "s.json")], check=True, capture_output=True)
     cli = json.loads((tmp_path / "s.json").read_text())
-    assert list(r["results"]) == cli["results"] and r["experiment"] == cli["experiment"]
+    # The command's JSON has every simulated candidate; --top and top= bound the table and the results here.
+    assert list(r["results"]) == cli["results"][:3] and r["experiment"] == cli["experiment"]
+    assert r["search"] == cli["search"] and r["simulated"] == cli["search"]["simulated"] == len(cli["results"])
     assert [c["name"] for c in r["results"]] == ["rank 1", "rank 2", "rank 3"]
     times = [c["iteration_time_s"] for c in r["results"]]
     assert times == sorted(times)
     assert r["enumerated"] >= r["screened"] >= 4 and r["rejected"]
+
+
+def test_search_constraints_and_margin():
+    model = os.path.join(SRC, "scenarios", "models", "gpt-22b.yaml")
+    system = os.path.join(SRC, "scenarios", "systems", "selene-a100.yaml")
+    r = strata.search(model, system, gpus=16, global_batch=16, top=20, simulate_top=2, jobs=1, margin=5,
+                      fix={"tensor": 8, "pipeline": "1..2", "recompute": ["none", "selective"], "overlap_grad_reduce": True})
+    assert r["search"]["constraints"] == ["tensor=8", "pipeline=1..2", "recompute=none,selective", "overlap_grad_reduce=on"]
+    assert r["simulated"] == len(r["results"]) >= 2 and r["search"]["margin"] == 0.05
+    for c in r["results"]:
+        e = c["execution"]
+        assert e["tensor"] == 8 and e["pipeline"] in (1, 2) and e["overlap_grad_reduce"] and e["data"] > 1, e
+        assert c["screen"]["estimate_rank"] >= 1 and c["tokens_per_s"] > 0
+    assert r["overturned_by"] in (0, r["results"][0]["screen"]["estimate_rank"])
+    with pytest.raises(strata.InputError, match="unknown key 'tensr'; keys: tensor"):
+        strata.search(model, system, gpus=16, global_batch=16, fix=["tensr=8"])
 
 
 def test_explain_matches_the_command():
@@ -119,7 +138,7 @@ def test_simulation_releases_the_gil():
     t.start()
     try:
         t0 = time.monotonic()
-        strata.run(SWEEP, jobs=1)
+        strata.run(TABLE5, jobs=1)  # eight cases, one thread: long enough to tell (about a second or more)
         t1 = time.monotonic()
     finally:
         stop.set()

@@ -1,0 +1,215 @@
+// Tests of the configuration search: the constraint syntax (--fix KEY=VALUES), which candidates are simulated
+// (the best estimates and every one within the margin), the detection of an overturned screen ranking, the
+// search space (overlap_grad_reduce only where the gradients are reduced), the search's own task-limit message,
+// and the screen columns of the CSV and JSON.
+#include "strata/errors.hpp"
+#include "strata/report.hpp"
+#include "strata/search.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace strata;
+using Catch::Contains;
+
+namespace {
+
+SearchRequest small_request() {
+    SearchRequest req;
+    req.model = load_model(std::string(STRATA_SOURCE_DIR) + "/scenarios/models/gpt-22b.yaml");
+    req.system = load_system(std::string(STRATA_SOURCE_DIR) + "/scenarios/systems/selene-a100.yaml");
+    req.gpus = 16;
+    req.global_batch = 16;
+    req.simulate_top = 2;
+    req.jobs = 2;
+    return req;
+}
+
+SearchSpace constrained(std::initializer_list<const char*> constraints) {
+    SearchSpace s;
+    for (const char* c : constraints) apply_constraint(s, c);
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("search constraints (--fix): single values, ranges, lists, booleans and recompute policies") {
+    CHECK(constrained({"tensor=8"}).tensor == std::vector<int>{8});
+    CHECK(constrained({"pipeline=4..7"}).pipeline == std::vector<int>{4, 5, 6, 7});
+    CHECK(constrained({"microbatch=8,1,2,4..5,2"}).microbatch == std::vector<int>{1, 2, 4, 5, 8});
+    CHECK(constrained({"interleave = 2 .. 3"}).interleave == std::vector<int>{2, 3});
+    CHECK(constrained({"context_parallel=2"}).context_parallel == std::vector<int>{2});
+    CHECK(constrained({"recompute=full,selective"}).recompute == std::vector<Recompute>{Recompute::selective, Recompute::full});
+    CHECK(constrained({"sequence_parallel=on"}).sequence_parallel == std::vector<bool>{true});
+    CHECK(constrained({"overlap_grad_reduce=false"}).overlap_grad_reduce == std::vector<bool>{false});
+    CHECK(constrained({"distributed_optimizer=on,off"}).distributed_optimizer == std::vector<bool>{false, true});
+    CHECK(constrained({"overlap_param_gather=on,off"}).overlap_param_gather == std::vector<bool>{false, true});
+    // A later constraint on a key replaces an earlier one; the others keep their defaults.
+    const SearchSpace s = constrained({"tensor=2", "tensor=4,8"});
+    CHECK(s.tensor == std::vector<int>{4, 8});
+    CHECK(s.pipeline.empty());
+    CHECK(s.microbatch == std::vector<int>{1, 2, 4, 8});
+    CHECK(s.overlap_grad_reduce == std::vector<bool>{false, true});
+}
+
+TEST_CASE("search constraints (--fix): an unknown key or a bad value names the option, the constraint and the valid choices") {
+    SearchSpace s;
+    CHECK_THROWS_AS(apply_constraint(s, "tensr=8"), InputError);
+    CHECK_THROWS_WITH(apply_constraint(s, "tensr=8"), Contains("--fix 'tensr=8'") && Contains("unknown key 'tensr'") &&
+                                                          Contains("tensor, context_parallel, pipeline, data") &&
+                                                          Contains("overlap_grad_reduce"));
+    CHECK_THROWS_WITH(apply_constraint(s, "tensor"), Contains("expected KEY=VALUES") && Contains("keys: tensor"));
+    CHECK_THROWS_WITH(apply_constraint(s, "pipeline=4..x"), Contains("'4..x' is not a positive whole number or a range"));
+    CHECK_THROWS_WITH(apply_constraint(s, "pipeline=16..4"), Contains("LO <= HI"));
+    CHECK_THROWS_WITH(apply_constraint(s, "tensor=0"), Contains("'0' is not a positive whole number"));
+    CHECK_THROWS_WITH(apply_constraint(s, "tensor=8,"), Contains("'' is not a positive whole number"));
+    CHECK_THROWS_WITH(apply_constraint(s, "tensor="), Contains("is not a value"));
+    CHECK_THROWS_WITH(apply_constraint(s, "recompute=sometimes"), Contains("'sometimes' is not none, selective or full"));
+    CHECK_THROWS_WITH(apply_constraint(s, "sequence_parallel=yes"), Contains("'yes' is not on, off, true or false"));
+    CHECK_THROWS_WITH(apply_constraint(s, "data=1..1000000"), Contains("at most 100000 values"));
+    CHECK_THROWS_WITH(apply_constraint(s, "tensor=x", "fix"), Contains("search: fix 'tensor=x'"));
+    // A failed constraint leaves the space as it was.
+    CHECK(s.tensor.empty());
+    CHECK(s.recompute.size() == 3);
+}
+
+TEST_CASE("search keys: every key --fix takes, with what is tried without it") {
+    std::vector<std::string> names;
+    for (const auto& k : search_keys()) {
+        names.push_back(k.name);
+        CHECK_FALSE(k.default_values.empty());
+    }
+    CHECK(names == std::vector<std::string>{"tensor", "context_parallel", "pipeline", "data", "interleave", "microbatch",
+                                            "recompute", "sequence_parallel", "distributed_optimizer",
+                                            "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"});
+}
+
+TEST_CASE("simulated: the best estimates, and every one within the margin up to the cap") {
+    const std::vector<double> est = {10.0, 10.5, 10.9, 11.0, 12.0, 13.0};
+    CHECK(simulation_count(est, 2, 0.10, 64) == 4);    // 10, 10.5, 10.9 and 11.0 (the bound, inclusive)
+    CHECK(simulation_count(est, 2, 0.05, 64) == 2);    // 10.5 is within 5 %, the top 2 anyway
+    CHECK(simulation_count(est, 1, 0.0, 64) == 1);     // margin 0: the top only
+    CHECK(simulation_count(est, 5, 0.10, 64) == 5);    // top beyond the margin
+    CHECK(simulation_count(est, 1, 0.10, 3) == 3);     // the cap
+    CHECK(simulation_count(est, 4, 0.50, 2) == 4);     // the cap never goes below top
+    CHECK(simulation_count(est, 10, 0.10, 64) == 6);   // never more than there are
+    CHECK(simulation_count(est, 0, 0.10, 64) == 4);    // within the margin alone
+    CHECK(simulation_count({}, 8, 0.10, 64) == 0);
+}
+
+TEST_CASE("screen ranking overturned: the estimate rank of the fastest simulated candidate when it is not 1") {
+    SearchResult r;
+    CHECK(screen_overturned(r) == 0);
+    auto with_ranks = [](std::vector<int> ranks) {
+        SearchResult res;
+        for (int k : ranks) {
+            SearchCandidate c;
+            c.estimate_rank = k;
+            res.simulated.push_back(c);
+        }
+        return res;
+    };
+    CHECK(screen_overturned(with_ranks({1, 3, 2})) == 0);   // a change below the top is not an overturn
+    CHECK(screen_overturned(with_ranks({3, 1, 2})) == 3);
+    CHECK(screen_overturned(with_ranks({2, 1})) == 2);
+}
+
+TEST_CASE("search: constraints hold, overlap_grad_reduce only with data parallelism, margin and ranks recorded") {
+    SearchRequest req = small_request();
+    req.space = constrained({"tensor=8", "microbatch=1..2", "overlap_grad_reduce=on"});
+    req.margin = 1.0;   // every candidate within 100 % of the best estimate
+    req.simulate_max = 6;
+    const SearchResult r = search(req);
+    REQUIRE_FALSE(r.simulated.empty());
+    CHECK(r.within_margin >= r.simulated.size());
+    CHECK(r.simulated.size() == std::min<std::size_t>(6, r.within_margin));
+    std::set<int> estimate_ranks;
+    for (std::size_t i = 0; i < r.simulated.size(); ++i) {
+        const auto& c = r.simulated[i];
+        CHECK(c.execution.tensor == 8);
+        CHECK(c.execution.microbatch <= 2);
+        CHECK(c.execution.data > 1);   // overlap_grad_reduce=on leaves out d = 1, where there is nothing to overlap
+        CHECK(c.execution.overlap_grad_reduce);
+        REQUIRE(c.result.screen);
+        CHECK(c.result.screen->simulated_rank == int(i + 1));
+        CHECK(c.result.screen->estimate_rank == c.estimate_rank);
+        CHECK(c.result.screen->estimate_s == c.estimate_s);
+        CHECK(c.estimate_rank >= 1);
+        CHECK(c.estimate_rank <= int(r.simulated.size()));   // the best estimates are the ones simulated
+        estimate_ranks.insert(c.estimate_rank);
+    }
+    CHECK(estimate_ranks.size() == r.simulated.size());
+}
+
+TEST_CASE("search: overlap_grad_reduce is in the space where d > 1 and only there") {
+    SearchRequest req = small_request();
+    req.space = constrained({"tensor=8", "pipeline=1", "microbatch=1", "interleave=1", "recompute=selective",
+                             "sequence_parallel=on", "distributed_optimizer=off"});
+    req.simulate_top = 4;
+    req.margin = 0;
+    const SearchResult r = search(req);
+    // t = 8, p = 1 leaves d = 2: two candidates, without and with the overlap.
+    CHECK(r.enumerated == 2);
+    REQUIRE(r.simulated.size() == 2);
+    CHECK(r.simulated[0].execution.overlap_grad_reduce != r.simulated[1].execution.overlap_grad_reduce);
+    // The screen counts the overlap as hiding gradient reduction: the overlapped one estimates faster.
+    const auto& on = r.simulated[0].execution.overlap_grad_reduce ? r.simulated[0] : r.simulated[1];
+    const auto& off = r.simulated[0].execution.overlap_grad_reduce ? r.simulated[1] : r.simulated[0];
+    CHECK(on.estimate_s < off.estimate_s);
+    req.space.data = {1};
+    req.space.tensor = {8};
+    req.gpus = 8;
+    req.global_batch = 8;
+    const SearchResult one = search(req);
+    CHECK(one.enumerated == 1);   // d = 1: nothing to reduce, no overlap tried
+}
+
+TEST_CASE("search: a candidate over the task limit names strata search --max-tasks and the inputs") {
+    SearchRequest req = small_request();
+    req.space = constrained({"tensor=8", "microbatch=1"});
+    req.max_tasks = 10;
+    req.source = "models/m.yaml on systems/s.yaml";
+    CHECK_THROWS_AS(search(req), InputError);
+    CHECK_THROWS_WITH(search(req), Contains("strata search --max-tasks") && Contains("models/m.yaml on systems/s.yaml:") &&
+                                       Contains("t=8") && !Contains("strata run"));
+}
+
+TEST_CASE("search results: the screen record in the JSON and the CSV, absent from a run's") {
+    SearchRequest req = small_request();
+    req.space = constrained({"tensor=8", "microbatch=1"});
+    req.margin = 0;
+    const SearchResult r = search(req);
+    const std::vector<CaseResult> ranked = ranked_results(r, 2);
+    REQUIRE(ranked.size() == 2);
+    const SearchSummary summary = search_summary(req, r, {"tensor=8", "microbatch=1"});
+    const auto doc = nlohmann::json::parse(to_json("search", ranked, nullptr, &summary));
+    CHECK(doc["search"]["simulated"] == r.simulated.size());
+    CHECK(doc["search"]["constraints"] == nlohmann::json::array({"tensor=8", "microbatch=1"}));
+    CHECK(doc["search"]["gpus"] == 16);
+    CHECK(doc["search"]["screened"] == r.screened);
+    CHECK(doc["search"]["enumerated"] == r.enumerated);
+    CHECK(doc["search"]["overturned_by_estimate_rank"] == screen_overturned(r));
+    const auto& first = doc["results"][0];
+    CHECK(first["name"] == "rank 1");
+    CHECK(first["screen"]["simulated_rank"] == 1);
+    CHECK(first["screen"]["estimate_rank"] == r.simulated[0].estimate_rank);
+    CHECK(first["screen"]["estimate_error"].get<double>() ==
+          Approx(r.simulated[0].estimate_s / first["iteration_time_s"].get<double>() - 1));
+    CHECK(first["tokens_per_s"].get<double>() > 0);
+    CHECK(first["tflops_per_gpu"].get<double>() > 0);
+    const std::string csv = to_csv(ranked);
+    const std::string header = csv.substr(0, csv.find('\r'));
+    CHECK(header.size() > 60);
+    CHECK_THAT(header, Catch::EndsWith(",estimate_s,estimate_rank,simulated_rank,estimate_error"));
+    CHECK_THAT(header, Contains("tokens_per_s") && Contains("tflops_per_gpu"));
+    std::vector<CaseResult> plain = ranked;
+    for (auto& c : plain) c.screen.reset();
+    CHECK_THAT(to_csv(plain), !Contains("estimate_rank"));
+    CHECK_FALSE(nlohmann::json::parse(to_json("run", plain)).contains("search"));
+    CHECK_FALSE(nlohmann::json::parse(to_json("run", plain))["results"][0].contains("screen"));
+}
