@@ -11,6 +11,7 @@
 
 #include "bench_baseline.hpp"
 #include "provenance.hpp"
+#include "trace_groups.hpp"
 
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -106,48 +107,6 @@ void print_ranks(const strata::RunOutcome& run) {
     std::cerr << "mpi: " << run.cases_by_rank.size() << " ranks, cases per rank: " << counts << "\n";
 }
 
-/// Parses --trace-groups: comma-separated `stages=A[-B]` and `replicas=A[-B]` (inclusive, from 0).
-void set_trace_groups(const std::string& text, strata::SimulationOptions& o) {
-    if (text.empty()) return;
-    auto fail = [&](const std::string& why) {
-        throw strata::InputError("--trace-groups '" + text + "': " + why +
-                                 "; expected comma-separated stages=A[-B] and replicas=A[-B], e.g. 'stages=0-3,replicas=0'");
-    };
-    std::size_t at = 0;
-    while (at <= text.size()) {
-        const std::size_t comma = std::min(text.find(',', at), text.size());
-        const std::string item = text.substr(at, comma - at);
-        const std::size_t eq = item.find('=');
-        if (eq == std::string::npos) fail("'" + item + "' has no '='");
-        const std::string key = item.substr(0, eq), range = item.substr(eq + 1);
-        int lo = 0, hi = 0;
-        const std::size_t dash = range.find('-');
-        try {
-            std::size_t used = 0;
-            lo = std::stoi(range.substr(0, dash), &used);
-            if (used != range.substr(0, dash).size()) fail("'" + range + "' is not a number or range");
-            hi = lo;
-            if (dash != std::string::npos) {
-                hi = std::stoi(range.substr(dash + 1), &used);
-                if (used != range.size() - dash - 1) fail("'" + range + "' is not a number or range");
-            }
-        } catch (const std::logic_error&) {
-            fail("'" + range + "' is not a number or range");
-        }
-        if (lo < 0 || hi < lo) fail("'" + range + "' is not a range A-B with 0 <= A <= B");
-        if (key == "stages") {
-            o.trace_first_stage = lo;
-            o.trace_last_stage = hi;
-        } else if (key == "replicas") {
-            o.trace_first_replica = lo;
-            o.trace_last_replica = hi;
-        } else {
-            fail("unknown key '" + key + "' (valid: stages, replicas)");
-        }
-        at = comma + 1;
-    }
-}
-
 int run_command(const strata::mpi::Session& session, const std::string& file, const RunOptions& opt) {
     strata::Experiment ex = strata::load_experiment(file);
     std::optional<strata::DeviceProfile> profile;
@@ -177,7 +136,7 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
     if (n == 1 && session.rank() != 0) return 0;   // one case: rank 0 alone runs it
     if (n == 1) {
         co.simulation.keep_trace = !opt.trace_path.empty();
-        set_trace_groups(opt.trace_groups, co.simulation);
+        strata::cli::set_trace_groups(opt.trace_groups, co.simulation);
         if (tty) {
             co.simulation.progress = [&](std::uint64_t done, std::uint64_t total, strata::Time now) {
                 std::cerr << "\r" << selected[0].name << ": " << (100 * done / std::max<std::uint64_t>(total, 1)) << "% of "
