@@ -15,8 +15,21 @@
 
 namespace strata::yamlio {
 
+/// What the loader accepts at most, checked before anything is built from the input (README "Tests: fuzzing").
+namespace limits {
+inline constexpr std::size_t kMaxFileBytes = 1 << 20;  ///< one YAML file (the largest shipped is 10 kB)
+inline constexpr std::size_t kMaxNodes = 100000;       ///< values in one file, an alias counted at each use
+inline constexpr int kMaxDepth = 32;                   ///< nesting of mappings and lists
+inline constexpr std::size_t kMaxHintLength = 64;      ///< longer unknown words get no "did you mean"
+inline constexpr std::size_t kMaxCases = 100000;       ///< cases of one experiment (cases x sweep)
+}  // namespace limits
+
 /// `file:line:col` (1-based) for a node.
 std::string where(const std::string& file, const YAML::Mark& mark);
+/// Where a value is, or its key when the value is empty (yaml-cpp marks an empty value at the next token).
+std::string where_value(const std::string& file, const YAML::Node& key, const YAML::Node& value);
+/// The same for the entry `key` of mapping `map` (the mapping's own location when it has no such key).
+std::string where_value(const std::string& file, const YAML::Node& map, const std::string& key);
 
 /// Loads a YAML file; a missing, unreadable or malformed file throws InputError with its location.
 YAML::Node load_file(const std::filesystem::path& file);
