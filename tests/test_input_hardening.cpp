@@ -4,6 +4,7 @@
 #include "strata/errors.hpp"
 #include "strata/profile.hpp"
 #include "strata/scenario.hpp"
+#include "strata/simulate.hpp"
 #include "strata/spec.hpp"
 
 #include <catch2/catch.hpp>
@@ -234,4 +235,95 @@ TEST_CASE("hardening: rails larger than GPUs per node is a load error at the sys
     // system-small.yaml gives rails: 4 on its line 7; the override of gpus_per_node is here.
     CHECK_THAT(msg, StartsWith(kValid + "system-small.yaml:7:3: system.network.rails: rails (4) must be at most "
                                         "gpus_per_node (2)"));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Sizes that multiply (checked by find_problem, located at the key by the loader)
+// ---------------------------------------------------------------------------------------------------
+
+namespace {
+/// An experiment on the small model and system with this execution block (one line of flow mapping, line 3).
+std::string with_execution(const std::string& flow, const std::string& model = "model-small.yaml") {
+    return "model: " + model + "\nsystem: system-small.yaml\nexecution: {recompute: full, " + flow + "}\n";
+}
+}  // namespace
+
+TEST_CASE("hardening: microbatch x data overflowing int is a divisibility error, not SIGFPE", "[hardening]") {
+    // 65536 x 65536 = 2^32 wraps to 0 in int: a division by zero before.
+    const std::string msg =
+        error_of(with_execution("tensor: 1, pipeline: 1, microbatch: 65536, data: 65536, global_batch: 65536"));
+    CHECK_THAT(msg, StartsWith(at(3, 86)));
+    CHECK_THAT(msg, Contains("execution.global_batch: global_batch (65536) must be divisible by microbatch x data (65536 x 65536)"));
+}
+
+TEST_CASE("hardening: a GPU count overflowing int", "[hardening]") {
+    const std::string model = "{name: deep, heads: 8, hidden: 512, layers: 65536, seq_len: 256, vocab: 1024}";
+    const std::string msg = error_of(
+        "model: " + model + "\nsystem: system-small.yaml\nexecution: {recompute: full, tensor: 8, pipeline: 65536, "
+        "data: 1048576, microbatch: 1, global_batch: 1048576}\n");
+    CHECK_THAT(msg, StartsWith(at(3, 58)));
+    CHECK_THAT(msg, Contains("execution.data: tensor x context_parallel x pipeline x data = 8 x 1 x 65536 x 1048576 = "
+                             "549755813888 GPUs, more than the simulator's limit of 1048576"));
+}
+
+TEST_CASE("hardening: activation sizes overflowing 64 bits", "[hardening]") {
+    const std::string model = "{name: wide, heads: 65536, hidden: 16777216, layers: 1, seq_len: 16777216, vocab: 65536}";
+    const std::string msg = error_of("model: " + model +
+                                     "\nsystem: system-small.yaml\nexecution: {recompute: none, tensor: 8, pipeline: 1, "
+                                     "microbatch: 1048576, global_batch: 1048576}\n");
+    CHECK_THAT(msg, StartsWith(at(3, 54)));
+    CHECK_THAT(msg, Contains("execution.microbatch: a microbatch's largest activation"));
+}
+
+TEST_CASE("hardening: too many microbatches or schedule units are refused before any program is built", "[hardening]") {
+    std::string msg = quick_error([] {
+        return error_of(with_execution("tensor: 1, pipeline: 1, microbatch: 1, global_batch: 1073741824"));
+    });
+    CHECK_THAT(msg, Contains("execution.global_batch: global_batch / (microbatch x data) = 1073741824 microbatches per "
+                             "pipeline, more than the simulator's limit of 1048576"));
+    const std::string deep = "{name: deep, heads: 8, hidden: 512, layers: 4096, seq_len: 256, vocab: 1024}";
+    msg = quick_error([&] {
+        return error_of("model: " + deep + "\nsystem: system-small.yaml\nexecution: {recompute: full, tensor: 1, "
+                        "pipeline: 4096, microbatch: 1, global_batch: 1048576}\n");
+    });
+    CHECK_THAT(msg, Contains("forward and backward units in the schedule, more than the simulator's limit"));
+}
+
+TEST_CASE("hardening: the task limit is checked before the stage programs are built", "[hardening]") {
+    // 2^20 microbatches on 8 stages: 243 million tasks. Refused in milliseconds, with the case's location.
+    const Experiment ex =
+        load_experiment_text(with_execution("tensor: 1, pipeline: 8, microbatch: 1, global_batch: 1048576"), kOrigin);
+    REQUIRE(ex.cases.size() == 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+        (void)simulate(ex.cases[0], SimulationOptions{});
+        FAIL("the simulation ran");
+    } catch (const InputError& e) {
+        CHECK_THAT(e.what(), StartsWith(kOrigin + ":1:1: case"));
+        CHECK_THAT(e.what(), Contains("million tasks"));
+    }
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
+}
+
+TEST_CASE("hardening: a fabric too large names the case", "[hardening]") {
+    const Experiment ex = load_experiment_text(
+        "model: model-small.yaml\nsystem:\n  file: system-small.yaml\n  network: {nodes_per_leaf: 1, spines_per_rail: 65536}\n"
+        "execution: {tensor: 8, pipeline: 8, data: 2048, recompute: full, microbatch: 1, global_batch: 2048}\n",
+        kOrigin);
+    REQUIRE(ex.cases.size() == 1);
+    try {
+        (void)simulate(ex.cases[0], SimulationOptions{});
+        FAIL("the simulation ran");
+    } catch (const InputError& e) {
+        CHECK_THAT(e.what(), StartsWith(kOrigin + ":1:1: case 'hardening' (system test-cluster): fabric: the fabric size"));
+    }
+}
+
+TEST_CASE("hardening: an iteration too long for 64-bit picoseconds", "[hardening]") {
+    const std::string big = "{name: big, heads: 128, hidden: 131072, layers: 1024, seq_len: 65536, vocab: 1024}";
+    const std::string msg = error_of("model: " + big +
+                                     "\nsystem: system-small.yaml\nexecution: {recompute: full, tensor: 1, pipeline: 1, "
+                                     "microbatch: 1, global_batch: 65536}\n");
+    CHECK_THAT(msg, Contains("one iteration would take at least"));
+    CHECK_THAT(msg, Contains("more than the simulator's limit of 1e+05 s"));
 }
