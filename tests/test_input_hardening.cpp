@@ -154,7 +154,7 @@ TEST_CASE("hardening: a sweep whose case count overflows 64 bits", "[hardening]"
     }
     const std::string msg = quick_error([&] { return error_of(kHead + kRest + sweep); });
     CHECK_THAT(msg, StartsWith(at(9, 1)));
-    CHECK_THAT(msg, Contains("more than the limit of 100000 cases"));
+    CHECK_THAT(msg, Contains("more than the limit of 10000 cases"));
     CHECK_THAT(msg, Contains("1 case(s) x 16 x 16"));
 }
 

@@ -237,13 +237,15 @@ SystemSpec read_system(const Fields& f) {
 }
 
 Scenario build_case(const std::string& name, const std::string& source, const Fields& model, const Fields& exec,
-                    const Fields& sys, bool allow_infeasible = false) {
+                    const Fields& sys, std::optional<SystemSpec>& system_read, bool allow_infeasible = false) {
     Scenario sc;
     sc.name = name;
     sc.source = source;
     sc.model = read_model(model);
     sc.execution = read_execution(exec);
-    sc.system = read_system(sys);
+    // A sweep varies only model and execution keys: the system (and its device profile file) is read once.
+    if (!system_read) system_read = read_system(sys);
+    sc.system = *system_read;
     if (auto p = find_problem(sc)) {
         if (allow_infeasible) {
             sc.infeasible = p->part + "." + p->key + ": " + p->message;
@@ -370,7 +372,10 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
 
     YAML::Node sweep = root["sweep"];
     if (!sweep) {
-        for (const Base& b : bases) ex.cases.push_back(build_case(b.name, b.source, b.m, b.e, b.s));
+        for (const Base& b : bases) {
+            std::optional<SystemSpec> system;
+            ex.cases.push_back(build_case(b.name, b.source, b.m, b.e, b.s, system));
+        }
         return ex;
     }
     // sweep: {execution.microbatch: [1, 2, 4], model: {seq_len: [2048, 4096]}} -> cartesian product, in the
@@ -432,9 +437,12 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
         throw InputError(yamlio::where(file, key_of(root, "sweep").Mark()) + ": sweep: " + product +
                          " values is more than the limit of " + std::to_string(yamlio::limits::kMaxCases) + " cases");
     }
+    ex.cases.reserve(combos * bases.size());  // a Scenario is copied, not moved, when the vector grows
     for (const Base& b : bases) {
+        std::optional<SystemSpec> system;
+        // One working copy per base: every combination sets every axis, so nothing of the previous one stays.
+        Fields m = b.m, e = b.e;
         for (std::size_t c = 0; c < combos; ++c) {
-            Fields m = b.m, e = b.e;
             std::string label;
             std::size_t rest = c;
             std::vector<std::size_t> pick(axes.size());
@@ -448,7 +456,7 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
                 label += (label.empty() ? "" : ", ") + axes[i].key + "=" + (v.IsScalar() ? v.Scalar() : "?");
             }
             const std::string name = (b.name == ex.name && !cases) ? label : b.name + " " + label;
-            ex.cases.push_back(build_case(name, b.source, m, e, b.s, true));
+            ex.cases.push_back(build_case(name, b.source, m, e, b.s, system, true));
         }
     }
     return ex;

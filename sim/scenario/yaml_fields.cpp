@@ -56,7 +56,7 @@ public:
         } else if (n.IsMap()) {
             std::unordered_map<std::string, YAML::Mark> seen;
             for (auto it = n.begin(); it != n.end(); ++it) {
-                const YAML::Node& key = it->first;
+                const YAML::Node key = it->first;
                 if (!key.IsScalar()) {
                     throw InputError(where(file_, key.Mark()) + ": expected a plain name as the key, got " +
                                      (key.IsSequence() ? "a list" : key.IsMap() ? "a mapping" : "nothing"));
@@ -316,10 +316,10 @@ void Fields::fail(const std::string& key, const std::string& message) const {
     throw InputError(loc(key) + ": " + part_ + "." + key + ": " + message);
 }
 
-const Fields::Entry& Fields::require(const std::string& key, const char* expected) const {
+const Fields::Entry& Fields::require(const std::string& key, const std::function<std::string()>& expected) const {
     const Entry* e = find(key);
     if (!e) {
-        throw InputError(origin_ + ": " + part_ + ": missing required key '" + key + "' (expected " + expected +
+        throw InputError(origin_ + ": " + part_ + ": missing required key '" + key + "' (expected " + expected() +
                          ")");
     }
     return *e;
@@ -336,9 +336,10 @@ void Fields::fail_type(const Entry& e, const std::string& key, const std::string
 
 long long Fields::get_int(const std::string& key, long long min, long long max,
                           std::optional<long long> fallback) const {
-    std::string expected = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    // The message texts are built only on failure: a 100000-case sweep reads every key of every case.
+    auto expected = [&] { return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]"; };
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, expected.c_str());
+    const Entry& e = require(key, expected);
     long long v = 0;
     bool ok = e.value.IsScalar();
     if (ok) {
@@ -356,15 +357,14 @@ long long Fields::get_int(const std::string& key, long long min, long long max,
             ok = false;
         }
     }
-    if (!ok) fail_type(e, key, expected);
-    if (v < min || v > max) fail_type(e, key, expected);
+    if (!ok || v < min || v > max) fail_type(e, key, expected());
     return v;
 }
 
 double Fields::get_double(const std::string& key, double min, double max, std::optional<double> fallback) const {
-    std::string expected = "a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    auto expected = [&] { return "a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]"; };
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, expected.c_str());
+    const Entry& e = require(key, expected);
     double v = 0;
     bool ok = e.value.IsScalar();
     if (ok) {
@@ -377,13 +377,13 @@ double Fields::get_double(const std::string& key, double min, double max, std::o
             ok = false;
         }
     }
-    if (!ok || v < min || v > max) fail_type(e, key, expected);
+    if (!ok || v < min || v > max) fail_type(e, key, expected());
     return v;
 }
 
 bool Fields::get_bool(const std::string& key, std::optional<bool> fallback) const {
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, "true or false");
+    const Entry& e = require(key, [] { return std::string("true or false"); });
     if (e.value.IsScalar()) {
         const std::string& s = e.value.Scalar();
         if (s == "true" || s == "True" || s == "yes" || s == "on") return true;
@@ -394,32 +394,33 @@ bool Fields::get_bool(const std::string& key, std::optional<bool> fallback) cons
 
 std::string Fields::get_string(const std::string& key, std::optional<std::string> fallback) const {
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, "a string");
+    const Entry& e = require(key, [] { return std::string("a string"); });
     if (!e.value.IsScalar() || e.value.Scalar().empty()) fail_type(e, key, "a non-empty string");
     return e.value.Scalar();
 }
 
 std::string Fields::get_choice(const std::string& key, std::span<const std::string_view> choices,
                                std::optional<std::string> fallback) const {
-    std::string expected = "one of: " + join(choices);
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, expected.c_str());
+    auto expected_text = [&] { return "one of: " + join(choices); };
+    const Entry& e = require(key, expected_text);
     if (e.value.IsScalar()) {
         const std::string& s = e.value.Scalar();
         if (std::find(choices.begin(), choices.end(), s) != choices.end()) return s;
+        const std::string expected = expected_text();
         std::string msg = where(e.file, e.value.Mark()) + ": " + part_ + "." + key + ": '" + s +
                           "' is not valid; expected " + expected;
         if (auto hint = did_you_mean(s, choices)) msg += " (did you mean '" + *hint + "'?)";
         throw InputError(msg);
     }
-    fail_type(e, key, expected);
+    fail_type(e, key, expected_text());
 }
 
 std::vector<std::string> Fields::get_choices(const std::string& key, std::span<const std::string_view> choices,
                                              std::vector<std::string> fallback) const {
     const std::string expected = "a list of: " + join(choices);
     if (!has(key)) return fallback;
-    const Entry& e = require(key, expected.c_str());
+    const Entry& e = require(key, [&] { return expected; });
     std::vector<YAML::Node> items;
     if (e.value.IsScalar()) {
         items.push_back(e.value);

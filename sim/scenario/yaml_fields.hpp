@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -21,7 +22,7 @@ inline constexpr std::size_t kMaxFileBytes = 1 << 20;  ///< one YAML file (the l
 inline constexpr std::size_t kMaxNodes = 100000;       ///< values in one file, an alias counted at each use
 inline constexpr int kMaxDepth = 32;                   ///< nesting of mappings and lists
 inline constexpr std::size_t kMaxHintLength = 64;      ///< longer unknown words get no "did you mean"
-inline constexpr std::size_t kMaxCases = 100000;       ///< cases of one experiment (cases x sweep)
+inline constexpr std::size_t kMaxCases = 10000;        ///< cases of one experiment (cases x sweep)
 }  // namespace limits
 
 /// `file:line:col` (1-based) for a node.
@@ -109,7 +110,8 @@ public:
 private:
     void flatten(const YAML::Node& node, const std::string& prefix, const std::string& file,
                  std::span<const std::string_view> skip);
-    const Entry& require(const std::string& key, const char* expected) const;
+    /// The entry of `key`; when absent, InputError saying `expected()` (built only then).
+    const Entry& require(const std::string& key, const std::function<std::string()>& expected) const;
     [[noreturn]] void fail_type(const Entry& e, const std::string& key, const std::string& expected) const;
 
     std::string part_;
