@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <unordered_map>
 
 namespace strata::yamlio {
@@ -109,6 +110,25 @@ private:
     YAML::Mark last_quoted_mark_;
 };
 
+/// Records where the first two documents of a stream start (the parser's events, nothing built).
+class DocumentStarts : public YAML::EventHandler {
+public:
+    int count = 0;
+    YAML::Mark first, second;
+    void OnDocumentStart(const YAML::Mark& mark) override {
+        if (++count == 1) first = mark;
+        else if (count == 2) second = mark;
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+};
+
 YAML::Node parse_mapping(const std::string& text, const std::string& file) {
     if (text.size() > limits::kMaxFileBytes) {
         YAML::Mark at;  // where the limit is crossed
@@ -145,12 +165,23 @@ YAML::Node parse_mapping(const std::string& text, const std::string& file) {
         }
     }
     try {
-        std::vector<YAML::Node> docs = YAML::LoadAll(text);
-        if (docs.size() > 1) {
-            throw InputError(where(file, docs[1].Mark()) +
-                             ": a second YAML document ('---'); a file holds one mapping (split it into files)");
+        // yaml-cpp's LoadAll loops forever on some malformed text (a lone ','): the documents are counted with
+        // the parser instead, at most two, and a document that starts where the previous one did is an error.
+        {
+            std::istringstream in(text);
+            YAML::Parser parser(in);
+            DocumentStarts starts;
+            if (parser.HandleNextDocument(starts) && parser.HandleNextDocument(starts) && starts.count >= 2) {
+                if (starts.second.pos <= starts.first.pos) {
+                    const auto at = static_cast<std::size_t>(std::max(starts.second.pos, 0));
+                    throw InputError(where(file, starts.second) + ": YAML syntax error: unexpected '" +
+                                     (at < text.size() ? std::string(1, text[at]) : std::string("end of file")) + "'");
+                }
+                throw InputError(where(file, starts.second) +
+                                 ": a second YAML document ('---'); a file holds one mapping (split it into files)");
+            }
         }
-        YAML::Node node = docs.empty() ? YAML::Node() : docs.front();
+        YAML::Node node = YAML::Load(text);
         if (!node.IsDefined() || node.IsNull()) {
             throw InputError(file + ":1:1: the file is empty, expected a YAML mapping");
         }

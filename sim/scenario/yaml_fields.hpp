@@ -3,6 +3,7 @@
 // Private to sim/: yaml-cpp types never appear in include/strata/.
 #pragma once
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -19,7 +20,7 @@ namespace strata::yamlio {
 /// What the loader accepts at most, checked before anything is built from the input (README "Tests: fuzzing").
 namespace limits {
 inline constexpr std::size_t kMaxFileBytes = 1 << 20;  ///< one YAML file (the largest shipped is 10 kB)
-inline constexpr std::size_t kMaxNodes = 100000;       ///< values in one file, an alias counted at each use
+inline constexpr std::size_t kMaxNodes = 50000;        ///< values in one file, an alias counted at each use
 inline constexpr int kMaxDepth = 32;                   ///< nesting of mappings and lists
 inline constexpr std::size_t kMaxHintLength = 64;      ///< longer unknown words get no "did you mean"
 inline constexpr std::size_t kMaxCases = 10000;        ///< cases of one experiment (cases x sweep)
