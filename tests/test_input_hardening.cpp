@@ -162,6 +162,13 @@ TEST_CASE("hardening: a sweep whose case count overflows 64 bits", "[hardening]"
     CHECK_THAT(msg, Contains("1 case(s) x 16 x 16"));
 }
 
+TEST_CASE("hardening: a cases list over the case limit", "[hardening]") {
+    std::string text = kHead + kRest + "cases:\n";
+    for (int i = 0; i < 10001; ++i) text += "  - {name: c" + std::to_string(i) + "}\n";
+    const std::string msg = quick_error([&] { return error_of(text); });
+    CHECK_THAT(msg, StartsWith(at(9, 1) + "cases: 10001 cases, more than the limit of 10000"));
+}
+
 TEST_CASE("hardening: alias expansion (billion laughs) stops at the value limit", "[hardening]") {
     std::string text = kHead + kRest + "cases:\n  - name: a\n    model: &a0 {heads: 8, hidden: 512}\n";
     // Each level names the previous one 10 times: 10^8 values once expanded.

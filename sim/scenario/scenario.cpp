@@ -337,6 +337,10 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
         if (!cases.IsSequence() || cases.size() == 0) {
             throw InputError(yamlio::where_value(file, root, "cases") + ": cases: expected a non-empty list of cases");
         }
+        if (cases.size() > yamlio::limits::kMaxCases) {
+            throw InputError(yamlio::where(file, key_of(root, "cases").Mark()) + ": cases: " + std::to_string(cases.size()) +
+                             " cases, more than the limit of " + std::to_string(yamlio::limits::kMaxCases));
+        }
         for (std::size_t i = 0; i < cases.size(); ++i) {
             const YAML::Node& c = cases[i];
             const std::string at = yamlio::where(file, c.Mark());
