@@ -89,6 +89,13 @@ TEST_CASE("hardening: a key given twice in one mapping", "[hardening]") {
     CHECK_THAT(error_of(kHead + kRest + "model: model-other.yaml\n"), StartsWith(at(9, 1)));
 }
 
+TEST_CASE("hardening: a key written dotted and nested in one mapping", "[hardening]") {
+    const std::string msg = error_of(
+        "model: model-small.yaml\nsystem:\n  file: system-small.yaml\n  network.rails: 2\n  network: {rails: 4}\n"
+        "execution: {tensor: 1, pipeline: 1, recompute: full, microbatch: 2, global_batch: 16}\n");
+    CHECK_THAT(msg, StartsWith(at(5, 13) + "system.network.rails: given twice (first at " + kOrigin + ":4:3)"));
+}
+
 TEST_CASE("hardening: a second YAML document", "[hardening]") {
     const std::string msg = error_of(kHead + kRest + "---\nname: other\n");
     CHECK_THAT(msg, StartsWith(at(9, 1)));

@@ -290,11 +290,12 @@ void Fields::merge(const YAML::Node& node, const std::string& file, std::span<co
     if (!node.IsMap()) {
         throw InputError(where(file, node.Mark()) + ": " + part_ + ": expected a mapping of keys");
     }
-    flatten(node, "", file, skip);
+    std::map<std::string, YAML::Mark> seen;
+    flatten(node, "", file, skip, seen);
 }
 
 void Fields::flatten(const YAML::Node& node, const std::string& prefix, const std::string& file,
-                     std::span<const std::string_view> skip) {
+                     std::span<const std::string_view> skip, std::map<std::string, YAML::Mark>& seen) {
     for (auto it = node.begin(); it != node.end(); ++it) {
         if (!it->first.IsScalar()) {
             throw InputError(where(file, it->first.Mark()) + ": " + part_ + ": keys must be plain names");
@@ -302,8 +303,14 @@ void Fields::flatten(const YAML::Node& node, const std::string& prefix, const st
         std::string key = prefix + it->first.Scalar();
         if (prefix.empty() && std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
         if (it->second.IsMap()) {
-            flatten(it->second, key + ".", file, {});
+            flatten(it->second, key + ".", file, {}, seen);
         } else {
+            // The same key written dotted and nested in one mapping (network.rails: and network: {rails:}).
+            const auto [first, fresh] = seen.emplace(key, it->first.Mark());
+            if (!fresh) {
+                throw InputError(where(file, it->first.Mark()) + ": " + part_ + "." + key + ": given twice (first at " +
+                                 where(file, first->second) + ")");
+            }
             // Erase, then emplace: YAML::Node::operator= would write through the node shared with the
             // Fields this one was copied from (an experiment-level part), leaking a case's override.
             entries_.erase(key);

@@ -109,8 +109,9 @@ public:
     [[noreturn]] void fail(const std::string& key, const std::string& message) const;
 
 private:
+    /// `seen`: the flat keys of this one mapping so far (a key written dotted and nested is an error).
     void flatten(const YAML::Node& node, const std::string& prefix, const std::string& file,
-                 std::span<const std::string_view> skip);
+                 std::span<const std::string_view> skip, std::map<std::string, YAML::Mark>& seen);
     /// The entry of `key`; when absent, InputError saying `expected()` (built only then).
     const Entry& require(const std::string& key, const std::function<std::string()>& expected) const;
     [[noreturn]] void fail_type(const Entry& e, const std::string& key, const std::string& expected) const;
