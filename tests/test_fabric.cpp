@@ -10,7 +10,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <memory>
 #include <set>
 #include <string>
@@ -299,8 +298,7 @@ TEST_CASE("invalid specs throw InputError naming the field", "[fabric][errors]")
     CHECK(message_for(small_spec()) == "no error");
 }
 
-TEST_CASE("Selene-size fabrics build quickly", "[fabric][scale]") {
-    const auto t0 = std::chrono::steady_clock::now();
+TEST_CASE("Selene-size fabrics build (how fast is a benchmark matter, not asserted here)", "[fabric][scale]") {
     Built selene(selene_spec(280));
     // 2240 GPUs: 4480 NVLink + 4480 NIC + 14 leaves x 8 rails x 20 spines x 2 = 4480 leaf-spine links.
     CHECK(selene.fabric->describe() ==
@@ -312,8 +310,6 @@ TEST_CASE("Selene-size fabrics build quickly", "[fabric][scale]") {
     CHECK(big.fabric->link_count() == 2 * (16384 + 16384 + 103 * 8 * 20));
     const Route r = big.fabric->route(gpu(0, 0), gpu(2047, 5));
     CHECK(r.links.size() == 6);  // PXN hop, NIC, spine, NIC
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    CHECK(seconds < 5.0);  // generous: sanitizer builds are slow; ~0.1 s optimized
 }
 
 // ---------------------------------------------------------------------------------------------------

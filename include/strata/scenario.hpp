@@ -38,5 +38,7 @@ SystemSpec load_system_text(const std::string& text, const std::filesystem::path
 
 /// Loads and strictly validates a device profile. Throws InputError (file:line:col: ...).
 DeviceProfile load_device_profile(const std::filesystem::path& file);
+/// The same from YAML text in memory, `origin` naming it in messages.
+DeviceProfile load_device_profile_text(const std::string& text, const std::filesystem::path& origin);
 
 }  // namespace strata

@@ -225,6 +225,15 @@ struct SpecProblem {
     std::string message;
 };
 
+/// What the simulator accepts at most; find_problem reports a scenario beyond them (sizes whose products would
+/// overflow, or whose task graph or simulated time could not be held).
+inline constexpr std::int64_t kMaxSimulatedGpus = 1 << 20;     ///< tensor x context x pipeline x data
+inline constexpr std::int64_t kMaxMicrobatches = 1 << 20;      ///< per pipeline per iteration (task labels: 20 bits)
+inline constexpr std::int64_t kMaxScheduleUnits = 1 << 26;    ///< forward + backward units of all stages
+inline constexpr double kMaxTensorElements = 281474976710656.0;  ///< 2^48 elements in one microbatch's tensor
+inline constexpr double kMaxParameters = 1e15;                 ///< 1000 x today's largest models
+inline constexpr double kMaxIterationSeconds = 1e5;            ///< simulated time is 64-bit picoseconds (106 days)
+
 /// The first cross-part inconsistency of a scenario (divisibility, schedule constraints), if any.
 [[nodiscard]] std::optional<SpecProblem> find_problem(const Scenario& scenario);
 

@@ -1,6 +1,7 @@
 // Reads a device profile (docs/device-profile.md) strictly.
 #include "strata/errors.hpp"
 #include "strata/profile.hpp"
+#include "strata/scenario.hpp"
 #include "yaml_fields.hpp"
 
 #include <array>
@@ -26,14 +27,24 @@ constexpr std::array<std::string_view, 35> kProfileKeys = {
 
 void read_measured(const YAML::Node& root, const std::string& file, DeviceProfile& p) {
     const YAML::Node measured = root["measured"];
+    if (measured && !measured.IsNull() && !measured.IsMap()) {
+        throw InputError(yamlio::where_value(file, root, "measured") +
+                         ": profile.measured: expected a mapping (copy_bandwidth_bytes_per_s, gemm, elementwise, "
+                         "collectives, collective_fit, layers), got " + (measured.IsSequence() ? "a list" : "'" + measured.Scalar() + "'"));
+    }
     auto each = [&](const char* name, auto&& fn, std::span<const std::string_view> keys) {
         if (!measured || !measured.IsMap()) return;
         const YAML::Node list = measured[name];
         if (!list || list.IsNull()) return;
         if (!list.IsSequence()) {
-            throw InputError(yamlio::where(file, list.Mark()) + ": measured." + name + ": expected a list");
+            throw InputError(yamlio::where_value(file, measured, name) + ": profile.measured." + name +
+                             ": expected a list of mappings");
         }
         for (std::size_t i = 0; i < list.size(); ++i) {
+            if (!list[i].IsMap()) {
+                throw InputError(yamlio::where(file, list[i].IsNull() ? list.Mark() : list[i].Mark()) + ": profile.measured." +
+                                 name + "[" + std::to_string(i) + "]: expected a mapping of keys (" + yamlio::join(keys) + ")");
+            }
             Fields f("measured." + std::string(name) + "[" + std::to_string(i) + "]",
                      yamlio::where(file, list[i].Mark()));
             f.reset(list[i], file);
@@ -49,6 +60,9 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
         g.k = f.get_int("k", 1, 1LL << 40);
         g.batch = f.get_int("batch", 1, 1LL << 40, 1);
         g.time_us = f.get_double("time_us", 1e-6, 1e12);
+        constexpr std::array<std::string_view, 2> dtypes = {"bf16", "fp16"};
+        if (f.has("dtype")) (void)f.get_choice("dtype", dtypes);
+        if (f.has("tflops")) (void)f.get_double("tflops", 0, 1e6);
         p.measured_gemms.push_back(g);
     }, gemm_keys);
     constexpr std::array<std::string_view, 5> elem_keys = {"op", "elements", "bytes", "time_us", "gbps"};
@@ -60,16 +74,24 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
         e.op = f.get_choice("op", elem_ops);
         e.bytes = f.get_int("bytes", 1, 1LL << 50);
         e.time_us = f.get_double("time_us", 1e-6, 1e12);
+        if (f.has("elements")) (void)f.get_int("elements", 1, 1LL << 50);
+        if (f.has("gbps")) (void)f.get_double("gbps", 0, 1e6);
         p.measured_elementwise.push_back(e);
     }, elem_keys);
     constexpr std::array<std::string_view, 6> coll_keys = {"op", "ranks", "bytes", "time_us", "algbw_gbps",
                                                            "busbw_gbps"};
-    each("collectives", [&](const Fields& f) {
-        (void)f.get_int("ranks", 1, 1 << 20);
-    }, coll_keys);
-    constexpr std::array<std::string_view, 4> fit_keys = {"op", "ranks", "alpha_us", "beta_bytes_per_s"};
     constexpr std::array<std::string_view, 4> coll_ops = {"all_reduce", "all_gather", "reduce_scatter",
                                                           "send_recv"};
+    // Not used by the simulator (the fits below are), but checked like everything else: a typo is an error.
+    each("collectives", [&](const Fields& f) {
+        (void)f.get_choice("op", coll_ops);
+        (void)f.get_int("ranks", 1, 1 << 20);
+        (void)f.get_int("bytes", 1, 1LL << 50);
+        (void)f.get_double("time_us", 1e-6, 1e12);
+        if (f.has("algbw_gbps")) (void)f.get_double("algbw_gbps", 0, 1e6);
+        if (f.has("busbw_gbps")) (void)f.get_double("busbw_gbps", 0, 1e6);
+    }, coll_keys);
+    constexpr std::array<std::string_view, 4> fit_keys = {"op", "ranks", "alpha_us", "beta_bytes_per_s"};
     each("collective_fit", [&](const Fields& f) {
         MeasuredCollectiveFit c;
         c.op = f.get_choice("op", coll_ops);
@@ -95,14 +117,12 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
         l.backward_ms = f.get_double("backward_ms", 0, 1e9);
         l.activation_bytes = f.get_int("activation_bytes", 0, 1LL << 50, 0);
         l.formula_bytes = f.get_int("formula_bytes", 0, 1LL << 50, 0);
+        if (f.has("note")) (void)f.get_string("note");
         p.measured_layers.push_back(l);
     }, layer_keys);
 }
-}  // namespace
 
-DeviceProfile load_device_profile(const std::filesystem::path& path) {
-    const std::string file = path.string();
-    YAML::Node root = yamlio::load_file(path);
+DeviceProfile profile_from(const YAML::Node& root, const std::string& file) {
     Fields f("profile", yamlio::where(file, root.Mark()));
     // The lists under `measured` stay opaque values here (measured.gemm, ...); read_measured() reads them.
     f.reset(root, file);
@@ -150,8 +170,19 @@ DeviceProfile load_device_profile(const std::filesystem::path& path) {
     if ((p.flash_forward_efficiency > 0) != (p.flash_backward_efficiency > 0))
         f.fail(p.flash_forward_efficiency > 0 ? "flash_attention.backward_efficiency" : "flash_attention.forward_efficiency",
                "missing: the flash_attention block needs both forward_efficiency and backward_efficiency");
+    if (f.has("measured.copy_bandwidth_bytes_per_s"))
+        (void)f.get_double("measured.copy_bandwidth_bytes_per_s", 1e6, 1e15);
     read_measured(root, file, p);
     return p;
+}
+}  // namespace
+
+DeviceProfile load_device_profile(const std::filesystem::path& path) {
+    return profile_from(yamlio::load_file(path), path.string());
+}
+
+DeviceProfile load_device_profile_text(const std::string& text, const std::filesystem::path& origin) {
+    return profile_from(yamlio::load_text(text, origin.string()), origin.string());
 }
 
 }  // namespace strata

@@ -60,10 +60,10 @@ constexpr std::array<std::string_view, 1> kFileKey = {"file"};
 
 /// Applies one experiment- or case-level part entry: a path (string) replaces the part with that file;
 /// a mapping overrides keys, after first replacing the part if it has a `file:` key.
-void apply_part(Fields& fields, const YAML::Node& node, const std::string& file) {
-    auto load_into = [&](const YAML::Node& path_node) {
+void apply_part(Fields& fields, const YAML::Node& key_node, const YAML::Node& node, const std::string& file) {
+    auto load_into = [&](const YAML::Node& path_key, const YAML::Node& path_node) {
         if (!path_node.IsScalar() || path_node.Scalar().empty()) {
-            throw InputError(yamlio::where(file, path_node.Mark()) + ": " + fields.part() +
+            throw InputError(yamlio::where_value(file, path_key, path_node) + ": " + fields.part() +
                              ": expected a file path or a mapping of keys");
         }
         fs::path p = fs::path(file).parent_path() / path_node.Scalar();
@@ -77,13 +77,34 @@ void apply_part(Fields& fields, const YAML::Node& node, const std::string& file)
         }
     };
     if (node.IsScalar()) {
-        load_into(node);
+        load_into(key_node, node);
     } else if (node.IsMap()) {
-        if (node["file"]) load_into(node["file"]);
+        for (auto it = node.begin(); it != node.end(); ++it) {
+            if (it->first.Scalar() == "file") load_into(it->first, it->second);
+        }
         fields.merge(node, file, kFileKey);
     } else {
-        throw InputError(yamlio::where(file, node.Mark()) + ": " + fields.part() +
+        throw InputError(yamlio::where_value(file, key_node, node) + ": " + fields.part() +
                          ": expected a file path or a mapping of keys");
+    }
+}
+
+/// The key node of `map`'s entry `key` (an undefined node when absent), for locating an empty value.
+YAML::Node key_of(const YAML::Node& map, const std::string& key) {
+    for (auto it = map.begin(); it != map.end(); ++it) {
+        if (it->first.Scalar() == key) return it->first;
+    }
+    return YAML::Node(YAML::NodeType::Undefined);
+}
+
+/// A string-valued entry that is only echoed (name, description): when given, a non-empty plain string.
+void check_string(const YAML::Node& map, const std::string& key, const std::string& what, const std::string& file) {
+    const YAML::Node v = map[key];
+    if (!v) return;
+    if (!v.IsScalar() || v.Scalar().empty()) {
+        throw InputError(yamlio::where_value(file, key_of(map, key), v) + ": " + what + "." + key +
+                         ": expected a non-empty string, got " +
+                         (v.IsSequence() ? "a list" : v.IsMap() ? "a mapping" : "nothing"));
     }
 }
 
@@ -91,6 +112,7 @@ ModelSpec read_model(const Fields& f) {
     f.check_known(kModelKeys);
     ModelSpec m;
     m.name = f.get_string("name", std::string("model"));
+    if (f.has("description")) (void)f.get_string("description");
     m.heads = static_cast<int>(f.get_int("heads", 1, 1 << 16));
     m.hidden = static_cast<int>(f.get_int("hidden", 1, 1 << 24));
     m.layers = static_cast<int>(f.get_int("layers", 1, 1 << 16));
@@ -160,6 +182,7 @@ SystemSpec read_system(const Fields& f) {
     f.check_known(kSystemKeys);
     SystemSpec s;
     s.name = f.get_string("name");
+    if (f.has("description")) (void)f.get_string("description");
     std::string profile_rel = f.get_string("device_profile");
     fs::path profile_path = fs::path(f.file_of("device_profile")).parent_path() / profile_rel;
     try {
@@ -186,6 +209,9 @@ SystemSpec read_system(const Fields& f) {
     }
     n.nvlink_latency = us_field(f, "network.nvlink_latency_us", 1e6);
     n.rails = static_cast<int>(f.get_int("network.rails", 1, 1024));
+    if (n.rails > s.gpus_per_node)  // the fabric gives each GPU of a node one rail: at most one NIC per GPU
+        f.fail("network.rails", "rails (" + std::to_string(n.rails) + ") must be at most gpus_per_node (" +
+                                    std::to_string(s.gpus_per_node) + "): each rail's NIC serves at least one GPU of a node");
     n.nic_bandwidth = {f.get_double("network.nic_bandwidth_bytes_per_s", 1e6, 1e15)};
     n.nic_latency = us_field(f, "network.nic_latency_us", 1e6);
     n.nodes_per_leaf = static_cast<int>(f.get_int("network.nodes_per_leaf", 1, 1 << 16));
@@ -211,13 +237,15 @@ SystemSpec read_system(const Fields& f) {
 }
 
 Scenario build_case(const std::string& name, const std::string& source, const Fields& model, const Fields& exec,
-                    const Fields& sys, bool allow_infeasible = false) {
+                    const Fields& sys, std::optional<SystemSpec>& system_read, bool allow_infeasible = false) {
     Scenario sc;
     sc.name = name;
     sc.source = source;
     sc.model = read_model(model);
     sc.execution = read_execution(exec);
-    sc.system = read_system(sys);
+    // A sweep varies only model and execution keys: the system (and its device profile file) is read once.
+    if (!system_read) system_read = read_system(sys);
+    sc.system = *system_read;
     if (auto p = find_problem(sc)) {
         if (allow_infeasible) {
             sc.infeasible = p->part + "." + p->key + ": " + p->message;
@@ -285,14 +313,16 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
             throw InputError(msg + " Valid keys: " + yamlio::join(kExperimentKeys) + ".");
         }
     }
+    check_string(root, "name", "experiment", file);
+    check_string(root, "description", "experiment", file);
     Experiment ex;
     ex.file = path;
-    ex.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : path.stem().string();
+    ex.name = root["name"] ? root["name"].Scalar() : path.stem().string();
 
     const std::string origin = yamlio::where(file, root.Mark());
     Fields model("model", origin), exec("execution", origin), sys("system", origin);
     for (auto [fields, key] : {std::pair{&model, "model"}, {&exec, "execution"}, {&sys, "system"}}) {
-        if (root[key]) apply_part(*fields, root[key], file);
+        if (root[key]) apply_part(*fields, key_of(root, key), root[key], file);
     }
 
     struct Base {
@@ -305,7 +335,11 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
         bases.push_back({ex.name, origin, model, exec, sys});
     } else {
         if (!cases.IsSequence() || cases.size() == 0) {
-            throw InputError(yamlio::where(file, cases.Mark()) + ": cases: expected a non-empty list of cases");
+            throw InputError(yamlio::where_value(file, root, "cases") + ": cases: expected a non-empty list of cases");
+        }
+        if (cases.size() > yamlio::limits::kMaxCases) {
+            throw InputError(yamlio::where(file, key_of(root, "cases").Mark()) + ": cases: " + std::to_string(cases.size()) +
+                             " cases, more than the limit of " + std::to_string(yamlio::limits::kMaxCases));
         }
         for (std::size_t i = 0; i < cases.size(); ++i) {
             const YAML::Node& c = cases[i];
@@ -320,9 +354,11 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
                     throw InputError(msg + " Valid keys: " + yamlio::join(kCaseKeys) + ".");
                 }
             }
-            if (!c["name"] || !c["name"].IsScalar() || c["name"].Scalar().empty()) {
+            if (!c["name"]) {
                 throw InputError(at + ": cases[" + std::to_string(i) + "]: missing required key 'name' (a string)");
             }
+            check_string(c, "name", "cases[" + std::to_string(i) + "]", file);
+            check_string(c, "description", "cases[" + std::to_string(i) + "]", file);
             std::string name = c["name"].Scalar();
             for (const Base& prev : bases) {
                 if (prev.name == name) {
@@ -332,7 +368,7 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
             }
             Fields m = model, e = exec, s = sys;
             for (auto [fields, key] : {std::pair{&m, "model"}, {&e, "execution"}, {&s, "system"}}) {
-                if (c[key]) apply_part(*fields, c[key], file);
+                if (c[key]) apply_part(*fields, key_of(c, key), c[key], file);
             }
             bases.push_back({name, at, m, e, s});
         }
@@ -340,7 +376,10 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
 
     YAML::Node sweep = root["sweep"];
     if (!sweep) {
-        for (const Base& b : bases) ex.cases.push_back(build_case(b.name, b.source, b.m, b.e, b.s));
+        for (const Base& b : bases) {
+            std::optional<SystemSpec> system;
+            ex.cases.push_back(build_case(b.name, b.source, b.m, b.e, b.s, system));
+        }
         return ex;
     }
     // sweep: {execution.microbatch: [1, 2, 4], model: {seq_len: [2048, 4096]}} -> cartesian product, in the
@@ -351,7 +390,7 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
         std::vector<YAML::Node> values;
     };
     std::vector<Axis> axes;
-    if (!sweep.IsMap()) throw InputError(yamlio::where(file, sweep.Mark()) + ": sweep: expected a mapping of key: [values]");
+    if (!sweep.IsMap()) throw InputError(yamlio::where_value(file, root, "sweep") + ": sweep: expected a mapping of key: [values]");
     std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& n, const std::string& prefix) {
         for (auto it = n.begin(); it != n.end(); ++it) {
             const std::string key = prefix + it->first.Scalar();
@@ -374,8 +413,14 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
                 throw InputError(msg + " Valid keys: " + yamlio::join(known) + ".");
             }
             if (!it->second.IsSequence() || it->second.size() == 0) {
-                throw InputError(yamlio::where(file, it->second.Mark()) + ": sweep." + key +
+                throw InputError(yamlio::where_value(file, it->first, it->second) + ": sweep." + key +
                                  ": expected a non-empty list of values");
+            }
+            for (const Axis& other : axes) {
+                if (other.part == part && other.key == sub) {
+                    throw InputError(yamlio::where(file, it->first.Mark()) + ": sweep: '" + key + "' is swept twice (first at " +
+                                     yamlio::where(file, other.key_node.Mark()) + ")");
+                }
             }
             Axis a{part, sub, it->first, {}};
             for (std::size_t i = 0; i < it->second.size(); ++i) a.values.push_back(it->second[i]);
@@ -383,15 +428,25 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
         }
     };
     walk(sweep, "");
+    // The product is checked factor by factor: it stops at the limit, so it cannot wrap around.
     std::size_t combos = 1;
-    for (const Axis& a : axes) combos *= a.values.size();
-    if (combos * bases.size() > 100000) {
-        throw InputError(yamlio::where(file, sweep.Mark()) + ": sweep: " + std::to_string(combos * bases.size()) +
-                         " cases is more than the limit of 100000");
+    std::string product = std::to_string(bases.size()) + " case(s)";
+    bool over = bases.size() > yamlio::limits::kMaxCases;
+    for (const Axis& a : axes) {
+        product += " x " + std::to_string(a.values.size());
+        if (!over && combos > yamlio::limits::kMaxCases / a.values.size()) over = true;
+        if (!over) combos *= a.values.size();
     }
+    if (over || combos * bases.size() > yamlio::limits::kMaxCases) {
+        throw InputError(yamlio::where(file, key_of(root, "sweep").Mark()) + ": sweep: " + product +
+                         " values is more than the limit of " + std::to_string(yamlio::limits::kMaxCases) + " cases");
+    }
+    ex.cases.reserve(combos * bases.size());  // a Scenario is copied, not moved, when the vector grows
     for (const Base& b : bases) {
+        std::optional<SystemSpec> system;
+        // One working copy per base: every combination sets every axis, so nothing of the previous one stays.
+        Fields m = b.m, e = b.e;
         for (std::size_t c = 0; c < combos; ++c) {
-            Fields m = b.m, e = b.e;
             std::string label;
             std::size_t rest = c;
             std::vector<std::size_t> pick(axes.size());
@@ -405,7 +460,7 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
                 label += (label.empty() ? "" : ", ") + axes[i].key + "=" + (v.IsScalar() ? v.Scalar() : "?");
             }
             const std::string name = (b.name == ex.name && !cases) ? label : b.name + " " + label;
-            ex.cases.push_back(build_case(name, b.source, m, e, b.s, true));
+            ex.cases.push_back(build_case(name, b.source, m, e, b.s, system, true));
         }
     }
     return ex;

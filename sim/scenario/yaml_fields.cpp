@@ -6,8 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <sstream>
 #include <limits>
+#include <sstream>
+#include <unordered_map>
 
 namespace strata::yamlio {
 
@@ -16,16 +17,180 @@ std::string where(const std::string& file, const YAML::Mark& mark) {
     return file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
 }
 
+std::string where_value(const std::string& file, const YAML::Node& key, const YAML::Node& value) {
+    // yaml-cpp marks an empty value at the next token (the next line, or past the end of the file).
+    return where(file, value.IsNull() || value.Mark().line < 0 ? key.Mark() : value.Mark());
+}
+
+std::string where_value(const std::string& file, const YAML::Node& map, const std::string& key) {
+    if (map.IsMap()) {
+        for (auto it = map.begin(); it != map.end(); ++it) {
+            if (it->first.IsScalar() && it->first.Scalar() == key) return where_value(file, it->first, it->second);
+        }
+    }
+    return where(file, map.Mark());
+}
+
 namespace {
-YAML::Node parse_mapping(std::istream& in, const std::string& file) {
+
+/// Walks a freshly parsed document once, before anything reads it: counts the nodes as the readers will see
+/// them (an alias counts again at each use, so "billion laughs" stops at the limit, not at the memory's),
+/// bounds the nesting, rejects duplicate and non-scalar keys, and remembers the last quoted scalar (see
+/// check_unclosed_quote).
+class DocumentCheck {
+public:
+    DocumentCheck(const std::string& file) : file_(file) {}
+
+    void walk(const YAML::Node& n, int depth) {
+        if (++visited_ > limits::kMaxNodes) {
+            throw InputError(where(file_, n.Mark()) + ": more than " + std::to_string(limits::kMaxNodes) +
+                             " YAML values (an alias counts at each use); the loader's limit, an experiment needs far fewer");
+        }
+        if (depth > limits::kMaxDepth) {
+            throw InputError(where(file_, n.Mark()) + ": YAML nested more than " + std::to_string(limits::kMaxDepth) +
+                             " levels deep; the loader's limit");
+        }
+        if (n.IsScalar()) {
+            note_scalar(n);
+        } else if (n.IsSequence()) {
+            for (const YAML::Node& item : n) walk(item, depth + 1);
+        } else if (n.IsMap()) {
+            std::unordered_map<std::string, YAML::Mark> seen;
+            for (auto it = n.begin(); it != n.end(); ++it) {
+                const YAML::Node key = it->first;
+                if (!key.IsScalar()) {
+                    throw InputError(where(file_, key.Mark()) + ": expected a plain name as the key, got " +
+                                     (key.IsSequence() ? "a list" : key.IsMap() ? "a mapping" : "nothing"));
+                }
+                note_scalar(key);
+                const auto [first, fresh] = seen.emplace(key.Scalar(), key.Mark());
+                if (!fresh) {
+                    throw InputError(where(file_, key.Mark()) + ": duplicate key '" + key.Scalar() + "' (first at " +
+                                     where(file_, first->second) + "); each key may be given once");
+                }
+                ++visited_;
+                walk(it->second, depth + 1);
+            }
+        }
+    }
+
+    /// yaml-cpp 0.7 accepts a quoted scalar left open at the end of the file (`name: "abc` and a newline):
+    /// only the last quoted scalar can run to the end, so it alone is scanned for its closing quote.
+    void check_unclosed_quote(const std::string& text) const {
+        if (last_quoted_pos_ < 0 || static_cast<std::size_t>(last_quoted_pos_) >= text.size()) return;
+        const auto pos = static_cast<std::size_t>(last_quoted_pos_);
+        const char q = text[pos];
+        if (q != '"' && q != '\'') return;  // a block scalar (| or >)
+        for (std::size_t i = pos + 1; i < text.size(); ++i) {
+            if (q == '"' && text[i] == '\\') {
+                ++i;
+            } else if (text[i] == q) {
+                if (q == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+                    ++i;
+                } else {
+                    return;
+                }
+            }
+        }
+        throw InputError(where(file_, last_quoted_mark_) + ": unclosed quote (" + std::string(1, q) +
+                         "): the string runs to the end of the file");
+    }
+
+private:
+    void note_scalar(const YAML::Node& n) {
+        if (n.Tag() == "!" && n.Mark().pos > last_quoted_pos_) {
+            last_quoted_pos_ = n.Mark().pos;
+            last_quoted_mark_ = n.Mark();
+        }
+    }
+
+    const std::string& file_;
+    std::size_t visited_ = 0;
+    int last_quoted_pos_ = -1;
+    YAML::Mark last_quoted_mark_;
+};
+
+/// Records where the first two documents of a stream start (the parser's events, nothing built).
+class DocumentStarts : public YAML::EventHandler {
+public:
+    int count = 0;
+    YAML::Mark first, second;
+    void OnDocumentStart(const YAML::Mark& mark) override {
+        if (++count == 1) first = mark;
+        else if (count == 2) second = mark;
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+};
+
+YAML::Node parse_mapping(const std::string& text, const std::string& file) {
+    if (text.size() > limits::kMaxFileBytes) {
+        YAML::Mark at;  // where the limit is crossed
+        at.pos = static_cast<int>(limits::kMaxFileBytes);
+        at.line = static_cast<int>(std::count(text.begin(), text.begin() + limits::kMaxFileBytes, '\n'));
+        const auto nl = text.rfind('\n', limits::kMaxFileBytes - 1);
+        at.column = static_cast<int>(nl == std::string::npos ? limits::kMaxFileBytes : limits::kMaxFileBytes - nl - 1);
+        throw InputError(where(file, at) + ": the file is longer than the loader's limit of " +
+                         std::to_string(limits::kMaxFileBytes) + " bytes for one YAML file");
+    }
+    // Before parsing (yaml-cpp takes microseconds and hundreds of bytes per value): a value needs at least one
+    // separator (, - : [ { or a line break), so twice the value limit in separators is more than any file
+    // within the limit needs.
+    {
+        YAML::Mark at;
+        at.line = 0;
+        at.column = 0;
+        std::size_t separators = 0;
+        for (std::size_t i = 0; i < text.size(); ++i) {
+            const char c = text[i];
+            if (c == ',' || c == '-' || c == ':' || c == '[' || c == '{' || c == '\n') {
+                if (++separators > 2 * limits::kMaxNodes) {
+                    throw InputError(where(file, at) + ": more than " + std::to_string(2 * limits::kMaxNodes) +
+                                     " separators (, - : [ { and line breaks): more YAML values than the loader's limit of " +
+                                     std::to_string(limits::kMaxNodes));
+                }
+            }
+            if (c == '\n') {
+                ++at.line;
+                at.column = 0;
+            } else {
+                ++at.column;
+            }
+        }
+    }
     try {
-        YAML::Node node = YAML::Load(in);
+        // yaml-cpp's LoadAll loops forever on some malformed text (a lone ','): the documents are counted with
+        // the parser instead, at most two, and a document that starts where the previous one did is an error.
+        {
+            std::istringstream in(text);
+            YAML::Parser parser(in);
+            DocumentStarts starts;
+            if (parser.HandleNextDocument(starts) && parser.HandleNextDocument(starts) && starts.count >= 2) {
+                if (starts.second.pos <= starts.first.pos) {
+                    const auto at = static_cast<std::size_t>(std::max(starts.second.pos, 0));
+                    throw InputError(where(file, starts.second) + ": YAML syntax error: unexpected '" +
+                                     (at < text.size() ? std::string(1, text[at]) : std::string("end of file")) + "'");
+                }
+                throw InputError(where(file, starts.second) +
+                                 ": a second YAML document ('---'); a file holds one mapping (split it into files)");
+            }
+        }
+        YAML::Node node = YAML::Load(text);
         if (!node.IsDefined() || node.IsNull()) {
             throw InputError(file + ":1:1: the file is empty, expected a YAML mapping");
         }
         if (!node.IsMap()) {
             throw InputError(where(file, node.Mark()) + ": expected a YAML mapping (key: value lines)");
         }
+        DocumentCheck check(file);
+        check.walk(node, 0);
+        check.check_unclosed_quote(text);
         return node;
     } catch (const YAML::Exception& e) {
         throw InputError(where(file, e.mark) + ": YAML syntax error: " + e.msg);
@@ -53,15 +218,20 @@ YAML::Node load_file(const std::filesystem::path& file) {
     if (std::filesystem::is_directory(file, ec)) {
         throw InputError(file.string() + ": is a directory, expected a YAML file");
     }
-    std::ifstream in(file);
+    if (!std::filesystem::is_regular_file(file, ec)) {
+        throw InputError(file.string() + ": not a regular file (a device, pipe or socket), expected a YAML file");
+    }
+    std::ifstream in(file, std::ios::binary);
     if (!in) throw InputError(file.string() + ": cannot be read (permission denied?)");
-    return parse_mapping(in, file.string());
+    // Read at most one byte past the limit: the size on disk is not trusted (a /proc file says 0).
+    std::string text(limits::kMaxFileBytes + 1, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    if (in.bad()) throw InputError(file.string() + ": read error");
+    text.resize(static_cast<std::size_t>(in.gcount()));
+    return parse_mapping(text, file.string());
 }
 
-YAML::Node load_text(const std::string& text, const std::string& origin) {
-    std::istringstream in(text);
-    return parse_mapping(in, origin);
-}
+YAML::Node load_text(const std::string& text, const std::string& origin) { return parse_mapping(text, origin); }
 
 namespace {
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -80,16 +250,22 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::optional<std::string> did_you_mean(std::string_view word, std::span<const std::string_view> candidates) {
+    // Bounded: the distance is at least the difference in length, so a candidate whose length differs by more
+    // than the tolerance is skipped, and a word far longer than any key gets no hint (no quadratic work).
+    const std::size_t tolerance = std::max<std::size_t>(2, word.size() / 3);
     std::optional<std::string> best;
     std::size_t best_d = std::numeric_limits<std::size_t>::max();
+    if (word.size() > limits::kMaxHintLength) return best;
     for (auto c : candidates) {
+        const std::size_t gap = word.size() > c.size() ? word.size() - c.size() : c.size() - word.size();
+        if (gap > tolerance) continue;
         std::size_t d = edit_distance(word, c);
         if (d < best_d) {
             best_d = d;
             best = std::string(c);
         }
     }
-    if (best && best_d <= std::max<std::size_t>(2, word.size() / 3)) return best;
+    if (best && best_d <= tolerance) return best;
     return std::nullopt;
 }
 
@@ -114,11 +290,12 @@ void Fields::merge(const YAML::Node& node, const std::string& file, std::span<co
     if (!node.IsMap()) {
         throw InputError(where(file, node.Mark()) + ": " + part_ + ": expected a mapping of keys");
     }
-    flatten(node, "", file, skip);
+    std::map<std::string, YAML::Mark> seen;
+    flatten(node, "", file, skip, seen);
 }
 
 void Fields::flatten(const YAML::Node& node, const std::string& prefix, const std::string& file,
-                     std::span<const std::string_view> skip) {
+                     std::span<const std::string_view> skip, std::map<std::string, YAML::Mark>& seen) {
     for (auto it = node.begin(); it != node.end(); ++it) {
         if (!it->first.IsScalar()) {
             throw InputError(where(file, it->first.Mark()) + ": " + part_ + ": keys must be plain names");
@@ -126,8 +303,14 @@ void Fields::flatten(const YAML::Node& node, const std::string& prefix, const st
         std::string key = prefix + it->first.Scalar();
         if (prefix.empty() && std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
         if (it->second.IsMap()) {
-            flatten(it->second, key + ".", file, {});
+            flatten(it->second, key + ".", file, {}, seen);
         } else {
+            // The same key written dotted and nested in one mapping (network.rails: and network: {rails:}).
+            const auto [first, fresh] = seen.emplace(key, it->first.Mark());
+            if (!fresh) {
+                throw InputError(where(file, it->first.Mark()) + ": " + part_ + "." + key + ": given twice (first at " +
+                                 where(file, first->second) + ")");
+            }
             // Erase, then emplace: YAML::Node::operator= would write through the node shared with the
             // Fields this one was copied from (an experiment-level part), leaking a case's override.
             entries_.erase(key);
@@ -171,10 +354,10 @@ void Fields::fail(const std::string& key, const std::string& message) const {
     throw InputError(loc(key) + ": " + part_ + "." + key + ": " + message);
 }
 
-const Fields::Entry& Fields::require(const std::string& key, const char* expected) const {
+const Fields::Entry& Fields::require(const std::string& key, const std::function<std::string()>& expected) const {
     const Entry* e = find(key);
     if (!e) {
-        throw InputError(origin_ + ": " + part_ + ": missing required key '" + key + "' (expected " + expected +
+        throw InputError(origin_ + ": " + part_ + ": missing required key '" + key + "' (expected " + expected() +
                          ")");
     }
     return *e;
@@ -185,15 +368,16 @@ void Fields::fail_type(const Entry& e, const std::string& key, const std::string
                       : e.value.IsSequence() ? "a list"
                       : e.value.IsNull()     ? "nothing"
                                              : "a mapping";
-    throw InputError(where(e.file, e.value.Mark()) + ": " + part_ + "." + key + ": expected " + expected +
+    throw InputError(where_value(e.file, e.key, e.value) + ": " + part_ + "." + key + ": expected " + expected +
                      ", got " + got);
 }
 
 long long Fields::get_int(const std::string& key, long long min, long long max,
                           std::optional<long long> fallback) const {
-    std::string expected = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    // The message texts are built only on failure: a 100000-case sweep reads every key of every case.
+    auto expected = [&] { return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]"; };
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, expected.c_str());
+    const Entry& e = require(key, expected);
     long long v = 0;
     bool ok = e.value.IsScalar();
     if (ok) {
@@ -211,15 +395,14 @@ long long Fields::get_int(const std::string& key, long long min, long long max,
             ok = false;
         }
     }
-    if (!ok) fail_type(e, key, expected);
-    if (v < min || v > max) fail_type(e, key, expected);
+    if (!ok || v < min || v > max) fail_type(e, key, expected());
     return v;
 }
 
 double Fields::get_double(const std::string& key, double min, double max, std::optional<double> fallback) const {
-    std::string expected = "a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    auto expected = [&] { return "a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]"; };
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, expected.c_str());
+    const Entry& e = require(key, expected);
     double v = 0;
     bool ok = e.value.IsScalar();
     if (ok) {
@@ -232,13 +415,13 @@ double Fields::get_double(const std::string& key, double min, double max, std::o
             ok = false;
         }
     }
-    if (!ok || v < min || v > max) fail_type(e, key, expected);
+    if (!ok || v < min || v > max) fail_type(e, key, expected());
     return v;
 }
 
 bool Fields::get_bool(const std::string& key, std::optional<bool> fallback) const {
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, "true or false");
+    const Entry& e = require(key, [] { return std::string("true or false"); });
     if (e.value.IsScalar()) {
         const std::string& s = e.value.Scalar();
         if (s == "true" || s == "True" || s == "yes" || s == "on") return true;
@@ -249,32 +432,33 @@ bool Fields::get_bool(const std::string& key, std::optional<bool> fallback) cons
 
 std::string Fields::get_string(const std::string& key, std::optional<std::string> fallback) const {
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, "a string");
+    const Entry& e = require(key, [] { return std::string("a string"); });
     if (!e.value.IsScalar() || e.value.Scalar().empty()) fail_type(e, key, "a non-empty string");
     return e.value.Scalar();
 }
 
 std::string Fields::get_choice(const std::string& key, std::span<const std::string_view> choices,
                                std::optional<std::string> fallback) const {
-    std::string expected = "one of: " + join(choices);
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, expected.c_str());
+    auto expected_text = [&] { return "one of: " + join(choices); };
+    const Entry& e = require(key, expected_text);
     if (e.value.IsScalar()) {
         const std::string& s = e.value.Scalar();
         if (std::find(choices.begin(), choices.end(), s) != choices.end()) return s;
+        const std::string expected = expected_text();
         std::string msg = where(e.file, e.value.Mark()) + ": " + part_ + "." + key + ": '" + s +
                           "' is not valid; expected " + expected;
         if (auto hint = did_you_mean(s, choices)) msg += " (did you mean '" + *hint + "'?)";
         throw InputError(msg);
     }
-    fail_type(e, key, expected);
+    fail_type(e, key, expected_text());
 }
 
 std::vector<std::string> Fields::get_choices(const std::string& key, std::span<const std::string_view> choices,
                                              std::vector<std::string> fallback) const {
     const std::string expected = "a list of: " + join(choices);
     if (!has(key)) return fallback;
-    const Entry& e = require(key, expected.c_str());
+    const Entry& e = require(key, [&] { return expected; });
     std::vector<YAML::Node> items;
     if (e.value.IsScalar()) {
         items.push_back(e.value);

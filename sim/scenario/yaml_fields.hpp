@@ -3,9 +3,11 @@
 // Private to sim/: yaml-cpp types never appear in include/strata/.
 #pragma once
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -15,8 +17,21 @@
 
 namespace strata::yamlio {
 
+/// What the loader accepts at most, checked before anything is built from the input (README "Tests: fuzzing").
+namespace limits {
+inline constexpr std::size_t kMaxFileBytes = 1 << 20;  ///< one YAML file (the largest shipped is 10 kB)
+inline constexpr std::size_t kMaxNodes = 50000;        ///< values in one file, an alias counted at each use
+inline constexpr int kMaxDepth = 32;                   ///< nesting of mappings and lists
+inline constexpr std::size_t kMaxHintLength = 64;      ///< longer unknown words get no "did you mean"
+inline constexpr std::size_t kMaxCases = 10000;        ///< cases of one experiment (cases x sweep)
+}  // namespace limits
+
 /// `file:line:col` (1-based) for a node.
 std::string where(const std::string& file, const YAML::Mark& mark);
+/// Where a value is, or its key when the value is empty (yaml-cpp marks an empty value at the next token).
+std::string where_value(const std::string& file, const YAML::Node& key, const YAML::Node& value);
+/// The same for the entry `key` of mapping `map` (the mapping's own location when it has no such key).
+std::string where_value(const std::string& file, const YAML::Node& map, const std::string& key);
 
 /// Loads a YAML file; a missing, unreadable or malformed file throws InputError with its location.
 YAML::Node load_file(const std::filesystem::path& file);
@@ -94,9 +109,11 @@ public:
     [[noreturn]] void fail(const std::string& key, const std::string& message) const;
 
 private:
+    /// `seen`: the flat keys of this one mapping so far (a key written dotted and nested is an error).
     void flatten(const YAML::Node& node, const std::string& prefix, const std::string& file,
-                 std::span<const std::string_view> skip);
-    const Entry& require(const std::string& key, const char* expected) const;
+                 std::span<const std::string_view> skip, std::map<std::string, YAML::Mark>& seen);
+    /// The entry of `key`; when absent, InputError saying `expected()` (built only then).
+    const Entry& require(const std::string& key, const std::function<std::string()>& expected) const;
     [[noreturn]] void fail_type(const Entry& e, const std::string& key, const std::string& expected) const;
 
     std::string part_;

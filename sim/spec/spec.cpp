@@ -6,6 +6,8 @@
 #include "strata/errors.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 
 namespace strata {
 
@@ -114,12 +116,83 @@ std::optional<SpecProblem> uneven_problem(const ModelSpec& m, const ExecutionSpe
     return std::nullopt;
 }
 
+/// Sizes that multiply, checked before anything multiplies or divides them in `int` (each factor is read with
+/// its own range, at most 2^30, so the 64-bit products here cannot overflow).
+std::optional<SpecProblem> size_problem(const Scenario& sc) {
+    const ModelSpec& m = sc.model;
+    const ExecutionSpec& e = sc.execution;
+    const DeviceProfile& dev = sc.system.device;
+    auto s = [](long long v) { return std::to_string(v); };
+    auto g = [](double v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3g", v);
+        return std::string(buf);
+    };
+    const std::int64_t gpus = std::int64_t{e.tensor} * e.context * e.pipeline * e.data;
+    if (gpus > kMaxSimulatedGpus)
+        return SpecProblem{"execution", "data",
+                           "tensor x context_parallel x pipeline x data = " + s(e.tensor) + " x " + s(e.context) + " x " +
+                               s(e.pipeline) + " x " + s(e.data) + " = " + s(gpus) + " GPUs, more than the simulator's limit of " +
+                               s(kMaxSimulatedGpus)};
+    const std::int64_t per_step = std::int64_t{e.microbatch} * e.data;
+    if (e.global_batch % per_step != 0)  // also when per_step > global_batch
+        return SpecProblem{"execution", "global_batch", "global_batch (" + s(e.global_batch) + ") must be divisible by microbatch x data (" +
+                                                        s(e.microbatch) + " x " + s(e.data) + ")"};
+    if (e.global_batch / per_step > kMaxMicrobatches)
+        return SpecProblem{"execution", "global_batch",
+                           "global_batch / (microbatch x data) = " + s(e.global_batch / per_step) +
+                               " microbatches per pipeline, more than the simulator's limit of " + s(kMaxMicrobatches)};
+    const std::int64_t units = 2 * std::int64_t{e.pipeline} * e.interleave * (e.global_batch / per_step);
+    if (units > kMaxScheduleUnits)
+        return SpecProblem{"execution", "global_batch",
+                           "2 x pipeline x interleave x microbatches = " + s(units) +
+                               " forward and backward units in the schedule, more than the simulator's limit of " +
+                               s(kMaxScheduleUnits)};
+    // The largest tensor of one microbatch: the attention scores, the logits, the MLP or the hidden activations.
+    const double tokens = double(m.seq_len) / e.context * e.microbatch;
+    const double widest = std::max({double(m.hidden), 2.0 * m.ffn_hidden, double(m.vocab), double(m.heads) * m.seq_len});
+    if (tokens * widest > kMaxTensorElements)
+        return SpecProblem{"execution", "microbatch",
+                           "a microbatch's largest activation (seq_len / context_parallel x microbatch x the widest of hidden, "
+                           "2 x ffn_hidden, vocab and heads x seq_len = " + g(tokens) + " x " + g(widest) + ") would hold " +
+                               g(tokens * widest) + " elements, more than the simulator's limit of " + g(kMaxTensorElements)};
+    const double h = m.hidden, f = m.ffn_hidden;
+    const double layer_params = 4.0 * h * h + 3.0 * h * f;
+    const double params = m.layers * layer_params + double(m.vocab) * h + double(m.seq_len) * h;
+    if (params > kMaxParameters)
+        return SpecProblem{"model", "layers",
+                           "about " + g(params) + " parameters (layers x (4 hidden^2 + 3 hidden x ffn_hidden) + embeddings), "
+                                                  "more than the simulator's limit of " + g(kMaxParameters)};
+    // Simulated time counts picoseconds in 64 bits (106 days): refuse an iteration that could come near it. The
+    // estimate (GEMMs at the profile's ceiling, activations streamed once at its elementwise bandwidth, a launch
+    // per op) is an optimistic lower bound of the simulated time, far below the limit for any real run.
+    if (dev.peak_flops > 0 && dev.hbm_bandwidth > 0) {
+        const double tok_iter = double(e.global_batch) * m.seq_len;
+        const double flops = 8.0 * (m.layers * (layer_params + 2.0 * m.seq_len * h) + double(m.vocab) * h) * tok_iter;
+        const double ceiling = std::max(dev.gemm_efficiency_ceiling, 0.01);
+        const double per_gpu_layers = double(m.layers) / e.pipeline;
+        const double mbs = double(e.global_batch) / double(per_step);
+        const double act_bytes = tokens * (34.0 * h + 5.0 * m.heads * m.seq_len) / e.tensor;
+        const double seconds = flops / (double(gpus) * dev.peak_flops * ceiling) +
+                               act_bytes * per_gpu_layers * mbs /
+                                   (dev.hbm_bandwidth * std::max(dev.elementwise_bandwidth_efficiency, 0.01)) +
+                               dev.kernel_launch_us * 1e-6 * 100.0 * per_gpu_layers * mbs;
+        if (seconds > kMaxIterationSeconds)
+            return SpecProblem{"execution", "global_batch",
+                               "one iteration would take at least " + g(seconds) + " s on " + s(gpus) +
+                                   " GPUs (model FLOPs at the device's peak and ceiling, activations at its bandwidth), more "
+                                   "than the simulator's limit of " + g(kMaxIterationSeconds) + " s"};
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<SpecProblem> find_problem(const Scenario& sc) {
     const ModelSpec& m = sc.model;
     const ExecutionSpec& e = sc.execution;
     auto s = [](long long v) { return std::to_string(v); };
+    if (auto p = size_problem(sc)) return p;
     if (m.hidden % m.heads != 0)
         return SpecProblem{"model", "hidden", "hidden (" + s(m.hidden) + ") must be divisible by heads (" + s(m.heads) + ")"};
     if (m.heads % m.query_groups() != 0)
@@ -144,9 +217,6 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
     } else if (m.layers % (e.pipeline * e.interleave) != 0)
         return SpecProblem{"execution", "pipeline", "model.layers (" + s(m.layers) + ") must be divisible by pipeline x interleave (" +
                                                     s(e.pipeline) + " x " + s(e.interleave) + ")"};
-    if (e.global_batch % (e.microbatch * e.data) != 0)
-        return SpecProblem{"execution", "global_batch", "global_batch (" + s(e.global_batch) + ") must be divisible by microbatch x data (" +
-                                                        s(e.microbatch) + " x " + s(e.data) + ")"};
     if (e.sequence_parallel && m.seq_len % e.tensor != 0)
         return SpecProblem{"execution", "sequence_parallel", "sequence parallelism needs model.seq_len (" + s(m.seq_len) +
                                                              ") divisible by tensor (" + s(e.tensor) + ")"};

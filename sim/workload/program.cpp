@@ -37,7 +37,6 @@ Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab
     const double nvls = sc.system.device.intra_node_nvls_bus_bandwidth;
     coll_params_ = {n.collective_step_latency_intra, n.collective_step_latency_inter, n.hierarchical_collectives,
                     nvls > 0 ? nvls / n.nvlink_bandwidth.value : 0.0};
-    for (int r = 0; r < e_.pipeline; ++r) programs_.push_back(schedule::stage_program(shape_, r));
     want_detail_ = detail;
 }
 
@@ -52,8 +51,9 @@ std::size_t Builder::message_index(const schedule::Unit& u) const {
 }
 
 void Builder::build() {
+    check_task_limit();  // first: nothing proportional to the task count is built before it
+    for (int r = 0; r < e_.pipeline; ++r) programs_.push_back(schedule::stage_program(shape_, r));
     make_groups();
-    check_task_limit();
     empty_route_ = sim_.add_route({});
     find_private_tp_links();
     const int p = e_.pipeline;
@@ -219,15 +219,19 @@ void Builder::make_groups() {
 }
 
 void Builder::check_task_limit() {
-    // Refuse a graph too large for memory before building it: every group runs every unit of its program.
+    // Refuse a run too long before building anything (the programs too): every group runs the forward and
+    // the backward unit of each of its chunks for every microbatch.
     const int p = e_.pipeline;
     double estimate = 0;
     for (int r = 0; r < p; ++r) {
-        for (const schedule::Instruction& ins : programs_[static_cast<std::size_t>(r)]) {
-            if (ins.kind != schedule::Instruction::Kind::unit) continue;
-            for (const UnitStep& st : unit_for(ins.unit.forward, schedule::virtual_stage(shape_, r, ins.unit.chunk)).steps)
-                estimate += st.is_compute ? 1.0 : 2.0;
-            estimate += 3.0;  // p2p call, transfer
+        for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
+            double per_microbatch = 0;
+            for (const bool forward : {true, false}) {
+                for (const UnitStep& st : unit_for(forward, schedule::virtual_stage(shape_, r, chunk)).steps)
+                    per_microbatch += st.is_compute ? 1.0 : 2.0;
+                per_microbatch += 3.0;  // p2p call, transfer
+            }
+            estimate += per_microbatch * shape_.microbatches;
         }
     }
     estimate *= e_.data;

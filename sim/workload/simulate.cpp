@@ -1,7 +1,10 @@
 // simulate(): the fabric for the scenario's GPUs, the task graph, one engine run, the results.
 #include "builder.hpp"
 
+#include "strata/errors.hpp"
+
 #include <chrono>
+#include <optional>
 
 namespace strata {
 
@@ -10,7 +13,15 @@ IterationResult simulate(const Scenario& sc, const SimulationOptions& options, S
     const auto t0 = std::chrono::steady_clock::now();
     engine::Simulator sim;
     const int per_node = sc.system.gpus_per_node;
-    fabric::Fabric fab({(sc.execution.gpus() + per_node - 1) / per_node, per_node, sc.system.network}, sim);
+    // The fabric checks the sizes that need the GPU count too (links of the whole fat tree): its errors name the
+    // case, whose system and execution together are too large.
+    std::optional<fabric::Fabric> built;
+    try {
+        built.emplace(fabric::FabricSpec{(sc.execution.gpus() + per_node - 1) / per_node, per_node, sc.system.network}, sim);
+    } catch (const InputError& e) {
+        throw InputError(sc.source + ": case '" + sc.name + "' (system " + sc.system.name + "): " + e.what());
+    }
+    fabric::Fabric& fab = *built;
     workload::Builder builder(sc, sim, fab, options, detail != nullptr);
     builder.build();
     sim.set_label_formatter([&builder](std::uint32_t l) { return builder.describe(l); });

@@ -20,6 +20,23 @@ check "missing argument exits with 2" '[[ $rc -eq 2 ]]'
 "$strata" run "$root/scenarios/paper/table4.yaml" --case "no such case" >/dev/null 2>"$tmp/err"; rc=$?
 check "unknown case exits with 2 and lists the cases" '[[ $rc -eq 2 ]] && grep -q "selective + sequence" "$tmp/err"'
 
+# Bad input (issue 15): exit 2 with file:line:col, never a signal, a hang or an exhausted memory.
+cp "$root/tests/data/valid/model-small.yaml" "$root/tests/data/valid/system-small.yaml" "$root/tests/data/valid/profile-small.yaml" "$tmp/"
+printf 'model: model-small.yaml\nsystem: system-small.yaml\nexecution: {tensor: 1, pipeline: 1, recompute: full, microbatch: 65536, data: 65536, global_batch: 65536}\n' >"$tmp/fpe.yaml"
+"$strata" run "$tmp/fpe.yaml" >/dev/null 2>"$tmp/err"; rc=$?
+check "microbatch x data overflowing int exits 2 at the key (was SIGFPE)" '[[ $rc -eq 2 ]] && grep -q "fpe.yaml:3:[0-9]*: execution.global_batch" "$tmp/err"'
+python3 - "$tmp/laughs.yaml" <<"PY"
+import sys
+lines = ["model: model-small.yaml", "system: system-small.yaml", "execution:", "  a0: &a0 {x: 1, y: 2, z: 3}"]
+lines += [f"  a{i}: &a{i} {{" + ", ".join(f"k{j}: *a{i-1}" for j in range(10)) + "}" for i in range(1, 9)]
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
+timeout 10 "$strata" run "$tmp/laughs.yaml" >/dev/null 2>"$tmp/err"; rc=$?
+check "alias expansion (billion laughs) exits 2 at once" '[[ $rc -eq 2 ]] && grep -q "laughs.yaml:[0-9]*:[0-9]*: more than" "$tmp/err"'
+printf 'model: /dev/zero\nsystem: system-small.yaml\n' >"$tmp/zero.yaml"
+timeout 10 "$strata" run "$tmp/zero.yaml" >/dev/null 2>"$tmp/err"; rc=$?
+check "a part naming /dev/zero exits 2" '[[ $rc -eq 2 ]] && grep -q "not a regular file" "$tmp/err"'
+
 "$strata" run "$root/scenarios/sweeps/microbatch.yaml" --jobs 1 --csv "$tmp/a.csv" --json "$tmp/a.json" >/dev/null; rc1=$?
 "$strata" run "$root/scenarios/sweeps/microbatch.yaml" --jobs 2 --csv "$tmp/b.csv" --json "$tmp/b.json" >/dev/null; rc2=$?
 check "sweep runs" '[[ $rc1 -eq 0 && $rc2 -eq 0 ]]'

@@ -1,0 +1,345 @@
+// Bad input (issue 15): every malformed input is an InputError with file:line:col and the key, never a crash,
+// a hang, an exhausted memory or a silent wrong answer. One test per class of problem; the texts are loaded
+// with an origin in tests/data/valid/, so `model: model-small.yaml` and `system: system-small.yaml` resolve.
+#include "strata/errors.hpp"
+#include "strata/profile.hpp"
+#include "strata/scenario.hpp"
+#include "strata/simulate.hpp"
+#include "strata/spec.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+
+using namespace strata;
+using Catch::Contains;
+using Catch::StartsWith;
+
+namespace {
+
+const std::string kValid = std::string(STRATA_SOURCE_DIR) + "/tests/data/valid/";
+const std::string kOrigin = kValid + "hardening.yaml";
+
+/// `origin:line:col: `
+std::string at(int line, int col) { return kOrigin + ":" + std::to_string(line) + ":" + std::to_string(col) + ": "; }
+
+/// The message of the InputError thrown by loading `text` as an experiment.
+std::string error_of(const std::string& text) {
+    try {
+        (void)load_experiment_text(text, kOrigin);
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    FAIL("the text loaded without an InputError:\n" << text);
+    return {};
+}
+
+std::string profile_error_of(const std::string& text) {
+    try {
+        (void)load_device_profile_text(text, kOrigin);
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    FAIL("the profile loaded without an InputError:\n" << text);
+    return {};
+}
+
+/// A valid experiment's first lines (5 lines): parts by file, then an execution mapping to extend.
+const std::string kHead =
+    "model: model-small.yaml\n"
+    "system: system-small.yaml\n"
+    "execution:\n"
+    "  tensor: 1\n"
+    "  pipeline: 1\n";
+const std::string kRest =
+    "  recompute: full\n"
+    "  microbatch: 2\n"
+    "  global_batch: 16\n";
+
+std::string read(const std::string& path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// The error `fn` returns (the limits keep these to milliseconds; time is a benchmark matter, not asserted here:
+/// the fuzzer's per-input timeout and the CLI test's `timeout` catch a hang).
+template <typename F>
+std::string quick_error(F&& fn) {
+    return fn();
+}
+
+}  // namespace
+
+TEST_CASE("hardening: the base text loads", "[hardening]") {
+    const Experiment ex = load_experiment_text(kHead + kRest, kOrigin);
+    REQUIRE(ex.cases.size() == 1);
+    CHECK(ex.cases[0].execution.microbatch == 2);
+}
+
+TEST_CASE("hardening: a key given twice in one mapping", "[hardening]") {
+    const std::string msg = error_of(kHead + kRest + "  tensor: 2\n");
+    CHECK_THAT(msg, StartsWith(at(9, 3)));
+    CHECK_THAT(msg, Contains("duplicate key 'tensor'"));
+    CHECK_THAT(msg, Contains("first at " + at(4, 3).substr(0, at(4, 3).size() - 2)));
+    // Top level too.
+    CHECK_THAT(error_of(kHead + kRest + "model: model-other.yaml\n"), StartsWith(at(9, 1)));
+}
+
+TEST_CASE("hardening: a key written dotted and nested in one mapping", "[hardening]") {
+    const std::string msg = error_of(
+        "model: model-small.yaml\nsystem:\n  file: system-small.yaml\n  network.rails: 2\n  network: {rails: 4}\n"
+        "execution: {tensor: 1, pipeline: 1, recompute: full, microbatch: 2, global_batch: 16}\n");
+    CHECK_THAT(msg, StartsWith(at(5, 13) + "system.network.rails: given twice (first at " + kOrigin + ":4:3)"));
+}
+
+TEST_CASE("hardening: a second YAML document", "[hardening]") {
+    const std::string msg = error_of(kHead + kRest + "---\nname: other\n");
+    CHECK_THAT(msg, StartsWith(at(9, 1)));
+    CHECK_THAT(msg, Contains("a second YAML document"));
+    // yaml-cpp's LoadAll looped forever on this (found by the fuzzer): a document that makes no progress.
+    const std::string comma = quick_error([] { return error_of(","); });
+    CHECK_THAT(comma, StartsWith(at(1, 1)));
+    CHECK_THAT(comma, Contains("YAML syntax error: unexpected ','"));
+}
+
+TEST_CASE("hardening: a quote left open at the end of the file", "[hardening]") {
+    for (const char* q : {"\"", "'"}) {
+        const std::string msg = error_of(kHead + kRest + "name: " + q + "abc\n");
+        CHECK_THAT(msg, StartsWith(at(9, 7)));
+        CHECK_THAT(msg, Contains("unclosed quote"));
+    }
+    // Closed quotes, with escapes, still load.
+    CHECK_NOTHROW(load_experiment_text(kHead + kRest + "name: \"a \\\" b\"\n", kOrigin));
+    CHECK_NOTHROW(load_experiment_text(kHead + kRest + "name: 'it''s'\n", kOrigin));
+}
+
+TEST_CASE("hardening: name and description must be strings", "[hardening]") {
+    std::string msg = error_of(kHead + kRest + "name: {a: 1}\n");
+    CHECK_THAT(msg, StartsWith(at(9, 7)));
+    CHECK_THAT(msg, Contains("experiment.name: expected a non-empty string, got a mapping"));
+    msg = error_of(kHead + kRest + "description: [a, b]\n");
+    CHECK_THAT(msg, Contains("experiment.description: expected a non-empty string, got a list"));
+    msg = error_of(kHead + kRest + "cases:\n  - name: [x]\n");
+    CHECK_THAT(msg, StartsWith(at(10, 11)));
+    CHECK_THAT(msg, Contains("cases[0].name"));
+}
+
+TEST_CASE("hardening: an empty value is located at its key, not at the next token", "[hardening]") {
+    // In the middle of the file: the next token is on the next line.
+    std::string msg = error_of("model: model-small.yaml\nsystem: system-small.yaml\nexecution:\n  tensor:\n  pipeline: 1\n" + kRest);
+    CHECK_THAT(msg, StartsWith(at(4, 3)));
+    CHECK_THAT(msg, Contains("execution.tensor: expected an integer"));
+    CHECK_THAT(msg, Contains("got nothing"));
+    // At the end of the file: yaml-cpp would point past it.
+    msg = error_of(kHead + kRest + "  data:");
+    CHECK_THAT(msg, StartsWith(at(9, 3)));
+    msg = error_of("model:\nsystem: system-small.yaml\n");
+    CHECK_THAT(msg, StartsWith(at(1, 1)));
+    CHECK_THAT(msg, Contains("model: expected a file path or a mapping"));
+    msg = error_of(kHead + kRest + "sweep:\n");
+    CHECK_THAT(msg, StartsWith(at(9, 1)));
+}
+
+TEST_CASE("hardening: the same sweep axis twice", "[hardening]") {
+    const std::string msg =
+        error_of(kHead + kRest + "sweep:\n  execution.microbatch: [1, 2]\n  execution:\n    microbatch: [4]\n");
+    CHECK_THAT(msg, StartsWith(at(12, 5)));
+    CHECK_THAT(msg, Contains("'execution.microbatch' is swept twice"));
+}
+
+TEST_CASE("hardening: a sweep whose case count overflows 64 bits", "[hardening]") {
+    // 16 axes of 16 values: 2^64 cases, which a plain product wraps to 0.
+    std::string sweep = "sweep:\n";
+    const char* keys[] = {"heads", "hidden", "layers", "seq_len", "vocab", "ffn_hidden", "kv_heads", "dropout"};
+    for (const char* k : keys) {
+        sweep += std::string("  model.") + k + ": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]\n";
+    }
+    const char* exec_keys[] = {"tensor", "pipeline", "data", "interleave", "microbatch", "global_batch",
+                               "first_stage_layers", "last_stage_layers"};
+    for (const char* k : exec_keys) {
+        sweep += std::string("  execution.") + k + ": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]\n";
+    }
+    const std::string msg = quick_error([&] { return error_of(kHead + kRest + sweep); });
+    CHECK_THAT(msg, StartsWith(at(9, 1)));
+    CHECK_THAT(msg, Contains("more than the limit of 10000 cases"));
+    CHECK_THAT(msg, Contains("1 case(s) x 16 x 16"));
+}
+
+TEST_CASE("hardening: a cases list over the case limit", "[hardening]") {
+    std::string text = kHead + kRest + "cases:\n";
+    for (int i = 0; i < 10001; ++i) text += "  - {name: c" + std::to_string(i) + "}\n";
+    const std::string msg = quick_error([&] { return error_of(text); });
+    CHECK_THAT(msg, StartsWith(at(9, 1) + "cases: 10001 cases, more than the limit of 10000"));
+}
+
+TEST_CASE("hardening: alias expansion (billion laughs) stops at the value limit", "[hardening]") {
+    std::string text = kHead + kRest + "cases:\n  - name: a\n    model: &a0 {heads: 8, hidden: 512}\n";
+    // Each level names the previous one 10 times: 10^8 values once expanded.
+    std::string prev = "a0";
+    for (int i = 1; i <= 8; ++i) {
+        const std::string name = "a" + std::to_string(i);
+        text += "  - name: " + name + "\n    description: d\n    execution: &" + name + " {";
+        for (int j = 0; j < 10; ++j) text += (j ? ", " : "") + std::string("k") + std::to_string(j) + ": *" + prev;
+        text += "}\n";
+        prev = name;
+    }
+    const std::string msg = quick_error([&] { return error_of(text); });
+    CHECK_THAT(msg, Contains("YAML values (an alias counts at each use)"));
+    CHECK_THAT(msg, StartsWith(kOrigin + ":"));
+}
+
+TEST_CASE("hardening: a huge file or list is refused before it is parsed", "[hardening]") {
+    // 2 MB: over the size limit.
+    std::string big = kHead + kRest + "sweep:\n  execution.microbatch: [" + std::string(2 << 20, '1') + "]\n";
+    std::string msg = quick_error([&] { return error_of(big); });
+    CHECK_THAT(msg, Contains("longer than the loader's limit"));
+    CHECK_THAT(msg, StartsWith(kOrigin + ":10:"));
+    // Under the size limit but with more values than the limit: refused by the separator count.
+    std::string list = kHead + kRest + "sweep:\n  execution.microbatch:\n";
+    for (int i = 0; i < 150000; ++i) list += "  - 1\n";
+    msg = quick_error([&] { return error_of(list); });
+    CHECK_THAT(msg, Contains("more YAML values than the loader's limit"));
+    // Deep nesting.
+    msg = error_of(kHead + kRest + "description: " + std::string(100, '[') + std::string(100, ']') + "\n");
+    CHECK_THAT(msg, Contains("nested more than"));
+}
+
+TEST_CASE("hardening: a part file that is not a regular file", "[hardening]") {
+    const std::string msg = error_of("model: /dev/zero\nsystem: system-small.yaml\n");
+    CHECK_THAT(msg, Contains("/dev/zero: not a regular file"));
+    CHECK_THAT(msg, Contains("referenced as model at " + at(1, 8).substr(0, at(1, 8).size() - 2)));
+}
+
+TEST_CASE("hardening: a long unknown key gets no quadratic hint", "[hardening]") {
+    const std::string key(200000, 'x');
+    // An explicit key (`? key`): yaml-cpp refuses plain keys over 1024 characters, not these.
+    const std::string msg = quick_error([&] { return error_of(kHead + kRest + "? " + key + "\n: 1\n"); });
+    CHECK_THAT(msg, StartsWith(at(9, 3)));
+    CHECK_THAT(msg, Contains("unknown key"));
+    CHECK_THAT(msg, !Contains("Did you mean"));
+    // A short typo still gets its hint.
+    CHECK_THAT(error_of(kHead + kRest + "sweeep: {}\n"), Contains("Did you mean 'sweep'?"));
+}
+
+TEST_CASE("hardening: a device profile's measured block is checked", "[hardening]") {
+    const std::string base = read(kValid + "profile-small.yaml");
+    REQUIRE_NOTHROW(load_device_profile_text(base, kOrigin));
+    const int line = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
+    std::string msg = profile_error_of(base + "measured: 5\n");
+    CHECK_THAT(msg, StartsWith(at(line, 11)));
+    CHECK_THAT(msg, Contains("profile.measured: expected a mapping"));
+    msg = profile_error_of(base + "measured:\n  gemm: 3\n");
+    CHECK_THAT(msg, StartsWith(at(line + 1, 9)));
+    CHECK_THAT(msg, Contains("measured.gemm: expected a list"));
+    msg = profile_error_of(base + "measured:\n  collectives:\n    - {op: all_gahter, ranks: 8, bytes: 1024, time_us: 5}\n");
+    CHECK_THAT(msg, StartsWith(at(line + 2, 12)));
+    CHECK_THAT(msg, Contains("'all_gahter' is not valid"));
+    CHECK_THAT(msg, Contains("did you mean 'all_gather'?"));
+    msg = profile_error_of(base + "measured:\n  collectives:\n    - {op: all_gather, ranks: 8, bytes: lots, time_us: 5}\n");
+    CHECK_THAT(msg, Contains("measured.collectives[0].bytes: expected an integer"));
+    msg = profile_error_of(base + "measured:\n  gemm:\n    - 7\n");
+    CHECK_THAT(msg, Contains("measured.gemm[0]: expected a mapping"));
+    msg = profile_error_of(base + "measured:\n  copy_bandwidth_bytes_per_s: fast\n");
+    CHECK_THAT(msg, Contains("measured.copy_bandwidth_bytes_per_s: expected a number"));
+}
+
+TEST_CASE("hardening: rails larger than GPUs per node is a load error at the system file's line", "[hardening]") {
+    const std::string msg = error_of("model: model-small.yaml\nexecution:\n  tensor: 1\n  pipeline: 1\n" + kRest +
+                                     "system:\n  file: system-small.yaml\n  gpus_per_node: 2\n");
+    // system-small.yaml gives rails: 4 on its line 7; the override of gpus_per_node is here.
+    CHECK_THAT(msg, StartsWith(kValid + "system-small.yaml:7:3: system.network.rails: rails (4) must be at most "
+                                        "gpus_per_node (2)"));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Sizes that multiply (checked by find_problem, located at the key by the loader)
+// ---------------------------------------------------------------------------------------------------
+
+namespace {
+/// An experiment on the small model and system with this execution block (one line of flow mapping, line 3).
+std::string with_execution(const std::string& flow, const std::string& model = "model-small.yaml") {
+    return "model: " + model + "\nsystem: system-small.yaml\nexecution: {recompute: full, " + flow + "}\n";
+}
+}  // namespace
+
+TEST_CASE("hardening: microbatch x data overflowing int is a divisibility error, not SIGFPE", "[hardening]") {
+    // 65536 x 65536 = 2^32 wraps to 0 in int: a division by zero before.
+    const std::string msg =
+        error_of(with_execution("tensor: 1, pipeline: 1, microbatch: 65536, data: 65536, global_batch: 65536"));
+    CHECK_THAT(msg, StartsWith(at(3, 86)));
+    CHECK_THAT(msg, Contains("execution.global_batch: global_batch (65536) must be divisible by microbatch x data (65536 x 65536)"));
+}
+
+TEST_CASE("hardening: a GPU count overflowing int", "[hardening]") {
+    const std::string model = "{name: deep, heads: 8, hidden: 512, layers: 65536, seq_len: 256, vocab: 1024}";
+    const std::string msg = error_of(
+        "model: " + model + "\nsystem: system-small.yaml\nexecution: {recompute: full, tensor: 8, pipeline: 65536, "
+        "data: 1048576, microbatch: 1, global_batch: 1048576}\n");
+    CHECK_THAT(msg, StartsWith(at(3, 58)));
+    CHECK_THAT(msg, Contains("execution.data: tensor x context_parallel x pipeline x data = 8 x 1 x 65536 x 1048576 = "
+                             "549755813888 GPUs, more than the simulator's limit of 1048576"));
+}
+
+TEST_CASE("hardening: activation sizes overflowing 64 bits", "[hardening]") {
+    const std::string model = "{name: wide, heads: 65536, hidden: 16777216, layers: 1, seq_len: 16777216, vocab: 65536}";
+    const std::string msg = error_of("model: " + model +
+                                     "\nsystem: system-small.yaml\nexecution: {recompute: none, tensor: 8, pipeline: 1, "
+                                     "microbatch: 1048576, global_batch: 1048576}\n");
+    CHECK_THAT(msg, StartsWith(at(3, 54)));
+    CHECK_THAT(msg, Contains("execution.microbatch: a microbatch's largest activation"));
+}
+
+TEST_CASE("hardening: too many microbatches or schedule units are refused before any program is built", "[hardening]") {
+    std::string msg = quick_error([] {
+        return error_of(with_execution("tensor: 1, pipeline: 1, microbatch: 1, global_batch: 1073741824"));
+    });
+    CHECK_THAT(msg, Contains("execution.global_batch: global_batch / (microbatch x data) = 1073741824 microbatches per "
+                             "pipeline, more than the simulator's limit of 1048576"));
+    const std::string deep = "{name: deep, heads: 8, hidden: 512, layers: 4096, seq_len: 256, vocab: 1024}";
+    msg = quick_error([&] {
+        return error_of("model: " + deep + "\nsystem: system-small.yaml\nexecution: {recompute: full, tensor: 1, "
+                        "pipeline: 4096, microbatch: 1, global_batch: 1048576}\n");
+    });
+    CHECK_THAT(msg, Contains("forward and backward units in the schedule, more than the simulator's limit"));
+}
+
+TEST_CASE("hardening: the task limit is checked before the stage programs are built", "[hardening]") {
+    // 2^20 microbatches on 8 stages: 243 million tasks, over a limit of 100 million: refused with the case's location
+    // (before 2^20-unit programs exist; how fast is a benchmark matter, not asserted here).
+    const Experiment ex =
+        load_experiment_text(with_execution("tensor: 1, pipeline: 8, microbatch: 1, global_batch: 1048576"), kOrigin);
+    REQUIRE(ex.cases.size() == 1);
+    SimulationOptions o;
+    o.max_tasks = 100'000'000;
+    try {
+        (void)simulate(ex.cases[0], o);
+        FAIL("the simulation ran");
+    } catch (const InputError& e) {
+        CHECK_THAT(e.what(), StartsWith(kOrigin + ":1:1: case"));
+        CHECK_THAT(e.what(), Contains("243 million tasks"));
+    }
+}
+
+TEST_CASE("hardening: a fabric too large names the case", "[hardening]") {
+    const Experiment ex = load_experiment_text(
+        "model: model-small.yaml\nsystem:\n  file: system-small.yaml\n  network: {nodes_per_leaf: 1, spines_per_rail: 65536}\n"
+        "execution: {tensor: 8, pipeline: 8, data: 2048, recompute: full, microbatch: 1, global_batch: 2048}\n",
+        kOrigin);
+    REQUIRE(ex.cases.size() == 1);
+    try {
+        (void)simulate(ex.cases[0], SimulationOptions{});
+        FAIL("the simulation ran");
+    } catch (const InputError& e) {
+        CHECK_THAT(e.what(), StartsWith(kOrigin + ":1:1: case 'hardening' (system test-cluster): fabric: the fabric size"));
+    }
+}
+
+TEST_CASE("hardening: an iteration too long for 64-bit picoseconds", "[hardening]") {
+    const std::string big = "{name: big, heads: 128, hidden: 131072, layers: 1024, seq_len: 65536, vocab: 1024}";
+    const std::string msg = error_of("model: " + big +
+                                     "\nsystem: system-small.yaml\nexecution: {recompute: full, tensor: 1, pipeline: 1, "
+                                     "microbatch: 1, global_batch: 65536}\n");
+    CHECK_THAT(msg, Contains("one iteration would take at least"));
+    CHECK_THAT(msg, Contains("more than the simulator's limit of 1e+05 s"));
+}
