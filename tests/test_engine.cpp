@@ -1030,3 +1030,13 @@ TEST_CASE("streaming: the same graph generated while it runs gives the same time
     CHECK(start_a == start_b);
     CHECK(end_a == end_b);
 }
+
+TEST_CASE("a dependency on a task id that was never issued is an error, not a satisfied dependency", "[engine][stream]") {
+    Simulator sim;
+    const StreamId s = sim.add_stream("s");
+    const TaskId a = sim.add_compute(s, us(1), 0);
+    const TaskId b = sim.add_compute(s, us(1), 0);
+    CHECK_THROWS_WITH(sim.add_dependency(a + (TaskId{7} << 32), b), Catch::Contains("never issued"));
+    CHECK_THROWS_WITH(sim.add_dependency(a, TaskId{99}), Catch::Contains("out of range"));
+    CHECK_NOTHROW(sim.add_dependency(a, b));
+}

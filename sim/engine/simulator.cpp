@@ -193,9 +193,12 @@ struct Simulator::Impl {
         }
         return tasks[s];
     }
-    /// Whether `t` names a task that has finished (or whose slot was reused since).
-    bool finished(TaskId t) const {
+    /// Whether `t` names a task that has finished (or whose slot was reused since); throws for an id never issued.
+    bool finished(TaskId t, const char* what) const {
         const std::uint32_t s = slot_of(t);
+        if (generation_of(t) > tasks[s].generation) {
+            throw SimulationError(std::string("Simulator::") + what + ": task id " + std::to_string(t) + " was never issued");
+        }
         return tasks[s].generation != generation_of(t) || tasks[s].state == State::finished;
     }
     /// A task for the per-task result accessors (without streaming).
@@ -719,7 +722,7 @@ void Simulator::add_dependency(TaskId before, TaskId after) {
     if (a.state != Impl::State::pending) {
         throw SimulationError("Simulator::add_dependency: " + im.describe_slot(slot_of(after)) + " has started already");
     }
-    if (im.finished(before)) return;  // satisfied
+    if (im.finished(before, "add_dependency")) return;  // satisfied
     Impl::Task& b = im.tasks[slot_of(before)];
     ++a.waiting;
     if (b.first_succ == kNone) {
