@@ -2,7 +2,7 @@
 // 500 lines: the graph, the event loop and the result accessors share one Impl; the memory pools and the flow
 // network live in their own files.
 //
-// Event loop. Events sit in a binary min-heap ordered by (time in integer picoseconds, insertion
+// Event loop. Events sit in a 4-ary min-heap ordered by (time in integer picoseconds, insertion
 // sequence number), so equal-time events run in the order they were scheduled and a given graph always
 // produces the same results; events scheduled for the current instant (zero-length tasks, flows done at once)
 // go to a FIFO instead, which keeps the same order. There are three kinds of event:
@@ -280,8 +280,16 @@ struct Simulator::Impl {
             at_now.push_back(ev);
             return;
         }
+        // A 4-ary min-heap: half the levels of a binary one, and a node's children share a cache line or two.
+        std::size_t i = heap.size();
         heap.push_back(ev);
-        std::push_heap(heap.begin(), heap.end(), EventLater{});
+        while (i > 0) {
+            const std::size_t parent = (i - 1) / 4;
+            if (!EventLater{}(heap[parent], ev)) break;
+            heap[i] = heap[parent];
+            i = parent;
+        }
+        heap[i] = ev;
     }
     /// Asks the memory system for the state the next event will touch while this one is handled.
     void prefetch_next() const {
@@ -311,10 +319,25 @@ struct Simulator::Impl {
         return pop_heap();
     }
     Event pop_heap() {
-        std::pop_heap(heap.begin(), heap.end(), EventLater{});
-        const Event ev = heap.back();
+        const Event top = heap.front();
+        const Event last = heap.back();
         heap.pop_back();
-        return ev;
+        const std::size_t n = heap.size();
+        if (n == 0) return top;
+        std::size_t i = 0;
+        for (;;) {
+            const std::size_t first = 4 * i + 1;
+            if (first >= n) break;
+            std::size_t best = first;
+            const std::size_t end = std::min(first + 4, n);
+            for (std::size_t c = first + 1; c < end; ++c)
+                if (EventLater{}(heap[best], heap[c])) best = c;
+            if (!EventLater{}(last, heap[best])) break;
+            heap[i] = heap[best];
+            i = best;
+        }
+        heap[i] = last;
+        return top;
     }
 
     void try_start(StreamId sid) {
