@@ -6,8 +6,9 @@
 // sequence number), so equal-time events run in the order they were scheduled and a given graph always
 // produces the same results; events scheduled for the current instant (zero-length tasks, flows done at once)
 // go to a FIFO instead, which keeps the same order. There are three kinds of event:
-//   task_end    a compute task (or a transfer that carries no bytes) finishes;
-//   flow_start  a transfer's latency has elapsed: its flow joins its links;
+//   task_end    a stream's running compute task (or a transfer that moves no bytes through the flow network)
+//               finishes; ignored if the stream's version has moved on (a slowed task rescheduled);
+//   flow_start  a transfer's latency has elapsed: its flow opens and joins its links;
 //   flow_done   a flow's scheduled completion; ignored if the flow's version has moved on (its rate
 //               changed after the event was scheduled and a newer event replaced it).
 // Tasks start without an event of their own: a stream's head task starts as soon as (a) the stream is
@@ -26,8 +27,8 @@
 // non-zero its rate changes, its progress is booked and a new task_end is scheduled under a new version (the
 // old event becomes stale, as for flows).
 //
-// Storage. A task is a slot of one array (hot fields together); its successors and memory effects are linked
-// lists in two pooled arrays, appended in the order they were added. Without streaming every task keeps its
+// Storage. A task is a 64-byte slot of one array; its first successor sits in the slot, further successors and
+// its memory effects are linked lists in two pooled arrays, in the order they were added. Without streaming every task keeps its
 // slot (the per-task results stay readable); with it (set_streaming) a finished task is reported to the
 // observer and its slot, edges and effect nodes are reused, so memory follows the tasks alive at once, not
 // the tasks of the run. Flow state (flow_network.hpp) exists only from a transfer's flow start to its end;
