@@ -115,7 +115,7 @@ private:
         /// stay valid as plans are added).
         std::deque<std::pair<std::tuple<int, std::int64_t, bool>, Plan>> plans;
         /// Pipeline routes to its forward and backward receivers (route, latency), made on first use.
-        std::optional<std::pair<engine::RouteId, Time>> p2p_route[2];
+        std::optional<std::pair<engine::RouteId, Time>> p2p_routes[2];
         TaskId last_backward = kNoTask;
         TaskId optimizer = kNoTask;
         double speed = 1.0;          // its slowest GPU's persistent kernel-time factor (variation)
@@ -149,8 +149,13 @@ private:
         std::vector<TaskId> held_optimizers;            // optimizers generated before `ready`
         std::vector<TaskId> optimizers;
         bool gathered = false;
-        std::optional<Plan> bucket_plan;
+        std::optional<Plan> plans[4];                   // by DpMessage, made on first use
     };
+    /// A stage's data-parallel collectives: its whole gradient, one layer's bucket, what the buckets leave
+    /// (embeddings, final norm), the distributed optimizer's parameter all-gather.
+    enum class DpMessage { whole = 0, bucket, rest, gather };
+    /// A (route, latency) interned in the engine.
+    using RouteAndLatency = std::pair<engine::RouteId, Time>;
 
     /// A compute span's time on group g: the profile's time with the group's variation applied.
     Time span_time(Group& g, Time t) {
@@ -209,12 +214,14 @@ private:
     void stage_reduced(int stage, TaskId done);
     void release_optimizers(int stage);
     void maybe_gather_parameters(int stage);
-    Plan parameter_gather_plan(int stage);
-    Plan combined_plan(int stage, CollectiveKind kind, Bytes message);
-    std::vector<fabric::CollectivePhase> dp_phases(int stage, CollectiveKind kind, Bytes message) const;
-    std::vector<fabric::CollectivePhase> parameter_gather_phases(int stage) const;
-    /// Every message size the stage's gradient reduction may use (whole, per layer bucket, the rest).
-    [[nodiscard]] std::vector<Bytes> dp_messages(int stage) const;
+    /// The stage's plan for `which`, made once (every replica's tensor rank i rings together over its rail).
+    const Plan& dp_plan(int stage, DpMessage which);
+    /// Parameters the per-layer buckets leave to the reduction after the last backward.
+    [[nodiscard]] double rest_parameters(int stage) const;
+    /// Group a's pipeline route to its forward or backward receiver (the interleaved schedule wraps around), made once.
+    const RouteAndLatency& p2p_route(Group& a, bool forward);
+    /// The tied-embedding sync's route between the first and the last stage, both ways, made once.
+    const RouteAndLatency& embedding_route();
     /// Groups whose tensor-parallel links nothing else ever crosses move their tp-stream collectives without flows
     /// (their in-order tp stream runs one at a time, so each moves alone at its route's rate: the same times).
     void find_private_tp_links();
@@ -241,6 +248,7 @@ private:
     std::unordered_map<std::uint64_t, PendingMessage> pending_;  // key: receiver group x per_group + message
     std::vector<StageReduction> reductions_;
     std::optional<TaskId> embedding_sync_;
+    std::optional<RouteAndLatency> embedding_route_;
     engine::RouteId empty_route_{};
     std::uint64_t expected_tasks_ = 0;
     std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both; layers)

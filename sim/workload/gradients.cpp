@@ -30,30 +30,53 @@ double Builder::dp_collective_speed(int stage) const {
     return 1.0 - std::min(0.9, double(channels) / double(dev.sm_count));
 }
 
-std::vector<fabric::CollectivePhase> Builder::dp_phases(int r, CollectiveKind kind, Bytes message) const {
+double Builder::rest_parameters(int r) const {
+    int layers = 0;
+    for (int chunk = 0; chunk < shape_.chunks; ++chunk)
+        layers += e_.layers_per_chunk(sc_.model.layers, schedule::virtual_stage(shape_, r, chunk) % e_.pipeline);
+    return parameters_on_stage(sc_.model, e_, r) - layer_parameters_per_gpu(sc_.model, e_.tensor) * double(layers);
+}
+
+const Plan& Builder::dp_plan(int r, DpMessage which) {
+    std::optional<Plan>& cached = reductions_[static_cast<std::size_t>(r)].plans[static_cast<int>(which)];
+    if (cached) return *cached;
+    if (which == DpMessage::gather) {
+        std::vector<int> ranks;
+        for (int k = 0; k < e_.data; ++k)
+            for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(r, k, j, 0));
+        const double params = parameters_on_stage(sc_.model, e_, r);
+        return cached.emplace(intern(
+            fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks, Bytes(std::llround(params * 2)), coll_params_)));
+    }
+    const double gbpp = bytes_per_param(e_).gradients;
+    const Bytes message = which == DpMessage::whole  ? stage_state(sc_.model, e_, sc_.system.device_memory(), r).gradients
+                          : which == DpMessage::bucket ? Bytes(std::llround(layer_parameters_per_gpu(sc_.model, e_.tensor) * gbpp))
+                                                       : Bytes(std::llround(rest_parameters(r) * gbpp));
     // One ring per tensor rank i (same rail) over the data (and context) replicas; the t rings move together.
     std::vector<std::vector<int>> rings(static_cast<std::size_t>(e_.tensor));
     for (int i = 0; i < e_.tensor; ++i)
         for (int k = 0; k < e_.data; ++k)
             for (int j = 0; j < e_.context; ++j) rings[static_cast<std::size_t>(i)].push_back(rank(r, k, j, i));
-    return fabric::plan_concurrent_collectives(fab_, kind, rings, message, coll_params_);
+    const auto kind = e_.distributed_optimizer ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    return cached.emplace(intern(fabric::plan_concurrent_collectives(fab_, kind, rings, message, coll_params_)));
 }
 
-Plan Builder::combined_plan(int r, CollectiveKind kind, Bytes message) {
-    return intern(dp_phases(r, kind, message));
-}
-
-std::vector<Bytes> Builder::dp_messages(int r) const {
-    const double gbpp = bytes_per_param(e_).gradients;
-    const double layer_params = layer_parameters_per_gpu(sc_.model, e_.tensor);
-    int layers = 0;
-    for (int chunk = 0; chunk < shape_.chunks; ++chunk)
-        layers += e_.layers_per_chunk(sc_.model.layers, schedule::virtual_stage(shape_, r, chunk) % e_.pipeline);
-    const double rest = parameters_on_stage(sc_.model, e_, r) - layer_params * layers;
-    std::vector<Bytes> out{stage_state(sc_.model, e_, sc_.system.device_memory(), r).gradients,
-                           Bytes(std::llround(layer_params * gbpp))};
-    if (rest > 0.5) out.emplace_back(std::llround(rest * gbpp));
-    return out;
+const Builder::RouteAndLatency& Builder::embedding_route() {
+    if (!embedding_route_) {
+        const int p = e_.pipeline;
+        std::vector<std::pair<int, int>> fwd_pairs, bwd_pairs;
+        for (int k = 0; k < e_.data; ++k)
+            for (int j = 0; j < e_.context; ++j)
+                for (int i = 0; i < e_.tensor; ++i) {
+                    const int a = rank(0, k, j, i), b = rank(p - 1, k, j, i);
+                    fwd_pairs.emplace_back(a, b);
+                    bwd_pairs.emplace_back(b, a);
+                }
+        const fabric::Route both[] = {fab_.combined(fwd_pairs), fab_.combined(bwd_pairs)};
+        const fabric::Route ra = fabric::merge_routes(both);
+        embedding_route_.emplace(sim_.add_route(ra.links), ra.latency);
+    }
+    return *embedding_route_;
 }
 
 void Builder::on_bucket(Group& g, TaskId layer_end) {
@@ -63,15 +86,9 @@ void Builder::on_bucket(Group& g, TaskId layer_end) {
     if (sr.bucket_ready.size() <= j) sr.bucket_ready.resize(j + 1);
     sr.bucket_ready[j].push_back(layer_end);
     if (sr.bucket_ready[j].size() < static_cast<std::size_t>(e_.data)) return;
-    if (!sr.bucket_plan) {
-        const double layer_params = layer_parameters_per_gpu(sc_.model, e_.tensor);
-        const Bytes bucket(std::llround(layer_params * bytes_per_param(e_).gradients));
-        sr.bucket_plan = combined_plan(g.stage, e_.distributed_optimizer ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
-                                       bucket);
-    }
     std::vector<TaskId> ready;
     ready.swap(sr.bucket_ready[j]);
-    sr.last_bucket = emit_phases(dp_streams_[static_cast<std::size_t>(g.stage)], *sr.bucket_plan, std::move(ready),
+    sr.last_bucket = emit_phases(dp_streams_[static_cast<std::size_t>(g.stage)], dp_plan(g.stage, DpMessage::bucket), std::move(ready),
                              make_label(TaskKind::dp, 0, 0), nullptr);
 }
 
@@ -83,25 +100,20 @@ void Builder::on_last_backward(Group& g, TaskId last) {
     // Every replica of the stage has generated its last backward (and so all its buckets).
     const std::vector<TaskId> deps = std::move(sr.last_backward);
     sr.last_backward = {};
-    const double params = parameters_on_stage(sc_.model, e_, r);
-    const double grad_bytes_per_param = bytes_per_param(e_).gradients;
     const std::uint32_t label = make_label(TaskKind::dp, 0, 0);
-    const auto kind = e_.distributed_optimizer ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const StreamId dp = dp_streams_[static_cast<std::size_t>(r)];
     TaskId done{};
     if (replicas > 1 && g.buckets > 0) {
         // What the buckets left (embeddings, final norm), after the last backward.
-        const double rest = params - layer_parameters_per_gpu(sc_.model, e_.tensor) * double(g.buckets);
-        if (rest > 0.5) {
-            done = emit_phases(dp, combined_plan(r, kind, Bytes(std::llround(rest * grad_bytes_per_param))), deps, label, nullptr);
+        if (rest_parameters(r) > 0.5) {
+            done = emit_phases(dp, dp_plan(r, DpMessage::rest), deps, label, nullptr);
         } else {
             done = sim_.add_compute(dp, Time::zero(), label);
             for (TaskId dd : deps) sim_.add_dependency(dd, done);
             sim_.add_dependency(*sr.last_bucket, done);
         }
     } else if (replicas > 1) {
-        const Bytes grads = stage_state(sc_.model, e_, sc_.system.device_memory(), r).gradients;
-        done = emit_phases(dp, combined_plan(r, kind, grads), deps, label, nullptr);
+        done = emit_phases(dp, dp_plan(r, DpMessage::whole), deps, label, nullptr);
     } else {
         done = sim_.add_compute(dp, Time::zero(), label);
         for (TaskId dd : deps) sim_.add_dependency(dd, done);
@@ -123,20 +135,10 @@ void Builder::stage_reduced(int r, TaskId done) {
     // The word-embedding gradient (v h / t per GPU) is all-reduced between the first and last stage once both
     // have reduced theirs.
     if (!first.reduced || !last.reduced || embedding_sync_) return;
-    const int d = e_.data, c = e_.context, t = e_.tensor;
-    const Bytes emb(std::llround(double(sc_.model.vocab) * sc_.model.hidden / t * bytes_per_param(e_).gradients));
-    std::vector<std::pair<int, int>> fwd_pairs, bwd_pairs;
-    for (int k = 0; k < d; ++k)
-        for (int j = 0; j < c; ++j)
-            for (int i = 0; i < t; ++i) {
-                const int a = rank(0, k, j, i), b = rank(p - 1, k, j, i);
-                fwd_pairs.emplace_back(a, b);
-                bwd_pairs.emplace_back(b, a);
-            }
-    const fabric::Route both[] = {fab_.combined(fwd_pairs), fab_.combined(bwd_pairs)};
-    const fabric::Route ra = fabric::merge_routes(both);
-    const TaskId x = sim_.add_transfer_on(dp_streams_[0], sim_.add_route(ra.links), emb, ra.latency + sc_.system.network.p2p_latency,
-                                       make_label(TaskKind::embedding_sync, 0, 0));
+    const Bytes emb(std::llround(double(sc_.model.vocab) * sc_.model.hidden / e_.tensor * bytes_per_param(e_).gradients));
+    const RouteAndLatency& route = embedding_route();
+    const TaskId x = sim_.add_transfer_on(dp_streams_[0], route.first, emb, route.second + sc_.system.network.p2p_latency,
+                                          make_label(TaskKind::embedding_sync, 0, 0));
     sim_.add_dependency(*first.reduced, x);
     sim_.add_dependency(*last.reduced, x);
     embedding_sync_ = x;
@@ -182,26 +184,14 @@ void Builder::maybe_gather_parameters(int r) {
         sr.optimizers.size() < static_cast<std::size_t>(e_.data))
         return;
     sr.gathered = true;
-    emit_phases(dp_streams_[static_cast<std::size_t>(r)], parameter_gather_plan(r), sr.optimizers, make_label(TaskKind::dp, 1, 0),
-                nullptr);
-}
-
-std::vector<fabric::CollectivePhase> Builder::parameter_gather_phases(int r) const {
-    std::vector<int> ranks;
-    for (int k = 0; k < e_.data; ++k)
-        for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(r, k, j, 0));
-    const double params = parameters_on_stage(sc_.model, e_, r);
-    return fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks, Bytes(std::llround(params * 2)), coll_params_);
-}
-
-Plan Builder::parameter_gather_plan(int r) {
-    return intern(parameter_gather_phases(r));
+    emit_phases(dp_streams_[static_cast<std::size_t>(r)], dp_plan(r, DpMessage::gather), sr.optimizers,
+                make_label(TaskKind::dp, 1, 0), nullptr);
 }
 
 void Builder::emit_overlapped_param_gathers() {
     // Overlapped (--overlap-param-gather): the previous iteration's gather, under this iteration's forward.
     for (std::size_t r = 0; r < gather_streams_.size(); ++r)
-        emit_phases(gather_streams_[r], parameter_gather_plan(static_cast<int>(r)), {}, make_label(TaskKind::dp, 1, 0), nullptr);
+        emit_phases(gather_streams_[r], dp_plan(static_cast<int>(r), DpMessage::gather), {}, make_label(TaskKind::dp, 1, 0), nullptr);
 }
 
 }  // namespace strata::workload

@@ -51,23 +51,29 @@ void Builder::emit_pipeline_transfer(const PendingMessage& sender, std::size_t r
                                      TaskId receiver_target) {
     Group& a = groups_[static_cast<std::size_t>(sender.sender_group)];
     const Group& b = groups_[receiver_group];
-    // A group sends forward to one group and backward to one group (the interleaved schedule wraps around).
-    auto& cached = a.p2p_route[sender.forward ? 0 : 1];
-    if (!cached) {
-        std::vector<std::pair<int, int>> pairs;  // every tensor (and context) rank to its counterpart
-        for (std::size_t i = 0; i < a.gpus.size(); ++i) pairs.emplace_back(a.gpus[i], b.gpus[i]);
-        const fabric::Route route = fab_.combined(pairs);
-        cached.emplace(sim_.add_route(route.links), route.latency);
-    }
+    const RouteAndLatency& route = p2p_route(a, sender.forward);
     const Bytes per_rank(activation_message_.value / e_.tensor);
-    const TaskId x = sim_.add_transfer_on(sender.forward ? a.send_fwd : a.send_bwd, cached->first, per_rank,
-                                       cached->second + sc_.system.network.p2p_latency,
+    const TaskId x = sim_.add_transfer_on(sender.forward ? a.send_fwd : a.send_bwd, route.first, per_rank,
+                                       route.second + sc_.system.network.p2p_latency,
                                        make_label(TaskKind::p2p, sender.chunk, sender.microbatch));
     sim_.add_dependency(sender.post, x);
     sim_.add_dependency(receiver_post, x);
     sim_.add_dependency(x, sender.target);
     sim_.add_dependency(x, receiver_target);
     if (traced(a.stage, a.replica) && traced(b.stage, b.replica)) p2p_receiver_.emplace(x, static_cast<std::uint32_t>(receiver_group));
+}
+
+const Builder::RouteAndLatency& Builder::p2p_route(Group& a, bool forward) {
+    auto& cached = a.p2p_routes[forward ? 0 : 1];
+    if (!cached) {
+        const int p = e_.pipeline;
+        const Group& b = groups_[static_cast<std::size_t>(group_index((a.stage + (forward ? 1 : p - 1)) % p, a.replica))];
+        std::vector<std::pair<int, int>> pairs;  // every tensor (and context) rank to its counterpart
+        for (std::size_t i = 0; i < a.gpus.size(); ++i) pairs.emplace_back(a.gpus[i], b.gpus[i]);
+        const fabric::Route route = fab_.combined(pairs);
+        cached.emplace(sim_.add_route(route.links), route.latency);
+    }
+    return *cached;
 }
 
 }  // namespace strata::workload

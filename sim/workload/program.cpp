@@ -54,6 +54,7 @@ void Builder::build() {
     check_task_limit();  // first: nothing proportional to the task count is built before it
     for (int r = 0; r < e_.pipeline; ++r) programs_.push_back(schedule::stage_program(shape_, r));
     make_groups();
+    reductions_.resize(static_cast<std::size_t>(e_.pipeline));
     empty_route_ = sim_.add_route({});
     find_private_tp_links();
     const int p = e_.pipeline;
@@ -65,7 +66,6 @@ void Builder::build() {
         }
         last_backward_pc_.push_back(last);
     }
-    reductions_.resize(static_cast<std::size_t>(p));
     // What finished tasks are read for: replica 0's compute and tp streams (intervals), every stream (trace).
     interval_stage_.assign(sim_.stream_count(), -1);
     interval_tp_.assign(sim_.stream_count(), 0);
@@ -100,41 +100,28 @@ void Builder::build() {
 void Builder::find_private_tp_links() {
     constexpr std::int64_t kFree = -1, kShared = -2;
     std::vector<std::int64_t> owner(sim_.link_count(), kFree);
-    auto shared = [&](const std::vector<engine::LinkUse>& links) {
+    auto shared = [&](std::span<const engine::LinkUse> links) {
         for (const engine::LinkUse& u : links) owner[u.link] = kShared;
     };
     const int p = e_.pipeline;
     // Everything that is not a tp stream: pipeline transfers (both directions, wrapping around for the interleaved
     // schedule), data-parallel reductions and parameter gathers, the tied-embedding sync.
+    auto shared_plan = [&](const Plan& plan) {
+        for (const PlannedPhase& ph : plan) shared(sim_.route_links(ph.route));
+    };
     if (p > 1) {
-        for (const Group& a : groups_) {
-            for (const int to : {(a.stage + 1) % p, (a.stage + p - 1) % p}) {
-                const Group& b = groups_[static_cast<std::size_t>(group_index(to, a.replica))];
-                std::vector<std::pair<int, int>> pairs;
-                for (std::size_t i = 0; i < a.gpus.size(); ++i) pairs.emplace_back(a.gpus[i], b.gpus[i]);
-                shared(fab_.combined(pairs).links);
-            }
-        }
+        for (Group& a : groups_)
+            for (const bool forward : {true, false}) shared(sim_.route_links(p2p_route(a, forward).first));
     }
     if (weight_replicas() > 1) {
-        const auto kind = e_.distributed_optimizer ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
         for (int r = 0; r < p; ++r) {
-            for (const Bytes m : dp_messages(r))
-                for (const auto& ph : dp_phases(r, kind, m)) shared(ph.route.links);
-            if (e_.distributed_optimizer)
-                for (const auto& ph : parameter_gather_phases(r)) shared(ph.route.links);
+            shared_plan(dp_plan(r, DpMessage::whole));
+            shared_plan(dp_plan(r, DpMessage::bucket));
+            if (rest_parameters(r) > 0.5) shared_plan(dp_plan(r, DpMessage::rest));
+            if (e_.distributed_optimizer) shared_plan(dp_plan(r, DpMessage::gather));
         }
     }
-    if (p > 1 && sc_.model.tied_embeddings) {
-        std::vector<std::pair<int, int>> pairs;
-        for (int k = 0; k < e_.data; ++k)
-            for (int j = 0; j < e_.context; ++j)
-                for (int i = 0; i < e_.tensor; ++i) {
-                    pairs.emplace_back(rank(0, k, j, i), rank(p - 1, k, j, i));
-                    pairs.emplace_back(rank(p - 1, k, j, i), rank(0, k, j, i));
-                }
-        shared(fab_.combined(pairs).links);
-    }
+    if (p > 1 && sc_.model.tied_embeddings) shared(sim_.route_links(embedding_route().first));
     // Each group's tp stream: every collective its units and calls can run.
     const bool scatter_gather = !e_.sequence_parallel && e_.tensor > 1;
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
