@@ -1,24 +1,30 @@
 #!/usr/bin/env python3
-"""Prints simulated vs published Megatron-LM H100 weak scaling (TFLOP/s per GPU) with signed errors.
+"""Prints simulated vs published Megatron-LM H100 weak or strong scaling (TFLOP/s per GPU) with signed errors.
 
-usage: scripts/megatron-h100-table.py out/megatron-h100.json
-Published values: Megatron-LM README, Performance Benchmarking (plots/paper_values.json "megatron_h100").
+usage: scripts/megatron-h100-table.py out/megatron-h100.json          (scenarios/validation/megatron-h100.yaml)
+       scripts/megatron-h100-table.py out/megatron-h100-strong.json   (scenarios/validation/megatron-h100-strong.yaml)
+Published values: Megatron-LM README, Performance Benchmarking (plots/paper_values.json "megatron_h100" and
+"megatron_h100_strong"; the file is recognised by its experiment name).
 Validation only: nothing in strata is fitted to them. Both sides use Megatron's FLOPs count, so the ratio of
 TFLOP/s per GPU is the inverse ratio of iteration times.
 """
 import json, os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PUB = json.load(open(os.path.join(HERE, "..", "plots", "paper_values.json")))["megatron_h100"]
+PUBLISHED = json.load(open(os.path.join(HERE, "..", "plots", "paper_values.json")))
 
 def main(argv):
     if len(argv) != 2:
         print(__doc__); return 2
-    results = json.load(open(argv[1]))["results"]
+    doc = json.load(open(argv[1]))
+    results = doc["results"]
+    strong = "strong" in doc.get("experiment", "")
+    PUB = PUBLISHED["megatron_h100_strong" if strong else "megatron_h100"]
+    source = "scenarios/validation/megatron-h100" + ("-strong" if strong else "") + ".yaml"
     if len(results) != len(PUB["tflops_per_gpu"]):
-        print(f"expected the {len(PUB['tflops_per_gpu'])} cases of scenarios/validation/megatron-h100.yaml, got {len(results)}")
+        print(f"expected the {len(PUB['tflops_per_gpu'])} cases of {source}, got {len(results)}")
         return 2
-    print("Megatron-LM H100 weak scaling (validation). Error = simulated / published - 1.")
+    print(f"Megatron-LM H100 {'strong' if strong else 'weak'} scaling (validation). Error = simulated / published - 1.")
     print(f"{'case':<16} {'t':>2} {'p':>3} {'GPUs':>5} {'iter s':>8} {'TF/s pub':>9} {'sim':>7} {'err':>7} {'MFU pub':>8} {'sim':>6}")
     errs = []
     for r, pub, mfu, gpus in zip(results, PUB["tflops_per_gpu"], PUB["mfu_percent"], PUB["gpus"]):
@@ -34,6 +40,10 @@ def main(argv):
               f"{sim:>7.1f} {100*err:>+6.1f}% {mfu:>7}% {100*r['mfu']:>5.1f}%")
     print(f"mean |error| {100*sum(abs(x) for x in errs)/len(errs):.2f}%, worst {100*max(abs(x) for x in errs):.2f}%, "
           f"mean signed {100*sum(errs)/len(errs):+.2f}% over {len(errs)} rows")
+    if strong:
+        first, last = results[0], results[-1]
+        print(f"scaling efficiency {last['execution']['gpus']} vs {first['execution']['gpus']} GPUs (MFU ratio): published "
+              f"{PUB['mfu_percent'][-1] / PUB['mfu_percent'][0]:.3f}, simulated {last['mfu'] / first['mfu']:.3f}")
     return 0
 
 if __name__ == "__main__":
