@@ -141,6 +141,24 @@ TEST_CASE("hardening: an empty value is located at its key, not at the next toke
     CHECK_THAT(msg, StartsWith(at(9, 1)));
 }
 
+TEST_CASE("hardening: an empty list item is located at its dash or comma, with its path", "[hardening]") {
+    // A block item with nothing after its '-' (yaml-cpp marks it at the next token): at the dash.
+    std::string msg = error_of(kHead + kRest + "sweep:\n  execution.microbatch:\n    - 1\n    -   # none\n    - 2\n");
+    CHECK_THAT(msg, StartsWith(at(12, 5)));
+    CHECK_THAT(msg, Contains("sweep.execution.microbatch[1]: empty list item"));
+    // The last item of the file (yaml-cpp marks it past the end).
+    msg = error_of(kHead + kRest + "cases:\n  - name: a\n  -\n");
+    CHECK_THAT(msg, StartsWith(at(11, 3)));
+    CHECK_THAT(msg, Contains("cases[1]: empty list item"));
+    // A flow item between two commas: at the comma before it.
+    msg = error_of(kHead + kRest + "sweep: {execution.microbatch: [1, , 2]}\n");
+    CHECK_THAT(msg, StartsWith(at(9, 33)));
+    CHECK_THAT(msg, Contains("sweep.execution.microbatch[1]"));
+    // An explicit null is where it is written.
+    msg = error_of(kHead + kRest + "cases:\n  - ~\n");
+    CHECK_THAT(msg, StartsWith(at(10, 5)));
+}
+
 TEST_CASE("hardening: the same sweep axis twice", "[hardening]") {
     const std::string msg =
         error_of(kHead + kRest + "sweep:\n  execution.microbatch: [1, 2]\n  execution:\n    microbatch: [4]\n");

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 namespace strata::yamlio {
@@ -39,9 +40,9 @@ namespace {
 /// check_unclosed_quote).
 class DocumentCheck {
 public:
-    DocumentCheck(const std::string& file) : file_(file) {}
+    DocumentCheck(const std::string& file, const std::string& text) : file_(file), text_(text) {}
 
-    void walk(const YAML::Node& n, int depth) {
+    void walk(const YAML::Node& n, int depth, const std::string& path = "") {
         if (++visited_ > limits::kMaxNodes) {
             throw InputError(where(file_, n.Mark()) + ": more than " + std::to_string(limits::kMaxNodes) +
                              " YAML values (an alias counts at each use); the loader's limit, an experiment needs far fewer");
@@ -53,7 +54,16 @@ public:
         if (n.IsScalar()) {
             note_scalar(n);
         } else if (n.IsSequence()) {
-            for (const YAML::Node& item : n) walk(item, depth + 1);
+            std::size_t i = 0;
+            for (const YAML::Node& item : n) {
+                // No list in a scenario, system or profile file takes an empty item ("-" alone, "[1, , 2]").
+                if (item.IsNull()) {
+                    throw InputError(where(file_, empty_item_mark(item.Mark())) + ": " + path + "[" +
+                                     std::to_string(i) + "]: empty list item; expected a value");
+                }
+                walk(item, depth + 1, path + "[" + std::to_string(i) + "]");
+                ++i;
+            }
         } else if (n.IsMap()) {
             std::unordered_map<std::string, YAML::Mark> seen;
             for (auto it = n.begin(); it != n.end(); ++it) {
@@ -69,7 +79,7 @@ public:
                                      where(file_, first->second) + "); each key may be given once");
                 }
                 ++visited_;
-                walk(it->second, depth + 1);
+                walk(it->second, depth + 1, path.empty() ? key.Scalar() : path + "." + key.Scalar());
             }
         }
     }
@@ -97,6 +107,47 @@ public:
     }
 
 private:
+    /// yaml-cpp marks an empty item at the next token (the next line, or past the end of the file): the item is
+    /// where its '-', ',' or '[' is, the last such character before the mark outside a comment. An explicit null
+    /// ("~", "null") is marked where it is written.
+    YAML::Mark empty_item_mark(const YAML::Mark& mark) const {
+        if (mark.pos < 0) return mark;
+        auto pos = std::min(static_cast<std::size_t>(mark.pos), text_.size());
+        const auto written = [&](const char* word) {
+            const std::size_t n = std::char_traits<char>::length(word);
+            if (text_.compare(pos, n, word) != 0) return false;
+            return pos + n >= text_.size() || std::string_view(" \t\r\n,]#").find(text_[pos + n]) != std::string_view::npos;
+        };
+        if (written("~") || written("null") || written("Null") || written("NULL")) return mark;
+        // Walk back line by line; on each line only what comes before a comment counts.
+        std::size_t line_end = pos;
+        int line = mark.line;
+        while (true) {
+            const std::size_t line_start = text_.rfind('\n', line_end == 0 ? std::string::npos : line_end - 1);
+            const std::size_t begin = line_start == std::string::npos ? 0 : line_start + 1;
+            std::size_t stop = line_end;
+            for (std::size_t i = begin; i < line_end; ++i) {
+                if (text_[i] == '#' && (i == begin || text_[i - 1] == ' ' || text_[i - 1] == '\t')) {
+                    stop = i;
+                    break;
+                }
+            }
+            for (std::size_t i = stop; i > begin; --i) {
+                const char c = text_[i - 1];
+                if (c == ' ' || c == '\t' || c == '\r') continue;
+                if (c != '-' && c != ',' && c != '[') return mark;
+                YAML::Mark m;
+                m.pos = static_cast<int>(i - 1);
+                m.line = line;
+                m.column = static_cast<int>(i - 1 - begin);
+                return m;
+            }
+            if (begin == 0 || line <= 0) return mark;
+            line_end = begin - 1;
+            --line;
+        }
+    }
+
     void note_scalar(const YAML::Node& n) {
         if (n.Tag() == "!" && n.Mark().pos > last_quoted_pos_) {
             last_quoted_pos_ = n.Mark().pos;
@@ -105,6 +156,7 @@ private:
     }
 
     const std::string& file_;
+    const std::string& text_;
     std::size_t visited_ = 0;
     int last_quoted_pos_ = -1;
     YAML::Mark last_quoted_mark_;
@@ -188,7 +240,7 @@ YAML::Node parse_mapping(const std::string& text, const std::string& file) {
         if (!node.IsMap()) {
             throw InputError(where(file, node.Mark()) + ": expected a YAML mapping (key: value lines)");
         }
-        DocumentCheck check(file);
+        DocumentCheck check(file, text);
         check.walk(node, 0);
         check.check_unclosed_quote(text);
         return node;
