@@ -10,12 +10,13 @@ See plots/README.md.
 import argparse
 import json
 import os
+import re
 import sys
 from collections import defaultdict
 
-try:
-    import matplotlib
-except ImportError:
+import importlib.util
+
+if importlib.util.find_spec("matplotlib") is None:
     # `python3 plots/make_plots.py` may pick an interpreter without matplotlib (pyenv, venv): retry once
     # with the system one, which has Debian's python3-matplotlib.
     _sys_py = "/usr/bin/python3"
@@ -23,14 +24,27 @@ except ImportError:
             and os.path.realpath(sys.executable) != os.path.realpath(_sys_py)):
         os.environ["STRATA_PLOTS_REEXEC"] = "1"
         os.execv(_sys_py, [_sys_py, os.path.abspath(__file__)] + sys.argv[1:])
-    sys.exit("make_plots.py: error: matplotlib is not available to %s\n"
-             "  run it with the system interpreter (/usr/bin/python3 plots/make_plots.py) or install it:\n"
-             "    apt-get install python3-matplotlib" % sys.executable)
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+# matplotlib is imported when the first figure is drawn (load_matplotlib): telling what a file is needs none.
+plt = Patch = Line2D = None
+
+
+def load_matplotlib():
+    global plt, Patch, Line2D
+    if plt is not None:
+        return
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("make_plots.py: error: matplotlib is not available to %s\n"
+                 "  run it with the system interpreter (/usr/bin/python3 plots/make_plots.py) or install it:\n"
+                 "    apt-get install python3-matplotlib" % sys.executable)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+    import matplotlib.patches
+    import matplotlib.lines
+    plt, Patch, Line2D = matplotlib.pyplot, matplotlib.patches.Patch, matplotlib.lines.Line2D
+
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = ["22B", "175B", "530B", "1T"]
@@ -59,6 +73,7 @@ PAPER_ALPHA = 0.45
 
 
 def setup_matplotlib():
+    load_matplotlib()
     plt.rcParams.update({
         "svg.hashsalt": "strata",          # deterministic SVG ids
         "svg.fonttype": "path",
@@ -71,25 +86,40 @@ def setup_matplotlib():
     })
 
 
+class PlotProblem(Exception):
+    """Why a figure, a file or a directory cannot be plotted; make_plots.py exits with 2 when nothing was."""
+
+
 class Saver:
-    def __init__(self, out_dir, formats):
+    """Writes a figure in each format as OUT_DIR/PREFIXSTEM.FMT and prints the path. `written` (path -> source),
+    shared by the savers of one run, refuses to overwrite a figure that another input wrote."""
+
+    def __init__(self, out_dir, formats, prefix="", source=None, written=None):
         self.out_dir = out_dir
         self.formats = formats
+        self.prefix = prefix
+        self.source = source
+        self.written = written if written is not None else {}
 
     def __call__(self, fig, stem):
         for fmt in self.formats:
-            path = os.path.join(self.out_dir, "%s.%s" % (stem, fmt))
+            path = os.path.join(self.out_dir, "%s%s.%s" % (self.prefix, stem, fmt))
+            key = os.path.realpath(path)
+            if self.written.get(key, self.source) != self.source:
+                plt.close(fig)
+                die("%s was just written for %s; plot one of them with --out DIR elsewhere"
+                    % (path, self.written[key]))
             meta = {"Date": None} if fmt == "svg" else {"Software": "strata plots/make_plots.py"}
             if fmt == "pdf":
                 meta = {"CreationDate": None, "ModDate": None}
             fig.savefig(path, format=fmt, metadata=meta, bbox_inches="tight", pad_inches=0.1)
+            self.written[key] = self.source
             print(path)
         plt.close(fig)
 
 
 def die(msg):
-    print("make_plots.py: error: " + msg, file=sys.stderr)
-    sys.exit(2)
+    raise PlotProblem(msg)
 
 
 def check_inputs(inputs, names):
@@ -734,25 +764,16 @@ def plot_crosscheck(xc, paper, save):
     save(fig, "crosscheck_sc21")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="out", help="directory for the figures (default: out)")
-    ap.add_argument("--inputs", default=None, help="directory with table5.json, table2.json, timeline.json "
-                                                   "and optionally table4.json, 530b-2240.json, sweep.json, "
-                                                   "sc21-table1.json "
-                                                   "(default: same as --out)")
-    ap.add_argument("--format", default="png,svg", help="comma-separated figure formats (default: png,svg)")
-    args = ap.parse_args()
-    inputs = args.inputs if args.inputs is not None else args.out
-    formats = [f.strip().lower() for f in args.format.split(",") if f.strip()]
-    if not formats:
-        die("--format names no format")
-    for f in formats:
-        if f not in ("png", "svg", "pdf"):
-            die("unsupported format '%s' (use png, svg, pdf)" % f)
+# ----------------------------------------------------------------------------------------------
+# The paper's figures from a directory (table5.json, table2.json, timeline.json and the optional files)
+# ----------------------------------------------------------------------------------------------
+PAPER_REQUIRED = ["table5.json", "table2.json", "timeline.json"]
+PAPER_OPTIONAL = ["530b-2240.json", "table4.json", "sc21-table1.json", "table2-hopper.json", "sweep.json"]
 
+
+def plot_paper(inputs, out, formats, written=None):
     # Check every required input before plotting anything.
-    check_inputs(inputs, ["table5.json", "table2.json", "timeline.json"])
+    check_inputs(inputs, PAPER_REQUIRED)
     t5 = load_input(inputs, "table5.json")
     t2 = load_input(inputs, "table2.json")
     tl = load_input(inputs, "timeline.json")
@@ -762,8 +783,8 @@ def main():
     paper = load_paper()
 
     setup_matplotlib()
-    os.makedirs(args.out, exist_ok=True)
-    save = Saver(args.out, formats)
+    os.makedirs(out, exist_ok=True)
+    save = Saver(out, formats, source="the paper's figures", written=written)
     dp_path = os.path.join(inputs, "530b-2240.json")
     dp = load_input(inputs, "530b-2240.json") if os.path.isfile(dp_path) else None
     plot_iteration_time(t5, paper, save)
@@ -793,7 +814,596 @@ def main():
         plot_sweep(load_input(inputs, "sweep.json"), save)
     else:
         print("no %s; skipping sweep.png" % sweep_path)
+
+
+# ----------------------------------------------------------------------------------------------
+# Any results file, recognised by its content: `strata run --json` (one case, several, a sweep),
+# `strata search --json`, `strata run --timeline`
+# ----------------------------------------------------------------------------------------------
+RECOGNISED = ("recognised: `strata run --json` results (FILE-sweep or FILE-cases: iteration time, MFU and peak "
+              "memory per case; FILE-memory: peak memory by category, per stage for one case), `strata search "
+              "--json` results (FILE-search: estimate against simulated time per candidate), `strata run "
+              "--timeline` files (FILE-timeline: per-stage Gantt chart; FILE-memory_timeline); a directory: every "
+              "recognised .json in it, and the paper's figures when it holds %s" % ", ".join(PAPER_REQUIRED))
+
+# memory.by_stage keys of `strata run --json` (sim/report/report.cpp), with the colours of memory_total.
+MEMORY_CATEGORIES = [
+    ("weights_bytes", "weights", "#4D4D4D"),
+    ("gradients_bytes", "gradients", "#8C8C8C"),
+    ("optimizer_bytes", "optimizer state", "#BDBDBD"),
+    ("activations_bytes", "activations (transformer layers)", C_PRESENT),
+    ("embedding_output_bytes", "activations (embedding, output layer)", "#009E73"),
+    ("recompute_bytes", "recompute working buffer", "#56B4E9"),
+    ("reserved_bytes", "runtime reserve (CUDA context, NCCL)", "#F0E442"),
+]
+# Keys that name a case best, first; the x axis of a sweep prefers microbatch (as the paper's sweep figure).
+KEY_PRIORITY = ["model", "microbatch", "recompute", "interleave", "pipeline", "tensor", "data", "context_parallel",
+                "global_batch", "sequence_parallel", "seq_len", "precision", "attention", "schedule"]
+MAX_SEARCH_ROWS = 40
+
+
+def classify(path):
+    """(kind, data) with kind "run", "search" or "timeline"; (None, why not) for anything else."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        return None, "cannot be read (%s)" % e.strerror
+    text = head.lstrip()
+    if not text:
+        return None, "empty"
+    if not text.startswith((b"{", b"[")):
+        return None, "not JSON"
+    if b'"traceEvents"' in head:
+        return None, ("a Chrome trace (strata run --trace): open it in https://ui.perfetto.dev; for a figure, "
+                      "write the same run's --timeline and plot that")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        return None, "not valid JSON (%s)" % e
+    if isinstance(data, dict):
+        if isinstance(data.get("intervals"), list) and "pipeline" in data and "iteration_time_s" in data:
+            return "timeline", data
+        if isinstance(data.get("results"), list) and "experiment" in data:
+            return ("search" if isinstance(data.get("search"), dict) else "run"), data
+    return None, ("JSON, but not strata's: no \"experiment\" and \"results\" (strata run/search --json) and no "
+                  "\"intervals\" (strata run --timeline)")
+
+
+def _flat(prefix, d, out):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _flat(prefix + k + ".", v, out)
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def case_keys(r):
+    """What a case can vary by: the model's name, the execution keys, the model's other keys, the system."""
+    d = {"model": r.get("model", {}).get("name")}
+    d.update(r.get("execution", {}))
+    for k, v in r.get("model", {}).items():
+        if k not in ("name", "parameters"):
+            d.setdefault(k, v)
+    d["system"] = r.get("system")
+    _flat("system.", r.get("system_spec", {}), d)
+    _flat("variation.", r.get("variation", {}), d)
+    return d
+
+
+def is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def text_of(v):
+    return json.dumps(v).strip('"')
+
+
+def varied_keys(res):
+    """The keys that vary across the cases: one per group of keys that determine each other (model name, layers
+    and hidden of different models), none that only follows another (schedule follows interleave)."""
+    vals = [case_keys(r) for r in res]
+    keys = []
+    for v in vals:
+        keys += [k for k in v if k not in keys]
+    enc = {k: [json.dumps(v.get(k), sort_keys=True) for v in vals] for k in keys}
+    varying = [k for k in keys if len(set(enc[k])) > 1]
+    order = sorted(varying, key=lambda k: (KEY_PRIORITY.index(k) if k in KEY_PRIORITY else len(KEY_PRIORITY),
+                                           keys.index(k)))
+
+    def follows(k, j):  # the value of k is a function of the value of j
+        seen = {}
+        return all(seen.setdefault(a, b) == b for a, b in zip(enc[j], enc[k]))
+
+    kept = []
+    for k in order:
+        if not any(j != k and follows(k, j) and (j in kept or not follows(j, k)) for j in order):
+            kept.append(k)
+    return kept, vals
+
+
+def oom_of(r):
+    return r.get("simulated_memory", {}).get("oom", False) or not r.get("memory", {}).get("fits", True)
+
+
+def peak_gib(r):
+    m = r.get("simulated_memory") or r["memory"]
+    return m["peak_bytes"] / GIB
+
+
+def errors_line(failed):
+    if not failed:
+        return ""
+    reasons = sorted(set(r["error"] for r in failed))
+    reason = reasons[0] if len(reasons) == 1 else "%d distinct errors" % len(reasons)
+    if len(reason) > 110:
+        reason = reason[:107] + "..."
+    return "\n%d case%s not plotted (%s)" % (len(failed), "" if len(failed) == 1 else "s", reason)
+
+
+SWEEP_SUFFIX = re.compile(r"(?:^| )(\w+=[^,]*(?:, \w+=[^,]*)*)$")
+MAX_SERIES = 12
+
+
+def sweep_axes(res, vals):
+    """The swept keys, in the file's order, read from the case names a `sweep:` gives ("microbatch=2, interleave=3",
+    or "<case> microbatch=2, ..." when crossed with cases) and checked against each case's values; with each case's
+    base name. None when the cases do not come from a sweep."""
+    axes, bases = None, []
+    for r, v in zip(res, vals):
+        m = SWEEP_SUFFIX.search(r["name"])
+        if not m:
+            return None, None
+        pairs = [kv.split("=", 1) for kv in m.group(1).split(", ")]
+        keys = [k for k, _ in pairs]
+        if axes is None:
+            axes = keys
+        if keys != axes or any(k not in v or text_of(v[k]) != val.strip('"') for k, val in pairs):
+            return None, None
+        bases.append(r["name"][:m.start(1)].strip())
+    return axes, bases
+
+
+def sweep_layout(res):
+    """(x key or None, the keys that tell the lines apart, each case's keys): the swept numeric key on x when the
+    cases come from a `sweep:`, else a numeric varied key when the cases form lines of two points or more; None:
+    one bar per case."""
+    vals = [case_keys(r) for r in res]
+    axes, bases = sweep_axes(res, vals)
+    if axes is not None:
+        for v, b in zip(vals, bases):
+            v["case"] = b
+        numeric = [k for k in axes if all(is_num(v[k]) for v in vals)]
+        if not numeric:
+            return None, [], vals
+        xkey = "microbatch" if "microbatch" in numeric else max(
+            numeric, key=lambda k: (len(set(v[k] for v in vals)), axes.index(k)))
+        return xkey, [k for k in axes if k != xkey] + (["case"] if len(set(bases)) > 1 else []), vals
+    kept, _ = varied_keys(res)
+    numeric = [k for k in kept if all(is_num(v[k]) for v in vals)]
+    for xkey in (["microbatch"] if "microbatch" in numeric else []) + sorted(
+            numeric, key=lambda k: -len(set(v[k] for v in vals))):
+        rest = [k for k in kept if k != xkey]
+        lines = defaultdict(int)
+        for v in vals:
+            lines[tuple(json.dumps(v[k]) for k in rest)] += 1
+        if len(lines) <= MAX_SERIES and min(lines.values()) >= 2:
+            return xkey, rest, vals
+    return None, [], vals
+
+
+def plot_run_cases(data, save, src):
+    """Iteration time, MFU and peak memory of every case: against the numeric key that varies (one line per
+    combination of the other varied keys) for a sweep, one bar per case otherwise."""
+    all_res = data["results"]
+    res = [r for r in all_res if "error" not in r and "memory" in r]
+    failed = [r for r in all_res if "error" in r]
+    if not res:
+        die("no case to plot: %s" % errors_line(failed).strip().replace("not plotted", "ended in an error"))
+    simulated = any("iteration_time_s" in r for r in res)
+    panels = []
+    if simulated:
+        panels += [("iteration time (s)", lambda r: r.get("iteration_time_s")),
+                   ("MFU (%)", lambda r: 100 * r["mfu"] if "mfu" in r else None)]
+    panels.append(("peak memory per GPU (GiB, %s)" % ("simulated" if simulated else "analytical"), peak_gib))
+    xkey, rest, vals = sweep_layout(res)
+    feasible = [r for r in res if not oom_of(r) and ("mfu" in r or not simulated)]
+    best = max(feasible, key=lambda r: r["mfu"]) if simulated and feasible else None
+    n_panels = len(panels)
+    if xkey is None:
+        width = min(30, max(9, 0.42 * len(res) + 3))
+        fig, axes = plt.subplots(n_panels, 1, figsize=(width, 2.9 * n_panels + 1.6), sharex=True, squeeze=False)
+        xs = list(range(len(res)))
+        for ax, (label, get) in zip(axes[:, 0], panels):
+            vs = [get(r) for r in res]
+            cols = [C_CAP if oom_of(r) else C_PRESENT for r in res]
+            bars = ax.bar(xs, [v if v is not None else 0 for v in vs], color=cols)
+            if len(res) <= 24:
+                bar_labels(ax, bars, ["" if v is None else ("%.0f" % v if abs(v) >= 100 else "%.3g" % v)
+                                      for v in vs], fontsize=7, pad=2)
+            ax.set_ylabel(label)
+            pos = [v for v in vs if v is not None and v > 0]
+            if pos and max(pos) / min(pos) > 50:   # a few huge cases (no parallelism) would flatten the rest
+                ax.set_yscale("log")
+                ax.set_ylim(min(pos) / 1.5, max(pos) * 3)
+            else:
+                ax.set_ylim(0, max(pos + [1e-9]) * 1.18)
+        ax = axes[-1, 0]
+        ax.set_xticks(xs)
+        ax.set_xticklabels([r["name"] for r in res], rotation=30, ha="right", fontsize=8)
+        handles = [Patch(color=C_PRESENT, label="fits in memory")]
+        if any(oom_of(r) for r in res):
+            handles.append(Patch(color=C_CAP, label="exceeds device memory (OOM)"))
+        stem = "cases"
+    else:
+        series = defaultdict(list)
+        for r, v in zip(res, vals):
+            sort_key = tuple((0, v[k], "") if is_num(v[k]) else (1, 0, text_of(v[k])) for k in rest)
+            label = ", ".join("%s=%s" % (k, text_of(v[k])) for k in rest) or r.get("model", {}).get("name", "cases")
+            series[(sort_key, label)].append((v[xkey], r))
+        fig, axes = plt.subplots(n_panels, 1, figsize=(10, 2.9 * n_panels + 1.6), sharex=True, squeeze=False)
+        cmap = plt.get_cmap("viridis")
+        n = len(series)
+        for idx, (sk, label) in enumerate(sorted(series)):
+            pts = sorted(series[(sk, label)], key=lambda t: t[0])
+            col = cmap(0.9 * idx / max(1, n - 1)) if n > 1 else C_PRESENT
+            for ax, (_, get) in zip(axes[:, 0], panels):
+                xy = [(x, get(r), oom_of(r)) for x, r in pts if get(r) is not None]
+                ax.plot([a for a, _, _ in xy], [b for _, b, _ in xy], "o-", color=col, lw=1.6, ms=4,
+                        label=label if ax is axes[0, 0] else None)
+                for a, b, o in xy:
+                    if o:
+                        ax.plot([a], [b], "o", mfc="none", mec=C_CAP, ms=12, mew=1.5)
+        xs = sorted(set(v[xkey] for v in vals))
+        for ax, (label, get) in zip(axes[:, 0], panels):
+            if best is not None and get(best) is not None:
+                ax.plot([vals[res.index(best)][xkey]], [get(best)], "*", color="black", ms=14, zorder=5)
+            ax.set_ylabel(label)
+            ax.margins(y=0.15)
+        ax = axes[-1, 0]
+        if all(isinstance(v, int) and v > 0 for v in xs) and len(xs) > 2 and xs[-1] / xs[0] >= 4:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([text_of(v) for v in xs])
+        ax.minorticks_off()
+        ax.set_xlabel(xkey)
+        handles, _ = axes[0, 0].get_legend_handles_labels()
+        if any(oom_of(r) for r in res):
+            handles.append(Line2D([], [], ls="", marker="o", mfc="none", mec=C_CAP, ms=10, mew=1.5,
+                                  label="exceeds device memory (OOM)"))
+        if best is not None:
+            kb = vals[res.index(best)]
+            handles.append(Line2D([], [], ls="", marker="*", color="black", ms=12, label="best MFU that fits: %.1f%% (%s)"
+                                  % (100 * best["mfu"], ", ".join("%s=%s" % (k, text_of(kb[k])) for k in [xkey] + rest))))
+        stem = "sweep"
+    mem_ax = axes[-1, 0]
+    for cap in sorted(set(r["memory"]["capacity_bytes"] for r in res)):
+        mem_ax.axhline(cap / GIB, color=C_CAP, ls="--", lw=1.1)
+        handles.append(Line2D([], [], color=C_CAP, ls="--", label="device capacity %.0f GiB" % (cap / GIB)))
+        if mem_ax.get_yscale() == "linear":
+            mem_ax.set_ylim(0, max(mem_ax.get_ylim()[1], cap / GIB * 1.08))
+    for ax in axes[:, 0]:
+        ax.grid(alpha=0.3)
+        ax.set_axisbelow(True)
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=8, frameon=False)
+    what = "Sweep" if xkey is not None else "Cases"
+    axes[0, 0].set_title("%s: %s (%d case%s%s)%s" % (what, data.get("experiment", src), len(all_res),
+                                                   "" if len(all_res) == 1 else "s",
+                                                   "" if simulated else ", analytical only", errors_line(failed)),
+                         fontsize=10)
+    fig.tight_layout()
+    save(fig, stem)
+
+
+def stage_breakdowns(r):
+    """Per pipeline stage, the bytes of each memory category at the stage's peak (memory.by_stage), as dicts
+    with a "stage"; a file without by_stage (an older strata) gives the peak stage alone, activations and recompute
+    buffer together. The flag says which."""
+    m = r["memory"]
+    by = m.get("by_stage")
+    if isinstance(by, dict) and by.get("total_bytes"):
+        return [dict({k: v[s] for k, v in by.items()}, stage=s) for s in range(len(by["total_bytes"]))], True
+    rest = m["peak_bytes"] - m["weights_bytes"] - m["gradients_bytes"] - m["optimizer_bytes"] - m.get("reserved_bytes", 0)
+    return [{"stage": m.get("peak_stage", 0), "weights_bytes": m["weights_bytes"],
+             "gradients_bytes": m["gradients_bytes"], "optimizer_bytes": m["optimizer_bytes"],
+             "activations_bytes": rest, "reserved_bytes": m.get("reserved_bytes", 0),
+             "total_bytes": m["peak_bytes"]}], False
+
+
+def plot_run_memory(data, save, src):
+    """Peak memory per GPU by category: every pipeline stage of a single case; each case's peak stage otherwise."""
+    res = [r for r in data["results"] if "error" not in r and "memory" in r]
+    if not res:
+        die("no case to plot (no case has \"memory\")")
+    single = len(res) == 1
+    if single:
+        stages, per_stage = stage_breakdowns(res[0])
+        bars = [("stage %d" % s["stage"], s) for s in stages]
+    else:
+        bars, per_stage = [], True
+        for r in res:
+            stages, full = stage_breakdowns(r)
+            per_stage = per_stage and full
+            peak = r["memory"].get("peak_stage", 0)
+            st = next((s for s in stages if s.get("stage") == peak), stages[0])
+            bars.append(("%s (stage %d)" % (r["name"], st["stage"]) if r["execution"]["pipeline"] > 1 else r["name"], st))
+    caps = sorted(set(r["memory"]["capacity_bytes"] for r in res))
+    width = min(30, max(9, (0.32 if single else 0.42) * len(bars) + 4))
+    fig, ax = plt.subplots(figsize=(width, 5.2))
+    xs = list(range(len(bars)))
+    bottom = [0.0] * len(bars)
+    handles = []
+    for key, label, col in MEMORY_CATEGORIES:
+        vs = [s.get(key, 0) / GIB for _, s in bars]
+        if not any(vs):
+            continue
+        if key == "activations_bytes" and not per_stage:
+            label = "activations and recompute buffer"
+        ax.bar(xs, vs, bottom=bottom, color=col, edgecolor="white", linewidth=0.4, width=0.8)
+        handles.append(Patch(color=col, label=label))
+        bottom = [b + v for b, v in zip(bottom, vs)]
+    for cap in caps:
+        ax.axhline(cap / GIB, color=C_CAP, ls="--", lw=1.2)
+        handles.append(Line2D([], [], color=C_CAP, ls="--", label="device capacity %.0f GiB" % (cap / GIB)))
+    cap0 = caps[0] / GIB
+    # Bars far over the capacity (no parallelism at all) are cut at 3x the capacity, their total written on top.
+    top = min(max(bottom + [cap0]), 3 * caps[-1] / GIB)
+    for x, total in zip(xs, bottom):
+        over = total > cap0 + 1e-9
+        if len(bars) <= 40 or over:
+            ax.annotate("%.1f%s%s" % (total, "\u2191" if total > top else "", "\nOOM" if over else ""),
+                        (x, min(total, top)), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom",
+                        fontsize=7, color=C_CAP if over else "black")
+    if single and "simulated_memory" in res[0]:
+        sm = res[0]["simulated_memory"]
+        sx = next((i for i, (_, s) in enumerate(bars) if s.get("stage") == sm["peak_stage"]), None)
+        if sx is not None:
+            ax.plot([sx], [sm["peak_bytes"] / GIB], "_", color="black", ms=22, mew=2.2, zorder=5)
+            handles.append(Line2D([], [], ls="", marker="_", color="black", ms=14, mew=2.2,
+                                  label="simulated peak, stage %d: %.2f GiB" % (sm["peak_stage"], sm["peak_bytes"] / GIB)))
+    ax.set_xticks(xs)
+    step = max(1, -(-len(bars) // 40))
+    ax.set_xticklabels([name if i % step == 0 else "" for i, (name, _) in enumerate(bars)],
+                       rotation=0 if single and len(bars) <= 12 else 35, ha="center" if single and len(bars) <= 12 else "right",
+                       fontsize=8)
+    ax.set_xlim(-0.6, len(bars) - 0.4)
+    ax.set_ylim(0, top * 1.25)
+    ax.set_ylabel("memory per GPU at the stage's peak (GiB)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    if single:
+        r = res[0]
+        e = r["execution"]
+        title = ("Memory per GPU by pipeline stage (analytical peak of each stage): %s\n%s, t=%d, p=%d, d=%d, "
+                 "microbatch %d, recompute %s%s" % (r["name"], r["model"]["name"], e["tensor"], e["pipeline"],
+                                                   e["data"], e["microbatch"], e["recompute"],
+                                                   ", sequence parallel" if e.get("sequence_parallel") else ""))
+    else:
+        title = "Memory per GPU of each case's fullest pipeline stage (analytical): %s" % data.get("experiment", src)
+    if not per_stage:
+        title += "\n(this file has no memory.by_stage: the peak stage only)"
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    save(fig, "memory")
+
+
+def candidate_label(e):
+    parts = ["t%d" % e["tensor"]]
+    if e.get("context_parallel", 1) > 1:
+        parts.append("c%d" % e["context_parallel"])
+    parts += ["p%d" % e["pipeline"], "d%d" % e["data"]]
+    if e.get("interleave", 1) > 1:
+        parts.append("m%d" % e["interleave"])
+    parts.append("b%d" % e["microbatch"])
+    parts.append({"none": "no-recomp", "selective": "selective", "full": "full"}.get(e["recompute"], e["recompute"]))
+    if e.get("sequence_parallel"):
+        parts.append("SP")
+    if e.get("distributed_optimizer"):
+        parts.append("dopt")
+    return " ".join(parts)
+
+
+def plot_search(data, save, src):
+    """The simulated candidates of a search, fastest first: each one's analytical estimate (the screen that chose
+    it) and its simulated time; beside it, estimate against simulation for all of them."""
+    s = data["search"]
+    cands = [r for r in data["results"] if isinstance(r.get("screen"), dict)]
+    ok = sorted((r for r in cands if "iteration_time_s" in r), key=lambda r: r["screen"]["simulated_rank"])
+    failed = [r for r in cands if "error" in r]
+    if not ok:
+        die("no simulated candidate to plot%s" % errors_line(failed).replace("\n", ": ").replace("case", "candidate"))
+    shown = ok[:MAX_SEARCH_ROWS]
+    fig, (ax, sc) = plt.subplots(1, 2, figsize=(14, 1.9 + 0.26 * max(len(shown), 12)),
+                                 gridspec_kw={"width_ratios": [2.2, 1]})
+    ys = list(range(len(shown)))
+    est = [r["screen"]["estimate_s"] for r in shown]
+    sim = [r["iteration_time_s"] for r in shown]
+    for y, e, t in zip(ys, est, sim):
+        ax.plot([e, t], [y, y], color="#999999", lw=1, zorder=1)
+    ax.scatter(est, ys, marker="o", facecolors="white", edgecolors=C_PRESENT, s=30, zorder=2)
+    ax.scatter(sim, ys, marker="o", color=C_PRESENT, s=30, zorder=3)
+    lo, hi = min(est + sim), max(est + sim)
+    span = hi - lo or hi
+    ax.set_xlim(lo - 0.05 * span, hi + 0.22 * span)
+    for y, e, t, r in zip(ys, est, sim, shown):
+        ax.annotate("%+.1f%%  est #%d" % (100 * (e / t - 1), r["screen"]["estimate_rank"]), (hi + 0.03 * span, y),
+                    va="center", fontsize=7, color="#555555")
+    ax.set_yticks(ys)
+    ax.set_yticklabels(["#%d  %s" % (r["screen"]["simulated_rank"], candidate_label(r["execution"])) for r in shown],
+                       fontsize=7.5)
+    ax.set_ylim(len(shown) - 0.5, -0.5)
+    ax.set_xlabel("iteration time (s): \u25cb analytical estimate (the screen), \u25cf simulated; "
+                  "on the right: estimate error, rank by estimate")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    all_est = [r["screen"]["estimate_s"] for r in ok]
+    all_sim = [r["iteration_time_s"] for r in ok]
+    ranks = [r["screen"]["simulated_rank"] for r in ok]
+    pts = sc.scatter(all_est, all_sim, c=ranks, cmap="viridis_r", s=22, zorder=3)
+    lo, hi = min(all_est + all_sim), max(all_est + all_sim)
+    pad = 0.05 * (hi - lo or hi)
+    sc.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="black", lw=0.8, ls=":", label="estimate = simulated")
+    for r, e, t in list(zip(ok, all_est, all_sim))[:5]:
+        sc.annotate("#%d" % r["screen"]["simulated_rank"], (e, t), xytext=(4, -8), textcoords="offset points",
+                    fontsize=7)
+    sc.set_xlim(lo - pad, hi + pad)
+    sc.set_ylim(lo - pad, hi + pad)
+    sc.set_xlabel("analytical estimate (s)")
+    sc.set_ylabel("simulated (s)")
+    sc.grid(alpha=0.3)
+    sc.legend(loc="upper left", fontsize=8, frameon=False)
+    fig.colorbar(pts, ax=sc, label="simulated rank")
+    errs = [e / t - 1 for e, t in zip(all_est, all_sim)]
+    sc.set_title("all %d simulated candidates\nestimate error: mean |e| %.1f%%, worst %+.1f%%" % (
+        len(ok), 100 * sum(abs(x) for x in errs) / len(errs), 100 * max(errs, key=abs)), fontsize=9)
+    constraints = " ".join(s.get("constraints") or [])
+    ax.set_title("Search: %s on %s GPUs, global batch %s%s\n%s enumerated, %s fit and screened, %d simulated%s%s"
+                 % (data.get("experiment", src).replace("search ", "", 1), s.get("gpus"), s.get("global_batch"),
+                    " (%s)" % constraints if constraints else "", s.get("enumerated"), s.get("screened"), len(ok),
+                    "" if len(ok) <= len(shown) else ", the fastest %d shown" % len(shown),
+                    errors_line(failed).replace("\n", "; ").replace("case", "candidate")), fontsize=10)
+    fig.tight_layout()
+    save(fig, "search")
+
+
+def plot_file(path, kind, data, out, formats, written):
+    """The figures of one recognised results file, as OUT/STEM-FIGURE.FMT."""
+    setup_matplotlib()
+    os.makedirs(out, exist_ok=True)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    save = Saver(out, formats, prefix=stem + "-", source=path, written=written)
+    if kind == "timeline":
+        plot_timeline(data, save)
+        plot_memory_timeline(data, {}, save)
+    elif kind == "search":
+        plot_search(data, save, path)
+    else:
+        if len(data["results"]) > 1:
+            plot_run_cases(data, save, path)
+        plot_run_memory(data, save, path)
+
+
+class Run:
+    """One invocation over files and directories: what was plotted and what not."""
+
+    def __init__(self, formats, out):
+        self.formats = formats
+        self.out = out
+        self.written = {}
+        self.plotted = 0
+        self.unrecognised = 0
+        self.problems = 0
+        self.seen = set()
+
+    def problem(self, msg):
+        if plt is not None:
+            plt.close("all")
+        self.problems += 1
+        print("make_plots.py: %s" % msg, file=sys.stderr)
+
+    def file(self, path, out):
+        real = os.path.realpath(path)
+        if real in self.seen:
+            return
+        self.seen.add(real)
+        kind, data = classify(path)
+        if kind is None:
+            self.unrecognised += 1
+            self.problem("%s: not plotted: %s" % (path, data))
+            return
+        try:
+            before = len(self.written)
+            plot_file(path, kind, data, out, self.formats, self.written)
+            self.plotted += len(self.written) > before
+        except PlotProblem as e:
+            self.problem("%s: not plotted: %s" % (path, e))
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            self.problem("%s: not plotted: looks like %s results but %s is missing or malformed"
+                         % (path, kind, e))
+
+    def directory(self, d, out):
+        names = sorted(n for n in os.listdir(d) if n.endswith(".json") and os.path.isfile(os.path.join(d, n)))
+        paper = [n for n in PAPER_REQUIRED if n in names]
+        skip = set()
+        if len(paper) == len(PAPER_REQUIRED):
+            try:
+                before = len(self.written)
+                plot_paper(d, out, self.formats, self.written)
+                self.plotted += len(self.written) > before
+            except PlotProblem as e:
+                self.problem("%s: the paper's figures not plotted: %s" % (d, e))
+            skip = set(PAPER_REQUIRED + PAPER_OPTIONAL)
+        elif paper:
+            print("%s: the paper's figures need %s (missing: %s); plotting %s as results files"
+                  % (d, ", ".join(PAPER_REQUIRED), ", ".join(n for n in PAPER_REQUIRED if n not in names),
+                     ", ".join(paper)))
+        rest = [n for n in names if n not in skip]
+        if not names:
+            self.problem("%s: nothing to plot: no .json file in it\n  %s\n  the paper's figures need %s there "
+                         "(scripts/demo writes them; plots/README.md gives the commands)"
+                         % (d, RECOGNISED, ", ".join(PAPER_REQUIRED)))
+            return
+        for n in rest:
+            self.file(os.path.join(d, n), out)
+
+
+def plot_paths(paths, out, formats):
+    """`make_plots.py PATH...`: each file, or each directory's .json files, by what they hold."""
+    run = Run(formats, out)
+    for p in paths:
+        if os.path.isdir(p):
+            run.directory(p, out or p)
+        elif os.path.isfile(p):
+            run.file(p, out or os.path.dirname(p) or ".")
+        else:
+            run.problem("%s: no such file or directory" % p)
+    if run.unrecognised:
+        print("  " + RECOGNISED, file=sys.stderr)
+    if not run.plotted:
+        print("make_plots.py: error: nothing plotted", file=sys.stderr)
+        return 2
     return 0
+
+
+def parse_formats(spec):
+    formats = [f.strip().lower() for f in spec.split(",") if f.strip()]
+    if not formats:
+        die("--format names no format")
+    for f in formats:
+        if f not in ("png", "svg", "pdf"):
+            die("unsupported format '%s' (use png, svg, pdf)" % f)
+    return formats
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="*", help="results files or directories: `strata run --json`, `strata search "
+                                             "--json`, `strata run --timeline` files (recognised by content); a "
+                                             "directory: every recognised .json in it, plus the paper's figures "
+                                             "when it holds table5.json, table2.json and timeline.json. Without "
+                                             "paths: the paper's figures from --inputs")
+    ap.add_argument("--out", default=None, help="directory for the figures (default: with paths, next to each "
+                                                "input; without, out)")
+    ap.add_argument("--inputs", default=None, help="without paths: directory with table5.json, table2.json, "
+                                                   "timeline.json and optionally table4.json, 530b-2240.json, "
+                                                   "sweep.json, sc21-table1.json (default: same as --out)")
+    ap.add_argument("--format", default="png,svg", help="comma-separated figure formats (default: png,svg)")
+    args = ap.parse_args()
+    try:
+        formats = parse_formats(args.format)
+        if args.paths:
+            if args.inputs is not None:
+                die("--inputs is for the paper's figures without paths; give the directory as a path instead")
+            return plot_paths(args.paths, args.out, formats)
+        out = args.out if args.out is not None else "out"
+        plot_paper(args.inputs if args.inputs is not None else out, out, formats)
+        return 0
+    except PlotProblem as e:
+        print("make_plots.py: error: " + str(e), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

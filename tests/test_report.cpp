@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -228,6 +229,36 @@ TEST_CASE("JSON and CSV agree on the activation bytes", "[report][json][csv]") {
               root["results"][i]["memory"]["activation_bytes_per_layer"].get<std::int64_t>());
         CHECK(split(rows[i + 1], ',')[0] == root["results"][i]["name"].get<std::string>());
     }
+}
+
+TEST_CASE("JSON memory.by_stage: every pipeline stage by category, its largest total the peak", "[report][json]") {
+    const Experiment ex = load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table5.yaml");
+    const auto it = std::find_if(ex.cases.begin(), ex.cases.end(), [](const Scenario& c) { return c.name == "175B present work"; });
+    REQUIRE(it != ex.cases.end());
+    const Scenario& sc = *it;
+    const json r = json::parse(to_json("Table 5", {analyze(sc)}))["results"][0];
+    const json& by_stage = r["memory"]["by_stage"];
+    const std::size_t p = std::size_t(sc.execution.pipeline);
+    const char* categories[] = {"weights_bytes", "activations_bytes", "gradients_bytes", "optimizer_bytes",
+                                "embedding_output_bytes", "recompute_bytes", "reserved_bytes"};
+    for (const char* k : categories) REQUIRE(by_stage[k].size() == p);
+    REQUIRE(by_stage["total_bytes"].size() == p);
+    REQUIRE(by_stage["units_in_flight"].size() == p);
+    std::int64_t largest = 0;
+    for (std::size_t s = 0; s < p; ++s) {
+        std::int64_t sum = 0;
+        for (const char* k : categories) sum += by_stage[k][s].get<std::int64_t>();
+        CHECK(sum == by_stage["total_bytes"][s].get<std::int64_t>());
+        CHECK(by_stage["activations_bytes"][s].get<std::int64_t>() > 0);
+        largest = std::max(largest, sum);
+    }
+    CHECK(largest == r["memory"]["peak_bytes"].get<std::int64_t>());
+    CHECK(by_stage["total_bytes"][r["memory"]["peak_stage"].get<std::size_t>()] == r["memory"]["peak_bytes"]);
+    CHECK(by_stage["embedding_output_bytes"][0].get<std::int64_t>() > 0);   // embedding masks on the first stage
+    // Interleaved 1F1B (m = 3): stage r holds its warm-up's 2(p - r - 1) + (m - 1)p chunks and one more at its peak.
+    REQUIRE(sc.execution.interleave == 3);
+    for (std::size_t s = 0; s < p; ++s)
+        CHECK(by_stage["units_in_flight"][s].get<std::size_t>() == 2 * (p - s - 1) + 2 * p + 1);
 }
 
 TEST_CASE("renderings are deterministic", "[report]") {

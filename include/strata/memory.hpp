@@ -103,6 +103,7 @@ struct MemoryReport {
     Bytes activation_first_stage_layers; ///< eq. 5 part only
     StageMemory first_stage;
     StageMemory peak_stage;              ///< the stage with the largest total
+    std::vector<StageMemory> stages;     ///< every pipeline stage at its own peak, in stage order
     Bytes capacity;
     [[nodiscard]] bool fits() const { return peak_stage.total() <= capacity; }
     [[nodiscard]] Bytes margin() const { return capacity - peak_stage.total(); }

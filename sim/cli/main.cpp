@@ -10,12 +10,12 @@
 #include "strata/simulate.hpp"
 
 #include "bench_baseline.hpp"
+#include "plot.hpp"
 #include "provenance.hpp"
 #include "trace_groups.hpp"
 
 #include <fmt/format.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -338,37 +338,6 @@ int bench_command(const std::vector<std::string>& files) {
     return 0;
 }
 
-/// Runs plots/make_plots.py (matplotlib) on the JSON results in `dir`.
-int plot_command(const std::string& dir) {
-    // Next to an installed binary first (<prefix>/share/strata/plots/), then the source tree it was built from.
-    std::vector<std::string> candidates;
-    std::error_code ec;
-    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) candidates.push_back((exe.parent_path() / STRATA_PLOTS_FROM_BIN).lexically_normal().string());
-    candidates.emplace_back(STRATA_PLOTS_SCRIPT);
-    std::string script;
-    for (const auto& c : candidates) {
-        if (access(c.c_str(), R_OK) == 0) {
-            script = c;
-            break;
-        }
-    }
-    if (script.empty()) {
-        std::string looked;
-        for (const auto& c : candidates) looked += (looked.empty() ? "" : ", ") + c;
-        throw strata::InputError("plotting script make_plots.py not found; looked in: " + looked);
-    }
-    std::string quoted_dir = "'";
-    for (char c : dir) quoted_dir += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    quoted_dir += "'";
-    const int rc = std::system(("python3 '" + script + "' --out " + quoted_dir).c_str());
-    if (rc != 0) {
-        std::cerr << "error: the plotting script failed (exit status " << (WIFEXITED(rc) ? WEXITSTATUS(rc) : rc) << ")\n";
-        return 2;
-    }
-    return 0;
-}
-
 int explain_command(const std::string& file, const std::string& case_name) {
     for (const auto& sc : strata::select_cases(strata::load_experiment(file), case_name))
         strata::print_layer_breakdown(std::cout, sc);
@@ -442,9 +411,14 @@ int main(int argc, char** argv) {
     CLI::App* check = app.add_subcommand("check-profile",
                                          "compare a calibrated profile's measured whole layers with the simulator's prediction from its op-level entries");
     check->add_option("profile", check_file, "device profile YAML written by strata-calibrate")->required();
-    std::string plot_dir = "out";
-    CLI::App* plot = app.add_subcommand("plot", "draw the plots from the JSON results in a directory (python3 + matplotlib)");
-    plot->add_option("--out", plot_dir, "directory with table5.json, table2.json, timeline.json ... (default: out)");
+    strata::cli::PlotOptions po;
+    CLI::App* plot = app.add_subcommand("plot", "draw figures from strata's JSON results: run, sweep, search and timeline "
+                                                "files, and the paper's figures (python3 + matplotlib)");
+    plot->add_option("paths", po.paths, "result files or directories (a directory: every recognised .json in it; "
+                                        "default: the --out directory)");
+    plot->add_option("--out", po.out, "directory for the figures (default: next to each input; without paths: the "
+                                      "results in this directory, default out)");
+    plot->add_option("--format", po.format, "comma-separated figure formats: png, svg, pdf (default png,svg)");
     std::vector<std::string> bench_files;
     CLI::App* bench = app.add_subcommand("bench", "simulate experiments and report wall time, events per second and peak memory");
     bench->add_option("files", bench_files, "experiment YAML files")->required();
@@ -470,7 +444,7 @@ int main(int argc, char** argv) {
             return bench_command(bench_files);
         }
         if (*srch) return search_command(session, so);
-        if (*plot) return plot_command(plot_dir);
+        if (*plot) return strata::cli::plot_command(po);
         if (*check) {
             strata::print_profile_check(std::cout, strata::load_device_profile(check_file));
             return 0;

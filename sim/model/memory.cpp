@@ -197,9 +197,12 @@ MemoryReport estimate_memory(const ModelSpec& m, const ExecutionSpec& e, const D
     r.activation_per_layer = plan.per_layer;
     r.first_stage = stage_memory(m, e, device, plan, 0);
     r.peak_stage = r.first_stage;
+    r.stages.reserve(static_cast<std::size_t>(e.pipeline));
+    r.stages.push_back(r.first_stage);
     for (int s = 1; s < e.pipeline; ++s) {
         StageMemory sm = stage_memory(m, e, device, plan, s);
         if (sm.total() > r.peak_stage.total()) r.peak_stage = sm;
+        r.stages.push_back(std::move(sm));
     }
     r.activation_first_stage_layers = r.first_stage.activations_layers;
     r.activation_first_stage =

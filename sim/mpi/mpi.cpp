@@ -125,6 +125,9 @@ void iteration_fields(IO& io, It& it) {
 void write_result(Writer& w, const CaseResult& r) {
     auto io = [&](const auto& v) { w.put(v); };
     case_fields(io, r);
+    w.put(std::uint64_t(r.memory.stages.size()));
+    for (const StageMemory& s : r.memory.stages)
+        stage_fields(io, s);
     w.put(r.error.has_value());
     if (r.error) w.put(*r.error);
     w.put(r.iteration.has_value());
@@ -139,6 +142,11 @@ void write_result(Writer& w, const CaseResult& r) {
 void read_result(Reader& rd, CaseResult& r) {
     auto io = [&](auto& v) { rd.get(v); };
     case_fields(io, r);
+    std::uint64_t stages = 0;
+    rd.get(stages);
+    r.memory.stages.resize(stages);
+    for (StageMemory& s : r.memory.stages)
+        stage_fields(io, s);
     bool has = false;
     rd.get(has);
     if (has) {

@@ -295,6 +295,24 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                        {"reserved_bytes", ps.reserved.value},
                        {"fits", mem.fits()},
                        {"margin_bytes", mem.margin().value}};
+        // Every pipeline stage at its own peak, by category: one array per category, indexed by stage.
+        auto& by_stage = j["memory"]["by_stage"];
+        const auto stage_array = [&](const char* key, auto value) {
+            auto& a = by_stage[key] = nlohmann::ordered_json::array();
+            for (const StageMemory& sm : mem.stages) a.push_back(value(sm));
+        };
+        const auto category = [&](const char* key, MemoryCategory c) {
+            stage_array(key, [c](const StageMemory& sm) { return sm.bytes(c).value; });
+        };
+        category("weights_bytes", MemoryCategory::weights);
+        category("gradients_bytes", MemoryCategory::gradients);
+        category("optimizer_bytes", MemoryCategory::optimizer);
+        category("activations_bytes", MemoryCategory::activations);
+        category("embedding_output_bytes", MemoryCategory::embedding_output);
+        category("recompute_bytes", MemoryCategory::recompute);
+        category("reserved_bytes", MemoryCategory::reserved);
+        stage_array("total_bytes", [](const StageMemory& sm) { return sm.total().value; });
+        stage_array("units_in_flight", [](const StageMemory& sm) { return sm.units_in_flight; });
         j["layer"] = {{"forward_ms", r.layer.forward_ms}, {"backward_ms", r.layer.backward_ms},
                       {"cost_source", r.layer.cost_source}};
         auto& per_stage = j["parameters_per_gpu_by_stage"] = nlohmann::ordered_json::array();

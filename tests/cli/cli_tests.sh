@@ -77,6 +77,7 @@ check "search with flash attention and FP8 for a Llama model" '[[ $rc -eq 0 ]] &
   --gpus 8 --global-batch 8 --precision fp8 >/dev/null 2>"$tmp/err"; rc=$?
 check "search in FP8 on an A100 exits 2 and says why" '[[ $rc -eq 2 ]] && grep -q "peak_flops_fp8" "$tmp/err"'
 
+mkdir "$tmp/empty"
 "$strata" plot --out "$tmp/empty" >/dev/null 2>"$tmp/err"; rc=$?
 check "plot without inputs exits 2 and names the missing file" '[[ $rc -eq 2 ]] && grep -q "table5.json" "$tmp/err"'
 
