@@ -1,6 +1,7 @@
 // Golden scenarios: tests/golden/cases.yaml simulated, each case's exact iteration time (picoseconds), simulated
-// peak memory, peak stage, events and tasks compared with tests/golden/expected.json. Any change of behaviour
-// fails here and must be explained in its commit; STRATA_UPDATE_GOLDEN=1 rewrites expected.json instead.
+// peak memory, peak stage, events, tasks and exposed communication by kind (picoseconds) compared with
+// tests/golden/expected.json. Any change of behaviour fails here and must be explained in its commit;
+// STRATA_UPDATE_GOLDEN=1 rewrites expected.json instead.
 #include "strata/report.hpp"
 #include "strata/scenario.hpp"
 #include "strata/simulate.hpp"
@@ -26,6 +27,9 @@ nlohmann::ordered_json pin(const IterationResult& r) {
     j["first_stage_activation_peak_bytes"] = r.first_stage_activation_peak.value;
     j["events"] = r.events;
     j["tasks"] = r.tasks;
+    j["exposed_comm_tensor_ps"] = r.exposed_comm.tensor.ps();
+    j["exposed_comm_pipeline_ps"] = r.exposed_comm.pipeline.ps();
+    j["exposed_comm_data_parallel_ps"] = r.exposed_comm.data_parallel.ps();
     return j;
 }
 

@@ -10,6 +10,23 @@
 
 namespace strata {
 
+/// Communication the compute streams wait for (exposed: nothing computes meanwhile), by kind, in exact integer
+/// picoseconds. `tensor` and `pipeline` are per pipeline stage on average (replica 0 of each stage), `data_parallel`
+/// is stage 0's (replica 0); sim/workload/metrics.cpp says what each counts.
+struct ExposedComm {
+    /// Synchronous tensor-parallel collectives on the tp stream (all-reduce, or the sequence-parallel all-gather /
+    /// reduce-scatter; context-parallel ones too when not overlapped): the kernels after them wait.
+    Time tensor;
+    /// Pipeline transfers (and, without sequence parallelism, the receiver's all-gather of the scattered activation)
+    /// while the blocking send/receive call waits for them; waiting for the peer to post its call is bubble.
+    Time pipeline;
+    /// From the last backward to the optimizer step (gradient reduce-scatter / all-reduce over the data-parallel
+    /// replicas, waiting for the slowest of them, the tied-embedding sync) and from the optimizer step to the end of
+    /// the distributed optimizer's parameter all-gather when it is not overlapped with the next forward.
+    Time data_parallel;
+    [[nodiscard]] constexpr Time total() const { return tensor + pipeline + data_parallel; }
+};
+
 /// (A field added here must also travel between MPI ranks: write_result / read_result in sim/mpi/mpi.cpp; the
 /// MPI test compares the JSON of 1 and 2 ranks byte for byte.)
 struct IterationResult {
@@ -18,7 +35,8 @@ struct IterationResult {
     double mfu = 0;
     double hfu = 0;
     double bubble_fraction = 0;
-    double exposed_comm_s = 0;
+    double exposed_comm_s = 0;             ///< exposed_comm.total() in seconds
+    ExposedComm exposed_comm;              ///< the same by kind, exact
     std::vector<double> stage_busy_s;      ///< compute-stream busy time per pipeline stage
     /// Variation: the slowest GPU group's kernel-time factor against the profile (1 without variation).
     double slowest_group_factor = 1.0;

@@ -136,7 +136,7 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
     std::string header = fmt::format("{:<48} {:>4} {:>4} {:>4} {:>3} {:>3} {:>9} {:>12} {:>11} {:>9} {:>9} {:>9}",
                                      "case", cp ? "t xc" : "t", "p", "d", "SP", "m", "recompute", "act/layer MB",
                                      "act/GPU GiB", "peak GiB", "fwd ms", "bwd ms");
-    if (engine) header += fmt::format(" {:>8} {:>6} {:>6} {:>7}", "iter s", "MFU%", "HFU%", "bubble%");
+    if (engine) header += fmt::format(" {:>8} {:>6} {:>6} {:>7} {:>15}", "iter s", "MFU%", "HFU%", "bubble%", "exposed% t/p/d");
     out << header << "\n" << std::string(header.size(), '-') << "\n";
     for (const auto& r : results) {
         const auto& e = r.scenario.execution;
@@ -153,8 +153,11 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
                                        peak, r.layer.forward_ms, r.layer.backward_ms);
         if (r.iteration) {
             const auto& it = *r.iteration;
-            line += fmt::format(" {:>8.3f} {:>6.1f} {:>6.1f} {:>7.1f}", it.iteration_time_s, 100 * it.mfu, 100 * it.hfu,
-                                100 * it.bubble_fraction);
+            const double pct = 100 / it.iteration_time_s;
+            line += fmt::format(" {:>8.3f} {:>6.1f} {:>6.1f} {:>7.1f} {:>15}", it.iteration_time_s, 100 * it.mfu, 100 * it.hfu,
+                                100 * it.bubble_fraction,
+                                fmt::format("{:.1f}/{:.1f}/{:.1f}", pct * it.exposed_comm.tensor.seconds(),
+                                            pct * it.exposed_comm.pipeline.seconds(), pct * it.exposed_comm.data_parallel.seconds()));
             if (it.oom) line += "  OOM";
         }
         out << line << "\n";
@@ -162,6 +165,9 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
     const bool any_oom = std::any_of(results.begin(), results.end(), [](const auto& r) { return !r.error && !r.memory.fits(); });
     if (any_oom) out << "! = exceeds the device memory capacity (out of memory)\n";
     out << "act/GPU = first-stage activations (paper eq. 5 with the schedule's in-flight microbatches, plus section 4.5)\n";
+    if (engine)
+        out << "exposed% t/p/d = communication the GPUs wait for, in % of the iteration: tensor-parallel / pipeline / "
+               "data-parallel (JSON exposed_comm_*_s)\n";
 }
 
 std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results,
@@ -327,6 +333,9 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
             j["tflops_per_gpu"] = tflops_per_gpu(r.scenario, it);
             j["bubble_fraction"] = it.bubble_fraction;
             j["exposed_comm_s"] = it.exposed_comm_s;
+            j["exposed_comm_tensor_s"] = it.exposed_comm.tensor.seconds();
+            j["exposed_comm_pipeline_s"] = it.exposed_comm.pipeline.seconds();
+            j["exposed_comm_data_parallel_s"] = it.exposed_comm.data_parallel.seconds();
             j["stage_busy_s"] = it.stage_busy_s;
             j["slowest_group_factor"] = it.slowest_group_factor;
             j["simulated_memory"] = {{"peak_bytes", it.peak_memory.value},
@@ -448,6 +457,15 @@ const std::vector<CsvColumn>& csv_columns() {
                      sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{:.5f}", it.bubble_fraction); })});
         c.push_back({"exposed_comm_s",
                      sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{:.6f}", it.exposed_comm_s); })});
+        c.push_back({"exposed_comm_tensor_s", sim([](const IterationResult& it, const CaseResult&) {
+                         return fmt::format("{:.6f}", it.exposed_comm.tensor.seconds());
+                     })});
+        c.push_back({"exposed_comm_pipeline_s", sim([](const IterationResult& it, const CaseResult&) {
+                         return fmt::format("{:.6f}", it.exposed_comm.pipeline.seconds());
+                     })});
+        c.push_back({"exposed_comm_data_parallel_s", sim([](const IterationResult& it, const CaseResult&) {
+                         return fmt::format("{:.6f}", it.exposed_comm.data_parallel.seconds());
+                     })});
         c.push_back({"simulated_peak_bytes",
                      sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{}", it.peak_memory.value); })});
         c.push_back({"oom", sim([](const IterationResult& it, const CaseResult&) { return csv_bool(it.oom); })});

@@ -261,7 +261,14 @@ private:
     bool want_detail_ = false;
     std::unordered_set<TaskId> exposed_tp_;       // non-overlapped TP collectives of replica 0 not finished yet
     std::int64_t exposed_tp_ps_ = 0;
-    std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0;
+    std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0, g0_optimizer_end_ = 0;
+    std::int64_t g0_gather_end_ = -1;             // stage 0's non-overlapped parameter all-gather, once it ended
+    std::vector<std::int32_t> p2p_stage_;         // stream -> stage of replica 0's send or tp stream, or -1
+    std::vector<std::int32_t> p2p_peer_;          // stream -> stage a replica-0 send stream delivers to, or -1
+    /// Per stage (replica 0): its current pipeline call's transfers so far, merged into disjoint intervals (ps).
+    std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> p2p_open_;
+    std::int64_t exposed_p2p_ps_ = 0;             // their union's length, summed over the calls and stages
+    void cover_p2p(std::int32_t stage, std::int64_t start, std::int64_t end);
     std::vector<std::int32_t> interval_stage_;    // stream -> stage of replica 0's compute or tp stream, or -1
     std::vector<std::uint8_t> interval_tp_;       // stream -> whether it is a tp stream
     std::vector<std::uint32_t> stream_process_;   // stream -> trace process: its group, or one past the last (data-parallel)

@@ -1,6 +1,6 @@
 // Metrics: what each finished task tells (observe, called by the engine as tasks end: the graph is streamed, so
 // no task is kept), and the results as neutral records (strata/metrics.hpp): iteration time, MFU and HFU, bubble
-// and exposed communication, memory peaks (and the OOM breakdown), stage intervals and the trace.
+// and exposed communication by kind, memory peaks (and the OOM breakdown), stage intervals and the trace.
 #include "builder.hpp"
 
 #include <fmt/format.h>
@@ -9,12 +9,42 @@
 
 namespace strata::workload {
 
+void Builder::cover_p2p(std::int32_t stage, std::int64_t start, std::int64_t end) {
+    // Tasks end in time order, so `end` is the latest end so far: the new interval swallows the merged ones it
+    // reaches (the last ones) and the union grows by what it adds.
+    auto& open = p2p_open_[static_cast<std::size_t>(stage)];
+    while (!open.empty() && open.back().second >= start) {
+        start = std::min(start, open.back().first);
+        exposed_p2p_ps_ -= open.back().second - open.back().first;
+        open.pop_back();
+    }
+    open.emplace_back(start, end);
+    exposed_p2p_ps_ += end - start;
+}
+
 void Builder::observe(const engine::TaskRecord& r) {
     if (interval_tp_[r.stream] && interval_stage_[r.stream] >= 0 && exposed_tp_.erase(r.task) != 0)
         exposed_tp_ps_ += (r.end - r.start).ps();
+    if (label_kind(r.label) == TaskKind::p2p) {
+        const std::int32_t s = p2p_stage_[r.stream];
+        if (s >= 0 && r.end > r.start) {
+            // A pipeline transfer blocks the calls of both its groups while it moves (it starts once both are
+            // posted; both wait for its end), and the receiver's all-gather blocks the receiver's call.
+            cover_p2p(s, r.start.ps(), r.end.ps());
+            if (p2p_peer_[r.stream] >= 0) cover_p2p(p2p_peer_[r.stream], r.start.ps(), r.end.ps());
+        } else if (interval_stage_[r.stream] >= 0 && !interval_tp_[r.stream]) {
+            // A call's post or wait on replica 0's compute stream: the transfers of its earlier calls are over.
+            p2p_open_[static_cast<std::size_t>(interval_stage_[r.stream])].clear();
+        }
+    }
     const Group& g0 = groups_[0];
     if (r.task == g0.last_backward) g0_last_backward_end_ = r.end.ps();
-    if (r.task == g0.optimizer) g0_optimizer_start_ = r.start.ps();
+    if (r.task == g0.optimizer) {
+        g0_optimizer_start_ = r.start.ps();
+        g0_optimizer_end_ = r.end.ps();
+    }
+    if (r.stream == dp_streams_[0] && r.label == make_label(TaskKind::dp, 1, 0))
+        g0_gather_end_ = std::max(g0_gather_end_, r.end.ps());
     if (!want_detail_ || r.end == r.start) return;
     const std::int32_t s = interval_stage_[r.stream];
     if (s >= 0) {
@@ -59,7 +89,6 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     r.hfu = hardware_flops_per_iteration(sc_.model, e_.global_batch, e_.recompute, e_.attention, fraction,
                                          e_.recompute_modules).value / (T * peak);
     const int p = e_.pipeline;
-    const double exposed_tp = Time::from_ps(exposed_tp_ps_).seconds() / p;  // per stage on average (replica 0)
     double busy_sum = 0;
     for (int s = 0; s < p; ++s) {
         const double b = sim_.stream_busy(groups_[static_cast<std::size_t>(group_index(s, 0))].compute).seconds();
@@ -67,11 +96,20 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
         busy_sum += b;
     }
     const double busy_mean = busy_sum / p;
-    // Exposed communication: synchronous tensor-parallel collectives plus the time between the end of the
-    // last backward and the start of the optimizer step (gradient reduction, embedding sync).
+    // Exposed communication (strata/metrics.hpp), by kind. Tensor-parallel: the synchronous collectives of
+    // replica 0's stages; pipeline: the union of the transfers (and receiver all-gathers) each of replica 0's
+    // stages waits for in its calls; both per stage on average, rounded to the picosecond. Data-parallel: on
+    // stage 0, replica 0, from the end of the last backward to the start of the optimizer step (the gradient
+    // reduction, the replicas it waits for, the embedding sync) and from the end of the step to the end of the
+    // stage's parameter all-gather (distributed optimizer, not overlapped). The rest of the idle time is bubble.
     const Group& g0 = groups_[0];
-    const double tail = Time::from_ps(g0_optimizer_start_ - g0_last_backward_end_).seconds();
-    r.exposed_comm_s = exposed_tp + std::max(0.0, tail);
+    auto per_stage = [p](std::int64_t ps) { return Time::from_ps((ps + p / 2) / p); };
+    r.exposed_comm.tensor = per_stage(exposed_tp_ps_);
+    r.exposed_comm.pipeline = per_stage(exposed_p2p_ps_);
+    std::int64_t dp_ps = std::max<std::int64_t>(0, g0_optimizer_start_ - g0_last_backward_end_);
+    if (g0_gather_end_ >= 0) dp_ps += std::max<std::int64_t>(0, g0_gather_end_ - g0_optimizer_end_);
+    r.exposed_comm.data_parallel = Time::from_ps(dp_ps);
+    r.exposed_comm_s = r.exposed_comm.total().seconds();
     r.bubble_fraction = std::max(0.0, 1.0 - (busy_mean + r.exposed_comm_s) / T);
     // Memory.
     Bytes best{};

@@ -70,6 +70,8 @@ void Builder::build() {
     interval_stage_.assign(sim_.stream_count(), -1);
     interval_tp_.assign(sim_.stream_count(), 0);
     compute_group_.assign(sim_.stream_count(), 0);
+    p2p_stage_.assign(sim_.stream_count(), -1);
+    p2p_peer_.assign(sim_.stream_count(), -1);
     // A trace process per GPU group (its t GPUs run in lockstep), a lane per stream; one more process holds the
     // data-parallel streams.
     stream_process_.assign(sim_.stream_count(), static_cast<std::uint32_t>(groups_.size()));
@@ -89,7 +91,11 @@ void Builder::build() {
         if (g.replica != 0) continue;
         interval_stage_[g.compute] = interval_stage_[g.tp] = g.stage;
         interval_tp_[g.tp] = 1;
+        p2p_stage_[g.tp] = p2p_stage_[g.send_fwd] = p2p_stage_[g.send_bwd] = g.stage;
+        p2p_peer_[g.send_fwd] = (g.stage + 1) % p;       // as p2p_route: the interleaved schedule wraps around
+        p2p_peer_[g.send_bwd] = (g.stage + p - 1) % p;
     }
+    p2p_open_.resize(static_cast<std::size_t>(p));
     sim_.set_streaming([this](const engine::TaskRecord& r) { observe(r); },
                        [this](StreamId s) { return emit_next(compute_group_[s]); });
     for (const Group& g : groups_) sim_.refill_when_empty(g.compute);

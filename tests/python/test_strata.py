@@ -41,6 +41,22 @@ def test_run_one_case_analytical_only():
     assert "iteration_time_s" not in results[0] and results[0]["memory"]["activation_bytes_per_layer"] > 0
 
 
+def test_exposed_communication_by_kind():
+    doc = {
+        "model": {"file": "models/gpt-22b.yaml", "layers": 8, "tied_embeddings": False},
+        "system": "systems/selene-a100.yaml",
+        "execution": {"tensor": 8, "pipeline": 2, "data": 1, "microbatch": 1, "global_batch": 4,
+                      "sequence_parallel": True, "recompute": "selective"},
+        "cases": [{"name": "p2 d1"}, {"name": "p1 d2", "execution": {"pipeline": 1, "data": 2}}],
+    }
+    pipelined, replicated = strata.run(doc, base_dir=os.path.join(SRC, "scenarios"))
+    for r in (pipelined, replicated):
+        parts = [r["exposed_comm_tensor_s"], r["exposed_comm_pipeline_s"], r["exposed_comm_data_parallel_s"]]
+        assert sum(parts) == pytest.approx(r["exposed_comm_s"], rel=1e-12) and r["exposed_comm_tensor_s"] > 0
+    assert pipelined["exposed_comm_pipeline_s"] > 0 and pipelined["exposed_comm_data_parallel_s"] == 0
+    assert replicated["exposed_comm_pipeline_s"] == 0 and replicated["exposed_comm_data_parallel_s"] > 0
+
+
 def test_load_from_a_dict_equals_the_file():
     doc = {
         "name": "Table 4 - per-layer time, 22B",

@@ -1,0 +1,261 @@
+// Exposed communication by kind (strata/metrics.hpp ExposedComm): the three kinds add up to exposed_comm_s, each is
+// zero where its parallelism is absent, and each equals what the iteration's trace shows, recomputed here from the
+// spans independently of the workload's bookkeeping (pipeline: the union of the transfers each stage's calls wait
+// for; data-parallel: stage 0's gap between its last backward and its optimizer step, plus the parameter all-gather
+// after the step). The renderings carry the split.
+#include "strata/report.hpp"
+#include "strata/simulate.hpp"
+#include "fixtures.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+using namespace strata;
+
+namespace {
+
+/// The 22B of Table 4 shrunk (24 layers, s = 1024), t = 8, pipelined as asked.
+Scenario small(int p, int m, int microbatches, bool sp, Recompute rc) {
+    Scenario sc = strata::testing::table4_case(0);
+    sc.model.layers = 24;
+    sc.model.seq_len = 1024;
+    return strata::testing::with_pipeline(sc, p, m, microbatches, sp, rc);
+}
+
+struct Traced {
+    IterationResult result;
+    SimulationDetail detail;
+};
+
+Traced traced(const Scenario& sc) {
+    Traced t;
+    SimulationOptions opt;
+    opt.keep_trace = true;
+    t.result = simulate(sc, opt, &t.detail);
+    return t;
+}
+
+std::string lane_name(const Trace& tr, std::uint32_t lane) {
+    for (const TraceLane& l : tr.lanes)
+        if (l.id == lane) return l.name;
+    return "";
+}
+
+/// Pipeline exposure from the trace: for each stage's replica 0, the union of the p2p spans on its own send and
+/// tensor-parallel lanes and on the send lanes of the stages that deliver to it; summed, per stage on average.
+std::int64_t pipeline_from_trace(const Trace& tr, int p, int d) {
+    std::int64_t total = 0;
+    for (int s = 0; s < p; ++s) {
+        std::vector<std::pair<std::int64_t, std::int64_t>> iv;
+        for (const TraceSpan& span : tr.spans) {
+            if (std::string(span.kind) != "p2p" || span.end == span.start) continue;
+            if (span.process % static_cast<std::uint32_t>(d) != 0 || span.process >= static_cast<std::uint32_t>(p * d))
+                continue;  // replica 0's groups only
+            const int from = static_cast<int>(span.process) / d;
+            const std::string lane = lane_name(tr, span.lane);
+            const int to = lane == "send forward" ? (from + 1) % p : lane == "send backward" ? (from + p - 1) % p : -1;
+            REQUIRE(lane != "compute");  // a call's post and wait take no time
+            if (from == s || to == s) iv.emplace_back(span.start.ps(), span.end.ps());
+        }
+        std::sort(iv.begin(), iv.end());
+        std::int64_t covered = 0, open_start = 0, open_end = -1;
+        for (const auto& [a, b] : iv) {
+            if (a > open_end) {
+                covered += std::max<std::int64_t>(0, open_end - open_start);
+                open_start = a;
+                open_end = b;
+            } else {
+                open_end = std::max(open_end, b);
+            }
+        }
+        covered += std::max<std::int64_t>(0, open_end - open_start);
+        total += covered;
+    }
+    return (total + p / 2) / p;
+}
+
+/// Stage 0, replica 0: the end of its last backward (compute or tensor-parallel span) and its optimizer step.
+struct StageZero {
+    std::int64_t last_backward_end = 0, optimizer_start = -1, optimizer_end = -1;
+};
+StageZero stage_zero(const Trace& tr) {
+    StageZero z;
+    for (const TraceSpan& s : tr.spans)
+        if (s.process == 0 && std::string(s.kind) == "optimizer") {
+            z.optimizer_start = s.start.ps();
+            z.optimizer_end = s.end.ps();
+        }
+    REQUIRE(z.optimizer_start >= 0);
+    for (const TraceSpan& s : tr.spans)
+        if (s.process == 0 && s.end.ps() <= z.optimizer_start &&
+            (std::string(s.kind) == "backward" || std::string(s.kind) == "tp-collective"))
+            z.last_backward_end = std::max(z.last_backward_end, s.end.ps());
+    return z;
+}
+
+void check_sum(const IterationResult& r) {
+    CHECK(r.exposed_comm.tensor + r.exposed_comm.pipeline + r.exposed_comm.data_parallel == r.exposed_comm.total());
+    CHECK(r.exposed_comm_s == r.exposed_comm.total().seconds());
+    CHECK(r.exposed_comm.tensor >= Time::zero());
+    CHECK(r.exposed_comm.pipeline >= Time::zero());
+    CHECK(r.exposed_comm.data_parallel >= Time::zero());
+}
+
+}  // namespace
+
+TEST_CASE("exposed communication: pipeline without data parallelism has no data-parallel part", "[exposed]") {
+    for (const int m : {1, 2}) {
+        Scenario sc = small(4, m, 8, true, Recompute::selective);
+        sc.model.tied_embeddings = false;  // no embedding sync between the first and the last stage
+        INFO("interleave " << m);
+        const Traced t = traced(sc);
+        const IterationResult& r = t.result;
+        check_sum(r);
+        CHECK(r.exposed_comm.data_parallel == Time::zero());
+        CHECK(r.exposed_comm.pipeline > Time::zero());
+        CHECK(r.exposed_comm.tensor > Time::zero());  // SP's all-gathers and reduce-scatters block the kernels
+        CHECK(r.exposed_comm.pipeline.ps() == pipeline_from_trace(t.detail.trace, 4, 1));
+        // Exposed time is time the compute stream is not busy: it never eats into the bubble below zero.
+        double busy = 0;
+        for (double b : r.stage_busy_s) busy += b;
+        busy /= 4;
+        CHECK(busy + r.exposed_comm_s < r.iteration_time_s);
+        CHECK(r.bubble_fraction == Approx(1.0 - (busy + r.exposed_comm_s) / r.iteration_time_s));
+    }
+}
+
+TEST_CASE("exposed communication: the tied embedding's sync is the data-parallel part when d = 1", "[exposed]") {
+    const Scenario sc = small(4, 1, 8, true, Recompute::selective);
+    REQUIRE(sc.model.tied_embeddings);
+    const Traced t = traced(sc);
+    check_sum(t.result);
+    std::int64_t sync = -1;
+    for (const TraceSpan& s : t.detail.trace.spans)
+        if (std::string(s.kind) == "embedding-grad-sync") sync = (s.end - s.start).ps();
+    REQUIRE(sync > 0);
+    // The sync starts when stage 0's last backward ends and the optimizer step starts when it is done.
+    CHECK(t.result.exposed_comm.data_parallel.ps() == sync);
+    const StageZero z = stage_zero(t.detail.trace);
+    CHECK(t.result.exposed_comm.data_parallel.ps() == z.optimizer_start - z.last_backward_end);
+    CHECK(t.result.exposed_comm.pipeline.ps() == pipeline_from_trace(t.detail.trace, 4, 1));
+}
+
+TEST_CASE("exposed communication: data parallelism without a pipeline has no pipeline part", "[exposed]") {
+    Scenario sc = small(1, 1, 4, true, Recompute::selective);
+    sc.execution.data = 2;
+    sc.execution.global_batch = 8;
+    validate(sc);
+    const Traced t = traced(sc);
+    const IterationResult& r = t.result;
+    check_sum(r);
+    CHECK(r.exposed_comm.pipeline == Time::zero());
+    CHECK(r.exposed_comm.data_parallel > Time::zero());
+    const StageZero z = stage_zero(t.detail.trace);
+    CHECK(r.exposed_comm.data_parallel.ps() == z.optimizer_start - z.last_backward_end);
+    // One stage: its compute stream is busy, blocked by a synchronous collective, or waiting for the reduction.
+    REQUIRE(r.stage_busy_s.size() == 1);
+    CHECK(r.stage_busy_s[0] + r.exposed_comm_s <= r.iteration_time_s * (1 + 1e-12));
+
+    SECTION("overlapping the reduction with the backward hides part of it") {
+        sc.execution.overlap_grad_reduce = true;
+        const IterationResult o = simulate(sc);
+        check_sum(o);
+        CHECK(o.exposed_comm.data_parallel < r.exposed_comm.data_parallel);
+        CHECK(o.exposed_comm.pipeline == Time::zero());
+    }
+    SECTION("the distributed optimizer's parameter all-gather after the step is exposed unless overlapped") {
+        sc.execution.distributed_optimizer = true;
+        const Traced g = traced(sc);
+        check_sum(g.result);
+        std::int64_t gather_end = -1;
+        for (const TraceSpan& s : g.detail.trace.spans)
+            if (std::string(s.kind) == "dp-reduce" && s.chunk == 1 && lane_name(g.detail.trace, s.lane) == "stage 0 gradient reduction")
+                gather_end = std::max(gather_end, s.end.ps());
+        REQUIRE(gather_end > 0);
+        const StageZero zg = stage_zero(g.detail.trace);
+        CHECK(g.result.exposed_comm.data_parallel.ps() ==
+              (zg.optimizer_start - zg.last_backward_end) + (gather_end - zg.optimizer_end));
+        sc.execution.overlap_param_gather = true;
+        const Traced h = traced(sc);
+        check_sum(h.result);
+        const StageZero zh = stage_zero(h.detail.trace);
+        CHECK(h.result.exposed_comm.data_parallel.ps() == zh.optimizer_start - zh.last_backward_end);
+        CHECK(h.result.exposed_comm.data_parallel < g.result.exposed_comm.data_parallel);
+    }
+}
+
+TEST_CASE("exposed communication: without tensor parallelism there is no tensor-parallel part", "[exposed]") {
+    Scenario sc = small(2, 1, 4, false, Recompute::full);
+    sc.execution.tensor = 1;
+    validate(sc);
+    const IterationResult r = simulate(sc);
+    check_sum(r);
+    CHECK(r.exposed_comm.tensor == Time::zero());
+    CHECK(r.exposed_comm.pipeline > Time::zero());
+    // The synchronous backward collectives of 2021's Megatron add tensor-parallel exposure only.
+    Scenario t8 = small(2, 1, 4, false, Recompute::none);
+    Scenario sync = t8;
+    sync.execution.async_tp_comm = false;
+    const IterationResult a = simulate(t8), s = simulate(sync);
+    CHECK(s.exposed_comm.tensor > a.exposed_comm.tensor);
+    CHECK(s.exposed_comm.data_parallel == a.exposed_comm.data_parallel);
+}
+
+TEST_CASE("exposed communication: without SP the receiver's all-gather counts as pipeline", "[exposed]") {
+    // Scatter/gather: the activation goes over the t rails in shards and is all-gathered on the receiver's
+    // tensor-parallel stream before its call returns.
+    const Scenario sc = small(4, 2, 8, false, Recompute::full);
+    const Traced t = traced(sc);
+    check_sum(t.result);
+    bool gather_on_tp = false;
+    for (const TraceSpan& s : t.detail.trace.spans)
+        gather_on_tp |= std::string(s.kind) == "p2p" && lane_name(t.detail.trace, s.lane) == "tensor-parallel comm";
+    CHECK(gather_on_tp);
+    CHECK(t.result.exposed_comm.pipeline.ps() == pipeline_from_trace(t.detail.trace, 4, 1));
+}
+
+TEST_CASE("exposed communication by kind is in the JSON, the CSV and the table", "[exposed][report]") {
+    Scenario sc = small(2, 1, 4, true, Recompute::selective);
+    sc.execution.data = 2;
+    sc.execution.global_batch = 8;
+    validate(sc);
+    CaseResult cr = analyze(sc);
+    cr.iteration = simulate(sc);
+    const IterationResult& it = *cr.iteration;
+    REQUIRE(it.exposed_comm.tensor > Time::zero());
+    REQUIRE(it.exposed_comm.pipeline > Time::zero());
+    REQUIRE(it.exposed_comm.data_parallel > Time::zero());
+
+    const nlohmann::json j = nlohmann::json::parse(to_json("x", {cr})).at("results").at(0);
+    CHECK(j.at("exposed_comm_tensor_s").get<double>() == it.exposed_comm.tensor.seconds());
+    CHECK(j.at("exposed_comm_pipeline_s").get<double>() == it.exposed_comm.pipeline.seconds());
+    CHECK(j.at("exposed_comm_data_parallel_s").get<double>() == it.exposed_comm.data_parallel.seconds());
+    const double sum = j["exposed_comm_tensor_s"].get<double>() + j["exposed_comm_pipeline_s"].get<double>() +
+                       j["exposed_comm_data_parallel_s"].get<double>();
+    CHECK(sum == Approx(j.at("exposed_comm_s").get<double>()).epsilon(1e-12));
+
+    std::istringstream csv(to_csv({cr}));
+    std::string header, row;
+    std::getline(csv, header);
+    std::getline(csv, row);
+    CHECK_THAT(header, Catch::Contains("exposed_comm_s,exposed_comm_tensor_s,exposed_comm_pipeline_s,exposed_comm_data_parallel_s"));
+    const std::string expected = fmt::format("{:.6f},{:.6f},{:.6f},{:.6f}", it.exposed_comm_s, it.exposed_comm.tensor.seconds(),
+                                             it.exposed_comm.pipeline.seconds(), it.exposed_comm.data_parallel.seconds());
+    CHECK_THAT(row, Catch::Contains(expected));
+
+    std::ostringstream table;
+    print_table(table, "t", {cr});
+    const double pct = 100 / it.iteration_time_s;
+    CHECK_THAT(table.str(), Catch::Contains("exposed% t/p/d"));
+    CHECK_THAT(table.str(), Catch::Contains(fmt::format("{:.1f}/{:.1f}/{:.1f}", pct * it.exposed_comm.tensor.seconds(),
+                                                        pct * it.exposed_comm.pipeline.seconds(),
+                                                        pct * it.exposed_comm.data_parallel.seconds())));
+}
