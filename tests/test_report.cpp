@@ -128,7 +128,7 @@ TEST_CASE("to_json has the documented schema and the CaseResult values", "[repor
         CHECK(m["hidden"] == 6144);
 
         const json& e = j.at("execution");
-        for (const char* key : {"tensor", "pipeline", "data", "interleave", "microbatch", "global_batch"}) {
+        for (const char* key : {"tensor", "pipeline", "data", "context_parallel", "interleave", "microbatch", "global_batch"}) {
             INFO(key);
             REQUIRE(e.contains(key));
             CHECK(e[key].is_number_integer());
@@ -136,6 +136,7 @@ TEST_CASE("to_json has the documented schema and the CaseResult values", "[repor
         CHECK(e["tensor"] == r.scenario.execution.tensor);
         CHECK(e["pipeline"] == r.scenario.execution.pipeline);
         CHECK(e["data"] == r.scenario.execution.data);
+        CHECK(e["context_parallel"] == r.scenario.execution.context);
         CHECK(e["interleave"] == r.scenario.execution.interleave);
         CHECK(e["microbatch"] == r.scenario.execution.microbatch);
         CHECK(e["global_batch"] == r.scenario.execution.global_batch);
@@ -356,4 +357,13 @@ TEST_CASE("JSON echoes the system as simulated, so cases differing only there di
     CHECK(a["system_spec"]["gpus_per_node"].get<int>() == 8);
     CHECK(b["variation"]["seed"].get<std::uint64_t>() == 7);
     CHECK(a["device_profile"]["name"] == results[0].scenario.system.device.name);
+}
+
+TEST_CASE("JSON names the context-parallel size, which the GPU count includes", "[report][json]") {
+    auto results = analyze_table4();
+    results.resize(1);
+    results[0].scenario.execution.context = 2;
+    const json e = json::parse(to_json("cp", results))["results"][0]["execution"];
+    CHECK(e["context_parallel"].get<int>() == 2);
+    CHECK(e["gpus"].get<int>() == 16);  // t x c x p x d
 }
