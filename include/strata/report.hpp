@@ -112,7 +112,8 @@ struct SearchSummary {
 
 /// {"experiment", "provenance" (when given), "search" (when given), "results": [...]}. A result with a screen
 /// record carries it as "screen": {"estimate_s", "estimate_rank", "simulated_rank", "estimate_error"} (estimate
-/// over simulated time, minus 1).
+/// over simulated time, minus 1). docs/results.schema.json describes every key (a key added here needs it there:
+/// CTest results_schema fails otherwise).
 std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results,
                     const Provenance* provenance = nullptr, const SearchSummary* search = nullptr);
 /// One row per result; when any result has a screen record, the columns estimate_s, estimate_rank,

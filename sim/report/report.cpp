@@ -1,4 +1,4 @@
-// Renders case results as a terminal table, JSON (schema in README.md) and CSV.
+// Renders case results as a terminal table, JSON (docs/results.schema.json; README.md) and CSV.
 #include "strata/report.hpp"
 
 #include "strata/cost.hpp"
