@@ -6,7 +6,7 @@ models/, systems/ and devices/), simulated where that is quick and --analytical-
 `strata search --json -`; validates each document against the schema (JSON Schema draft 2020-12, every object
 closed, so a key the output gains without the schema fails here); fails when the schema describes a key that no
 output wrote (so the schema cannot keep a key the output lost); and checks what a schema cannot say: the exposed
-communication by kind adds up to exposed_comm_s.
+communication by kind adds up to exposed_comm_s, and every per-stage array has one entry per pipeline stage.
 
 usage: check_results.py STRATA_BIN SOURCE_DIR [--quick]
 --quick (sanitizer builds): simulates only the two smallest experiments.
@@ -100,6 +100,15 @@ class Coverage:
 def extra_checks(name, doc):
     problems = []
     for r in doc["results"]:
+        p = r["execution"]["pipeline"]
+        per_stage = {}
+        if "error" not in r:
+            per_stage = dict(r["memory"]["by_stage"], parameters_per_gpu_by_stage=r["parameters_per_gpu_by_stage"])
+        if "stage_busy_s" in r:
+            per_stage["stage_busy_s"] = r["stage_busy_s"]
+        for key, values in per_stage.items():
+            if len(values) != p:
+                problems.append(f"{name}: case '{r['name']}': {key} has {len(values)} entries for {p} pipeline stages")
         if "iteration_time_s" not in r:
             continue
         parts = r["exposed_comm_tensor_s"] + r["exposed_comm_pipeline_s"] + r["exposed_comm_data_parallel_s"]
