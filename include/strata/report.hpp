@@ -42,6 +42,8 @@ struct CaseResult {
 double tokens_per_s(const Scenario& sc, const IterationResult& it);
 /// Model FLOPs per second per GPU, in TFLOP/s (Megatron's convention).
 double tflops_per_gpu(const Scenario& sc, const IterationResult& it);
+/// A search candidate's analytical estimate against its simulated time: estimate / simulated - 1.
+double estimate_error(const ScreenRecord& s, const IterationResult& it);
 
 /// Runs the analytical parts (memory, per-layer time) for one case.
 CaseResult analyze(const Scenario& scenario);

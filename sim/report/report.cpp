@@ -1,4 +1,4 @@
-// Renders case results as a terminal table, JSON (docs/results.schema.json; README.md) and CSV.
+// Renders case results as a terminal table and JSON (docs/results.schema.json; README.md); csv.cpp the CSV.
 #include "strata/report.hpp"
 
 #include "strata/cost.hpp"
@@ -7,9 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
-#include <functional>
-#include <sstream>
 
 namespace strata {
 
@@ -121,11 +120,10 @@ double tflops_per_gpu(const Scenario& sc, const IterationResult& it) {
            (it.iteration_time_s * sc.execution.gpus()) / 1e12;
 }
 
+double estimate_error(const ScreenRecord& s, const IterationResult& it) { return s.estimate_s / it.iteration_time_s - 1; }
+
 namespace {
 std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
-
-/// The analytical estimate's relative error against the simulated time.
-double estimate_error(const ScreenRecord& s, const IterationResult& it) { return s.estimate_s / it.iteration_time_s - 1; }
 }  // namespace
 
 void print_table(std::ostream& out, const std::string& title, const std::vector<CaseResult>& results) {
@@ -349,163 +347,6 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
         root["results"].push_back(j);
     }
     return root.dump(2) + "\n";
-}
-
-namespace {
-
-/// A CSV field, quoted as RFC 4180 asks: in double quotes (inner quotes doubled) when it holds a comma, a quote,
-/// or a line break; as is otherwise.
-std::string csv_field(const std::string& v) {
-    if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
-    std::string out = "\"";
-    for (char c : v) {
-        if (c == '"') out += '"';
-        out += c;
-    }
-    return out + '"';
-}
-
-std::string csv_bool(bool b) { return b ? "true" : "false"; }
-
-/// The CSV's columns: every execution and system quantity a case can vary, then the results.
-struct CsvColumn {
-    const char* name;
-    std::function<std::string(const CaseResult&)> value;  ///< empty string: no value (failed case, not simulated)
-};
-
-const std::vector<CsvColumn>& csv_columns() {
-    static const std::vector<CsvColumn> columns = [] {
-        auto exec = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.execution); }; };
-        auto num = [](auto v) { return fmt::format("{}", v); };
-        std::vector<CsvColumn> c;
-        c.push_back({"name", [](const CaseResult& r) { return r.scenario.name; }});
-        c.push_back({"model", [](const CaseResult& r) { return r.scenario.model.name; }});
-        c.push_back({"system", [](const CaseResult& r) { return r.scenario.system.name; }});
-        c.push_back({"device_profile", [](const CaseResult& r) { return r.scenario.system.device.name; }});
-        c.push_back({"gpus", exec([num](const ExecutionSpec& e) { return num(e.gpus()); })});
-        c.push_back({"tensor", exec([num](const ExecutionSpec& e) { return num(e.tensor); })});
-        c.push_back({"context_parallel", exec([num](const ExecutionSpec& e) { return num(e.context); })});
-        c.push_back({"pipeline", exec([num](const ExecutionSpec& e) { return num(e.pipeline); })});
-        c.push_back({"data", exec([num](const ExecutionSpec& e) { return num(e.data); })});
-        c.push_back({"interleave", exec([num](const ExecutionSpec& e) { return num(e.interleave); })});
-        c.push_back({"schedule", exec([](const ExecutionSpec& e) { return std::string(to_string(e.schedule)); })});
-        c.push_back({"sequence_parallel", exec([](const ExecutionSpec& e) { return csv_bool(e.sequence_parallel); })});
-        c.push_back({"recompute", exec([](const ExecutionSpec& e) { return std::string(to_string(e.recompute)); })});
-        c.push_back({"recompute_modules", exec([](const ExecutionSpec& e) {
-                         std::string out;
-                         for (const auto& m : names_of(e.recompute_modules)) out += (out.empty() ? "" : " ") + m;
-                         return out;
-                     })});
-        c.push_back({"recompute_layers", exec([num](const ExecutionSpec& e) { return num(e.recompute_layers); })});
-        c.push_back({"recompute_method",
-                     exec([](const ExecutionSpec& e) { return std::string(to_string(e.recompute_method)); })});
-        c.push_back({"microbatch", exec([num](const ExecutionSpec& e) { return num(e.microbatch); })});
-        c.push_back({"global_batch", exec([num](const ExecutionSpec& e) { return num(e.global_batch); })});
-        c.push_back({"precision", exec([](const ExecutionSpec& e) { return std::string(to_string(e.precision)); })});
-        c.push_back({"attention", exec([](const ExecutionSpec& e) { return std::string(to_string(e.attention)); })});
-        c.push_back({"distributed_optimizer",
-                     exec([](const ExecutionSpec& e) { return csv_bool(e.distributed_optimizer); })});
-        c.push_back({"overlap_grad_reduce", exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_grad_reduce); })});
-        c.push_back({"overlap_param_gather",
-                     exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_param_gather); })});
-        c.push_back({"tp_comm_overlap", exec([](const ExecutionSpec& e) { return csv_bool(e.tp_comm_overlap); })});
-        c.push_back({"gradient_accumulation_fusion",
-                     exec([](const ExecutionSpec& e) { return csv_bool(e.gradient_accumulation_fusion); })});
-        c.push_back({"async_tp_comm", exec([](const ExecutionSpec& e) { return csv_bool(e.async_tp_comm); })});
-        c.push_back({"first_stage_layers", [num](const CaseResult& r) {
-                         return num(r.scenario.execution.layers_on_stage(r.scenario.model.layers, 0));
-                     }});
-        c.push_back({"last_stage_layers", [num](const CaseResult& r) {
-                         const ExecutionSpec& e = r.scenario.execution;
-                         return num(e.layers_on_stage(r.scenario.model.layers, e.pipeline - 1));
-                     }});
-        auto net = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.system.network); }; };
-        c.push_back({"nvlink_bandwidth_bytes_per_s",
-                     net([](const NetworkSpec& n) { return fmt::format("{:g}", n.nvlink_bandwidth.value); })});
-        c.push_back({"nic_bandwidth_bytes_per_s",
-                     net([](const NetworkSpec& n) { return fmt::format("{:g}", n.nic_bandwidth.value); })});
-        c.push_back({"rails", net([num](const NetworkSpec& n) { return num(n.rails); })});
-        c.push_back({"nodes_per_leaf", net([num](const NetworkSpec& n) { return num(n.nodes_per_leaf); })});
-        c.push_back({"oversubscription", net([](const NetworkSpec& n) { return fmt::format("{:g}", n.oversubscription); })});
-        c.push_back({"tiers", net([num](const NetworkSpec& n) { return num(n.tiers); })});
-        c.push_back({"variation_gpu_sigma",
-                     [](const CaseResult& r) { return fmt::format("{:g}", r.scenario.system.variation.gpu_sigma); }});
-        c.push_back({"variation_seed", [num](const CaseResult& r) { return num(r.scenario.system.variation.seed); }});
-        // Results: empty for a failed case; the simulation's only when it ran.
-        auto ok = [](auto f) { return [f](const CaseResult& r) { return r.error ? std::string() : f(r); }; };
-        auto sim = [](auto f) {
-            return [f](const CaseResult& r) { return r.error || !r.iteration ? std::string() : f(*r.iteration, r); };
-        };
-        c.push_back({"activation_bytes_per_layer", ok([num](const CaseResult& r) { return num(r.memory.activation_per_layer.value); })});
-        c.push_back({"activation_bytes_first_stage", ok([num](const CaseResult& r) { return num(r.memory.activation_first_stage.value); })});
-        c.push_back({"peak_bytes", ok([num](const CaseResult& r) { return num(r.memory.peak_stage.total().value); })});
-        c.push_back({"capacity_bytes", ok([num](const CaseResult& r) { return num(r.memory.capacity.value); })});
-        c.push_back({"fits", ok([](const CaseResult& r) { return csv_bool(r.memory.fits()); })});
-        c.push_back({"forward_ms", ok([](const CaseResult& r) { return fmt::format("{:.4f}", r.layer.forward_ms); })});
-        c.push_back({"backward_ms", ok([](const CaseResult& r) { return fmt::format("{:.4f}", r.layer.backward_ms); })});
-        c.push_back({"iteration_time_s", sim([](const IterationResult& it, const CaseResult&) {
-                         return fmt::format("{:.6f}", it.iteration_time_s);
-                     })});
-        c.push_back({"mfu", sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{:.5f}", it.mfu); })});
-        c.push_back({"hfu", sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{:.5f}", it.hfu); })});
-        c.push_back({"tokens_per_s", sim([](const IterationResult& it, const CaseResult& r) {
-                         return fmt::format("{:.1f}", tokens_per_s(r.scenario, it));
-                     })});
-        c.push_back({"tflops_per_gpu", sim([](const IterationResult& it, const CaseResult& r) {
-                         return fmt::format("{:.2f}", tflops_per_gpu(r.scenario, it));
-                     })});
-        c.push_back({"bubble_fraction",
-                     sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{:.5f}", it.bubble_fraction); })});
-        c.push_back({"exposed_comm_s",
-                     sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{:.6f}", it.exposed_comm_s); })});
-        c.push_back({"exposed_comm_tensor_s", sim([](const IterationResult& it, const CaseResult&) {
-                         return fmt::format("{:.6f}", it.exposed_comm.tensor.seconds());
-                     })});
-        c.push_back({"exposed_comm_pipeline_s", sim([](const IterationResult& it, const CaseResult&) {
-                         return fmt::format("{:.6f}", it.exposed_comm.pipeline.seconds());
-                     })});
-        c.push_back({"exposed_comm_data_parallel_s", sim([](const IterationResult& it, const CaseResult&) {
-                         return fmt::format("{:.6f}", it.exposed_comm.data_parallel.seconds());
-                     })});
-        c.push_back({"simulated_peak_bytes",
-                     sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{}", it.peak_memory.value); })});
-        c.push_back({"oom", sim([](const IterationResult& it, const CaseResult&) { return csv_bool(it.oom); })});
-        c.push_back({"error", [](const CaseResult& r) { return r.error ? *r.error : std::string(); }});
-        return c;
-    }();
-    return columns;
-}
-
-/// A search's columns (only when some result has a screen record).
-const std::vector<CsvColumn>& csv_screen_columns() {
-    static const std::vector<CsvColumn> columns = [] {
-        auto screen = [](auto f) { return [f](const CaseResult& r) { return r.screen ? f(*r.screen, r) : std::string(); }; };
-        std::vector<CsvColumn> c;
-        c.push_back({"estimate_s", screen([](const ScreenRecord& s, const CaseResult&) { return fmt::format("{:.6f}", s.estimate_s); })});
-        c.push_back({"estimate_rank", screen([](const ScreenRecord& s, const CaseResult&) { return fmt::format("{}", s.estimate_rank); })});
-        c.push_back({"simulated_rank", screen([](const ScreenRecord& s, const CaseResult&) { return fmt::format("{}", s.simulated_rank); })});
-        c.push_back({"estimate_error", screen([](const ScreenRecord& s, const CaseResult& r) {
-                         return r.iteration ? fmt::format("{:.5f}", estimate_error(s, *r.iteration)) : std::string();
-                     })});
-        return c;
-    }();
-    return columns;
-}
-
-}  // namespace
-
-std::string to_csv(const std::vector<CaseResult>& results) {
-    std::ostringstream o;
-    std::vector<CsvColumn> columns = csv_columns();
-    if (std::any_of(results.begin(), results.end(), [](const CaseResult& r) { return r.screen.has_value(); }))
-        columns.insert(columns.end(), csv_screen_columns().begin(), csv_screen_columns().end());
-    for (std::size_t i = 0; i < columns.size(); ++i) o << (i ? "," : "") << columns[i].name;
-    o << "\r\n";
-    for (const auto& r : results) {
-        for (std::size_t i = 0; i < columns.size(); ++i) o << (i ? "," : "") << csv_field(columns[i].value(r));
-        o << "\r\n";
-    }
-    return o.str();
 }
 
 }  // namespace strata
