@@ -4,6 +4,8 @@
 #include "strata/errors.hpp"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -71,6 +73,19 @@ std::string join(std::span<const std::string_view> words) {
         out += w;
     }
     return out;
+}
+
+std::string number_text(double v) {
+    std::array<char, 32> buf{};
+    const auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);  // shortest that reads back
+    std::string out(buf.data(), ec == std::errc() ? end : buf.data());
+    const auto e = out.find('e');
+    if (e == std::string::npos) return out;
+    std::string exponent = out.substr(e + 1);
+    const bool negative = exponent[0] == '-';
+    if (exponent[0] == '+' || negative) exponent.erase(0, 1);
+    exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
+    return out.substr(0, e + 1) + (negative ? "-" : "") + exponent;
 }
 
 Fields::Fields(std::string part, std::string origin) : part_(std::move(part)), origin_(std::move(origin)) {}
@@ -195,7 +210,7 @@ long long Fields::get_int(const std::string& key, long long min, long long max,
 }
 
 double Fields::get_double(const std::string& key, double min, double max, std::optional<double> fallback) const {
-    auto expected = [&] { return "a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]"; };
+    auto expected = [&] { return "a number in [" + number_text(min) + ", " + number_text(max) + "]"; };
     if (!has(key) && fallback) return *fallback;
     const Entry& e = require(key, expected);
     double v = 0;

@@ -60,6 +60,9 @@ std::optional<std::string> did_you_mean(std::string_view word, std::span<const s
 /// "a, b, c"
 std::string join(std::span<const std::string_view> words);
 
+/// A number as a message writes it: the shortest text that reads back as `v` (64, 0.13, 1e15, 1048576).
+std::string number_text(double v);
+
 /// A flattened mapping (nested mappings become dotted keys) whose entries remember their file.
 /// Later merges override earlier ones key by key.
 class Fields {
