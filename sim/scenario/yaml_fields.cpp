@@ -164,14 +164,35 @@ void Fields::fail(const std::string& key, const std::string& message) const {
     throw InputError(loc(key) + ": " + part_ + "." + key + ": " + message);
 }
 
-const Fields::Entry& Fields::require(const std::string& key, const std::function<std::string()>& expected) const {
+const Fields::Entry* Fields::require(const std::string& key, const std::function<std::string()>& expected) const {
     const Entry* e = find(key);
     if (!e) {
-        throw InputError(origin_ + ": " + part_ + ": missing required key '" + key + "' (expected " + expected() +
-                         ")");
+        MissingKey m{origin_, part_, key, expected()};
+        if (!missing_.keys) throw_missing({m});
+        missing_.keys->push_back(std::move(m));
     }
-    return *e;
+    return e;
 }
+
+bool Fields::need(const std::string& key, const std::string& expected) const {
+    return require(key, [&] { return expected; }) != nullptr;
+}
+
+void throw_missing(const std::vector<MissingKey>& missing) {
+    std::string msg;
+    for (const MissingKey& m : missing) {
+        if (!msg.empty()) msg += "\n";
+        msg += m.where + ": " + m.part + ": missing required key '" + m.key + "' (expected " + m.expected + ")";
+    }
+    if (!msg.empty()) throw InputError(msg);
+}
+
+CollectMissing::CollectMissing(const Fields& fields, std::vector<MissingKey>& sink)
+    : fields_(fields), previous_(fields.missing_.keys) {
+    fields_.missing_.keys = &sink;
+}
+
+CollectMissing::~CollectMissing() { fields_.missing_.keys = previous_; }
 
 void Fields::fail_type(const Entry& e, const std::string& key, const std::string& expected) const {
     std::string got = e.value.IsScalar() ? "'" + e.value.Scalar() + "'"
@@ -187,7 +208,9 @@ long long Fields::get_int(const std::string& key, long long min, long long max,
     // The message texts are built only on failure: a 100000-case sweep reads every key of every case.
     auto expected = [&] { return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]"; };
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, expected);
+    const Entry* found = require(key, expected);
+    if (!found) return min;
+    const Entry& e = *found;
     long long v = 0;
     bool ok = e.value.IsScalar();
     if (ok) {
@@ -212,7 +235,9 @@ long long Fields::get_int(const std::string& key, long long min, long long max,
 double Fields::get_double(const std::string& key, double min, double max, std::optional<double> fallback) const {
     auto expected = [&] { return "a number in [" + number_text(min) + ", " + number_text(max) + "]"; };
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, expected);
+    const Entry* found = require(key, expected);
+    if (!found) return min;
+    const Entry& e = *found;
     double v = 0;
     bool ok = e.value.IsScalar();
     if (ok) {
@@ -231,7 +256,9 @@ double Fields::get_double(const std::string& key, double min, double max, std::o
 
 bool Fields::get_bool(const std::string& key, std::optional<bool> fallback) const {
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, [] { return std::string("true or false"); });
+    const Entry* found = require(key, [] { return std::string("true or false"); });
+    if (!found) return false;
+    const Entry& e = *found;
     if (e.value.IsScalar()) {
         const std::string& s = e.value.Scalar();
         if (s == "true" || s == "True" || s == "yes" || s == "on") return true;
@@ -242,7 +269,9 @@ bool Fields::get_bool(const std::string& key, std::optional<bool> fallback) cons
 
 std::string Fields::get_string(const std::string& key, std::optional<std::string> fallback) const {
     if (!has(key) && fallback) return *fallback;
-    const Entry& e = require(key, [] { return std::string("a string"); });
+    const Entry* found = require(key, [] { return std::string("a string"); });
+    if (!found) return {};
+    const Entry& e = *found;
     if (!e.value.IsScalar() || e.value.Scalar().empty()) fail_type(e, key, "a non-empty string");
     return e.value.Scalar();
 }
@@ -251,7 +280,9 @@ std::string Fields::get_choice(const std::string& key, std::span<const std::stri
                                std::optional<std::string> fallback) const {
     if (!has(key) && fallback) return *fallback;
     auto expected_text = [&] { return "one of: " + join(choices); };
-    const Entry& e = require(key, expected_text);
+    const Entry* found = require(key, expected_text);
+    if (!found) return std::string(choices.front());
+    const Entry& e = *found;
     if (e.value.IsScalar()) {
         const std::string& s = e.value.Scalar();
         if (std::find(choices.begin(), choices.end(), s) != choices.end()) return s;
@@ -267,8 +298,9 @@ std::string Fields::get_choice(const std::string& key, std::span<const std::stri
 std::vector<std::string> Fields::get_choices(const std::string& key, std::span<const std::string_view> choices,
                                              std::vector<std::string> fallback) const {
     const std::string expected = "a list of: " + join(choices);
-    if (!has(key)) return fallback;
-    const Entry& e = require(key, [&] { return expected; });
+    const Entry* found = find(key);
+    if (!found) return fallback;
+    const Entry& e = *found;
     std::vector<YAML::Node> items;
     if (e.value.IsScalar()) {
         items.push_back(e.value);
