@@ -805,7 +805,7 @@ TEST_CASE("sweep: cartesian product in written order, infeasible combinations ke
     CHECK(infeasible == 4);
 }
 
-TEST_CASE("sweep: a key that is not a model or execution key is an error with its location") {
+TEST_CASE("sweep: a key that is no model, execution or system key is an error with its location") {
     const std::string dir = std::string(STRATA_SOURCE_DIR) + "/tests/data/bad/";
     CHECK_THROWS_WITH(load_experiment(dir + "sweep_unknown_key.yaml"),
                       Catch::Contains("sweep_unknown_key.yaml:6:3") && Catch::Contains("unknown execution key 'microbatches'") &&

@@ -1,5 +1,5 @@
-// The system part: docs/system-file.md against the loader (its keys, required keys, defaults and ranges), and
-// every missing required key reported at once.
+// The system part: docs/system-file.md against the loader (its keys, required keys, defaults and ranges), every
+// missing required key reported at once, and sweeps over system keys (a system per case).
 #include "strata/errors.hpp"
 #include "strata/report.hpp"
 #include "strata/run.hpp"
@@ -321,4 +321,124 @@ TEST_CASE("a one-GPU profile's missing NVLink bandwidth is listed with the other
     CHECK_THAT(msg, Contains("system: missing required key 'gpus_per_node'"));
     CHECK_THAT(msg, Contains("system: missing required key 'network.nvlink_bandwidth_bytes_per_s' (expected a number in "
                              "[1e6, 1e15]: the device profile " + file.string() + " has no intra_node block"));
+}
+
+TEST_CASE("sweep over system keys: a system per case, infeasible combinations kept with the reason", "[system][sweep]") {
+    const Experiment ex = load_experiment(data_path("valid/sweep-system.yaml"));
+    REQUIRE(ex.cases.size() == 4);
+    CHECK(ex.cases[0].name == "device_profile=profile-small.yaml, gpus_per_node=2");
+    CHECK(ex.cases[3].name == "device_profile=../../../scenarios/devices/a100-sxm4-80gb.yaml, gpus_per_node=8");
+    CHECK(ex.cases[0].system.device.name == "test-gpu");
+    CHECK(ex.cases[2].system.device.name == "a100-sxm4-80gb");
+    CHECK(ex.cases[1].system.gpus_per_node == 8);
+    CHECK(ex.cases[3].system.network.nvlink_bandwidth.value == Approx(230e9));  // the A100 profile's
+    CHECK(ex.cases[1].system.network.nvlink_bandwidth.value == Approx(100e9));  // the small profile's
+    for (int i : {0, 2}) {
+        INFO(ex.cases[i].name);
+        CHECK(ex.cases[i].system.gpus_per_node == 2);
+        CHECK(ex.cases[i].infeasible ==
+              "system.network.rails: rails (4) must be at most gpus_per_node (2): each rail's NIC serves at least one GPU of a node");
+    }
+    CHECK(ex.cases[1].infeasible.empty());
+    CHECK(ex.cases[3].infeasible.empty());
+    // A capacity swept below the file's reserve: that case is kept too, with the reason.
+    const std::string text = "model: model-small.yaml\n"
+                             "system: {file: system-small.yaml, memory_reserved_bytes: 2e9}\n"
+                             "execution: {tensor: 1, pipeline: 1, microbatch: 1, global_batch: 1, recompute: none}\n"
+                             "sweep: {system.memory_capacity_bytes: [1e9, 16e9]}\n";
+    const Experiment memory = load_experiment_text(text, data_path("valid/inline.yaml"));
+    REQUIRE(memory.cases.size() == 2);
+    CHECK(memory.cases[0].infeasible ==
+          "system.memory_reserved_bytes: the reserve (2000000000 bytes) must be less than memory_capacity_bytes (1000000000)");
+    CHECK(memory.cases[1].infeasible.empty());
+    CHECK(memory.cases[1].system.memory_reserved.value == 2000000000);
+    // Every file read is recorded once, both profiles included.
+    int profiles = 0;
+    for (const auto& f : ex.inputs) profiles += f.filename() == "profile-small.yaml" || f.filename() == "a100-sxm4-80gb.yaml";
+    CHECK(profiles == 2);
+}
+
+TEST_CASE("sweep over oversubscription on a data-parallel run: iteration time never falls, and the JSON and CSV show "
+          "each case's system", "[system][sweep]") {
+    const Experiment ex = load_experiment(source_path("scenarios/sweeps/oversubscription.yaml"));
+    REQUIRE(ex.cases.size() == 12);
+    const RunOutcome run = run_cases(ex.cases, CaseOptions{}, 1);
+    REQUIRE(run.failures == 0);
+    const nlohmann::json json = nlohmann::json::parse(to_json(ex.name, run.results));
+    const std::string csv = to_csv(run.results);
+    const double overs[] = {1, 2, 4, 8};
+    const int leaves[] = {2, 8, 20};
+    for (int l = 0; l < 3; ++l) {
+        double previous = 0;
+        for (int o = 0; o < 4; ++o) {
+            const std::size_t i = static_cast<std::size_t>(l * 4 + o);
+            const CaseResult& r = run.results[i];
+            INFO(r.scenario.name);
+            REQUIRE(r.iteration);
+            CHECK(r.scenario.system.network.oversubscription == overs[o]);
+            CHECK(r.scenario.system.network.nodes_per_leaf == leaves[l]);
+            CHECK(r.iteration->iteration_time_s >= previous);
+            previous = r.iteration->iteration_time_s;
+            const nlohmann::json& net = json["results"][i]["system_spec"]["network"];
+            CHECK(net["oversubscription"].get<double>() == overs[o]);
+            CHECK(net["nodes_per_leaf"].get<int>() == leaves[l]);
+        }
+    }
+    // 2-node leaves: a leaf's uplinks carry half a NIC's bandwidth at oversubscription 4, a quarter at 8.
+    CHECK(run.results[3].iteration->iteration_time_s > 1.5 * run.results[0].iteration->iteration_time_s);
+    // The CSV's nodes_per_leaf and oversubscription columns hold each case's values.
+    std::stringstream rows(csv);
+    std::string header;
+    std::getline(rows, header);
+    std::vector<std::string> columns;
+    {
+        std::stringstream h(header.substr(0, header.find('\r')));
+        std::string c;
+        while (std::getline(h, c, ',')) columns.push_back(c);
+    }
+    const auto column = [&](const std::string& name) {
+        return static_cast<std::size_t>(std::find(columns.begin(), columns.end(), name) - columns.begin());
+    };
+    const std::size_t leaf_col = column("nodes_per_leaf"), over_col = column("oversubscription");
+    REQUIRE(leaf_col < columns.size());
+    REQUIRE(over_col < columns.size());
+    std::string row;
+    for (std::size_t i = 0; std::getline(rows, row) && !row.empty(); ++i) {
+        // The name (first field) is quoted: it holds a comma.
+        const std::string rest = row.substr(row.find("\",") + 2);
+        std::vector<std::string> fields{"name"};
+        std::stringstream r(rest.substr(0, rest.find('\r')));
+        std::string f;
+        while (std::getline(r, f, ',')) fields.push_back(f);
+        INFO(row);
+        REQUIRE(fields.size() > std::max(leaf_col, over_col));
+        CHECK(fields[leaf_col] == std::to_string(leaves[i / 4]));
+        CHECK(fields[over_col] == std::to_string(static_cast<int>(overs[i % 4])));
+    }
+}
+
+TEST_CASE("sweep: a bad system key or value is a located error naming the key and what is valid", "[system][sweep][errors]") {
+    std::string msg;
+    try {
+        (void)load_experiment(data_path("bad/sweep_system_key.yaml"));
+    } catch (const InputError& e) {
+        msg = e.what();
+    }
+    CHECK_THAT(msg, StartsWith(data_path("bad/sweep_system_key.yaml") + ":7:3: sweep: unknown system key 'network.oversubscriptoin'."));
+    CHECK_THAT(msg, Contains("Did you mean 'network.oversubscription'?"));
+    CHECK_THAT(msg, Contains("Valid keys: name, device_profile, gpus_per_node,"));
+    msg.clear();
+    try {
+        (void)load_experiment(data_path("bad/sweep_system_value.yaml"));
+    } catch (const InputError& e) {
+        msg = e.what();
+    }
+    CHECK(msg == data_path("bad/sweep_system_value.yaml") +
+                     ":8:37: system.network.oversubscription: expected a number in [1, 64], got '0.5'");
+    const std::string text = "model: model-small.yaml\nsystem: system-small.yaml\n"
+                             "execution: {tensor: 1, pipeline: 1, microbatch: 1, global_batch: 1, recompute: none}\n"
+                             "sweep: {hardware.gpus: [1, 2]}\n";
+    CHECK_THROWS_WITH(load_experiment_text(text, data_path("valid/inline.yaml")),
+                      data_path("valid/inline.yaml") +
+                          ":4:9: sweep: 'hardware.gpus' must name a model, execution or system key (model.KEY, execution.KEY or system.KEY)");
 }

@@ -13,7 +13,7 @@
 
 namespace strata::parts {
 
-/// Device profiles by file, each read once (an experiment's cases share their system's).
+/// Device profiles by file, each read once: a sweep over system keys reads a system per case.
 class DeviceProfiles {
 public:
     const DeviceProfile& load(const std::filesystem::path& file);
@@ -22,8 +22,10 @@ private:
     std::map<std::string, DeviceProfile> loaded_;
 };
 
-/// Reads a system part (type, range and consistency of every key). Throws InputError.
-SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles);
+/// Reads a system part. Its keys are each checked (type, range); keys that are valid alone but do not fit
+/// together (rails above gpus_per_node, a reserve as large as the capacity) are an InputError, or, when
+/// `infeasible` is given (a sweep's case), the reason written there and the system read on.
+SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::string* infeasible = nullptr);
 
 /// `read(f)` with f's missing required keys appended to `missing` instead of thrown; an error the reader throws
 /// while keys are missing (this part's or an earlier part's) may come from a stand-in value, so the missing keys

@@ -6,6 +6,7 @@
 #include "strata/errors.hpp"
 #include "yaml_fields.hpp"
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <optional>
@@ -146,12 +147,13 @@ ExecutionSpec read_execution(const Fields& f) {
     return e;
 }
 
-/// One case from its three parts. `system_read` holds the system once read, for the next case (a sweep varies
-/// only model and execution keys: the system and its device profile are read once). Every missing required key
-/// of the three parts is reported at once.
+/// One case from its three parts. `system_read` holds the system once read, for the next case when no sweep axis
+/// is a system key (the system and its device profile are then read once); `reread_system` reads it for this case
+/// (a sweep over system keys), a system whose keys do not fit together then being a reason not to run.
+/// Every missing required key of the three parts is reported at once.
 Scenario build_case(const std::string& name, const std::string& source, const Fields& model, const Fields& exec,
                     const Fields& sys, std::optional<SystemSpec>& system_read, parts::DeviceProfiles& profiles,
-                    bool allow_infeasible = false) {
+                    bool allow_infeasible = false, bool reread_system = false) {
     // Unknown keys first: a misspelt key is the likely reason a required one is missing.
     model.check_known(kModelKeys);
     exec.check_known(kExecutionKeys);
@@ -162,10 +164,13 @@ Scenario build_case(const std::string& name, const std::string& source, const Fi
     std::vector<yamlio::MissingKey> missing;
     sc.model = parts::read_collecting(model, missing, read_model);
     sc.execution = parts::read_collecting(exec, missing, read_execution);
-    if (!system_read)
-        system_read = parts::read_collecting(sys, missing, [&](const Fields& f) { return parts::read_system(f, profiles); });
+    if (!system_read || reread_system) {
+        std::string* reason = reread_system ? &sc.infeasible : nullptr;
+        system_read = parts::read_collecting(sys, missing, [&](const Fields& f) { return parts::read_system(f, profiles, reason); });
+    }
     yamlio::throw_missing(missing);
     sc.system = *system_read;
+    if (!sc.infeasible.empty()) return sc;
     if (auto p = find_problem(sc)) {
         if (allow_infeasible) {
             sc.infeasible = p->part + "." + p->key + ": " + p->message;
@@ -314,8 +319,8 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
         }
         return ex;
     }
-    // sweep: {execution.microbatch: [1, 2, 4], model: {seq_len: [2048, 4096]}} -> cartesian product, in the
-    // order the keys are written, the last key varying fastest.
+    // sweep: {execution.microbatch: [1, 2, 4], model: {seq_len: [2048, 4096]}, system.network.rails: [4, 8]} ->
+    // cartesian product, in the order the keys are written, the last key varying fastest.
     struct Axis {
         std::string part, key;
         YAML::Node key_node;
@@ -336,9 +341,10 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
             std::span<const std::string_view> known;
             if (part == "model") known = kModelKeys;
             else if (part == "execution") known = kExecutionKeys;
+            else if (part == "system") known = system_keys();
             else
                 throw InputError(yamlio::where(file, it->first.Mark()) + ": sweep: '" + key +
-                                 "' must name a model or execution key (model.KEY or execution.KEY)");
+                                 "' must name a model, execution or system key (model.KEY, execution.KEY or system.KEY)");
             if (std::find(known.begin(), known.end(), sub) == known.end()) {
                 std::string msg = yamlio::where(file, it->first.Mark()) + ": sweep: unknown " + part + " key '" + sub + "'.";
                 if (auto hint = yamlio::did_you_mean(sub, known)) msg += " Did you mean '" + *hint + "'?";
@@ -373,11 +379,13 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
         throw InputError(yamlio::where(file, key_of(root, "sweep").Mark()) + ": sweep: " + product +
                          " values is more than the limit of " + std::to_string(yamlio::limits::kMaxCases) + " cases");
     }
+    // Without a system axis the system (and its device profile) is read once per base; with one, once per case.
+    const bool system_axes = std::any_of(axes.begin(), axes.end(), [](const Axis& a) { return a.part == "system"; });
     ex.cases.reserve(combos * bases.size());  // a Scenario is copied, not moved, when the vector grows
     for (const Base& b : bases) {
         std::optional<SystemSpec> system;
         // One working copy per base: every combination sets every axis, so nothing of the previous one stays.
-        Fields m = b.m, e = b.e;
+        Fields m = b.m, e = b.e, s = b.s;
         for (std::size_t c = 0; c < combos; ++c) {
             std::string label;
             std::size_t rest = c;
@@ -388,11 +396,12 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
             }
             for (std::size_t i = 0; i < axes.size(); ++i) {
                 const YAML::Node& v = axes[i].values[pick[i]];
-                (axes[i].part == "model" ? m : e).set(axes[i].key, axes[i].key_node, v, file);
+                Fields& part = axes[i].part == "model" ? m : axes[i].part == "execution" ? e : s;
+                part.set(axes[i].key, axes[i].key_node, v, file);
                 label += (label.empty() ? "" : ", ") + axes[i].key + "=" + (v.IsScalar() ? v.Scalar() : "?");
             }
             const std::string name = (b.name == ex.name && !cases) ? label : b.name + " " + label;
-            ex.cases.push_back(build_case(name, b.source, m, e, b.s, system, profiles, true));
+            ex.cases.push_back(build_case(name, b.source, m, e, s, system, profiles, true, system_axes));
         }
     }
     return ex;

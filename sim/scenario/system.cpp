@@ -64,8 +64,13 @@ const DeviceProfile& DeviceProfiles::load(const std::filesystem::path& file) {
     return it->second;
 }
 
-SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles) {
+SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::string* infeasible) {
     f.check_known(kSystemKeys);
+    // Keys each valid alone that do not fit together: an error, or in a sweep the case's reason not to run.
+    auto inconsistent = [&](const std::string& key, const std::string& message) {
+        if (!infeasible) f.fail(key, message);
+        if (infeasible->empty()) *infeasible = "system." + key + ": " + message;
+    };
     SystemSpec s;
     s.name = f.get_string("name");
     if (f.has("description")) (void)f.get_string("description");
@@ -81,7 +86,15 @@ SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles) {
     }
     s.gpus_per_node = static_cast<int>(f.get_int("gpus_per_node", 1, 1024));
     s.memory_capacity = Bytes(f.get_int("memory_capacity_bytes", 1LL << 20, 1LL << 50, s.device.memory_capacity_bytes));
-    s.memory_reserved = Bytes(f.get_int("memory_reserved_bytes", 0, s.memory_capacity.value - 1, 0));
+    if (infeasible) {  // a sweep may vary the capacity under a reserve the system file gives
+        s.memory_reserved = Bytes(f.get_int("memory_reserved_bytes", 0, 1LL << 50, 0));
+        if (s.memory_reserved.value >= s.memory_capacity.value)
+            inconsistent("memory_reserved_bytes", "the reserve (" + std::to_string(s.memory_reserved.value) +
+                                                      " bytes) must be less than memory_capacity_bytes (" +
+                                                      std::to_string(s.memory_capacity.value) + ")");
+    } else {
+        s.memory_reserved = Bytes(f.get_int("memory_reserved_bytes", 0, s.memory_capacity.value - 1, 0));
+    }
     NetworkSpec& n = s.network;
     const std::string nvlink = "network.nvlink_bandwidth_bytes_per_s";
     if (s.device.intra_node_bus_bandwidth > 0) {
@@ -96,8 +109,8 @@ SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles) {
     // One NIC per GPU, each on its own rail, as in DGX A100 / H100 / H200 (8 compute NICs for 8 GPUs).
     n.rails = static_cast<int>(f.get_int("network.rails", 1, 1024, s.gpus_per_node));
     if (n.rails > s.gpus_per_node)  // the fabric gives each GPU of a node one rail: at most one NIC per GPU
-        f.fail("network.rails", "rails (" + std::to_string(n.rails) + ") must be at most gpus_per_node (" +
-                                    std::to_string(s.gpus_per_node) + "): each rail's NIC serves at least one GPU of a node");
+        inconsistent("network.rails", "rails (" + std::to_string(n.rails) + ") must be at most gpus_per_node (" +
+                                          std::to_string(s.gpus_per_node) + "): each rail's NIC serves at least one GPU of a node");
     n.nic_bandwidth = {f.get_double("network.nic_bandwidth_bytes_per_s", 1e6, 1e15)};
     n.nic_latency = us_field(f, "network.nic_latency_us", kNicLatencyUs);
     n.nodes_per_leaf = static_cast<int>(f.get_int("network.nodes_per_leaf", 1, 1 << 16));
