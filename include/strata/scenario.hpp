@@ -7,7 +7,9 @@
 
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata {
@@ -27,6 +29,10 @@ Experiment load_experiment(const std::filesystem::path& file);
 /// The same from YAML text in memory (JSON is YAML too, so a serialized dict loads): `origin` names it in
 /// messages (`origin:line:col: ...`) and relative part files are resolved against origin's directory.
 Experiment load_experiment_text(const std::string& text, const std::filesystem::path& origin);
+
+/// Every key a system part accepts (a system file, an experiment's or a case's `system:` mapping, a `sweep:` over
+/// `system.KEY`), nested keys dotted (`network.rails`). docs/system-file.md documents each one.
+std::span<const std::string_view> system_keys();
 
 /// Loads one model part file (the keys of the `model` part). Throws InputError.
 ModelSpec load_model(const std::filesystem::path& file);

@@ -2,9 +2,11 @@
 // experiment-level overrides, and named cases. Validation is strict and every error is located.
 #include "strata/scenario.hpp"
 
+#include "parts.hpp"
 #include "strata/errors.hpp"
 #include "yaml_fields.hpp"
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <optional>
@@ -24,35 +26,6 @@ constexpr std::array<std::string_view, 23> kExecutionKeys = {
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
     "tp_comm_overlap", "overlap_param_gather"};
-constexpr std::array<std::string_view, 28> kSystemKeys = {
-    "name",
-    "device_profile",
-    "gpus_per_node",
-    "memory_capacity_bytes",
-    "memory_reserved_bytes",
-    "network.nvlink_bandwidth_bytes_per_s",
-    "network.nvlink_latency_us",
-    "network.rails",
-    "network.nic_bandwidth_bytes_per_s",
-    "network.nic_latency_us",
-    "network.nodes_per_leaf",
-    "network.spines_per_rail",
-    "network.oversubscription",
-    "network.tiers",
-    "network.switch_latency_us",
-    "network.collective_step_latency_intra_us",
-    "network.collective_step_latency_inter_us",
-    "network.hierarchical_collectives",
-    "network.p2p_latency_us",
-    "network.nccl_channels_per_nic",
-    "optimizer.bytes_per_param_step",
-    "optimizer.bytes_per_param_step_fp16",
-    "optimizer.fixed_overhead_ms",
-    "variation.gpu_sigma",
-    "variation.span_sigma",
-    "variation.seed",
-    "description",
-    "sources"};
 constexpr std::array<std::string_view, 7> kExperimentKeys = {"name",   "description", "model", "execution",
                                                              "system", "cases",       "sweep"};
 constexpr std::array<std::string_view, 5> kCaseKeys = {"name", "description", "model", "execution", "system"};
@@ -174,78 +147,30 @@ ExecutionSpec read_execution(const Fields& f) {
     return e;
 }
 
-Time us_field(const Fields& f, const std::string& key, double max_us) {
-    return Time::from_us(f.get_double(key, 0, max_us));
-}
-
-SystemSpec read_system(const Fields& f) {
-    f.check_known(kSystemKeys);
-    SystemSpec s;
-    s.name = f.get_string("name");
-    if (f.has("description")) (void)f.get_string("description");
-    std::string profile_rel = f.get_string("device_profile");
-    fs::path profile_path = fs::path(f.file_of("device_profile")).parent_path() / profile_rel;
-    try {
-        s.device = load_device_profile(profile_path.lexically_normal());
-    } catch (const InputError& e) {
-        throw InputError(std::string(e.what()) + " (device profile named at " + f.loc("device_profile") + ")");
-    }
-    s.gpus_per_node = static_cast<int>(f.get_int("gpus_per_node", 1, 1024));
-    s.memory_capacity = Bytes(f.get_int("memory_capacity_bytes", 1LL << 20, 1LL << 50,
-                                        s.device.memory_capacity_bytes));
-    s.memory_reserved = Bytes(f.get_int("memory_reserved_bytes", 0, s.memory_capacity.value - 1, 0));
-    NetworkSpec& n = s.network;
-    if (s.device.intra_node_bus_bandwidth > 0) {
-        n.nvlink_bandwidth = {f.get_double("network.nvlink_bandwidth_bytes_per_s", 1e6, 1e15,
-                                           s.device.intra_node_bus_bandwidth)};
-    } else {
-        if (!f.has("network.nvlink_bandwidth_bytes_per_s")) {
-            f.fail("network.nvlink_bandwidth_bytes_per_s",
-                   "missing; the device profile " + s.device.file +
-                       " has no intra_node block (calibrated on one GPU), so the system must give the NVLink bandwidth");
-        }
-        n.nvlink_bandwidth = {f.get_double("network.nvlink_bandwidth_bytes_per_s", 1e6, 1e15)};
-        s.device.intra_node_bus_bandwidth = n.nvlink_bandwidth.value;  // tensor-parallel collectives use it
-    }
-    n.nvlink_latency = us_field(f, "network.nvlink_latency_us", 1e6);
-    n.rails = static_cast<int>(f.get_int("network.rails", 1, 1024));
-    if (n.rails > s.gpus_per_node)  // the fabric gives each GPU of a node one rail: at most one NIC per GPU
-        f.fail("network.rails", "rails (" + std::to_string(n.rails) + ") must be at most gpus_per_node (" +
-                                    std::to_string(s.gpus_per_node) + "): each rail's NIC serves at least one GPU of a node");
-    n.nic_bandwidth = {f.get_double("network.nic_bandwidth_bytes_per_s", 1e6, 1e15)};
-    n.nic_latency = us_field(f, "network.nic_latency_us", 1e6);
-    n.nodes_per_leaf = static_cast<int>(f.get_int("network.nodes_per_leaf", 1, 1 << 16));
-    n.spines_per_rail = static_cast<int>(f.get_int("network.spines_per_rail", 0, 1 << 16, 0));
-    n.oversubscription = f.get_double("network.oversubscription", 1.0, 64.0, 1.0);
-    n.tiers = static_cast<int>(f.get_int("network.tiers", 2, 3, 2));
-    n.switch_latency = us_field(f, "network.switch_latency_us", 1e6);
-    n.collective_step_latency_intra =
-        Time::from_us(f.get_double("network.collective_step_latency_intra_us", 0, 1e6,
-                                   s.device.intra_node_step_latency_us));
-    n.collective_step_latency_inter = us_field(f, "network.collective_step_latency_inter_us", 1e6);
-    n.hierarchical_collectives = f.get_bool("network.hierarchical_collectives", true);
-    n.p2p_latency = us_field(f, "network.p2p_latency_us", 1e6);
-    n.nccl_channels_per_nic = static_cast<int>(f.get_int("network.nccl_channels_per_nic", 1, 64, 2));
-    s.optimizer.bytes_per_param_step = f.get_double("optimizer.bytes_per_param_step", 0, 1e4);
-    s.optimizer.bytes_per_param_step_fp16 =
-        f.get_double("optimizer.bytes_per_param_step_fp16", 0, 1e4, s.optimizer.bytes_per_param_step);
-    s.optimizer.fixed_overhead = Time::from_ms(f.get_double("optimizer.fixed_overhead_ms", 0, 1e6, 0));
-    s.variation.gpu_sigma = f.get_double("variation.gpu_sigma", 0, 0.2, 0);
-    s.variation.span_sigma = f.get_double("variation.span_sigma", 0, 0.2, 0);
-    s.variation.seed = static_cast<std::uint64_t>(f.get_int("variation.seed", 0, std::int64_t{1} << 62, 1));
-    return s;
-}
-
+/// One case from its three parts. `system_read` holds the system once read, for the next case when no sweep axis
+/// is a system key (the system and its device profile are then read once); `reread_system` reads it for this case
+/// (a sweep over system keys), a system whose keys do not fit together then being a reason not to run.
+/// Every missing required key of the three parts is reported at once.
 Scenario build_case(const std::string& name, const std::string& source, const Fields& model, const Fields& exec,
-                    const Fields& sys, std::optional<SystemSpec>& system_read, bool allow_infeasible = false) {
+                    const Fields& sys, std::optional<SystemSpec>& system_read, parts::DeviceProfiles& profiles,
+                    bool allow_infeasible = false, bool reread_system = false) {
+    // Unknown keys first: a misspelt key is the likely reason a required one is missing.
+    model.check_known(kModelKeys);
+    exec.check_known(kExecutionKeys);
+    sys.check_known(system_keys());
     Scenario sc;
     sc.name = name;
     sc.source = source;
-    sc.model = read_model(model);
-    sc.execution = read_execution(exec);
-    // A sweep varies only model and execution keys: the system (and its device profile file) is read once.
-    if (!system_read) system_read = read_system(sys);
+    std::vector<yamlio::MissingKey> missing;
+    sc.model = parts::read_collecting(model, missing, read_model);
+    sc.execution = parts::read_collecting(exec, missing, read_execution);
+    if (!system_read || reread_system) {
+        std::string* reason = reread_system ? &sc.infeasible : nullptr;
+        system_read = parts::read_collecting(sys, missing, [&](const Fields& f) { return parts::read_system(f, profiles, reason); });
+    }
+    yamlio::throw_missing(missing);
     sc.system = *system_read;
+    if (!sc.infeasible.empty()) return sc;
     if (auto p = find_problem(sc)) {
         if (allow_infeasible) {
             sc.infeasible = p->part + "." + p->key + ": " + p->message;
@@ -258,30 +183,41 @@ Scenario build_case(const std::string& name, const std::string& source, const Fi
     return sc;
 }
 
+/// One part read alone (load_model, load_system), every missing required key reported at once.
+template <class Read>
+auto read_alone(const Fields& f, Read&& read) {
+    std::vector<yamlio::MissingKey> missing;
+    auto part = parts::read_collecting(f, missing, read);
+    yamlio::throw_missing(missing);
+    return part;
+}
+
 }  // namespace
 
 ModelSpec load_model(const fs::path& path) {
     Fields f("model", path.string());
     f.reset(yamlio::load_file(path), path.string());
-    return read_model(f);
+    return read_alone(f, read_model);
 }
 
 ModelSpec load_model_text(const std::string& text, const fs::path& origin) {
     Fields f("model", origin.string());
     f.reset(yamlio::load_text(text, origin.string()), origin.string());
-    return read_model(f);
+    return read_alone(f, read_model);
 }
 
 SystemSpec load_system(const fs::path& path) {
     Fields f("system", path.string());
     f.reset(yamlio::load_file(path), path.string());
-    return read_system(f);
+    parts::DeviceProfiles profiles;
+    return read_alone(f, [&](const Fields& part) { return parts::read_system(part, profiles); });
 }
 
 SystemSpec load_system_text(const std::string& text, const fs::path& origin) {
     Fields f("system", origin.string());
     f.reset(yamlio::load_text(text, origin.string()), origin.string());
-    return read_system(f);
+    parts::DeviceProfiles profiles;
+    return read_alone(f, [&](const Fields& part) { return parts::read_system(part, profiles); });
 }
 
 namespace {
@@ -374,16 +310,17 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
         }
     }
 
+    parts::DeviceProfiles profiles;  // each device profile file read once
     YAML::Node sweep = root["sweep"];
     if (!sweep) {
         for (const Base& b : bases) {
             std::optional<SystemSpec> system;
-            ex.cases.push_back(build_case(b.name, b.source, b.m, b.e, b.s, system));
+            ex.cases.push_back(build_case(b.name, b.source, b.m, b.e, b.s, system, profiles));
         }
         return ex;
     }
-    // sweep: {execution.microbatch: [1, 2, 4], model: {seq_len: [2048, 4096]}} -> cartesian product, in the
-    // order the keys are written, the last key varying fastest.
+    // sweep: {execution.microbatch: [1, 2, 4], model: {seq_len: [2048, 4096]}, system.network.rails: [4, 8]} ->
+    // cartesian product, in the order the keys are written, the last key varying fastest.
     struct Axis {
         std::string part, key;
         YAML::Node key_node;
@@ -404,9 +341,10 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
             std::span<const std::string_view> known;
             if (part == "model") known = kModelKeys;
             else if (part == "execution") known = kExecutionKeys;
+            else if (part == "system") known = system_keys();
             else
                 throw InputError(yamlio::where(file, it->first.Mark()) + ": sweep: '" + key +
-                                 "' must name a model or execution key (model.KEY or execution.KEY)");
+                                 "' must name a model, execution or system key (model.KEY, execution.KEY or system.KEY)");
             if (std::find(known.begin(), known.end(), sub) == known.end()) {
                 std::string msg = yamlio::where(file, it->first.Mark()) + ": sweep: unknown " + part + " key '" + sub + "'.";
                 if (auto hint = yamlio::did_you_mean(sub, known)) msg += " Did you mean '" + *hint + "'?";
@@ -441,11 +379,13 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
         throw InputError(yamlio::where(file, key_of(root, "sweep").Mark()) + ": sweep: " + product +
                          " values is more than the limit of " + std::to_string(yamlio::limits::kMaxCases) + " cases");
     }
+    // Without a system axis the system (and its device profile) is read once per base; with one, once per case.
+    const bool system_axes = std::any_of(axes.begin(), axes.end(), [](const Axis& a) { return a.part == "system"; });
     ex.cases.reserve(combos * bases.size());  // a Scenario is copied, not moved, when the vector grows
     for (const Base& b : bases) {
         std::optional<SystemSpec> system;
         // One working copy per base: every combination sets every axis, so nothing of the previous one stays.
-        Fields m = b.m, e = b.e;
+        Fields m = b.m, e = b.e, s = b.s;
         for (std::size_t c = 0; c < combos; ++c) {
             std::string label;
             std::size_t rest = c;
@@ -456,11 +396,12 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
             }
             for (std::size_t i = 0; i < axes.size(); ++i) {
                 const YAML::Node& v = axes[i].values[pick[i]];
-                (axes[i].part == "model" ? m : e).set(axes[i].key, axes[i].key_node, v, file);
+                Fields& part = axes[i].part == "model" ? m : axes[i].part == "execution" ? e : s;
+                part.set(axes[i].key, axes[i].key_node, v, file);
                 label += (label.empty() ? "" : ", ") + axes[i].key + "=" + (v.IsScalar() ? v.Scalar() : "?");
             }
             const std::string name = (b.name == ex.name && !cases) ? label : b.name + " " + label;
-            ex.cases.push_back(build_case(name, b.source, m, e, b.s, system, true));
+            ex.cases.push_back(build_case(name, b.source, m, e, s, system, profiles, true, system_axes));
         }
     }
     return ex;

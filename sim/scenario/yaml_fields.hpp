@@ -60,6 +60,40 @@ std::optional<std::string> did_you_mean(std::string_view word, std::span<const s
 /// "a, b, c"
 std::string join(std::span<const std::string_view> words);
 
+/// A number as a message writes it: the shortest text that reads back as `v` (64, 0.13, 1e15, 1048576).
+std::string number_text(double v);
+
+/// A required key that was not given: where it belongs (its part's mapping, `file:line:col`), the part, the key
+/// and what it expects.
+struct MissingKey {
+    std::string where;
+    std::string part;
+    std::string key;
+    std::string expected;
+};
+
+/// One InputError naming every key of `missing`, a line each (`file:line:col: part: missing required key 'k'
+/// (expected ...)`); returns when `missing` is empty.
+void throw_missing(const std::vector<MissingKey>& missing);
+
+class Fields;
+
+/// While one lives, a missing required key read from `fields` is recorded in `sink` and the getter returns a
+/// stand-in value (the range's minimum, false, an empty string, the first choice) instead of throwing, so a
+/// reader goes on and finds every missing key; the caller then calls throw_missing. Any other error a reader
+/// throws while keys are missing may come from a stand-in: the missing keys are the error to report then.
+class CollectMissing {
+public:
+    CollectMissing(const Fields& fields, std::vector<MissingKey>& sink);
+    ~CollectMissing();
+    CollectMissing(const CollectMissing&) = delete;
+    CollectMissing& operator=(const CollectMissing&) = delete;
+
+private:
+    const Fields& fields_;
+    std::vector<MissingKey>* previous_;
+};
+
 /// A flattened mapping (nested mappings become dotted keys) whose entries remember their file.
 /// Later merges override earlier ones key by key.
 class Fields {
@@ -108,17 +142,32 @@ public:
     /// Throws InputError located at `key` (or the part when absent).
     [[noreturn]] void fail(const std::string& key, const std::string& message) const;
 
+    /// A key required only in some cases (the getter gives it a fallback): when absent, reported as a missing
+    /// required key expecting `expected` (recorded under a CollectMissing, thrown otherwise). True when present.
+    bool need(const std::string& key, const std::string& expected) const;
+
 private:
     /// `seen`: the flat keys of this one mapping so far (a key written dotted and nested is an error).
     void flatten(const YAML::Node& node, const std::string& prefix, const std::string& file,
                  std::span<const std::string_view> skip, std::map<std::string, YAML::Mark>& seen);
-    /// The entry of `key`; when absent, InputError saying `expected()` (built only then).
-    const Entry& require(const std::string& key, const std::function<std::string()>& expected) const;
+    /// The entry of `key`; when absent, InputError saying `expected()` (built only then), or, under a
+    /// CollectMissing, nullptr after recording the key.
+    const Entry* require(const std::string& key, const std::function<std::string()>& expected) const;
     [[noreturn]] void fail_type(const Entry& e, const std::string& key, const std::string& expected) const;
+
+    friend class CollectMissing;
+    /// Where CollectMissing records missing keys; a copy of the Fields does not share it.
+    struct MissingSink {
+        std::vector<MissingKey>* keys = nullptr;
+        MissingSink() = default;
+        MissingSink(const MissingSink&) {}
+        MissingSink& operator=(const MissingSink&) { return *this; }
+    };
 
     std::string part_;
     std::string origin_;
     std::map<std::string, Entry> entries_;
+    mutable MissingSink missing_;
 };
 
 }  // namespace strata::yamlio
