@@ -367,3 +367,25 @@ TEST_CASE("JSON names the context-parallel size, which the GPU count includes", 
     CHECK(e["context_parallel"].get<int>() == 2);
     CHECK(e["gpus"].get<int>() == 16);  // t x c x p x d
 }
+
+TEST_CASE("to_csv adds a column for a quantity the cases vary that has none of its own, only then", "[report][csv]") {
+    auto results = analyze_table4();
+    results.resize(2);
+    // Table 4's cases share the model and the system: none of the conditional columns appears.
+    auto header = split(lines(to_csv(results))[0], ',');
+    for (const char* col : {"p2p_latency_us", "memory_capacity_bytes", "model_seq_len", "optimizer_fixed_overhead_ms"}) {
+        INFO(col);
+        CHECK(std::find(header.begin(), header.end(), col) == header.end());
+    }
+    // A system latency and the sequence length differ: their columns appear before the results, with each value.
+    results[1].scenario.system.network.p2p_latency = Time::from_us(100);
+    results[1].scenario.model.seq_len = 4096;
+    const auto rows = lines(to_csv(results));
+    header = split(rows[0], ',');
+    const std::size_t p2p = column(header, "p2p_latency_us"), seq = column(header, "model_seq_len");
+    CHECK(p2p < column(header, "activation_bytes_per_layer"));
+    CHECK(split(rows[2], ',')[p2p] == "100");
+    CHECK(split(rows[2], ',')[seq] == "4096");
+    CHECK(split(rows[1], ',')[seq] == std::to_string(results[0].scenario.model.seq_len));
+    CHECK(std::find(header.begin(), header.end(), "memory_capacity_bytes") == header.end());
+}

@@ -152,11 +152,67 @@ const std::vector<CsvColumn>& csv_screen_columns() {
     return columns;
 }
 
+/// Quantities a sweep or a list of cases can vary that have no column of their own above (model shape, the
+/// system's latencies, capacity, optimizer costs): a column each, present only when the file's cases differ in it,
+/// so that a file that does not vary them keeps its columns.
+const std::vector<CsvColumn>& csv_varying_columns() {
+    static const std::vector<CsvColumn> columns = [] {
+        auto num = [](auto v) { return fmt::format("{}", v); };
+        auto model = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.model); }; };
+        auto sys = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.system); }; };
+        auto net = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.system.network); }; };
+        auto us = [](Time t) { return fmt::format("{:g}", t.us()); };
+        std::vector<CsvColumn> c;
+        c.push_back({"model_layers", model([num](const ModelSpec& m) { return num(m.layers); })});
+        c.push_back({"model_hidden", model([num](const ModelSpec& m) { return num(m.hidden); })});
+        c.push_back({"model_heads", model([num](const ModelSpec& m) { return num(m.heads); })});
+        c.push_back({"model_kv_heads", model([num](const ModelSpec& m) { return num(m.kv_heads); })});
+        c.push_back({"model_ffn_hidden", model([num](const ModelSpec& m) { return num(m.ffn_hidden); })});
+        c.push_back({"model_seq_len", model([num](const ModelSpec& m) { return num(m.seq_len); })});
+        c.push_back({"model_vocab", model([num](const ModelSpec& m) { return num(m.vocab); })});
+        c.push_back({"gpus_per_node", sys([num](const SystemSpec& y) { return num(y.gpus_per_node); })});
+        c.push_back({"memory_capacity_bytes", sys([num](const SystemSpec& y) { return num(y.memory_capacity.value); })});
+        c.push_back({"memory_reserved_bytes", sys([num](const SystemSpec& y) { return num(y.memory_reserved.value); })});
+        c.push_back({"nvlink_latency_us", net([us](const NetworkSpec& n) { return us(n.nvlink_latency); })});
+        c.push_back({"nic_latency_us", net([us](const NetworkSpec& n) { return us(n.nic_latency); })});
+        c.push_back({"switch_latency_us", net([us](const NetworkSpec& n) { return us(n.switch_latency); })});
+        c.push_back({"spines_per_rail", net([num](const NetworkSpec& n) { return num(n.spines_per_rail); })});
+        c.push_back({"collective_step_latency_intra_us",
+                     net([us](const NetworkSpec& n) { return us(n.collective_step_latency_intra); })});
+        c.push_back({"collective_step_latency_inter_us",
+                     net([us](const NetworkSpec& n) { return us(n.collective_step_latency_inter); })});
+        c.push_back({"hierarchical_collectives",
+                     net([](const NetworkSpec& n) { return csv_bool(n.hierarchical_collectives); })});
+        c.push_back({"p2p_latency_us", net([us](const NetworkSpec& n) { return us(n.p2p_latency); })});
+        c.push_back({"nccl_channels_per_nic", net([num](const NetworkSpec& n) { return num(n.nccl_channels_per_nic); })});
+        c.push_back({"optimizer_bytes_per_param_step",
+                     sys([](const SystemSpec& y) { return fmt::format("{:g}", y.optimizer.bytes_per_param_step); })});
+        c.push_back({"optimizer_bytes_per_param_step_fp16",
+                     sys([](const SystemSpec& y) { return fmt::format("{:g}", y.optimizer.bytes_per_param_step_fp16); })});
+        c.push_back({"optimizer_fixed_overhead_ms",
+                     sys([](const SystemSpec& y) { return fmt::format("{:g}", y.optimizer.fixed_overhead.ms()); })});
+        c.push_back({"variation_span_sigma",
+                     sys([](const SystemSpec& y) { return fmt::format("{:g}", y.variation.span_sigma); })});
+        return c;
+    }();
+    return columns;
+}
+
 }  // namespace
 
 std::string to_csv(const std::vector<CaseResult>& results) {
     std::ostringstream o;
     std::vector<CsvColumn> columns = csv_columns();
+    // After the execution and system columns (before the results): what these cases vary that has no column above.
+    const auto results_begin = std::find_if(columns.begin(), columns.end(),
+                                            [](const CsvColumn& c) { return std::string(c.name) == "activation_bytes_per_layer"; });
+    std::vector<CsvColumn> varying;
+    for (const CsvColumn& c : csv_varying_columns()) {
+        const bool varies = !results.empty() && std::any_of(results.begin(), results.end(),
+                                        [&](const CaseResult& r) { return c.value(r) != c.value(results.front()); });
+        if (varies) varying.push_back(c);
+    }
+    columns.insert(results_begin, varying.begin(), varying.end());
     if (std::any_of(results.begin(), results.end(), [](const CaseResult& r) { return r.screen.has_value(); }))
         columns.insert(columns.end(), csv_screen_columns().begin(), csv_screen_columns().end());
     for (std::size_t i = 0; i < columns.size(); ++i) o << (i ? "," : "") << columns[i].name;
