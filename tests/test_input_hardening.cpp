@@ -361,3 +361,15 @@ TEST_CASE("hardening: an iteration too long for 64-bit picoseconds", "[hardening
     CHECK_THAT(msg, Contains("one iteration would take at least"));
     CHECK_THAT(msg, Contains("more than the simulator's limit of 1e+05 s"));
 }
+
+TEST_CASE("hardening: a device profile's missing keys are reported all at once", "[hardening]") {
+    const std::string msg = profile_error_of("format: strata-device-profile/1\nname: x\nkind: analytical\ndevice:\n  sm_count: 10\n");
+    for (const char* key : {"device.peak_flops", "device.hbm_bandwidth_bytes_per_s", "device.memory_capacity_bytes",
+                            "gemm.efficiency_ceiling", "gemm.k_half", "elementwise.bandwidth_efficiency"}) {
+        INFO(key);
+        CHECK_THAT(msg, Contains(std::string("missing required key '") + key + "'"));
+    }
+    // One line per key, none about the stand-in values the reader went on with.
+    CHECK(std::count(msg.begin(), msg.end(), '\n') == 6);
+    CHECK_THAT(msg, !Contains("sm_count"));
+}

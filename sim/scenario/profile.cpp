@@ -2,6 +2,7 @@
 #include "strata/errors.hpp"
 #include "strata/profile.hpp"
 #include "strata/scenario.hpp"
+#include "parts.hpp"
 #include "yaml_fields.hpp"
 
 #include <array>
@@ -122,6 +123,8 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
     }, layer_keys);
 }
 
+DeviceProfile read_device(const Fields& f, const std::string& file);
+
 DeviceProfile profile_from(const YAML::Node& root, const std::string& file) {
     Fields f("profile", yamlio::where(file, root.Mark()));
     // The lists under `measured` stay opaque values here (measured.gemm, ...); read_measured() reads them.
@@ -133,6 +136,16 @@ DeviceProfile profile_from(const YAML::Node& root, const std::string& file) {
     known.insert(known.end(), lists.begin(), lists.end());
     f.check_known(known);
 
+    // Every missing required key is reported at once (parts::read_collecting); the measured lists after that.
+    std::vector<yamlio::MissingKey> missing;
+    DeviceProfile p = parts::read_collecting(f, missing, [&](const Fields& fr) { return read_device(fr, file); });
+    yamlio::throw_missing(missing);
+    read_measured(root, file, p);
+    return p;
+}
+
+/// The profile's scalar keys (format, device, gemm, elementwise, intra_node, flash_attention, provenance).
+DeviceProfile read_device(const Fields& f, const std::string& file) {
     constexpr std::array<std::string_view, 1> formats = {"strata-device-profile/1"};
     (void)f.get_choice("format", formats);
     DeviceProfile p;
@@ -172,7 +185,6 @@ DeviceProfile profile_from(const YAML::Node& root, const std::string& file) {
                "missing: the flash_attention block needs both forward_efficiency and backward_efficiency");
     if (f.has("measured.copy_bandwidth_bytes_per_s"))
         (void)f.get_double("measured.copy_bandwidth_bytes_per_s", 1e6, 1e15);
-    read_measured(root, file, p);
     return p;
 }
 }  // namespace
