@@ -17,6 +17,8 @@ using StreamId = std::uint32_t;
 /// A task: its storage slot (low 32 bits) and the slot's generation (high 32 bits). In streaming mode a
 /// finished task's slot is reused under a new generation, so an old id never names a live task.
 using TaskId = std::uint64_t;
+[[nodiscard]] constexpr std::uint32_t task_slot(TaskId t) { return static_cast<std::uint32_t>(t & 0xffffffffU); }
+[[nodiscard]] constexpr std::uint32_t task_generation(TaskId t) { return static_cast<std::uint32_t>(t >> 32); }
 using LinkId = std::uint32_t;
 using PoolId = std::uint32_t;
 /// An interned route (add_route): the many transfers over one route share its link list.

@@ -224,7 +224,8 @@ void FlowNetwork::water_fill() {
     }
     // Progressive filling with a lazy min-heap of link fair levels (ties: smaller link id first). Levels
     // only grow, so a top entry whose level is stale is re-keyed in place and sifted down.
-    for (std::size_t i = heap_.size(); i-- > 0;)
+    // Heapify: only the internal nodes (a 4-ary heap's last one is (n - 2) / 4); leaves are heaps already.
+    for (std::size_t i = heap_.size() > 1 ? (heap_.size() - 2) / 4 + 1 : 0; i-- > 0;)
         sift_down(heap_, i);
     while (!heap_.empty()) {
         const LinkId link = heap_.front().link;

@@ -175,11 +175,16 @@ struct Simulator::Impl {
     RunStats stats;
 
     // ---- helpers ----
+    // The checks below run on every call that adds work: the test is inline, the message built out of line.
     void check_adding(const char* what) const {
+        if (phase == Phase::building || (phase == Phase::running && in_callback)) [[likely]]
+            return;
+        throw_adding(what);
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] void throw_adding(const char* what) const {
         if (phase == Phase::done)
             throw SimulationError(std::string("Simulator::") + what + ": the graph cannot change after run()");
-        if (phase == Phase::running && !in_callback)
-            throw SimulationError(std::string("Simulator::") + what + ": work can only be added from a refill callback");
+        throw SimulationError(std::string("Simulator::") + what + ": work can only be added from a refill callback");
     }
     void check_building(const char* what) const {
         if (phase != Phase::building)
@@ -188,11 +193,14 @@ struct Simulator::Impl {
     /// The live task `t` names, or throws.
     Task& live(TaskId t, const char* what) {
         const std::uint32_t s = slot_of(t);
-        if (s >= tasks.size() || tasks[s].generation != generation_of(t)) {
-            throw SimulationError(std::string("Simulator::") + what + ": task id " + std::to_string(t) +
-                                  (s >= tasks.size() ? " out of range" : " has finished (its storage was reused)"));
-        }
-        return tasks[s];
+        if (s < tasks.size() && tasks[s].generation == generation_of(t)) [[likely]]
+            return tasks[s];
+        throw_not_live(t, what);
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] void throw_not_live(TaskId t, const char* what) const {
+        const std::uint32_t s = slot_of(t);
+        throw SimulationError(std::string("Simulator::") + what + ": task id " + std::to_string(t) +
+                              (s >= tasks.size() ? " out of range" : " has finished (its storage was reused)"));
     }
     /// Whether `t` names a task that has finished (or whose slot was reused since); throws for an id never issued.
     bool finished(TaskId t, const char* what) const {
@@ -214,16 +222,17 @@ struct Simulator::Impl {
         return tasks[s];
     }
     void check_stream(StreamId s, const char* what) const {
-        if (s >= streams.size()) {
-            throw SimulationError(std::string("Simulator::") + what + ": stream id " + std::to_string(s) +
-                                  " out of range (" + std::to_string(streams.size()) + " streams)");
-        }
+        if (s >= streams.size()) [[unlikely]]
+            throw_out_of_range("stream", s, streams.size(), what);
     }
     void check_pool(PoolId p, const char* what) const {
-        if (p >= pools.size()) {
-            throw SimulationError(std::string("Simulator::") + what + ": pool id " + std::to_string(p) +
-                                  " out of range (" + std::to_string(pools.size()) + " pools)");
-        }
+        if (p >= pools.size()) [[unlikely]]
+            throw_out_of_range("pool", p, pools.size(), what);
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] static void throw_out_of_range(const char* kind, std::uint32_t id,
+                                                                         std::size_t count, const char* what) {
+        throw SimulationError(std::string("Simulator::") + what + ": " + kind + " id " + std::to_string(id) +
+                              " out of range (" + std::to_string(count) + " " + kind + "s)");
     }
     void check_ran(const char* what) const {
         if (phase != Phase::done)

@@ -40,6 +40,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <span>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -181,7 +182,7 @@ private:
     const Plan& tp_phases(Group& g, CollectiveKind kind, Bytes message, bool context = false);
     /// Emits a unit's steps on group g after `after` (optional); returns its first and last task.
     UnitTasks emit_unit(Group& g, const Unit& unit, std::optional<TaskId> after, std::uint32_t label);
-    TaskId emit_phases(StreamId stream, const Plan& phases, std::vector<TaskId> deps, std::uint32_t label, TaskId* first);
+    TaskId emit_phases(StreamId stream, const Plan& phases, std::span<const TaskId> deps, std::uint32_t label, TaskId* first);
     /// The phases with their routes interned.
     Plan intern(const std::vector<fabric::CollectivePhase>& phases);
     const Unit& unit_for(bool forward, int virtual_stage);
@@ -259,7 +260,10 @@ private:
     std::map<int, BackwardPieces> backward_pieces_;     // by virtual stage, for emit_backward_by_layer
     // Read from finished tasks (metrics.cpp).
     bool want_detail_ = false;
-    std::unordered_set<TaskId> exposed_tp_;       // non-overlapped TP collectives of replica 0 not finished yet
+    // Non-overlapped TP collectives of replica 0 not finished yet: per engine task slot, the generation + 1 of the
+    // marked task (0: none), so that marking and finding cost no allocation.
+    std::vector<std::uint32_t> exposed_tp_;
+    void mark_exposed_tp(TaskId t);
     std::int64_t exposed_tp_ps_ = 0;
     std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0, g0_optimizer_end_ = 0;
     std::int64_t g0_gather_end_ = -1;             // stage 0's non-overlapped parameter all-gather, once it ended

@@ -22,9 +22,20 @@ void Builder::cover_p2p(std::int32_t stage, std::int64_t start, std::int64_t end
     exposed_p2p_ps_ += end - start;
 }
 
+void Builder::mark_exposed_tp(TaskId t) {
+    const std::size_t slot = engine::task_slot(t);
+    if (exposed_tp_.size() <= slot) exposed_tp_.resize(std::max<std::size_t>(slot + 1, 2 * exposed_tp_.size()), 0);
+    exposed_tp_[slot] = engine::task_generation(t) + 1;
+}
+
 void Builder::observe(const engine::TaskRecord& r) {
-    if (interval_tp_[r.stream] && interval_stage_[r.stream] >= 0 && exposed_tp_.erase(r.task) != 0)
-        exposed_tp_ps_ += (r.end - r.start).ps();
+    if (interval_tp_[r.stream] && interval_stage_[r.stream] >= 0) {
+        const std::size_t slot = engine::task_slot(r.task);
+        if (slot < exposed_tp_.size() && exposed_tp_[slot] == engine::task_generation(r.task) + 1) {
+            exposed_tp_[slot] = 0;
+            exposed_tp_ps_ += (r.end - r.start).ps();
+        }
+    }
     if (label_kind(r.label) == TaskKind::p2p) {
         const std::int32_t s = p2p_stage_[r.stream];
         if (s >= 0 && r.end > r.start) {

@@ -273,7 +273,7 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
             if (scatter_gather) {
                 // The received shards are all-gathered over NVLink before the call returns.
                 TaskId first{};
-                const TaskId last = emit_phases(g.tp, tp_phases(g, CollectiveKind::all_gather, activation_message_), {post},
+                const TaskId last = emit_phases(g.tp, tp_phases(g, CollectiveKind::all_gather, activation_message_), std::span(&post, 1),
                                                 make_label(TaskKind::p2p, u.chunk, u.microbatch), &first);
                 sim_.add_dependency(last, wait);
                 target = first;

@@ -2,6 +2,9 @@
 // GPU group (compute kernels on the compute stream, tensor-parallel collectives as flows on the tp stream).
 #include "builder.hpp"
 
+#include <array>
+#include <span>
+
 namespace strata::workload {
 
 void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost) {
@@ -48,16 +51,20 @@ const Plan& Builder::tp_phases(Group& g, CollectiveKind kind, Bytes message, boo
     return g.plans.emplace_back(key, intern(phases)).second;
 }
 
-TaskId Builder::emit_phases(StreamId stream, const Plan& phases, std::vector<TaskId> deps, std::uint32_t label,
+TaskId Builder::emit_phases(StreamId stream, const Plan& phases, std::span<const TaskId> deps, std::uint32_t label,
                             TaskId* first) {
     TaskId last{};
     bool have = false;
     for (const auto& ph : phases) {
         TaskId t = ph.alone ? sim_.add_transfer_on(stream, empty_route_, ph.bytes, ph.latency + *ph.alone, label)
                             : sim_.add_transfer_on(stream, ph.route, ph.bytes, ph.latency, label);
-        for (TaskId d : deps) sim_.add_dependency(d, t);
-        if (!have && first) *first = t;
-        deps = {t};
+        // The first phase waits for `deps`, each later one for the phase before it.
+        if (have) {
+            sim_.add_dependency(last, t);
+        } else {
+            for (TaskId d : deps) sim_.add_dependency(d, t);
+            if (first) *first = t;
+        }
         last = t;
         have = true;
     }
@@ -72,8 +79,17 @@ TaskId Builder::emit_phases(StreamId stream, const Plan& phases, std::vector<Tas
 Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<TaskId> after,
                                       std::uint32_t label) {
     UnitTasks out;
-    std::vector<TaskId> prev;
-    if (after) prev.push_back(*after);
+    // What the next step waits for: at most two tasks (an overlapped collective and the kernels beside it).
+    struct Prev {
+        std::array<TaskId, 2> ids{};
+        std::size_t n = 0;
+        void set(TaskId a) { ids[0] = a, n = 1; }
+        void set(TaskId a, TaskId b) { ids = {a, b}, n = 2; }
+        [[nodiscard]] const TaskId* begin() const { return ids.data(); }
+        [[nodiscard]] const TaskId* end() const { return ids.data() + n; }
+        [[nodiscard]] std::span<const TaskId> span() const { return {ids.data(), n}; }
+    } prev;
+    if (after) prev.set(*after);
     const std::uint32_t tp_label = make_label(TaskKind::tp, label_chunk(label), label_mb(label));
     auto note_first = [&](TaskId t) {
         if (!out.valid) {
@@ -87,11 +103,11 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             TaskId t = sim_.add_compute(g.compute, span_time(g, s.duration), label);
             for (TaskId d : prev) sim_.add_dependency(d, t);
             note_first(t);
-            prev = {t};
+            prev.set(t);
             continue;
         }
         TaskId first{};
-        const TaskId last = emit_phases(g.tp, tp_phases(g, s.kind, s.message, s.context_group), prev, tp_label, &first);
+        const TaskId last = emit_phases(g.tp, tp_phases(g, s.kind, s.message, s.context_group), prev.span(), tp_label, &first);
         note_first(first);
         if (s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute) {
             // The overlapped kernels lose the SMs the collective holds while it runs.
@@ -99,12 +115,12 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             TaskId w = sim_.add_compute(g.compute, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c)),
                                         label);
             for (TaskId d : prev) sim_.add_dependency(d, w);
-            prev = {w, last};
+            prev.set(w, last);
             ++i;
         } else {
             // Synchronous: the next kernel waits for it, so the in-order compute stream is blocked meanwhile.
-            if (g.replica == 0) exposed_tp_.insert(last);
-            prev = {last};
+            if (g.replica == 0) mark_exposed_tp(last);
+            prev.set(last);
         }
     }
     if (!out.valid) {
@@ -113,8 +129,8 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         for (TaskId d : prev) sim_.add_dependency(d, out.first);
         return out;
     }
-    if (prev.size() == 1) {
-        out.last = prev[0];
+    if (prev.n == 1) {
+        out.last = prev.ids[0];
     } else {
         out.last = sim_.add_compute(g.compute, Time::zero(), label);
         for (TaskId d : prev) sim_.add_dependency(d, out.last);
