@@ -369,7 +369,9 @@ TEST_CASE("hardening: a device profile's missing keys are reported all at once",
         INFO(key);
         CHECK_THAT(msg, Contains(std::string("missing required key '") + key + "'"));
     }
-    // One line per key, none about the stand-in values the reader went on with.
+    // Each at the mapping it belongs in (device.* at sm_count, the only key written under device:), one line per
+    // key, none about the stand-in values the reader went on with.
+    CHECK_THAT(msg, Contains(at(5, 3) + "profile: missing required key 'device.peak_flops'"));
     CHECK(std::count(msg.begin(), msg.end(), '\n') == 6);
     CHECK_THAT(msg, !Contains("sm_count"));
 }

@@ -765,7 +765,8 @@ TEST_CASE("load_device_profile accepts a profile with only some measured lists",
 
 TEST_CASE("a calibrated profile must give provenance.gpu", "[profile][errors]") {
     const std::string msg = profile_error("parts/profile-calibrated-no-provenance.yaml");
-    CHECK(msg == at("parts/profile-calibrated-no-provenance.yaml", 2, 1) +
+    // Located in the mapping it belongs in: at provenance's first written key (date, line 6).
+    CHECK(msg == at("parts/profile-calibrated-no-provenance.yaml", 6, 3) +
                      "profile: missing required key 'provenance.gpu' (expected a string)");
 }
 

@@ -154,6 +154,22 @@ std::string Fields::loc(const std::string& key) const {
     return origin_;
 }
 
+std::string Fields::missing_location(const std::string& key) const {
+    // A dotted key belongs in a mapping: where its first written sibling is (device.peak_flops: the first key
+    // under `device:`), the longest such prefix first; the part's own location when none is written.
+    for (std::size_t dot = key.rfind('.'); dot != std::string::npos && dot > 0; dot = key.rfind('.', dot - 1)) {
+        const std::string prefix = key.substr(0, dot + 1);
+        const Entry* first = nullptr;
+        for (auto it = entries_.lower_bound(prefix); it != entries_.end() && it->first.starts_with(prefix); ++it) {
+            if (it->second.key.Mark().line < 0) continue;
+            if (!first || (it->second.file == first->file && it->second.key.Mark().pos < first->key.Mark().pos))
+                first = &it->second;
+        }
+        if (first) return where(first->file, first->key.Mark());
+    }
+    return origin_;
+}
+
 std::string Fields::file_of(const std::string& key) const {
     if (const Entry* e = find(key)) return e->file;
     auto colon = origin_.find(':');
@@ -167,7 +183,7 @@ void Fields::fail(const std::string& key, const std::string& message) const {
 const Fields::Entry* Fields::require(const std::string& key, const std::function<std::string()>& expected) const {
     const Entry* e = find(key);
     if (!e) {
-        MissingKey m{origin_, part_, key, expected()};
+        MissingKey m{missing_location(key), part_, key, expected()};
         if (!missing_.keys) throw_missing({m});
         missing_.keys->push_back(std::move(m));
     }

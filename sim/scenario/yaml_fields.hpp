@@ -167,6 +167,8 @@ private:
     std::string part_;
     std::string origin_;
     std::map<std::string, Entry> entries_;
+    /// Where a missing `key` is reported (see require).
+    [[nodiscard]] std::string missing_location(const std::string& key) const;
     mutable MissingSink missing_;
 };
 
