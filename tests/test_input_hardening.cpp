@@ -375,3 +375,19 @@ TEST_CASE("hardening: a device profile's missing keys are reported all at once",
     CHECK(std::count(msg.begin(), msg.end(), '\n') == 6);
     CHECK_THAT(msg, !Contains("sm_count"));
 }
+
+TEST_CASE("hardening: an integer written with digits then a huge exponent is refused before any conversion",
+          "[hardening]") {
+    // Found by the fuzzer: "17179861e30" read as 1.7e37 was converted to an integer before the check that it fits
+    // (UBSan float-cast-overflow); now it is an InputError naming the key.
+    const std::string base = read(kValid + "../parts/profile-measured.yaml");
+    REQUIRE_FALSE(base.empty());
+    std::string text = base;
+    const std::string key = "memory_capacity_bytes: ";
+    const std::size_t at_key = text.find(key);
+    REQUIRE(at_key != std::string::npos);
+    text.replace(at_key + key.size(), text.find('\n', at_key) - at_key - key.size(), "17179861e30");
+    const std::string msg = profile_error_of(text);
+    CHECK_THAT(msg, Contains("device.memory_capacity_bytes: expected an integer"));
+    CHECK_THAT(msg, Contains("17179861e30"));
+}

@@ -238,7 +238,7 @@ long long Fields::get_int(const std::string& key, long long min, long long max,
                 // Accept integral values written in scientific notation (e.g. 2.24e3).
                 double d = std::stod(s, &pos);
                 ok = pos == s.size() && std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9e18;
-                v = static_cast<long long>(d);
+                if (ok) v = static_cast<long long>(d);  // converted only once known to fit (1e30 would not)
             }
         } catch (const std::exception&) {
             ok = false;
