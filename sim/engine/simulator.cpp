@@ -205,10 +205,15 @@ struct Simulator::Impl {
     /// Whether `t` names a task that has finished (or whose slot was reused since); throws for an id never issued.
     bool finished(TaskId t, const char* what) const {
         const std::uint32_t s = slot_of(t);
-        if (generation_of(t) > tasks[s].generation) {
-            throw SimulationError(std::string("Simulator::") + what + ": task id " + std::to_string(t) + " was never issued");
-        }
+        if (generation_of(t) > tasks[s].generation) [[unlikely]]
+            throw_never_issued(t, what);
         return tasks[s].generation != generation_of(t) || tasks[s].state == State::finished;
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] static void throw_never_issued(TaskId t, const char* what) {
+        throw SimulationError(std::string("Simulator::") + what + ": task id " + std::to_string(t) + " was never issued");
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] void throw_started(TaskId t, const char* what) const {
+        throw SimulationError(std::string("Simulator::") + what + ": " + describe_slot(slot_of(t)) + " has started already");
     }
     /// A task for the per-task result accessors (without streaming).
     const Task& kept(TaskId t, const char* what) const {
@@ -752,9 +757,8 @@ void Simulator::add_dependency(TaskId before, TaskId after) {
     im.check_adding("add_dependency");
     if (slot_of(before) >= im.tasks.size()) im.live(before, "add_dependency");  // throws: out of range
     Impl::Task& a = im.live(after, "add_dependency");
-    if (a.state != Impl::State::pending) {
-        throw SimulationError("Simulator::add_dependency: " + im.describe_slot(slot_of(after)) + " has started already");
-    }
+    if (a.state != Impl::State::pending) [[unlikely]]
+        im.throw_started(after, "add_dependency");
     if (im.finished(before, "add_dependency")) return;  // satisfied
     Impl::Task& b = im.tasks[slot_of(before)];
     ++a.waiting;
