@@ -642,15 +642,6 @@ def plot_sweep(sw, save):
         d["model"] = r["model"]["name"]
         return d
 
-    def is_num(v):
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-    def text(v):
-        return json.dumps(v).strip('"')
-
-    def oom_of(r):
-        return r.get("simulated_memory", {}).get("oom", False) or not r["memory"].get("fits", True)
-
     keys = list(key_of(res[0]).keys())
     varying = [k for k in keys if len(set(json.dumps(key_of(r)[k]) for r in res)) > 1]
     # Drop keys that only follow another varying key (schedule follows interleave, gpus follows data, ...);
@@ -681,8 +672,8 @@ def plot_sweep(sw, save):
         series = defaultdict(list)
         for r in res:
             kk = key_of(r)
-            sort_key = tuple((0, kk[k], "") if is_num(kk[k]) else (1, 0, text(kk[k])) for k in rest)
-            label = ", ".join("%s=%s" % (k, text(kk[k])) for k in rest) or "MFU"
+            sort_key = tuple((0, kk[k], "") if is_num(kk[k]) else (1, 0, text_of(kk[k])) for k in rest)
+            label = ", ".join("%s=%s" % (k, text_of(kk[k])) for k in rest) or "MFU"
             series[(sort_key, label)].append((kk[xkey], 100 * r["mfu"], oom_of(r), r))
         cmap = plt.get_cmap("viridis")
         n = len(series)
@@ -703,7 +694,7 @@ def plot_sweep(sw, save):
             kb = key_of(best)
             ax.plot([kb[xkey]], [100 * best["mfu"]], "*", color="black", ms=15, zorder=5,
                     label="best that fits: %.1f%% (%s)" % (100 * best["mfu"], ", ".join(
-                        "%s=%s" % (k, text(kb[k])) for k in [xkey] + rest)))
+                        "%s=%s" % (k, text_of(kb[k])) for k in [xkey] + rest)))
         xs = sorted(set(key_of(r)[xkey] for r in res))
         if all(isinstance(v, int) and v > 0 for v in xs) and len(xs) > 2 and xs[-1] / xs[0] >= 4:
             ax.set_xscale("log", base=2)
