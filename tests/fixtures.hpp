@@ -8,6 +8,11 @@
 
 namespace strata::testing {
 
+/// A file of the source tree, by its path from the repository root.
+inline std::string source_path(const std::string& rel) { return std::string(STRATA_SOURCE_DIR) + "/" + rel; }
+/// A file under tests/data/.
+inline std::string data_path(const std::string& rel) { return source_path("tests/data/" + rel); }
+
 /// Case `index` of scenarios/paper/table4.yaml (22B, t = 8, b = 4, one microbatch, Selene A100).
 inline Scenario table4_case(int index) {
     return load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table4.yaml").cases.at(index);

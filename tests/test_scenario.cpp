@@ -7,6 +7,8 @@
 #include "strata/profile.hpp"
 #include "strata/scenario.hpp"
 
+#include "fixtures.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -19,8 +21,8 @@ using Catch::StartsWith;
 
 namespace {
 
-std::string source_path(const std::string& rel) { return std::string(STRATA_SOURCE_DIR) + "/" + rel; }
-std::string data_path(const std::string& rel) { return source_path("tests/data/" + rel); }
+using testing::data_path;
+using testing::source_path;
 
 /// `<tests/data/rel>:line:col: `, the prefix every located message starts with.
 std::string at(const std::string& rel, int line, int col) {

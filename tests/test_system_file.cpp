@@ -5,6 +5,8 @@
 #include "strata/run.hpp"
 #include "strata/scenario.hpp"
 
+#include "fixtures.hpp"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -28,8 +30,8 @@ using Catch::StartsWith;
 
 namespace {
 
-std::string source_path(const std::string& rel) { return std::string(STRATA_SOURCE_DIR) + "/" + rel; }
-std::string data_path(const std::string& rel) { return source_path("tests/data/" + rel); }
+using testing::data_path;
+using testing::source_path;
 
 std::string trim(const std::string& s) {
     const auto b = s.find_first_not_of(' ');
