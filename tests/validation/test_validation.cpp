@@ -107,6 +107,12 @@ Summary throughput_table(const std::string& title, const std::string& key, const
     return summarize(title, names, errors);
 }
 
+/// Megatron-LM's own FLOPs count (model FLOPs) per GPU and second, in TFLOP/s: what its README's tables report.
+double megatron_tflops_per_gpu(const Scenario& sc, const IterationResult& r) {
+    return model_flops_per_iteration(sc.model, sc.execution.global_batch).value /
+           (r.iteration_time_s * sc.execution.gpus()) / 1e12;
+}
+
 TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.6%, worst <= 5.0%") {
     // SC21 counts FLOPs with the full recompute: achieved TFLOP/s per GPU = HFU x the device's peak.
     const Summary s = throughput_table("SC21 Table 1", "sc21_table1", "scenarios/crosscheck/sc21-table1.yaml",
@@ -122,10 +128,7 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // come out 13-14% fast, the 32B row 12% slow. The tolerance pins today's figure so that a regression is seen.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
-                                       [](const Scenario& sc, const IterationResult& r) {
-                                           return model_flops_per_iteration(sc.model, sc.execution.global_batch).value /
-                                                  (r.iteration_time_s * sc.execution.gpus()) / 1e12;
-                                       });
+                                       megatron_tflops_per_gpu);
     CHECK(s.mean_abs <= 0.061);
     CHECK(s.worst_abs <= 0.136);
 }
@@ -135,10 +138,7 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     // MFU falls from 55.7% to 37.2% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
                                        "scenarios/validation/megatron-h100-strong.yaml",
-                                       [](const Scenario& sc, const IterationResult& r) {
-                                           return model_flops_per_iteration(sc.model, sc.execution.global_batch).value /
-                                                  (r.iteration_time_s * sc.execution.gpus()) / 1e12;
-                                       });
+                                       megatron_tflops_per_gpu);
     CHECK(s.mean_abs <= 0.105);
     CHECK(s.worst_abs <= 0.186);
 }
