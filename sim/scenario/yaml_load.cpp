@@ -23,7 +23,21 @@ class DocumentCheck {
 public:
     DocumentCheck(const std::string& file, const std::string& text) : file_(file), text_(text) {}
 
-    void walk(const YAML::Node& n, int depth, const std::string& path = "") {
+    /// Where the walk is, as a chain of frames on the stack: the path text (`sweep.execution.microbatch[1]`) is
+    /// only written when an error needs it, not for every node of every file.
+    struct Frame {
+        const Frame* parent;
+        const std::string* key;  ///< a mapping's key, or null for a list item
+        std::size_t index;       ///< the list item's index
+    };
+    static std::string path_of(const Frame* f) {
+        if (f == nullptr) return {};
+        std::string head = path_of(f->parent);
+        if (f->key == nullptr) return head + "[" + std::to_string(f->index) + "]";
+        return head.empty() ? *f->key : head + "." + *f->key;
+    }
+
+    void walk(const YAML::Node& n, int depth, const Frame* frame = nullptr) {
         if (++visited_ > limits::kMaxNodes) {
             throw InputError(where(file_, n.Mark()) + ": more than " + std::to_string(limits::kMaxNodes) +
                              " YAML values (an alias counts at each use); the loader's limit, an experiment needs far fewer");
@@ -38,11 +52,12 @@ public:
             std::size_t i = 0;
             for (const YAML::Node& item : n) {
                 // No list in a scenario, system or profile file takes an empty item ("-" alone, "[1, , 2]").
+                const Frame here{frame, nullptr, i};
                 if (item.IsNull()) {
-                    throw InputError(where(file_, empty_item_mark(item.Mark())) + ": " + path + "[" +
-                                     std::to_string(i) + "]: empty list item; expected a value");
+                    throw InputError(where(file_, empty_item_mark(item.Mark())) + ": " + path_of(&here) +
+                                     ": empty list item; expected a value");
                 }
-                walk(item, depth + 1, path + "[" + std::to_string(i) + "]");
+                walk(item, depth + 1, &here);
                 ++i;
             }
         } else if (n.IsMap()) {
@@ -60,7 +75,8 @@ public:
                                      where(file_, first->second) + "); each key may be given once");
                 }
                 ++visited_;
-                walk(it->second, depth + 1, path.empty() ? key.Scalar() : path + "." + key.Scalar());
+                const Frame here{frame, &key.Scalar(), 0};
+                walk(it->second, depth + 1, &here);
             }
         }
     }
