@@ -27,6 +27,10 @@ std::string csv_field(const std::string& v) {
 
 std::string csv_bool(bool b) { return b ? "true" : "false"; }
 
+/// A number as its shortest text, and a column reading the case's network: shared by the two column lists.
+constexpr auto num = [](auto v) { return fmt::format("{}", v); };
+constexpr auto net = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.system.network); }; };
+
 /// The CSV's columns: every execution and system quantity a case can vary, then the results.
 struct CsvColumn {
     const char* name;
@@ -36,18 +40,17 @@ struct CsvColumn {
 const std::vector<CsvColumn>& csv_columns() {
     static const std::vector<CsvColumn> columns = [] {
         auto exec = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.execution); }; };
-        auto num = [](auto v) { return fmt::format("{}", v); };
         std::vector<CsvColumn> c;
         c.push_back({"name", [](const CaseResult& r) { return r.scenario.name; }});
         c.push_back({"model", [](const CaseResult& r) { return r.scenario.model.name; }});
         c.push_back({"system", [](const CaseResult& r) { return r.scenario.system.name; }});
         c.push_back({"device_profile", [](const CaseResult& r) { return r.scenario.system.device.name; }});
-        c.push_back({"gpus", exec([num](const ExecutionSpec& e) { return num(e.gpus()); })});
-        c.push_back({"tensor", exec([num](const ExecutionSpec& e) { return num(e.tensor); })});
-        c.push_back({"context_parallel", exec([num](const ExecutionSpec& e) { return num(e.context); })});
-        c.push_back({"pipeline", exec([num](const ExecutionSpec& e) { return num(e.pipeline); })});
-        c.push_back({"data", exec([num](const ExecutionSpec& e) { return num(e.data); })});
-        c.push_back({"interleave", exec([num](const ExecutionSpec& e) { return num(e.interleave); })});
+        c.push_back({"gpus", exec([](const ExecutionSpec& e) { return num(e.gpus()); })});
+        c.push_back({"tensor", exec([](const ExecutionSpec& e) { return num(e.tensor); })});
+        c.push_back({"context_parallel", exec([](const ExecutionSpec& e) { return num(e.context); })});
+        c.push_back({"pipeline", exec([](const ExecutionSpec& e) { return num(e.pipeline); })});
+        c.push_back({"data", exec([](const ExecutionSpec& e) { return num(e.data); })});
+        c.push_back({"interleave", exec([](const ExecutionSpec& e) { return num(e.interleave); })});
         c.push_back({"schedule", exec([](const ExecutionSpec& e) { return std::string(to_string(e.schedule)); })});
         c.push_back({"sequence_parallel", exec([](const ExecutionSpec& e) { return csv_bool(e.sequence_parallel); })});
         c.push_back({"recompute", exec([](const ExecutionSpec& e) { return std::string(to_string(e.recompute)); })});
@@ -56,11 +59,11 @@ const std::vector<CsvColumn>& csv_columns() {
                          for (const auto& m : names_of(e.recompute_modules)) out += (out.empty() ? "" : " ") + m;
                          return out;
                      })});
-        c.push_back({"recompute_layers", exec([num](const ExecutionSpec& e) { return num(e.recompute_layers); })});
+        c.push_back({"recompute_layers", exec([](const ExecutionSpec& e) { return num(e.recompute_layers); })});
         c.push_back({"recompute_method",
                      exec([](const ExecutionSpec& e) { return std::string(to_string(e.recompute_method)); })});
-        c.push_back({"microbatch", exec([num](const ExecutionSpec& e) { return num(e.microbatch); })});
-        c.push_back({"global_batch", exec([num](const ExecutionSpec& e) { return num(e.global_batch); })});
+        c.push_back({"microbatch", exec([](const ExecutionSpec& e) { return num(e.microbatch); })});
+        c.push_back({"global_batch", exec([](const ExecutionSpec& e) { return num(e.global_batch); })});
         c.push_back({"precision", exec([](const ExecutionSpec& e) { return std::string(to_string(e.precision)); })});
         c.push_back({"attention", exec([](const ExecutionSpec& e) { return std::string(to_string(e.attention)); })});
         c.push_back({"distributed_optimizer",
@@ -72,34 +75,33 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"gradient_accumulation_fusion",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.gradient_accumulation_fusion); })});
         c.push_back({"async_tp_comm", exec([](const ExecutionSpec& e) { return csv_bool(e.async_tp_comm); })});
-        c.push_back({"first_stage_layers", [num](const CaseResult& r) {
+        c.push_back({"first_stage_layers", [](const CaseResult& r) {
                          return num(r.scenario.execution.layers_on_stage(r.scenario.model.layers, 0));
                      }});
-        c.push_back({"last_stage_layers", [num](const CaseResult& r) {
+        c.push_back({"last_stage_layers", [](const CaseResult& r) {
                          const ExecutionSpec& e = r.scenario.execution;
                          return num(e.layers_on_stage(r.scenario.model.layers, e.pipeline - 1));
                      }});
-        auto net = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.system.network); }; };
         c.push_back({"nvlink_bandwidth_bytes_per_s",
                      net([](const NetworkSpec& n) { return fmt::format("{:g}", n.nvlink_bandwidth.value); })});
         c.push_back({"nic_bandwidth_bytes_per_s",
                      net([](const NetworkSpec& n) { return fmt::format("{:g}", n.nic_bandwidth.value); })});
-        c.push_back({"rails", net([num](const NetworkSpec& n) { return num(n.rails); })});
-        c.push_back({"nodes_per_leaf", net([num](const NetworkSpec& n) { return num(n.nodes_per_leaf); })});
+        c.push_back({"rails", net([](const NetworkSpec& n) { return num(n.rails); })});
+        c.push_back({"nodes_per_leaf", net([](const NetworkSpec& n) { return num(n.nodes_per_leaf); })});
         c.push_back({"oversubscription", net([](const NetworkSpec& n) { return fmt::format("{:g}", n.oversubscription); })});
-        c.push_back({"tiers", net([num](const NetworkSpec& n) { return num(n.tiers); })});
+        c.push_back({"tiers", net([](const NetworkSpec& n) { return num(n.tiers); })});
         c.push_back({"variation_gpu_sigma",
                      [](const CaseResult& r) { return fmt::format("{:g}", r.scenario.system.variation.gpu_sigma); }});
-        c.push_back({"variation_seed", [num](const CaseResult& r) { return num(r.scenario.system.variation.seed); }});
+        c.push_back({"variation_seed", [](const CaseResult& r) { return num(r.scenario.system.variation.seed); }});
         // Results: empty for a failed case; the simulation's only when it ran.
         auto ok = [](auto f) { return [f](const CaseResult& r) { return r.error ? std::string() : f(r); }; };
         auto sim = [](auto f) {
             return [f](const CaseResult& r) { return r.error || !r.iteration ? std::string() : f(*r.iteration, r); };
         };
-        c.push_back({"activation_bytes_per_layer", ok([num](const CaseResult& r) { return num(r.memory.activation_per_layer.value); })});
-        c.push_back({"activation_bytes_first_stage", ok([num](const CaseResult& r) { return num(r.memory.activation_first_stage.value); })});
-        c.push_back({"peak_bytes", ok([num](const CaseResult& r) { return num(r.memory.peak_stage.total().value); })});
-        c.push_back({"capacity_bytes", ok([num](const CaseResult& r) { return num(r.memory.capacity.value); })});
+        c.push_back({"activation_bytes_per_layer", ok([](const CaseResult& r) { return num(r.memory.activation_per_layer.value); })});
+        c.push_back({"activation_bytes_first_stage", ok([](const CaseResult& r) { return num(r.memory.activation_first_stage.value); })});
+        c.push_back({"peak_bytes", ok([](const CaseResult& r) { return num(r.memory.peak_stage.total().value); })});
+        c.push_back({"capacity_bytes", ok([](const CaseResult& r) { return num(r.memory.capacity.value); })});
         c.push_back({"fits", ok([](const CaseResult& r) { return csv_bool(r.memory.fits()); })});
         c.push_back({"forward_ms", ok([](const CaseResult& r) { return fmt::format("{:.4f}", r.layer.forward_ms); })});
         c.push_back({"backward_ms", ok([](const CaseResult& r) { return fmt::format("{:.4f}", r.layer.backward_ms); })});
@@ -157,26 +159,24 @@ const std::vector<CsvColumn>& csv_screen_columns() {
 /// so that a file that does not vary them keeps its columns.
 const std::vector<CsvColumn>& csv_varying_columns() {
     static const std::vector<CsvColumn> columns = [] {
-        auto num = [](auto v) { return fmt::format("{}", v); };
         auto model = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.model); }; };
         auto sys = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.system); }; };
-        auto net = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.system.network); }; };
         auto us = [](Time t) { return fmt::format("{:g}", t.us()); };
         std::vector<CsvColumn> c;
-        c.push_back({"model_layers", model([num](const ModelSpec& m) { return num(m.layers); })});
-        c.push_back({"model_hidden", model([num](const ModelSpec& m) { return num(m.hidden); })});
-        c.push_back({"model_heads", model([num](const ModelSpec& m) { return num(m.heads); })});
-        c.push_back({"model_kv_heads", model([num](const ModelSpec& m) { return num(m.kv_heads); })});
-        c.push_back({"model_ffn_hidden", model([num](const ModelSpec& m) { return num(m.ffn_hidden); })});
-        c.push_back({"model_seq_len", model([num](const ModelSpec& m) { return num(m.seq_len); })});
-        c.push_back({"model_vocab", model([num](const ModelSpec& m) { return num(m.vocab); })});
-        c.push_back({"gpus_per_node", sys([num](const SystemSpec& y) { return num(y.gpus_per_node); })});
-        c.push_back({"memory_capacity_bytes", sys([num](const SystemSpec& y) { return num(y.memory_capacity.value); })});
-        c.push_back({"memory_reserved_bytes", sys([num](const SystemSpec& y) { return num(y.memory_reserved.value); })});
+        c.push_back({"model_layers", model([](const ModelSpec& m) { return num(m.layers); })});
+        c.push_back({"model_hidden", model([](const ModelSpec& m) { return num(m.hidden); })});
+        c.push_back({"model_heads", model([](const ModelSpec& m) { return num(m.heads); })});
+        c.push_back({"model_kv_heads", model([](const ModelSpec& m) { return num(m.kv_heads); })});
+        c.push_back({"model_ffn_hidden", model([](const ModelSpec& m) { return num(m.ffn_hidden); })});
+        c.push_back({"model_seq_len", model([](const ModelSpec& m) { return num(m.seq_len); })});
+        c.push_back({"model_vocab", model([](const ModelSpec& m) { return num(m.vocab); })});
+        c.push_back({"gpus_per_node", sys([](const SystemSpec& y) { return num(y.gpus_per_node); })});
+        c.push_back({"memory_capacity_bytes", sys([](const SystemSpec& y) { return num(y.memory_capacity.value); })});
+        c.push_back({"memory_reserved_bytes", sys([](const SystemSpec& y) { return num(y.memory_reserved.value); })});
         c.push_back({"nvlink_latency_us", net([us](const NetworkSpec& n) { return us(n.nvlink_latency); })});
         c.push_back({"nic_latency_us", net([us](const NetworkSpec& n) { return us(n.nic_latency); })});
         c.push_back({"switch_latency_us", net([us](const NetworkSpec& n) { return us(n.switch_latency); })});
-        c.push_back({"spines_per_rail", net([num](const NetworkSpec& n) { return num(n.spines_per_rail); })});
+        c.push_back({"spines_per_rail", net([](const NetworkSpec& n) { return num(n.spines_per_rail); })});
         c.push_back({"collective_step_latency_intra_us",
                      net([us](const NetworkSpec& n) { return us(n.collective_step_latency_intra); })});
         c.push_back({"collective_step_latency_inter_us",
@@ -184,7 +184,7 @@ const std::vector<CsvColumn>& csv_varying_columns() {
         c.push_back({"hierarchical_collectives",
                      net([](const NetworkSpec& n) { return csv_bool(n.hierarchical_collectives); })});
         c.push_back({"p2p_latency_us", net([us](const NetworkSpec& n) { return us(n.p2p_latency); })});
-        c.push_back({"nccl_channels_per_nic", net([num](const NetworkSpec& n) { return num(n.nccl_channels_per_nic); })});
+        c.push_back({"nccl_channels_per_nic", net([](const NetworkSpec& n) { return num(n.nccl_channels_per_nic); })});
         c.push_back({"optimizer_bytes_per_param_step",
                      sys([](const SystemSpec& y) { return fmt::format("{:g}", y.optimizer.bytes_per_param_step); })});
         c.push_back({"optimizer_bytes_per_param_step_fp16",
