@@ -796,9 +796,8 @@ void Simulator::add_memory_effect(TaskId task, MemoryEffect effect) {
     if (effect.alloc_at_start.value < 0 || effect.free_at_end.value < 0) {
         throw SimulationError("Simulator::add_memory_effect: negative size for pool '" + p.name() + "'");
     }
-    if (k.state != Impl::State::pending) {
-        throw SimulationError("Simulator::add_memory_effect: " + im.describe_slot(slot_of(task)) + " has started already");
-    }
+    if (k.state != Impl::State::pending) [[unlikely]]
+        im.throw_started(task, "add_memory_effect");
     if (effect.alloc_at_start.value == 0 && effect.free_at_end.value == 0) return;
     std::uint32_t e = 0;
     if (im.free_effect != kNone) {
@@ -824,9 +823,8 @@ void Simulator::add_hold(TaskId task) {
     Impl& im = *impl_;
     im.check_adding("add_hold");
     Impl::Task& k = im.live(task, "add_hold");
-    if (k.state != Impl::State::pending) {
-        throw SimulationError("Simulator::add_hold: " + im.describe_slot(slot_of(task)) + " has started already");
-    }
+    if (k.state != Impl::State::pending) [[unlikely]]
+        im.throw_started(task, "add_hold");
     ++k.waiting;
 }
 
