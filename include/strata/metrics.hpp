@@ -48,6 +48,8 @@ struct IterationResult {
     std::uint64_t events = 0;
     std::uint64_t tasks = 0;
     double wall_s = 0;
+    /// Simulated with representative replicas (SimulationOptions::representative_replicas), not every group.
+    bool representative_replicas = false;
 };
 
 /// A GPU memory pool's total at one instant.

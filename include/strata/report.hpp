@@ -110,6 +110,9 @@ struct SearchSummary {
     int simulate_max = 0;
     std::size_t simulated = 0;
     int overturned_by = 0;   ///< the estimate rank of the fastest simulated candidate when not 1, else 0
+    bool representative_replicas = false;   ///< candidates simulated with representative replicas
+    /// Rank 1 simulated again with every GPU group (representative replicas, more than one replica per stage).
+    std::optional<double> best_in_full_s;
 };
 
 /// {"experiment", "provenance" (when given), "search" (when given), "results": [...]}. A result with a screen

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct SearchRequest {
     int simulate_top = 8;
     double margin = 0.10;
     int simulate_max = 64;
+    /// Simulate the candidates with representative replicas (SimulationOptions::representative_replicas), then the
+    /// fastest one again with every GPU group (SearchResult::best_in_full); false: every candidate in full.
+    bool representative_replicas = true;
     int jobs = 0;            ///< threads for the simulations (0: one per core)
     /// Each simulated candidate's task limit, and how messages name the option that raises it and the inputs.
     std::uint64_t max_tasks = 1'000'000'000;
@@ -86,6 +90,9 @@ struct SearchResult {
     std::size_t screened = 0;                      ///< fit in memory, ranked analytically
     std::size_t within_margin = 0;                 ///< screened candidates whose estimate is within the margin
     std::vector<SearchCandidate> simulated;        ///< best first (simulated time; OOM in simulation last)
+    /// With representative replicas: the fastest candidate simulated again with every GPU group (unset when it has
+    /// a single replica per stage, where both are the same simulation, or when it ran out of memory).
+    std::optional<CaseResult> best_in_full;
     double wall_s = 0;
 };
 

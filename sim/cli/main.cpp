@@ -47,6 +47,7 @@ struct RunOptions {
     std::string json_path, csv_path, profile_path, trace_path, timeline_path, case_name, trace_groups;
     bool analytical_only = false;
     bool no_variation = false;
+    std::string replicas = "all";
     std::optional<std::uint64_t> seed;
     int jobs = 0;
     std::uint64_t max_tasks_millions = 1000;
@@ -132,6 +133,7 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
     strata::CaseOptions co;
     co.analytical_only = opt.analytical_only;
     co.simulation.max_tasks = opt.max_tasks_millions * 1'000'000;
+    co.simulation.representative_replicas = opt.replicas == "representative";
     strata::RunOutcome run;
     if (n == 1 && session.rank() != 0) return 0;   // one case: rank 0 alone runs it
     if (n == 1) {
@@ -200,6 +202,7 @@ struct SearchOptions {
     int gpus = 0, global_batch = 0, top = 10, simulate_top = 8, simulate_max = 64, jobs = 0;
     double margin_pct = 10;
     std::uint64_t max_tasks_millions = 1000;
+    std::string replicas = "representative";
 };
 
 int search_command(const strata::mpi::Session& session, const SearchOptions& o) {
@@ -225,6 +228,7 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     req.simulate_top = std::max(o.top, o.simulate_top);
     req.simulate_max = o.simulate_max;
     req.margin = o.margin_pct / 100;
+    req.representative_replicas = o.replicas == "representative";
     req.max_tasks = o.max_tasks_millions * 1'000'000;
     req.max_tasks_option = "strata search --max-tasks";
     req.source = o.model + " on " + o.system;
@@ -235,8 +239,9 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     strata::RunOutcome distributed;   // under MPI: the candidates spread over the ranks
     if (session.distributed()) {
         req.runner = [&](const std::vector<strata::Scenario>& scenarios, const strata::CaseOptions& options) {
-            distributed = strata::mpi::run_cases(session, scenarios, options, 1, req.progress);
-            return distributed;
+            strata::RunOutcome out = strata::mpi::run_cases(session, scenarios, options, 1, req.progress);
+            if (distributed.cases_by_rank.empty()) distributed = out;   // the candidates (then the best in full)
+            return out;
         };
     }
     const strata::SearchResult r = strata::search(req);
@@ -295,6 +300,12 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
                              best_estimate->result.iteration->iteration_time_s, best_estimate - r.simulated.begin() + 1);
     } else {
         human << "screen ranking held at the top: the best estimate is also the fastest simulated\n";
+    }
+    if (r.best_in_full) {
+        const double full = r.best_in_full->iteration->iteration_time_s;
+        const double rep = r.simulated.front().result.iteration->iteration_time_s;
+        human << fmt::format("simulated with representative replicas (--replicas all: every GPU group); rank 1 again with "
+                             "every GPU group: {:.3f} s ({:+.2f}% representative vs full)\n", full, 100 * (rep / full - 1));
     }
     const std::vector<strata::CaseResult> results = strata::ranked_results(r, int(r.simulated.size()));
     const strata::SearchSummary summary = strata::search_summary(req, r, o.fix);
@@ -368,6 +379,10 @@ int main(int argc, char** argv) {
                     "refuse cases needing more than this many million tasks (a bound on run time, about a million tasks a second; memory follows the tasks in flight; default 1000)")
         ->check(CLI::Range(1, 100000));
     run->add_option("--seed", ro.seed, "variation seed: which GPU gets which speed (default: the system file's variation.seed)");
+    run->add_option("--replicas", ro.replicas,
+                    "all: simulate every GPU group (default); representative: each stage's data-parallel replicas once "
+                    "(their gradient reductions' flows kept; faster by about d, see README 'Speed')")
+        ->capture_default_str()->check(CLI::IsMember({"all", "representative"}));
     run->add_flag("--no-variation", ro.no_variation, "every GPU at the profile's speed (turns the system's variation off)");
     run->add_flag("--analytical-only", ro.analytical_only, "skip the discrete-event simulation (memory and layer costs only)");
     std::string case_name;
@@ -401,6 +416,10 @@ int main(int argc, char** argv) {
     srch->add_option("--max-tasks", so.max_tasks_millions,
                      "refuse candidates needing more than this many million tasks to simulate (a bound on run time)")
         ->capture_default_str()->check(CLI::Range(1, 100000));
+    srch->add_option("--replicas", so.replicas,
+                     "representative: simulate each stage's data-parallel replicas once (about d times faster), then "
+                     "rank 1 again in full; all: every candidate with every GPU group")
+        ->capture_default_str()->check(CLI::IsMember({"all", "representative"}));
     srch->add_option("--attention", so.attention, "attention kernel of every candidate: unfused or flash")
         ->capture_default_str()->check(CLI::IsMember({"unfused", "flash"}));
     srch->add_option("--precision", so.precision, "training precision of every candidate: bf16, fp16 or fp8")

@@ -122,6 +122,7 @@ void iteration_fields(IO& io, It& it) {
     io(it.first_stage_activation_peak);
     io(it.events);
     io(it.tasks);
+    io(it.representative_replicas);
 }
 
 void write_result(Writer& w, const CaseResult& r) {

@@ -157,6 +157,7 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
                                 fmt::format("{:.1f}/{:.1f}/{:.1f}", pct * it.exposed_comm.tensor.seconds(),
                                             pct * it.exposed_comm.pipeline.seconds(), pct * it.exposed_comm.data_parallel.seconds()));
             if (it.oom) line += "  OOM";
+            if (it.representative_replicas && e.data * e.context > 1) line += "  *";
         }
         out << line << "\n";
     }
@@ -166,6 +167,12 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
     if (engine)
         out << "exposed% t/p/d = communication the GPUs wait for, in % of the iteration: tensor-parallel / pipeline / "
                "data-parallel (JSON exposed_comm_*_s)\n";
+    const bool representative = std::any_of(results.begin(), results.end(), [](const auto& r) {
+        return r.iteration && r.iteration->representative_replicas && r.scenario.execution.data * r.scenario.execution.context > 1;
+    });
+    if (representative)
+        out << "* = simulated with representative replicas (each stage's data-parallel replicas once, at the slowest one's "
+               "pace; see README 'Speed'), not every GPU group\n";
 }
 
 std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results,
@@ -194,6 +201,8 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
         s["simulate_max"] = search->simulate_max;
         s["simulated"] = search->simulated;
         s["overturned_by_estimate_rank"] = search->overturned_by;
+        s["replicas"] = search->representative_replicas ? "representative" : "all";
+        if (search->best_in_full_s) s["best_in_full_s"] = *search->best_in_full_s;
     }
     root["results"] = nlohmann::ordered_json::array();
     for (const auto& r : results) {
@@ -343,6 +352,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                                      {"oom", it.oom},
                                      {"oom_detail", it.oom_detail}};
             j["engine"] = {{"events", it.events}, {"tasks", it.tasks}};
+            if (it.representative_replicas) j["engine"]["replicas"] = "representative";
         }
         root["results"].push_back(j);
     }

@@ -325,6 +325,7 @@ SearchResult search(const SearchRequest& req) {
     CaseOptions options;
     options.simulation.max_tasks = req.max_tasks;
     options.simulation.max_tasks_option = req.max_tasks_option;
+    options.simulation.representative_replicas = req.representative_replicas;
     const RunOutcome run = req.runner ? req.runner(chosen, options)
                                       : run_cases(chosen, options, req.jobs > 0 ? unsigned(req.jobs) : 0u, req.progress);
     for (std::size_t i = 0; i < k; ++i) {
@@ -341,6 +342,20 @@ SearchResult search(const SearchRequest& req) {
     });
     for (std::size_t i = 0; i < fits.size(); ++i)
         fits[i].result.screen = ScreenRecord{fits[i].estimate_s, fits[i].estimate_rank, int(i + 1)};
+    if (req.representative_replicas && !fits.empty() && !fits.front().result.iteration->oom &&
+        fits.front().execution.data * fits.front().execution.context > 1) {
+        // The winner once more with every GPU group: its exact time, and how far the representative one was.
+        options.simulation.representative_replicas = false;
+        const std::vector<Scenario> best{chosen[static_cast<std::size_t>(fits.front().estimate_rank - 1)]};
+        const RunOutcome full = req.runner ? req.runner(best, options) : run_cases(best, options, 1u, {});
+        if (!full.results.front().iteration) {
+            const std::string what = "search: the best candidate failed to simulate in full: " +
+                                     full.results.front().error.value_or("not simulated");
+            if (full.failures & kCaseSimulation) throw SimulationError(what);
+            throw InputError(what);
+        }
+        res.best_in_full = full.results.front();
+    }
     res.simulated = std::move(fits);
     res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
@@ -360,6 +375,8 @@ SearchSummary search_summary(const SearchRequest& req, const SearchResult& r, co
     s.simulate_max = req.simulate_max;
     s.simulated = r.simulated.size();
     s.overturned_by = screen_overturned(r);
+    s.representative_replicas = req.representative_replicas;
+    if (r.best_in_full) s.best_in_full_s = r.best_in_full->iteration->iteration_time_s;
     return s;
 }
 

@@ -85,7 +85,7 @@ void Builder::on_bucket(Group& g, TaskId layer_end) {
     const std::size_t j = g.buckets++;
     if (sr.bucket_ready.size() <= j) sr.bucket_ready.resize(j + 1);
     sr.bucket_ready[j].push_back(layer_end);
-    if (sr.bucket_ready[j].size() < static_cast<std::size_t>(e_.data)) return;
+    if (sr.bucket_ready[j].size() < static_cast<std::size_t>(replicas_)) return;
     std::vector<TaskId> ready;
     ready.swap(sr.bucket_ready[j]);
     sr.last_bucket = emit_phases(dp_streams_[static_cast<std::size_t>(g.stage)], dp_plan(g.stage, DpMessage::bucket), std::move(ready),
@@ -96,7 +96,7 @@ void Builder::on_last_backward(Group& g, TaskId last) {
     const int r = g.stage, replicas = weight_replicas();
     StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
     sr.last_backward.push_back(last);
-    if (sr.last_backward.size() < static_cast<std::size_t>(e_.data)) return;
+    if (sr.last_backward.size() < static_cast<std::size_t>(replicas_)) return;
     // Every replica of the stage has generated its last backward (and so all its buckets).
     const std::vector<TaskId> deps = std::move(sr.last_backward);
     sr.last_backward = {};
@@ -181,7 +181,7 @@ void Builder::maybe_gather_parameters(int r) {
     // of each stage after every replica's step (overlapped: see emit_overlapped_param_gathers).
     StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
     if (!e_.distributed_optimizer || weight_replicas() < 2 || e_.overlap_param_gather || sr.gathered || !sr.ready ||
-        sr.optimizers.size() < static_cast<std::size_t>(e_.data))
+        sr.optimizers.size() < static_cast<std::size_t>(replicas_))
         return;
     sr.gathered = true;
     emit_phases(dp_streams_[static_cast<std::size_t>(r)], dp_plan(r, DpMessage::gather), sr.optimizers,

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace strata::workload {
@@ -29,6 +30,7 @@ Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab
       fab_(fab),
       cost_(sc.system.device),
       options_(options),
+      replicas_(options.representative_replicas ? 1 : sc.execution.data),
       variation_(sc.system.variation, sc.system.device.timing_reference_gpus, sc.execution.gpus()),
       shape_(schedule::shape_of(sc.execution)),
       activations_(activation_plan(sc.model, sc.execution)),
@@ -88,7 +90,7 @@ void Builder::build() {
             stream_process_[st] = static_cast<std::uint32_t>(gi);
             stream_traced_[st] = traced(g.stage, g.replica) ? 1 : 0;
         }
-        if (g.replica != 0) continue;
+        if (g.slot != 0) continue;
         interval_stage_[g.compute] = interval_stage_[g.tp] = g.stage;
         interval_tp_[g.tp] = 1;
         p2p_stage_[g.tp] = p2p_stage_[g.send_fwd] = p2p_stage_[g.send_bwd] = g.stage;
@@ -162,26 +164,37 @@ void Builder::make_groups() {
     const std::vector<std::string> categories = memory_category_names();
     std::vector<StageMemory> state;
     for (int r = 0; r < p; ++r) state.push_back(stage_state(sc_.model, e_, sc_.system.device_memory(), r));
-    groups_.resize(static_cast<std::size_t>(p * d));
+    groups_.resize(static_cast<std::size_t>(p * replicas_));
     for (int r = 0; r < p; ++r) {
         dp_streams_.push_back(sim_.add_stream(fmt::format("stage {} data-parallel", r)));
         const double dp_speed = dp_collective_speed(r);
-        for (int k = 0; k < d; ++k) {
+        for (int k = 0; k < replicas_; ++k) {
             Group& g = groups_[static_cast<std::size_t>(group_index(r, k))];
+            const int replica = k;
             g.stage = r;
-            g.replica = k;
+            g.replica = replica;
+            g.slot = k;
             g.tensor_groups.resize(static_cast<std::size_t>(c));
             g.context_groups.resize(static_cast<std::size_t>(t));
             for (int j = 0; j < c; ++j) {
                 for (int i = 0; i < t; ++i) {
-                    const int gpu = rank(r, k, j, i);
+                    const int gpu = rank(r, replica, j, i);
                     g.gpus.push_back(gpu);
                     g.tensor_groups[static_cast<std::size_t>(j)].push_back(gpu);
                     g.context_groups[static_cast<std::size_t>(i)].push_back(gpu);
                 }
             }
             g.speed = variation_.group_factor(g.gpus);
-            const std::string name = fmt::format("GPUs {}-{} (stage {}, replica {})", g.gpus.front(), g.gpus.back(), r, k);
+            // A representative group stands for all its stage's replicas: it runs at the slowest one's pace (an
+            // upper bound: each replica's pipeline has its own slowest stage, and they wait for each other only in
+            // the data-parallel reductions).
+            for (int other = replicas_; other < d; ++other) {
+                std::vector<int> gpus;
+                for (int j = 0; j < c; ++j)
+                    for (int i = 0; i < t; ++i) gpus.push_back(rank(r, other, j, i));
+                g.speed = std::max(g.speed, variation_.group_factor(gpus));
+            }
+            const std::string name = fmt::format("GPUs {}-{} (stage {}, replica {})", g.gpus.front(), g.gpus.back(), r, replica);
             g.compute = sim_.add_stream(name + " compute");
             g.tp = sim_.add_stream(name + " tensor-parallel");
             g.send_fwd = sim_.add_stream(name + " send-forward");
@@ -189,7 +202,7 @@ void Builder::make_groups() {
             // The stage's data-parallel collectives run NCCL kernels on these GPUs: overlapped kernels lose SMs.
             sim_.slow_while_busy(dp_streams_[static_cast<std::size_t>(r)], g.compute, dp_speed);
             g.pool = sim_.add_pool(name, sc_.system.memory_capacity, categories,
-                                   (options_.keep_timeline && r == 0 && k == 0) || (k == 0 && traced(r, k)));
+                                   (options_.keep_timeline && r == 0 && k == 0) || (k == 0 && traced(r, replica)));
             // The same static state as the analytical stage memory (stage_state).
             const StageMemory& st = state[static_cast<std::size_t>(r)];
             sim_.add_static(g.pool, index(MemoryCategory::weights), st.weights);
@@ -205,7 +218,7 @@ void Builder::make_groups() {
             const StreamId stream = sim_.add_stream(fmt::format("stage {} parameter all-gather (overlapped)", r));
             gather_streams_.push_back(stream);
             const double speed = dp_collective_speed(r);
-            for (int k = 0; k < d; ++k)
+            for (int k = 0; k < replicas_; ++k)
                 sim_.slow_while_busy(stream, groups_[static_cast<std::size_t>(group_index(r, k))].compute, speed);
         }
     }
@@ -227,7 +240,7 @@ void Builder::check_task_limit() {
             estimate += per_microbatch * shape_.microbatches;
         }
     }
-    estimate *= e_.data;
+    estimate *= replicas_;
     if (estimate > double(options_.max_tasks)) {
         throw InputError(fmt::format("{}: case '{}' would run about {:.0f} million tasks, more than the limit of {} million "
                                      "(a bound on run time; memory follows the tasks in flight); simulate fewer GPUs or "

@@ -137,6 +137,8 @@ def main():
         simulate = rel in (SIMULATED_QUICK if quick else SIMULATED)
         args = [strata, "run", os.path.join("scenarios", rel)] + ([] if simulate else ["--analytical-only"])
         runs.append((f"{rel} ({'simulated' if simulate else 'analytical'})", args))
+    runs.append(("SC21 Table 1, representative replicas", [strata, "run", "scenarios/crosscheck/sc21-table1.yaml",
+                                                           "--replicas", "representative"] + (["--case", "1.7B on 32 GPUs"] if quick else [])))
     runs.append(("search 22B on 8 GPUs", [strata, "search", "--model", "scenarios/models/gpt-22b.yaml", "--system",
                                           "scenarios/systems/selene-a100.yaml", "--gpus", "8", "--global-batch", "4"]))
     if len(runs) < 12:
