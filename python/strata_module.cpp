@@ -38,7 +38,7 @@ std::vector<std::string> case_names(const strata::Experiment& ex) {
 
 /// Runs the selected cases of `ex` and returns the JSON `strata run --json` writes, and the failure bits.
 py::tuple run(const strata::Experiment& ex, const std::string& case_name, bool analytical_only, unsigned jobs,
-              const std::string& profile_path, std::uint64_t max_tasks_millions) {
+              const std::string& profile_path, std::uint64_t max_tasks_millions, bool representative_replicas) {
     std::string json;
     int failures = 0;
     {
@@ -51,6 +51,7 @@ py::tuple run(const strata::Experiment& ex, const std::string& case_name, bool a
         options.simulation.max_tasks = max_tasks_millions * 1'000'000;
         options.simulation.max_tasks_option = "strata.run(max_tasks=...)";
         options.simulation.keep_timeline = false;
+        options.simulation.representative_replicas = representative_replicas;
         const strata::RunOutcome outcome = strata::run_cases(selected, options, jobs);
         json = strata::to_json(ex.name, outcome.results);
         failures = outcome.failures;
@@ -61,7 +62,7 @@ py::tuple run(const strata::Experiment& ex, const std::string& case_name, bool a
 py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system, int gpus, int global_batch,
                 const std::string& attention, const std::string& precision, std::vector<int> microbatches,
                 int max_interleave, int simulate_top, int top, int jobs, const std::vector<std::string>& fix,
-                double margin_pct, int simulate_max, std::uint64_t max_tasks_millions) {
+                double margin_pct, int simulate_max, std::uint64_t max_tasks_millions, bool representative_replicas) {
     strata::SearchRequest req;
     req.model = model;
     req.system = system;
@@ -84,6 +85,7 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
     req.simulate_max = simulate_max;
     req.max_tasks = max_tasks_millions * 1'000'000;
     req.max_tasks_option = "strata.search(max_tasks=...)";
+    req.representative_replicas = representative_replicas;
     req.source = model.name + " on " + system.name;
     req.jobs = jobs;
     strata::SearchResult r;

@@ -106,20 +106,27 @@ def to_dataframe(results):
 
 
 def run(source, case=None, *, analytical_only=False, jobs=0, profile=None, max_tasks=1000, base_dir=None,
-        check=True):
+        check=True, replicas="all"):
     """Runs every case of an experiment (a path, a dict or a loaded Experiment), or only `case`, on `jobs`
-    threads (0: one per core). Returns Results. A case that cannot be evaluated keeps its place with an 'error'
+    threads (0: one per core). Returns Results. replicas: "all" (every GPU group) or "representative" (each
+    stage's data-parallel replicas once, as `strata run --replicas representative`). A case that cannot be evaluated keeps its place with an 'error'
     key; with check=True a case that failed on bad input or in simulation raises afterwards, as the strata command
     exits non-zero (infeasible sweep combinations are not failures)."""
     exp = load(source, base_dir)
     text, failures = _strata.run(exp, case or "", bool(analytical_only), int(jobs), os.fspath(profile or ""),
-                                 int(max_tasks))
+                                 int(max_tasks), _replicas(replicas))
     results = Results(json.loads(text))
     if check and failures:
         bad = [r["name"] + ": " + r["error"] for r in results if "error" in r and not r["error"].startswith("infeasible")]
         cls = SimulationError if failures & _strata.CASE_SIMULATION else InputError if failures == _strata.CASE_BAD_INPUT else Error
         raise cls("; ".join(bad))
     return results
+
+
+def _replicas(value):
+    if value not in ("all", "representative"):
+        raise InputError("replicas %r: expected 'all' or 'representative'" % (value,))
+    return value == "representative"
 
 
 def _part(source, kind, base_dir):
@@ -133,11 +140,12 @@ def _part(source, kind, base_dir):
 
 def search(model, system, gpus, global_batch, *, attention="unfused", precision="bf16", microbatches=(1, 2, 4, 8),
            max_interleave=4, top=10, simulate_top=8, jobs=0, fix=(), margin=10.0, simulate_max=64, max_tasks=1000,
-           base_dir=None):
+           base_dir=None, replicas="representative"):
     """The fastest executions of `model` (path or dict) on `gpus` GPUs of `system` that fit in memory, as in
     `strata search`. fix: constraints as `--fix` takes them, a dict ({"tensor": 8, "pipeline": "4..16",
     "recompute": "selective,full"}) or strings ("tensor=8"); margin: percent of the best estimate within which
-    every candidate is simulated (`--margin`). Returns a dict: results (the top candidates, best first, named
+    every candidate is simulated (`--margin`); replicas: "representative" (each stage's data-parallel replicas
+    simulated once, then rank 1 again in full: search["best_in_full_s"]) or "all" (`--replicas`). Returns a dict: results (the top candidates, best first, named
     'rank 1', ... as in `strata search --json`, each with its "screen": estimate and ranks), search (the JSON's
     summary), enumerated, screened, rejected (reason -> count), within_margin, simulated, overturned_by (the
     estimate rank of the fastest simulated candidate when not 1, else 0), wall_s."""
@@ -146,7 +154,7 @@ def search(model, system, gpus, global_batch, *, attention="unfused", precision=
     r = _strata.search(_part(model, "model", base_dir), _part(system, "system", base_dir), int(gpus),
                        int(global_batch), attention, precision, [int(b) for b in microbatches], int(max_interleave),
                        int(simulate_top), int(top), int(jobs), [str(f) for f in fix], float(margin),
-                       int(simulate_max), int(max_tasks))
+                       int(simulate_max), int(max_tasks), _replicas(replicas))
     doc = json.loads(r.pop("json"))
     r["experiment"] = doc["experiment"]
     r["search"] = doc["search"]

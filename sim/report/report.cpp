@@ -157,7 +157,7 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
                                 fmt::format("{:.1f}/{:.1f}/{:.1f}", pct * it.exposed_comm.tensor.seconds(),
                                             pct * it.exposed_comm.pipeline.seconds(), pct * it.exposed_comm.data_parallel.seconds()));
             if (it.oom) line += "  OOM";
-            if (it.representative_replicas && e.data * e.context > 1) line += "  *";
+            if (it.representative_replicas && e.data > 1) line += "  *";
         }
         out << line << "\n";
     }
@@ -168,7 +168,7 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
         out << "exposed% t/p/d = communication the GPUs wait for, in % of the iteration: tensor-parallel / pipeline / "
                "data-parallel (JSON exposed_comm_*_s)\n";
     const bool representative = std::any_of(results.begin(), results.end(), [](const auto& r) {
-        return r.iteration && r.iteration->representative_replicas && r.scenario.execution.data * r.scenario.execution.context > 1;
+        return r.iteration && r.iteration->representative_replicas && r.scenario.execution.data > 1;
     });
     if (representative)
         out << "* = simulated with representative replicas (each stage's data-parallel replicas once, at the slowest one's "

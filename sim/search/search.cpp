@@ -343,7 +343,7 @@ SearchResult search(const SearchRequest& req) {
     for (std::size_t i = 0; i < fits.size(); ++i)
         fits[i].result.screen = ScreenRecord{fits[i].estimate_s, fits[i].estimate_rank, int(i + 1)};
     if (req.representative_replicas && !fits.empty() && !fits.front().result.iteration->oom &&
-        fits.front().execution.data * fits.front().execution.context > 1) {
+        fits.front().execution.data > 1) {
         // The winner once more with every GPU group: its exact time, and how far the representative one was.
         options.simulation.representative_replicas = false;
         const std::vector<Scenario> best{chosen[static_cast<std::size_t>(fits.front().estimate_rank - 1)]};

@@ -37,6 +37,11 @@ printf 'model: /dev/zero\nsystem: system-small.yaml\n' >"$tmp/zero.yaml"
 timeout 10 "$strata" run "$tmp/zero.yaml" >/dev/null 2>"$tmp/err"; rc=$?
 check "a part naming /dev/zero exits 2" '[[ $rc -eq 2 ]] && grep -q "not a regular file" "$tmp/err"'
 
+"$strata" run "$root/scenarios/paper/table4.yaml" --replicas some >/dev/null 2>"$tmp/err"; rc=$?
+check "a bad --replicas exits 2 naming the choices" '[[ $rc -eq 2 ]] && grep -q "all, representative\|{all,representative}" "$tmp/err"'
+"$strata" run "$root/scenarios/crosscheck/sc21-table1.yaml" --case "1.7B on 32 GPUs" --replicas representative >"$tmp/rep.txt" 2>&1; rc=$?
+check "--replicas representative marks its rows and says what the mark means" '[[ $rc -eq 0 ]] && grep -q "  \*$" "$tmp/rep.txt" && grep -q "^\* = simulated with representative replicas" "$tmp/rep.txt"'
+
 "$strata" run "$root/scenarios/sweeps/microbatch.yaml" --jobs 1 --csv "$tmp/a.csv" --json "$tmp/a.json" >/dev/null; rc1=$?
 "$strata" run "$root/scenarios/sweeps/microbatch.yaml" --jobs 2 --csv "$tmp/b.csv" --json "$tmp/b.json" >/dev/null; rc2=$?
 check "sweep runs" '[[ $rc1 -eq 0 && $rc2 -eq 0 ]]'

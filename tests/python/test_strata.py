@@ -134,6 +134,24 @@ def test_search_constraints_and_margin():
         strata.search(model, system, gpus=16, global_batch=16, fix=["tensr=8"])
 
 
+def test_representative_replicas():
+    model = os.path.join(SRC, "scenarios", "models", "gpt-22b.yaml")
+    system = os.path.join(SRC, "scenarios", "systems", "selene-a100.yaml")
+    fix = {"tensor": 4, "microbatch": 1, "recompute": "selective"}
+    rep = strata.search(model, system, gpus=8, global_batch=4, top=2, simulate_top=2, jobs=1, fix=fix)
+    full = strata.search(model, system, gpus=8, global_batch=4, top=2, simulate_top=2, jobs=1, fix=fix, replicas="all")
+    assert rep["search"]["replicas"] == "representative" and full["search"]["replicas"] == "all"
+    assert rep["results"][0]["engine"]["replicas"] == "representative"
+    assert "replicas" not in full["results"][0]["engine"] and "best_in_full_s" not in full["search"]
+    # The winner simulated again in full is the full search's time for the same configuration.
+    same = [c for c in full["results"] if c["execution"] == rep["results"][0]["execution"]]
+    assert len(same) == 1 and rep["search"]["best_in_full_s"] == same[0]["iteration_time_s"]
+    with pytest.raises(strata.InputError, match="expected 'all' or 'representative'"):
+        strata.search(model, system, gpus=8, global_batch=4, replicas="some")
+    with pytest.raises(strata.InputError, match="expected 'all' or 'representative'"):
+        strata.run(TABLE4, replicas="one")
+
+
 def test_explain_matches_the_command():
     text = strata.explain(TABLE4, case="selective recompute")
     cli = subprocess.run([BIN, "explain", TABLE4, "--case", "selective recompute"], check=True, capture_output=True,
