@@ -48,8 +48,8 @@
 //    route starts with the NVLink hop src -> NVSwitch -> the source node's GPU with the destination's local
 //    index (on rail r) (PXN), adding nvlink_latency. Then NIC(src node, r) -> its leaf -> ... -> the
 //    destination's leaf -> NIC(dst node, r). The switch part is a shortest path in the rail's switch
-//    graph: a breadth-first search (boost::breadth_first_search over the reversed graph filtered to switch
-//    vertices) from the destination leaf gives every switch its hop distance to it (computed once per
+//    graph: a breadth-first search (boost::breadth_first_search over a graph of the switches alone, links
+//    reversed, built once) from the destination leaf gives every switch its hop distance to it (computed once per
 //    destination leaf, then cached); the route walks from the source leaf, at each switch taking an
 //    outgoing link whose far end is one hop closer. When several qualify (ECMP), candidates are taken in
 //    the graph's edge order (deterministic) and the k-th branching picks index
@@ -63,8 +63,6 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
-#include <boost/graph/filtered_graph.hpp>
-#include <boost/graph/reverse_graph.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -238,7 +236,6 @@ struct EdgeProps {
 
 using Graph =
     boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property, EdgeProps>;
-using Vertex = Graph::vertex_descriptor;
 
 std::uint64_t splitmix64(std::uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
@@ -246,12 +243,6 @@ std::uint64_t splitmix64(std::uint64_t x) {
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
     return x ^ (x >> 31);
 }
-
-/// Keeps only switch vertices (leaf, spine, core), which are numbered from `first_switch` on.
-struct SwitchesOnly {
-    std::size_t first_switch = 0;
-    bool operator()(Vertex v) const { return v >= first_switch; }
-};
 
 /// Records BFS hop distances into a table indexed by (vertex - first_switch).
 struct DistanceRecorder : boost::default_bfs_visitor {
@@ -274,6 +265,22 @@ struct Fabric::Impl {
     mutable std::unordered_map<std::uint64_t, Route> routes;
     /// Per destination leaf (index leaf - first_leaf): hop distance of every switch to it, -1 if none.
     mutable std::vector<std::vector<int>> dist_to_leaf;
+    mutable Graph switches_reversed;   ///< made on first use by distances_to
+    /// Per switch (index vertex - first_leaf): its out-edges as (target, edge), sorted by target and in the graph's
+    /// edge order among equal targets; made on first use, so that the last hop down to the destination leaf is
+    /// found without scanning a spine's hundreds of downlinks.
+    using TargetEdge = std::pair<std::size_t, Graph::edge_descriptor>;
+    mutable std::vector<std::vector<TargetEdge>> out_by_target;
+
+    [[nodiscard]] const std::vector<TargetEdge>& edges_by_target(std::size_t v) const {
+        if (out_by_target.empty()) out_by_target.resize(boost::num_vertices(graph) - layout.first_leaf);
+        std::vector<TargetEdge>& list = out_by_target[v - layout.first_leaf];
+        if (list.empty()) {
+            for (const auto e : boost::make_iterator_range(boost::out_edges(v, graph))) list.emplace_back(boost::target(e, graph), e);
+            std::stable_sort(list.begin(), list.end(), [](const TargetEdge& a, const TargetEdge& b) { return a.first < b.first; });
+        }
+        return list;
+    }
 
     [[nodiscard]] engine::LinkId link(std::size_t a, std::size_t b) const {
         const auto [e, found] = boost::edge(a, b, graph);
@@ -291,20 +298,26 @@ struct Fabric::Impl {
         }
     }
 
-    /// Hop distances to `leaf_vertex` over the switch subgraph (BFS on the reversed, filtered graph).
+    /// Hop distances to `leaf_vertex` over the switch subgraph (BFS on the switches' graph, links reversed).
     const std::vector<int>& distances_to(std::size_t leaf_vertex) const {
         std::vector<int>& d = dist_to_leaf[leaf_vertex - layout.first_leaf];
         if (!d.empty()) return d;
-        d.assign(layout.vertex_count - layout.first_leaf, -1);
-        d[leaf_vertex - layout.first_leaf] = 0;
-        const auto reversed = boost::make_reverse_graph(graph);
-        using Reversed = std::remove_const_t<decltype(reversed)>;
-        const boost::filtered_graph<Reversed, boost::keep_all, SwitchesOnly> switches(
-            reversed, boost::keep_all{}, SwitchesOnly{layout.first_leaf});
+        const std::size_t first = layout.first_leaf;
+        if (boost::num_vertices(switches_reversed) == 0) {
+            // The switches alone (vertex v - first_leaf), every link between two of them reversed: a search's
+            // set-up is then over the switches, not the hundreds of thousands of GPU and NIC vertices.
+            switches_reversed = Graph(layout.vertex_count - first);
+            for (const auto e : boost::make_iterator_range(boost::edges(graph))) {
+                const std::size_t a = boost::source(e, graph), b = boost::target(e, graph);
+                if (a >= first && b >= first) boost::add_edge(b - first, a - first, switches_reversed);
+            }
+        }
+        d.assign(layout.vertex_count - first, -1);
+        d[leaf_vertex - first] = 0;
         DistanceRecorder recorder;
         recorder.dist = &d;
-        recorder.first_switch = layout.first_leaf;
-        boost::breadth_first_search(switches, leaf_vertex, boost::visitor(recorder));
+        recorder.first_switch = 0;
+        boost::breadth_first_search(switches_reversed, leaf_vertex - first, boost::visitor(recorder));
         return d;
     }
 
@@ -353,9 +366,17 @@ struct Fabric::Impl {
         }
         while (at != dst_leaf) {
             next.clear();
-            for (const auto e : boost::make_iterator_range(boost::out_edges(at, graph))) {
-                const std::size_t t = boost::target(e, graph);
-                if (t >= base && dist[t - base] == dist[at - base] - 1) next.push_back(e);
+            if (dist[at - base] == 1) {
+                // One hop from the destination leaf: the candidates are the links to it (the only switch at 0).
+                const std::vector<TargetEdge>& list = edges_by_target(at);
+                const auto lo = std::lower_bound(list.begin(), list.end(), dst_leaf,
+                                                 [](const TargetEdge& a, std::size_t t) { return a.first < t; });
+                for (auto it = lo; it != list.end() && it->first == dst_leaf; ++it) next.push_back(it->second);
+            } else {
+                for (const auto e : boost::make_iterator_range(boost::out_edges(at, graph))) {
+                    const std::size_t t = boost::target(e, graph);
+                    if (t >= base && dist[t - base] == dist[at - base] - 1) next.push_back(e);
+                }
             }
             std::size_t pick = 0;
             if (next.size() > 1) pick = splitmix64(hash + branching++) % next.size();
