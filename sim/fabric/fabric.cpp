@@ -263,15 +263,24 @@ struct Fabric::Impl {
 
     mutable std::mutex mutex;
     mutable std::unordered_map<std::uint64_t, Route> routes;
-    /// Per destination leaf (index leaf - first_leaf): hop distance of every switch to it, -1 if none.
+    /// Per destination leaf (index leaf - first_leaf): hop distance of every switch of its rail to it (index rail_local), -1 if none.
     mutable std::vector<std::vector<int>> dist_to_leaf;
-    mutable Graph switches_reversed;   ///< made on first use by distances_to
+    /// Per rail: its switches alone (vertex numbered by rail_local), links reversed; made on first use by distances_to.
+    mutable std::vector<Graph> rail_reversed;
+
+    /// A switch's index among its rail's switches: [leaves | spines | cores] of that rail (rails share no switch).
+    [[nodiscard]] std::size_t rail_local(std::size_t v) const {
+        const auto leaves = static_cast<std::size_t>(layout.leaf_groups);
+        const auto spines = static_cast<std::size_t>(layout.spines_per_rail());
+        if (v < layout.first_spine) return (v - layout.first_leaf) % leaves;
+        if (v < layout.first_core) return leaves + (v - layout.first_spine) % spines;
+        return leaves + spines + (v - layout.first_core) % static_cast<std::size_t>(layout.cores_per_rail);
+    }
     /// Per switch (index vertex - first_leaf): its out-edges as (target, edge), sorted by target and in the graph's
     /// edge order among equal targets; made on first use, so that the last hop down to the destination leaf is
     /// found without scanning a spine's hundreds of downlinks.
     using TargetEdge = std::pair<std::size_t, Graph::edge_descriptor>;
     mutable std::vector<std::vector<TargetEdge>> out_by_target;
-
     [[nodiscard]] const std::vector<TargetEdge>& edges_by_target(std::size_t v) const {
         if (out_by_target.empty()) out_by_target.resize(boost::num_vertices(graph) - layout.first_leaf);
         std::vector<TargetEdge>& list = out_by_target[v - layout.first_leaf];
@@ -298,26 +307,32 @@ struct Fabric::Impl {
         }
     }
 
-    /// Hop distances to `leaf_vertex` over the switch subgraph (BFS on the switches' graph, links reversed).
-    const std::vector<int>& distances_to(std::size_t leaf_vertex) const {
+    /// Hop distances to `leaf_vertex` (of `rail`) over its rail's switches (BFS on the rail's switch graph, links reversed).
+    const std::vector<int>& distances_to(std::size_t leaf_vertex, int rail) const {
         std::vector<int>& d = dist_to_leaf[leaf_vertex - layout.first_leaf];
         if (!d.empty()) return d;
-        const std::size_t first = layout.first_leaf;
-        if (boost::num_vertices(switches_reversed) == 0) {
-            // The switches alone (vertex v - first_leaf), every link between two of them reversed: a search's
-            // set-up is then over the switches, not the hundreds of thousands of GPU and NIC vertices.
-            switches_reversed = Graph(layout.vertex_count - first);
+        const std::size_t per_rail = static_cast<std::size_t>(layout.leaf_groups + layout.spines_per_rail() + layout.cores_per_rail);
+        if (rail_reversed.empty()) {
+            // The switches alone, a graph per rail, every link between two switches reversed: a search's set-up is
+            // then over one rail's switches, not the hundreds of thousands of GPU and NIC vertices.
+            const auto rails = static_cast<std::size_t>(layout.spec.network.rails);
+            rail_reversed.assign(rails, Graph(per_rail));
             for (const auto e : boost::make_iterator_range(boost::edges(graph))) {
                 const std::size_t a = boost::source(e, graph), b = boost::target(e, graph);
-                if (a >= first && b >= first) boost::add_edge(b - first, a - first, switches_reversed);
+                if (a < layout.first_leaf || b < layout.first_leaf) continue;
+                const auto [first, count] = a < layout.first_spine ? std::pair{layout.first_leaf, layout.leaf_groups}
+                                            : a < layout.first_core  ? std::pair{layout.first_spine, layout.spines_per_rail()}
+                                                                     : std::pair{layout.first_core, layout.cores_per_rail};
+                boost::add_edge(rail_local(b), rail_local(a), rail_reversed[(a - first) / static_cast<std::size_t>(count)]);
             }
         }
-        d.assign(layout.vertex_count - first, -1);
-        d[leaf_vertex - first] = 0;
+        d.assign(per_rail, -1);
+        d[rail_local(leaf_vertex)] = 0;
         DistanceRecorder recorder;
         recorder.dist = &d;
         recorder.first_switch = 0;
-        boost::breadth_first_search(switches_reversed, leaf_vertex - first, boost::visitor(recorder));
+        boost::breadth_first_search(rail_reversed[static_cast<std::size_t>(rail)], rail_local(leaf_vertex),
+                                    boost::visitor(recorder));
         return d;
     }
 
@@ -352,7 +367,7 @@ struct Fabric::Impl {
         use(link(layout.nic(sn, rail), src_leaf));
         std::int64_t switches = 1;
 
-        const std::vector<int>& dist = distances_to(dst_leaf);
+        const std::vector<int>& dist = distances_to(dst_leaf, rail);
         const std::size_t base = layout.first_leaf;
         const std::uint64_t hash =
             splitmix64(static_cast<std::uint64_t>(src) * static_cast<std::uint64_t>(layout.gpus) +
@@ -360,13 +375,14 @@ struct Fabric::Impl {
         std::uint64_t branching = 0;
         std::vector<Graph::edge_descriptor> next;
         std::size_t at = src_leaf;
-        if (dist[at - base] < 0) {
+        if (dist[rail_local(at)] < 0) {
             throw Error("fabric: internal error: leaf vertex " + std::to_string(at) + " cannot reach " +
                         std::to_string(dst_leaf));
         }
         while (at != dst_leaf) {
             next.clear();
-            if (dist[at - base] == 1) {
+            const int here = dist[rail_local(at)];
+            if (here == 1) {
                 // One hop from the destination leaf: the candidates are the links to it (the only switch at 0).
                 const std::vector<TargetEdge>& list = edges_by_target(at);
                 const auto lo = std::lower_bound(list.begin(), list.end(), dst_leaf,
@@ -375,7 +391,7 @@ struct Fabric::Impl {
             } else {
                 for (const auto e : boost::make_iterator_range(boost::out_edges(at, graph))) {
                     const std::size_t t = boost::target(e, graph);
-                    if (t >= base && dist[t - base] == dist[at - base] - 1) next.push_back(e);
+                    if (t >= base && dist[rail_local(t)] == here - 1) next.push_back(e);
                 }
             }
             std::size_t pick = 0;
