@@ -93,9 +93,14 @@ int bench_against_baseline(const std::vector<std::string>& files, const Baseline
     if (access(o.baseline.c_str(), X_OK) != 0)
         throw InputError("bench: --baseline " + o.baseline + ": not an executable file");
     const std::string self = self_path();
-    std::cout << fmt::format("A = {}\nB = {} (baseline)\n{} alternated pair(s) per case, whole processes (`run FILE --case NAME`); "
+    auto self_args = [&](const std::string& file, const std::string& name) {
+        std::vector<std::string> args{self, "run", file, "--case", name};
+        if (o.replicas != "all") args.insert(args.end(), {"--replicas", o.replicas});
+        return args;
+    };
+    std::cout << fmt::format("A = {}{}\nB = {} (baseline)\n{} alternated pair(s) per case, whole processes (`run FILE --case NAME`); "
                              "load average at start: {}\n",
-                             self, o.baseline, o.runs, load_average());
+                             self, o.replicas == "all" ? "" : " --replicas " + o.replicas, o.baseline, o.runs, load_average());
     std::cout << fmt::format("{:<40} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>20} {:>8}\n", "case", "A wall", "B wall", "A cpu",
                              "B cpu", "A MiB", "B MiB", "A/B wall med (min-max)", "A/B cpu");
     double log_wall = 0, log_cpu = 0;
@@ -110,11 +115,11 @@ int bench_against_baseline(const std::vector<std::string>& files, const Baseline
                 // Alternate which goes first, so that neither always runs on a warmer machine.
                 Sample sa, sb;
                 if (r % 2 == 0) {
-                    sa = time_process({self, "run", file, "--case", sc.name}, "this strata");
+                    sa = time_process(self_args(file, sc.name), "this strata");
                     sb = time_process({o.baseline, "run", file, "--case", sc.name}, "the baseline");
                 } else {
                     sb = time_process({o.baseline, "run", file, "--case", sc.name}, "the baseline");
-                    sa = time_process({self, "run", file, "--case", sc.name}, "this strata");
+                    sa = time_process(self_args(file, sc.name), "this strata");
                 }
                 a.push_back(sa);
                 b.push_back(sb);

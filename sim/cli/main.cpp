@@ -325,7 +325,7 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
 }
 
 /// Simulates every case of the given experiments and reports the simulator's own speed.
-int bench_command(const std::vector<std::string>& files) {
+int bench_command(const std::vector<std::string>& files, bool representative) {
     std::cout << fmt::format("{:<40} {:>6} {:>10} {:>11} {:>8} {:>12} {:>9}\n", "case", "GPUs", "tasks", "events",
                              "wall s", "events/s", "iter s");
     double total_wall = 0;
@@ -333,7 +333,9 @@ int bench_command(const std::vector<std::string>& files) {
     for (const auto& file : files) {
         strata::Experiment ex = strata::load_experiment(file);
         for (const auto& sc : ex.cases) {
-            const strata::IterationResult r = strata::simulate(sc);
+            strata::SimulationOptions options;
+            options.representative_replicas = representative;
+            const strata::IterationResult r = strata::simulate(sc, options);
             total_wall += r.wall_s;
             std::cout << fmt::format("{:<40} {:>6} {:>10} {:>11} {:>8.3f} {:>12.0f} {:>9.3f}\n", sc.name.substr(0, 40),
                                      sc.execution.gpus(), r.tasks, r.events, r.wall_s, double(r.events) / r.wall_s,
@@ -444,6 +446,8 @@ int main(int argc, char** argv) {
     strata::cli::BaselineOptions baseline;
     bench->add_option("--baseline", baseline.baseline,
                       "another strata binary: run both alternately case by case as whole processes and print the ratios");
+    bench->add_option("--replicas", baseline.replicas, "all or representative (this binary; the baseline runs with its default)")
+        ->capture_default_str()->check(CLI::IsMember({"all", "representative"}));
     bench->add_option("--runs", baseline.runs, "with --baseline: alternated pairs per case (default 5; this machine has slow phases: more runs, steadier medians)")->check(CLI::Range(1, 100));
     try {
         app.parse(argc, argv);
@@ -460,7 +464,7 @@ int main(int argc, char** argv) {
         if (*explain) return explain_command(file, case_name);
         if (*bench) {
             if (!baseline.baseline.empty()) return strata::cli::bench_against_baseline(bench_files, baseline);
-            return bench_command(bench_files);
+            return bench_command(bench_files, baseline.replicas == "representative");
         }
         if (*srch) return search_command(session, so);
         if (*plot) return strata::cli::plot_command(po);

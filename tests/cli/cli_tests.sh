@@ -99,6 +99,8 @@ check "an unwritable output exits 2 before simulating" '[[ $rc -eq 2 ]] && grep 
 
 "$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$strata" --runs 1 >"$tmp/bench.txt" 2>"$tmp/err"; rc=$?
 check "bench --baseline runs both binaries and prints the ratios" '[[ $rc -eq 0 ]] && grep -q "geometric mean over 5 case(s): A/B wall" "$tmp/bench.txt" && grep -q "^selective + sequence" "$tmp/bench.txt"'
+"$strata" bench "$root/scenarios/llama/llama3-h100.yaml" --replicas representative --baseline "$strata" --runs 1 >"$tmp/bench-rep.txt" 2>"$tmp/err"; rc=$?
+check "bench --replicas representative --baseline: this binary with representative replicas, the baseline in full" '[[ $rc -eq 0 ]] && grep -q "^A = .* --replicas representative$" "$tmp/bench-rep.txt" && grep -q "geometric mean over 8 case(s)" "$tmp/bench-rep.txt"'
 "$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$tmp/no-such-strata" >/dev/null 2>"$tmp/err"; rc=$?
 check "bench --baseline with a missing binary exits 2 and names it" '[[ $rc -eq 2 ]] && grep -q "no-such-strata: not an executable file" "$tmp/err"'
 printf '#!/bin/sh\necho "error: x.yaml:1:1: unknown key" >&2\nexit 2\n' > "$tmp/old-strata"; chmod +x "$tmp/old-strata"
