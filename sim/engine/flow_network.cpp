@@ -197,31 +197,41 @@ void FlowNetwork::include_component() {
 
 void FlowNetwork::water_fill() {
     if (set_.size() == 1) {
-        fill_one();
+        fill_one(set_.front());
         return;
     }
     for (std::uint32_t id : set_) {
         flows_[id].new_rate = -1.0;
         flows_[id].new_bottleneck = kNoLink;
     }
-    flows_filled_ += set_.size();
     // Capacity left by the flows outside the set, and the set's weight, per touched link.
     heap_.clear();
+    bool shared = false;  // whether some link carries two flows of the set
     for (LinkId link : touched_) {
         double cap = links_[link].bandwidth;
         std::uint64_t weight = 0;
+        int members = 0;
         for (const LinkEntry& e : links_[link].on) {
             const Flow& g = flows_[e.flow];
             if (g.mark == epoch_) {
                 weight += e.multiplicity;
+                ++members;
             } else {
                 cap -= static_cast<double>(e.multiplicity) * g.rate;
             }
         }
+        shared = shared || members > 1;
         links_[link].cap = cap;
         links_[link].weight = weight;
         if (weight > 0) heap_.push_back(Level{std::max(cap, 0.0) / static_cast<double>(weight), link});
     }
+    if (!shared) {
+        // No link carries two flows of the set: freezing one never changes another's levels, so each freezes at
+        // its own lowest link level, as fill_one finds it (the same arithmetic, the same ties): no heap.
+        for (std::uint32_t id : set_) fill_one(id);
+        return;
+    }
+    flows_filled_ += set_.size();
     // Progressive filling with a lazy min-heap of link fair levels (ties: smaller link id first). Levels
     // only grow, so a top entry whose level is stale is re-keyed in place and sifted down.
     // Heapify: only the internal nodes (a 4-ary heap's last one is (n - 2) / 4); leaves are heaps already.
@@ -261,10 +271,11 @@ void FlowNetwork::water_fill() {
     }
 }
 
-void FlowNetwork::fill_one() {
-    // One flow: the progressive filling freezes it at its lowest link level (ties: smaller link id), the
-    // capacity its route's fixed flows leave divided by its multiplicity there; the same result without a heap.
-    Flow& f = flows_[set_.front()];
+void FlowNetwork::fill_one(std::uint32_t flow) {
+    // One flow alone on its links among the set: the progressive filling freezes it at its lowest link level (ties:
+    // smaller link id), the capacity its route's fixed flows leave divided by its multiplicity there; the same
+    // result without a heap.
+    Flow& f = flows_[flow];
     ++flows_filled_;
     double best = 0.0;
     LinkId best_link = kNoLink;
@@ -273,7 +284,7 @@ void FlowNetwork::fill_one() {
         const Link& l = links_[use.link];
         double cap = l.bandwidth;
         for (const LinkEntry& e : l.on) {
-            if (e.flow != set_.front()) cap -= static_cast<double>(e.multiplicity) * flows_[e.flow].rate;
+            if (e.flow != flow) cap -= static_cast<double>(e.multiplicity) * flows_[e.flow].rate;
         }
         const double level = std::max(cap, 0.0) / static_cast<double>(use.multiplicity);
         if (best_link == kNoLink || level < best || (level == best && use.link < best_link)) {

@@ -141,7 +141,7 @@ private:
     void include(std::uint32_t flow);
     void include_component();
     void water_fill();
-    void fill_one();
+    void fill_one(std::uint32_t flow);
     bool check_and_grow();
 
     bool full_ = false;
