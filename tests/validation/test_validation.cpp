@@ -142,3 +142,40 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     CHECK(s.mean_abs <= 0.105);
     CHECK(s.worst_abs <= 0.186);
 }
+
+TEST_CASE("validation: representative replicas within 1.5% of the full simulation (SC21, 530B/2240, Megatron H100)") {
+    // `--replicas representative` (README "Speed") against every GPU group, on the shipped experiments with data
+    // parallelism: today's worst is the 16B Megatron row (-1.28%, two replicas per node share NVLink with their
+    // reduction ring), the mean |difference| about 0.1%. Nothing published is involved: the full simulation is the
+    // reference.
+    std::vector<double> diffs;
+    for (const char* file : {"scenarios/crosscheck/sc21-table1.yaml", "scenarios/paper/530b-2240.yaml",
+                             "scenarios/validation/megatron-h100.yaml", "scenarios/validation/megatron-h100-strong.yaml"}) {
+        const Experiment ex = load_experiment(kRoot + file);
+        const std::vector<IterationResult> full = simulate_all(ex);
+        std::vector<IterationResult> rep(ex.cases.size());
+        parallel_for(ex.cases.size(), 0, [&](std::size_t i) {
+            SimulationOptions opt;
+            opt.keep_timeline = false;
+            opt.representative_replicas = true;
+            rep[i] = simulate(ex.cases[i], opt);
+        });
+        for (std::size_t i = 0; i < ex.cases.size(); ++i) {
+            if (ex.cases[i].execution.data < 2) continue;
+            CHECK(rep[i].representative_replicas);
+            CHECK(rep[i].tasks < full[i].tasks);
+            CHECK(rep[i].peak_memory == full[i].peak_memory);
+            diffs.push_back(rep[i].iteration_time_s / full[i].iteration_time_s - 1);
+        }
+    }
+    REQUIRE(diffs.size() >= 20);
+    double worst = 0, mean = 0;
+    for (double d : diffs) {
+        worst = std::max(worst, std::abs(d));
+        mean += std::abs(d) / double(diffs.size());
+    }
+    std::cout << fmt::format("representative vs full: {} cases, mean |diff| {:.3f}%, worst {:.3f}%\n", diffs.size(),
+                             100 * mean, 100 * worst);
+    CHECK(worst <= 0.015);
+    CHECK(mean <= 0.002);
+}
