@@ -106,6 +106,14 @@ TEST_CASE("representative replicas: the JSON says so, only when used", "[represe
     const auto jb = nlohmann::json::parse(to_json("x", {b}));
     CHECK_FALSE(ja["results"][0]["engine"].contains("replicas"));
     CHECK(jb["results"][0]["engine"]["replicas"] == "representative");
+    // The CSV: a last column only when some case was simulated with representative replicas.
+    CHECK(to_csv({a}).find("replicas") == std::string::npos);
+    const std::string both = to_csv({a, b});
+    const auto header_end = both.find("\r\n");
+    REQUIRE(header_end != std::string::npos);
+    CHECK(both.substr(0, header_end).ends_with(",replicas"));
+    CHECK(both.find(",all\r\n") != std::string::npos);
+    CHECK(both.find(",representative\r\n") != std::string::npos);
 }
 
 TEST_CASE("representative replicas: the search simulates its winner again in full", "[representative][search]") {

@@ -122,7 +122,8 @@ struct SearchSummary {
 std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results,
                     const Provenance* provenance = nullptr, const SearchSummary* search = nullptr);
 /// One row per result; when any result has a screen record, the columns estimate_s, estimate_rank,
-/// simulated_rank and estimate_error follow the others.
+/// simulated_rank and estimate_error follow the others; when any was simulated with representative replicas, a
+/// last column `replicas` (representative or all).
 std::string to_csv(const std::vector<CaseResult>& results);
 
 }  // namespace strata

@@ -215,6 +215,13 @@ std::string to_csv(const std::vector<CaseResult>& results) {
     columns.insert(results_begin, varying.begin(), varying.end());
     if (std::any_of(results.begin(), results.end(), [](const CaseResult& r) { return r.screen.has_value(); }))
         columns.insert(columns.end(), csv_screen_columns().begin(), csv_screen_columns().end());
+    // Representative replicas (JSON engine.replicas): a column only when some case was simulated so.
+    if (std::any_of(results.begin(), results.end(),
+                    [](const CaseResult& r) { return r.iteration && r.iteration->representative_replicas; }))
+        columns.push_back({"replicas", [](const CaseResult& r) {
+                               if (!r.iteration) return std::string();
+                               return std::string(r.iteration->representative_replicas ? "representative" : "all");
+                           }});
     for (std::size_t i = 0; i < columns.size(); ++i) o << (i ? "," : "") << columns[i].name;
     o << "\r\n";
     for (const auto& r : results) {
