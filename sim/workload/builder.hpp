@@ -107,7 +107,6 @@ public:
 private:
     struct Group {
         int stage = 0, replica = 0;
-        int slot = 0;  // its replica's place among the simulated ones (0: the measured one; = replica unless representative)
         std::vector<int> gpus;                       // its t x c GPUs, context rank major
         std::vector<std::vector<int>> tensor_groups; // c groups of t (one per context rank)
         std::vector<std::vector<int>> context_groups;// t groups of c (one per tensor rank)
@@ -168,8 +167,8 @@ private:
     /// (one SM each) are the device's nccl_channels inside a node, and nccl_channels_per_nic per NIC the group
     /// drives on a node when it crosses nodes.
     [[nodiscard]] double dp_collective_speed(int stage) const;
-    /// Index in groups_ of a stage's simulated replica `slot` (Group::slot).
-    [[nodiscard]] int group_index(int stage, int slot) const { return stage * replicas_ + slot; }
+    /// Index in groups_ of a stage's replica (of the replicas simulated: replica 0 alone with representative replicas).
+    [[nodiscard]] int group_index(int stage, int replica) const { return stage * replicas_ + replica; }
     /// Global rank (Megatron's order: tensor innermost, then context, then data, then pipeline).
     [[nodiscard]] int rank(int stage, int replica, int context_rank, int tensor_rank) const {
         return ((stage * e_.data + replica) * e_.context + context_rank) * e_.tensor + tensor_rank;

@@ -14,7 +14,7 @@ void Builder::on_send(std::size_t gi, const schedule::Unit& s, TaskId post, Task
     const int v = schedule::virtual_stage(shape_, g.stage, s.chunk);
     const int to_v = s.forward ? v + 1 : v - 1;
     if (to_v < 0 || to_v > shape_.virtual_stages() - 1) throw SimulationError("internal: a pipeline send without a receiver");
-    const auto to_gi = static_cast<std::size_t>(group_index(to_v % p, g.slot));
+    const auto to_gi = static_cast<std::size_t>(group_index(to_v % p, g.replica));
     const auto per_group = static_cast<std::uint64_t>(2 * shape_.chunks * shape_.microbatches);
     const std::uint64_t key = to_gi * per_group + message_index({s.forward, to_v / p, s.microbatch});
     const PendingMessage me{true, post, wait, static_cast<int>(gi), s.forward, s.chunk, s.microbatch};
@@ -67,7 +67,7 @@ const Builder::RouteAndLatency& Builder::p2p_route(Group& a, bool forward) {
     auto& cached = a.p2p_routes[forward ? 0 : 1];
     if (!cached) {
         const int p = e_.pipeline;
-        const Group& b = groups_[static_cast<std::size_t>(group_index((a.stage + (forward ? 1 : p - 1)) % p, a.slot))];
+        const Group& b = groups_[static_cast<std::size_t>(group_index((a.stage + (forward ? 1 : p - 1)) % p, a.replica))];
         std::vector<std::pair<int, int>> pairs;  // every tensor (and context) rank to its counterpart
         for (std::size_t i = 0; i < a.gpus.size(); ++i) pairs.emplace_back(a.gpus[i], b.gpus[i]);
         const fabric::Route route = fab_.combined(pairs);

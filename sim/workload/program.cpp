@@ -90,7 +90,7 @@ void Builder::build() {
             stream_process_[st] = static_cast<std::uint32_t>(gi);
             stream_traced_[st] = traced(g.stage, g.replica) ? 1 : 0;
         }
-        if (g.slot != 0) continue;
+        if (g.replica != 0) continue;
         interval_stage_[g.compute] = interval_stage_[g.tp] = g.stage;
         interval_tp_[g.tp] = 1;
         p2p_stage_[g.tp] = p2p_stage_[g.send_fwd] = p2p_stage_[g.send_bwd] = g.stage;
@@ -170,15 +170,13 @@ void Builder::make_groups() {
         const double dp_speed = dp_collective_speed(r);
         for (int k = 0; k < replicas_; ++k) {
             Group& g = groups_[static_cast<std::size_t>(group_index(r, k))];
-            const int replica = k;
             g.stage = r;
-            g.replica = replica;
-            g.slot = k;
+            g.replica = k;
             g.tensor_groups.resize(static_cast<std::size_t>(c));
             g.context_groups.resize(static_cast<std::size_t>(t));
             for (int j = 0; j < c; ++j) {
                 for (int i = 0; i < t; ++i) {
-                    const int gpu = rank(r, replica, j, i);
+                    const int gpu = rank(r, k, j, i);
                     g.gpus.push_back(gpu);
                     g.tensor_groups[static_cast<std::size_t>(j)].push_back(gpu);
                     g.context_groups[static_cast<std::size_t>(i)].push_back(gpu);
@@ -194,7 +192,7 @@ void Builder::make_groups() {
                     for (int i = 0; i < t; ++i) gpus.push_back(rank(r, other, j, i));
                 g.speed = std::max(g.speed, variation_.group_factor(gpus));
             }
-            const std::string name = fmt::format("GPUs {}-{} (stage {}, replica {})", g.gpus.front(), g.gpus.back(), r, replica);
+            const std::string name = fmt::format("GPUs {}-{} (stage {}, replica {})", g.gpus.front(), g.gpus.back(), r, k);
             g.compute = sim_.add_stream(name + " compute");
             g.tp = sim_.add_stream(name + " tensor-parallel");
             g.send_fwd = sim_.add_stream(name + " send-forward");
@@ -202,7 +200,7 @@ void Builder::make_groups() {
             // The stage's data-parallel collectives run NCCL kernels on these GPUs: overlapped kernels lose SMs.
             sim_.slow_while_busy(dp_streams_[static_cast<std::size_t>(r)], g.compute, dp_speed);
             g.pool = sim_.add_pool(name, sc_.system.memory_capacity, categories,
-                                   (options_.keep_timeline && r == 0 && k == 0) || (k == 0 && traced(r, replica)));
+                                   (options_.keep_timeline && r == 0 && k == 0) || (k == 0 && traced(r, k)));
             // The same static state as the analytical stage memory (stage_state).
             const StageMemory& st = state[static_cast<std::size_t>(r)];
             sim_.add_static(g.pool, index(MemoryCategory::weights), st.weights);

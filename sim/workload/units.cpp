@@ -119,7 +119,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             ++i;
         } else {
             // Synchronous: the next kernel waits for it, so the in-order compute stream is blocked meanwhile.
-            if (g.slot == 0) mark_exposed_tp(last);
+            if (g.replica == 0) mark_exposed_tp(last);
             prev.set(last);
         }
     }
