@@ -85,6 +85,35 @@ TEST_CASE("representative replicas: with a pipeline, close to the full simulatio
     CHECK(double(full.tasks) / double(rep.tasks) > 3.5);
 }
 
+TEST_CASE("representative replicas: the replicas of replica 0's node are simulated", "[representative]") {
+    Scenario sc = replicated(1, 4, true);
+    sc.execution.tensor = 2;   // four replicas per 8-GPU node
+    validate(sc);
+    CHECK(representative_replicas(sc) == 4);
+    SECTION("all of them on one node: the full simulation") {
+        const IterationResult full = run(sc, false);
+        const IterationResult rep = run(sc, true);
+        check_same(full, rep);
+        CHECK(rep.tasks == full.tasks);
+    }
+    SECTION("two nodes: one node's replicas simulated") {
+        sc.execution.data = 8;
+        sc.execution.global_batch = 32;
+        validate(sc);
+        CHECK(representative_replicas(sc) == 4);
+        const IterationResult full = run(sc, false);
+        const IterationResult rep = run(sc, true);
+        CHECK(std::abs(rep.iteration_time_s / full.iteration_time_s - 1) < 0.01);
+        CHECK(rep.slowest_group_factor == full.slowest_group_factor);
+        CHECK(double(full.tasks) / double(rep.tasks) > 1.8);
+    }
+    sc.execution.tensor = 8;
+    validate(sc);
+    CHECK(representative_replicas(sc) == 1);
+    sc.execution.tensor = 3;   // groups that do not tile a node: one replica
+    CHECK(representative_replicas(sc) == 1);
+}
+
 TEST_CASE("representative replicas: a single replica per stage is the full simulation", "[representative]") {
     const Scenario sc = replicated(2, 1, true);
     const IterationResult full = run(sc, false);

@@ -37,6 +37,11 @@ struct SimulationOptions {
     bool representative_replicas = false;
 };
 
+/// With SimulationOptions::representative_replicas, how many data-parallel replicas per stage are simulated: those
+/// whose GPUs share replica 0's first node: all d when a stage fits on one node, gpus_per_node / (t x c) when that
+/// divides evenly and stages start on node boundaries, else one.
+int representative_replicas(const Scenario& scenario);
+
 /// Builds the task graph (workload) for `scenario`, runs the engine and fills an IterationResult (and `detail`,
 /// if given: memory timeline, per-stage peaks, stage intervals, the trace with keep_trace).
 /// Throws InputError for an unsupported configuration and SimulationError if the graph stalls.

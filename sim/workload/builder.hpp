@@ -236,7 +236,8 @@ private:
     fabric::Fabric& fab_;
     CostModel cost_;
     const SimulationOptions& options_;
-    /// Data-parallel replicas simulated per stage: e.data, or 1 with options.representative_replicas.
+    /// Data-parallel replicas simulated per stage: e.data, or with options.representative_replicas those on replica
+    /// 0's node (representative_replicas()).
     int replicas_ = 1;
     Variation variation_;
     fabric::CollectiveParams coll_params_;

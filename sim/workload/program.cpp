@@ -30,7 +30,7 @@ Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab
       fab_(fab),
       cost_(sc.system.device),
       options_(options),
-      replicas_(options.representative_replicas ? 1 : sc.execution.data),
+      replicas_(options.representative_replicas ? strata::representative_replicas(sc) : sc.execution.data),
       variation_(sc.system.variation, sc.system.device.timing_reference_gpus, sc.execution.gpus()),
       shape_(schedule::shape_of(sc.execution)),
       activations_(activation_plan(sc.model, sc.execution)),
@@ -183,10 +183,10 @@ void Builder::make_groups() {
                 }
             }
             g.speed = variation_.group_factor(g.gpus);
-            // A representative group stands for all its stage's replicas: it runs at the slowest one's pace (an
-            // upper bound: each replica's pipeline has its own slowest stage, and they wait for each other only in
-            // the data-parallel reductions).
-            for (int other = replicas_; other < d; ++other) {
+            // A representative group stands for the replicas at its place on their nodes (k, k + n, k + 2n, ...; n
+            // simulated): it runs at the slowest one's pace (an upper bound: each replica's pipeline has its own
+            // slowest stage, and they wait for each other only in the data-parallel reductions).
+            for (int other = k + replicas_; other < d; other += replicas_) {
                 std::vector<int> gpus;
                 for (int j = 0; j < c; ++j)
                     for (int i = 0; i < t; ++i) gpus.push_back(rank(r, other, j, i));

@@ -143,11 +143,11 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     CHECK(s.worst_abs <= 0.186);
 }
 
-TEST_CASE("validation: representative replicas within 1.5% of the full simulation (SC21, 530B/2240, Megatron H100)") {
+TEST_CASE("validation: representative replicas within 1% of the full simulation (SC21, 530B/2240, Megatron H100)") {
     // `--replicas representative` (README "Speed") against every GPU group, on the shipped experiments with data
-    // parallelism: today's worst is the 16B Megatron row (-1.28%, two replicas per node share NVLink with their
-    // reduction ring), the mean |difference| about 0.1%. Nothing published is involved: the full simulation is the
-    // reference.
+    // parallelism: today's worst is the 16B Megatron row (-0.89%: the other node's replicas' flows are not on the
+    // links its reduction ring shares), the mean |difference| 0.14%. Nothing published is involved: the full
+    // simulation is the reference.
     std::vector<double> diffs;
     for (const char* file : {"scenarios/crosscheck/sc21-table1.yaml", "scenarios/paper/530b-2240.yaml",
                              "scenarios/validation/megatron-h100.yaml", "scenarios/validation/megatron-h100-strong.yaml"}) {
@@ -176,6 +176,6 @@ TEST_CASE("validation: representative replicas within 1.5% of the full simulatio
     }
     std::cout << fmt::format("representative vs full: {} cases, mean |diff| {:.3f}%, worst {:.3f}%\n", diffs.size(),
                              100 * mean, 100 * worst);
-    CHECK(worst <= 0.015);
+    CHECK(worst <= 0.010);
     CHECK(mean <= 0.002);
 }
