@@ -205,8 +205,7 @@ TEST_CASE("search results: the screen record in the JSON and the CSV, absent fro
     const std::string csv = to_csv(ranked);
     const std::string header = csv.substr(0, csv.find('\r'));
     CHECK(header.size() > 60);
-    // The screen's columns, then (the search simulates with representative replicas by default) `replicas`.
-    CHECK_THAT(header, Catch::EndsWith(",estimate_s,estimate_rank,simulated_rank,estimate_error,replicas"));
+    CHECK_THAT(header, Catch::EndsWith(",estimate_s,estimate_rank,simulated_rank,estimate_error"));
     CHECK_THAT(header, Contains("tokens_per_s") && Contains("tflops_per_gpu"));
     std::vector<CaseResult> plain = ranked;
     for (auto& c : plain) c.screen.reset();

@@ -60,8 +60,9 @@ struct SearchRequest {
     double margin = 0.10;
     int simulate_max = 64;
     /// Simulate the candidates with representative replicas (SimulationOptions::representative_replicas), then the
-    /// fastest one again with every GPU group (SearchResult::best_in_full); false: every candidate in full.
-    bool representative_replicas = true;
+    /// fastest one again with every GPU group (SearchResult::best_in_full); false (the default): every candidate in
+    /// full.
+    bool representative_replicas = false;
     int jobs = 0;            ///< threads for the simulations (0: one per core)
     /// Each simulated candidate's task limit, and how messages name the option that raises it and the inputs.
     std::uint64_t max_tasks = 1'000'000'000;

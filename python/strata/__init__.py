@@ -109,7 +109,7 @@ def run(source, case=None, *, analytical_only=False, jobs=0, profile=None, max_t
         check=True, replicas="all"):
     """Runs every case of an experiment (a path, a dict or a loaded Experiment), or only `case`, on `jobs`
     threads (0: one per core). Returns Results. replicas: "all" (every GPU group) or "representative" (each
-    stage's data-parallel replicas once, as `strata run --replicas representative`). A case that cannot be evaluated keeps its place with an 'error'
+    stage's data-parallel replicas of replica 0's node only, as `strata run --replicas representative`). A case that cannot be evaluated keeps its place with an 'error'
     key; with check=True a case that failed on bad input or in simulation raises afterwards, as the strata command
     exits non-zero (infeasible sweep combinations are not failures)."""
     exp = load(source, base_dir)
@@ -140,12 +140,13 @@ def _part(source, kind, base_dir):
 
 def search(model, system, gpus, global_batch, *, attention="unfused", precision="bf16", microbatches=(1, 2, 4, 8),
            max_interleave=4, top=10, simulate_top=8, jobs=0, fix=(), margin=10.0, simulate_max=64, max_tasks=1000,
-           base_dir=None, replicas="representative"):
+           base_dir=None, replicas="all"):
     """The fastest executions of `model` (path or dict) on `gpus` GPUs of `system` that fit in memory, as in
     `strata search`. fix: constraints as `--fix` takes them, a dict ({"tensor": 8, "pipeline": "4..16",
     "recompute": "selective,full"}) or strings ("tensor=8"); margin: percent of the best estimate within which
-    every candidate is simulated (`--margin`); replicas: "representative" (each stage's data-parallel replicas
-    simulated once, then rank 1 again in full: search["best_in_full_s"]) or "all" (`--replicas`). Returns a dict: results (the top candidates, best first, named
+    every candidate is simulated (`--margin`); replicas: "all" (every GPU group, the default) or "representative"
+    (the data-parallel replicas of replica 0's node only, then rank 1 again in full: search["best_in_full_s"]), as
+    `--replicas`. Returns a dict: results (the top candidates, best first, named
     'rank 1', ... as in `strata search --json`, each with its "screen": estimate and ranks), search (the JSON's
     summary), enumerated, screened, rejected (reason -> count), within_margin, simulated, overturned_by (the
     estimate rank of the fastest simulated candidate when not 1, else 0), wall_s."""

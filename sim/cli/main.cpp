@@ -202,7 +202,7 @@ struct SearchOptions {
     int gpus = 0, global_batch = 0, top = 10, simulate_top = 8, simulate_max = 64, jobs = 0;
     double margin_pct = 10;
     std::uint64_t max_tasks_millions = 1000;
-    std::string replicas = "representative";
+    std::string replicas = "all";
 };
 
 int search_command(const strata::mpi::Session& session, const SearchOptions& o) {
@@ -304,7 +304,7 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     if (r.best_in_full) {
         const double full = r.best_in_full->iteration->iteration_time_s;
         const double rep = r.simulated.front().result.iteration->iteration_time_s;
-        human << fmt::format("simulated with representative replicas (--replicas all: every GPU group); rank 1 again with "
+        human << fmt::format("simulated with representative replicas (--replicas representative); rank 1 again with "
                              "every GPU group: {:.3f} s ({:+.2f}% representative vs full)\n", full, 100 * (rep / full - 1));
     }
     const std::vector<strata::CaseResult> results = strata::ranked_results(r, int(r.simulated.size()));
@@ -382,8 +382,8 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 100000));
     run->add_option("--seed", ro.seed, "variation seed: which GPU gets which speed (default: the system file's variation.seed)");
     run->add_option("--replicas", ro.replicas,
-                    "all: simulate every GPU group (default); representative: each stage's data-parallel replicas once "
-                    "(their gradient reductions' flows kept; faster by about d, see README 'Speed')")
+                    "all: simulate every GPU group (default); representative: the data-parallel replicas of replica "
+                    "0's node only (the reductions' flows kept; faster by about d, see README 'Speed')")
         ->capture_default_str()->check(CLI::IsMember({"all", "representative"}));
     run->add_flag("--no-variation", ro.no_variation, "every GPU at the profile's speed (turns the system's variation off)");
     run->add_flag("--analytical-only", ro.analytical_only, "skip the discrete-event simulation (memory and layer costs only)");
@@ -419,8 +419,8 @@ int main(int argc, char** argv) {
                      "refuse candidates needing more than this many million tasks to simulate (a bound on run time)")
         ->capture_default_str()->check(CLI::Range(1, 100000));
     srch->add_option("--replicas", so.replicas,
-                     "representative: simulate each stage's data-parallel replicas once (about d times faster), then "
-                     "rank 1 again in full; all: every candidate with every GPU group")
+                     "all: every candidate with every GPU group (default); representative: the data-parallel replicas "
+                     "of replica 0's node only (about d times faster), then rank 1 again in full")
         ->capture_default_str()->check(CLI::IsMember({"all", "representative"}));
     srch->add_option("--attention", so.attention, "attention kernel of every candidate: unfused or flash")
         ->capture_default_str()->check(CLI::IsMember({"unfused", "flash"}));

@@ -138,8 +138,9 @@ def test_representative_replicas():
     model = os.path.join(SRC, "scenarios", "models", "gpt-22b.yaml")
     system = os.path.join(SRC, "scenarios", "systems", "selene-a100.yaml")
     fix = {"tensor": 4, "microbatch": 1, "recompute": "selective"}
-    rep = strata.search(model, system, gpus=8, global_batch=4, top=2, simulate_top=2, jobs=1, fix=fix)
-    full = strata.search(model, system, gpus=8, global_batch=4, top=2, simulate_top=2, jobs=1, fix=fix, replicas="all")
+    rep = strata.search(model, system, gpus=8, global_batch=4, top=2, simulate_top=2, jobs=1, fix=fix,
+                        replicas="representative")
+    full = strata.search(model, system, gpus=8, global_batch=4, top=2, simulate_top=2, jobs=1, fix=fix)
     assert rep["search"]["replicas"] == "representative" and full["search"]["replicas"] == "all"
     assert rep["results"][0]["engine"]["replicas"] == "representative"
     assert "replicas" not in full["results"][0]["engine"] and "best_in_full_s" not in full["search"]
