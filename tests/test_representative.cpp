@@ -1,5 +1,5 @@
-// Representative replicas (SimulationOptions::representative_replicas): each stage's data-parallel replicas are
-// simulated once, their gradient reductions' flows kept. Where nothing but the replicas' own speeds tells them
+// Representative replicas (SimulationOptions::representative_replicas): only the data-parallel replicas on replica 0's
+// node are simulated, their gradient reductions' flows kept for all. Where nothing but the replicas' own speeds tells them
 // apart (one stage: no pipeline transfers competing between replicas), the result is the full simulation's to the
 // picosecond, variation included (the representative runs at the slowest replica's pace, which is what every
 // reduction waits for); with a pipeline it stays close; and the task count falls by about d.

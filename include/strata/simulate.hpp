@@ -30,10 +30,11 @@ struct SimulationOptions {
     /// What the refusal tells the reader to raise (the option of the command or function that set max_tasks).
     std::string max_tasks_option = "strata run --max-tasks";
     /// Representative replicas (an explicit option; off: every GPU group is simulated). Each stage's
-    /// data-parallel replicas run the same program, so only replica 0's groups are simulated; the data-parallel
-    /// collectives still move every replica's flows over the fabric, and each simulated group runs at the pace
-    /// of the slowest of its stage's replicas (variation). What is lost: other replicas' pipeline transfers and
-    /// tensor-parallel flows competing for shared links, and differences between replicas' pipelines.
+    /// data-parallel replicas run the same program, so only those on replica 0's node are simulated
+    /// (representative_replicas()), each standing for the replicas at its place on the other nodes; the
+    /// data-parallel collectives still move every replica's flows over the fabric, and each simulated group runs
+    /// at the pace of the slowest replica it stands for (variation). What is lost: the other nodes' pipeline
+    /// transfers and tensor-parallel flows competing for shared links, and differences between replicas' pipelines.
     bool representative_replicas = false;
 };
 
