@@ -55,6 +55,7 @@ def main():
         rep, wall_rep = run(a.strata, path, "representative", a.case)
         print(f"{os.path.basename(path)}: whole file {wall_full:.2f} s full, {wall_rep:.2f} s representative "
               f"(ratio {wall_rep / max(wall_full, 1e-9):.3f})")
+        file_diffs = []
         for f, r in zip(full["results"], rep["results"]):
             if "iteration_time_s" not in f:
                 continue
@@ -63,9 +64,12 @@ def main():
             d = r["iteration_time_s"] / f["iteration_time_s"] - 1
             if replicas > 1:
                 diffs.append(d)
+                file_diffs.append(d)
             print(f"  {f['name'][:56]:56} {e['gpus']:6d} {replicas:4d} {f['iteration_time_s']:10.4f} "
                   f"{r['iteration_time_s']:10.4f} {100 * d:+8.3f} {f['engine']['tasks']:11d} "
                   f"{r['engine']['tasks']:10d}")
+        if file_diffs:
+            print(f"  {len(file_diffs)} case(s) with d > 1: {100 * min(file_diffs):+.3f} .. {100 * max(file_diffs):+.3f}%")
     if diffs:
         print(f"{len(diffs)} cases with d > 1: mean |diff| {100 * sum(map(abs, diffs)) / len(diffs):.3f}%, "
               f"worst {100 * max(map(abs, diffs)):.3f}%, mean signed {100 * sum(diffs) / len(diffs):+.3f}%")
