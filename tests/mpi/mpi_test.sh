@@ -38,6 +38,10 @@ check "search runs in one process and on 2 ranks" '[[ $rc1 -eq 0 && $rc2 -eq 0 ]
 check "search JSON byte-identical" 'cmp "$tmp/one/search.json" "$tmp/two/search.json"'
 check "search ranking printed once, identical" 'diff <(grep -v "search took\|wrote" "$tmp/one/search.out") <(grep -v "search took\|wrote" "$tmp/two/search.out")'
 check "both ranks simulated candidates" 'grep -Eq "cases per rank: [1-9][0-9]* [1-9][0-9]*$" "$tmp/two/search.err"'
+# With representative replicas the search runs a second, collective step (rank 1 again in full).
+"$strata" "${search[@]}" --replicas representative --jobs 1 --json "$tmp/one/rsearch.json" >/dev/null 2>&1; rc1=$?
+mpi "${search[@]}" --replicas representative --json "$tmp/two/rsearch.json" >"$tmp/two/rsearch.out" 2>/dev/null; rc2=$?
+check "representative search: one process and 2 ranks, JSON byte-identical, rank 1 again in full" '[[ $rc1 -eq 0 && $rc2 -eq 0 ]] && cmp "$tmp/one/rsearch.json" "$tmp/two/rsearch.json" && grep -q "best_in_full_s" "$tmp/two/rsearch.json" && grep -q "rank 1 again with every GPU group" "$tmp/two/rsearch.out"'
 
 mpi run "$sweep" --json "$tmp/no/such/dir/s.json" >/dev/null 2>"$tmp/err"; rc=$?
 check "unwritable output: exit 2 on every rank, no hang" '[[ $rc -eq 2 ]] && grep -q "cannot be written" "$tmp/err"'
