@@ -38,7 +38,8 @@ std::vector<std::string> case_names(const strata::Experiment& ex) {
 
 /// Runs the selected cases of `ex` and returns the JSON `strata run --json` writes, and the failure bits.
 py::tuple run(const strata::Experiment& ex, const std::string& case_name, bool analytical_only, unsigned jobs,
-              const std::string& profile_path, std::uint64_t max_tasks_millions, bool representative_replicas) {
+              const std::string& profile_path, std::uint64_t max_tasks_millions,
+              bool representative_replicas) {
     std::string json;
     int failures = 0;
     {
@@ -62,7 +63,8 @@ py::tuple run(const strata::Experiment& ex, const std::string& case_name, bool a
 py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system, int gpus, int global_batch,
                 const std::string& attention, const std::string& precision, std::vector<int> microbatches,
                 int max_interleave, int simulate_top, int top, int jobs, const std::vector<std::string>& fix,
-                double margin_pct, int simulate_max, std::uint64_t max_tasks_millions, bool representative_replicas) {
+                double margin_pct, int simulate_max, std::uint64_t max_tasks_millions,
+                bool representative_replicas) {
     strata::SearchRequest req;
     req.model = model;
     req.system = system;

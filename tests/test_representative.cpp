@@ -1,13 +1,14 @@
-// Representative replicas (SimulationOptions::representative_replicas): only the data-parallel replicas on replica 0's
-// node are simulated, their gradient reductions' flows kept for all. Where nothing but the replicas' own speeds tells them
-// apart (one stage: no pipeline transfers competing between replicas), the result is the full simulation's to the
-// picosecond, variation included (the representative runs at the slowest replica's pace, which is what every
-// reduction waits for); with a pipeline it stays close; and the task count falls by about d.
+// Representative replicas (SimulationOptions::representative_replicas): only the data-parallel replicas on
+// replica 0's node are simulated, their gradient reductions' flows kept for all. Where nothing but the
+// replicas' own speeds tells them apart (one stage: no pipeline transfers competing between replicas), the
+// result is the full simulation's to the picosecond, variation included (the representative runs at the
+// slowest replica's pace, which is what every reduction waits for); with a pipeline it stays close; and the
+// task count falls by about d.
+#include "fixtures.hpp"
 #include "strata/report.hpp"
 #include "strata/run.hpp"
 #include "strata/search.hpp"
 #include "strata/simulate.hpp"
-#include "fixtures.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -49,12 +50,17 @@ void check_same(const IterationResult& full, const IterationResult& rep) {
 
 }  // namespace
 
-TEST_CASE("representative replicas: one stage gives the full simulation's result exactly", "[representative]") {
+TEST_CASE("representative replicas: one stage gives the full simulation's result exactly",
+          "[representative]") {
     const bool variation = GENERATE(false, true);
     Scenario sc = replicated(1, 4, variation);
     SECTION("reduction after the backward") {}
-    SECTION("overlapped per-layer reduction") { sc.execution.overlap_grad_reduce = true; }
-    SECTION("distributed optimizer, gather after the step") { sc.execution.distributed_optimizer = true; }
+    SECTION("overlapped per-layer reduction") {
+        sc.execution.overlap_grad_reduce = true;
+    }
+    SECTION("distributed optimizer, gather after the step") {
+        sc.execution.distributed_optimizer = true;
+    }
     SECTION("distributed optimizer, overlapped gather") {
         sc.execution.distributed_optimizer = true;
         sc.execution.overlap_param_gather = true;
@@ -70,15 +76,17 @@ TEST_CASE("representative replicas: one stage gives the full simulation's result
     if (variation) CHECK(full.slowest_group_factor > 1.0);
 }
 
-TEST_CASE("representative replicas: with a pipeline, close to the full simulation with about d times fewer tasks",
-          "[representative]") {
+TEST_CASE(
+    "representative replicas: with a pipeline, close to the full simulation with about d times fewer tasks",
+    "[representative]") {
     const bool variation = GENERATE(false, true);
     const Scenario sc = replicated(4, 4, variation);
     const IterationResult full = run(sc, false);
     const IterationResult rep = run(sc, true);
     CAPTURE(variation, full.iteration_time_s, rep.iteration_time_s);
-    // Lost: the other replicas' pipeline transfers on shared links (faster), and each replica's own slowest stage
-    // (the representative takes every stage's slowest replica: slower). SC21's ten rows stay within 0.6 %.
+    // Lost: the other replicas' pipeline transfers on shared links (faster), and each replica's own slowest
+    // stage (the representative takes every stage's slowest replica: slower). SC21's ten rows stay within 0.6
+    // %.
     CHECK(std::abs(rep.iteration_time_s / full.iteration_time_s - 1) < 0.01);
     CHECK(rep.peak_memory == full.peak_memory);
     CHECK(rep.slowest_group_factor == full.slowest_group_factor);
@@ -87,7 +95,7 @@ TEST_CASE("representative replicas: with a pipeline, close to the full simulatio
 
 TEST_CASE("representative replicas: the replicas of replica 0's node are simulated", "[representative]") {
     Scenario sc = replicated(1, 4, true);
-    sc.execution.tensor = 2;   // four replicas per 8-GPU node
+    sc.execution.tensor = 2;  // four replicas per 8-GPU node
     validate(sc);
     CHECK(representative_replicas(sc) == 4);
     SECTION("all of them on one node: the full simulation") {
@@ -110,7 +118,7 @@ TEST_CASE("representative replicas: the replicas of replica 0's node are simulat
     sc.execution.tensor = 8;
     validate(sc);
     CHECK(representative_replicas(sc) == 1);
-    sc.execution.tensor = 3;   // groups that do not tile a node: one replica
+    sc.execution.tensor = 3;  // groups that do not tile a node: one replica
     CHECK(representative_replicas(sc) == 1);
 }
 
@@ -145,7 +153,8 @@ TEST_CASE("representative replicas: the JSON says so, only when used", "[represe
     CHECK(both.find(",representative\r\n") != std::string::npos);
 }
 
-TEST_CASE("representative replicas: the search simulates its winner again in full", "[representative][search]") {
+TEST_CASE("representative replicas: the search simulates its winner again in full",
+          "[representative][search]") {
     SearchRequest req;
     req.model = load_model(strata::testing::source_path("scenarios/models/gpt-22b.yaml"));
     req.system = load_system(strata::testing::source_path("scenarios/systems/selene-a100.yaml"));
@@ -163,7 +172,8 @@ TEST_CASE("representative replicas: the search simulates its winner again in ful
     CHECK_FALSE(rep.best_in_full->iteration->representative_replicas);
     CHECK(rep.best_in_full->scenario.execution.data == best.scenario.execution.data);
     CHECK(rep.best_in_full->scenario.execution.microbatch == best.scenario.execution.microbatch);
-    CHECK(std::abs(best.iteration->iteration_time_s / rep.best_in_full->iteration->iteration_time_s - 1) < 0.01);
+    CHECK(std::abs(best.iteration->iteration_time_s / rep.best_in_full->iteration->iteration_time_s - 1) <
+          0.01);
     const SearchSummary summary = search_summary(req, rep, {});
     CHECK(summary.representative_replicas);
     REQUIRE(summary.best_in_full_s.has_value());
@@ -174,16 +184,18 @@ TEST_CASE("representative replicas: the search simulates its winner again in ful
     CHECK_FALSE(all.best_in_full.has_value());
     REQUIRE_FALSE(all.simulated.empty());
     CHECK_FALSE(all.simulated.front().result.iteration->representative_replicas);
-    // The same candidates were simulated (the screen is the same), every one in full: the representative search's
-    // winner, simulated in full there, has the same time here.
+    // The same candidates were simulated (the screen is the same), every one in full: the representative
+    // search's winner, simulated in full there, has the same time here.
     REQUIRE(all.simulated.size() == rep.simulated.size());
     const ExecutionSpec& f = rep.best_in_full->scenario.execution;
     int found = 0;
     for (const SearchCandidate& c : all.simulated) {
         const ExecutionSpec& e = c.execution;
-        if (e.tensor == f.tensor && e.pipeline == f.pipeline && e.data == f.data && e.interleave == f.interleave &&
-            e.microbatch == f.microbatch && e.recompute == f.recompute && e.sequence_parallel == f.sequence_parallel &&
-            e.distributed_optimizer == f.distributed_optimizer && e.overlap_grad_reduce == f.overlap_grad_reduce &&
+        if (e.tensor == f.tensor && e.pipeline == f.pipeline && e.data == f.data &&
+            e.interleave == f.interleave && e.microbatch == f.microbatch && e.recompute == f.recompute &&
+            e.sequence_parallel == f.sequence_parallel &&
+            e.distributed_optimizer == f.distributed_optimizer &&
+            e.overlap_grad_reduce == f.overlap_grad_reduce &&
             e.overlap_param_gather == f.overlap_param_gather && e.tp_comm_overlap == f.tp_comm_overlap) {
             ++found;
             CHECK(c.result.iteration->iteration_time == rep.best_in_full->iteration->iteration_time);

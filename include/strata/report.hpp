@@ -110,8 +110,9 @@ struct SearchSummary {
     int simulate_max = 0;
     std::size_t simulated = 0;
     int overturned_by = 0;   ///< the estimate rank of the fastest simulated candidate when not 1, else 0
-    bool representative_replicas = false;   ///< candidates simulated with representative replicas
-    /// Rank 1 simulated again with every GPU group (representative replicas, more than one replica per stage).
+    bool representative_replicas = false;  ///< candidates simulated with representative replicas
+    /// Rank 1 simulated again with every GPU group (representative replicas, more than one replica per
+    /// stage).
     std::optional<double> best_in_full_s;
 };
 
@@ -122,8 +123,8 @@ struct SearchSummary {
 std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results,
                     const Provenance* provenance = nullptr, const SearchSummary* search = nullptr);
 /// One row per result; when any result has a screen record, the columns estimate_s, estimate_rank,
-/// simulated_rank and estimate_error follow the others; when any was simulated with representative replicas, a
-/// last column `replicas` (representative or all).
+/// simulated_rank and estimate_error follow the others; when any was simulated with representative replicas,
+/// a last column `replicas` (representative or all).
 std::string to_csv(const std::vector<CaseResult>& results);
 
 }  // namespace strata

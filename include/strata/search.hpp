@@ -59,9 +59,9 @@ struct SearchRequest {
     int simulate_top = 8;
     double margin = 0.10;
     int simulate_max = 64;
-    /// Simulate the candidates with representative replicas (SimulationOptions::representative_replicas), then the
-    /// fastest one again with every GPU group (SearchResult::best_in_full); false (the default): every candidate in
-    /// full.
+    /// Simulate the candidates with representative replicas (SimulationOptions::representative_replicas),
+    /// then the fastest one again with every GPU group (SearchResult::best_in_full); false (the default):
+    /// every candidate in full.
     bool representative_replicas = false;
     int jobs = 0;            ///< threads for the simulations (0: one per core)
     /// Each simulated candidate's task limit, and how messages name the option that raises it and the inputs.
@@ -91,8 +91,8 @@ struct SearchResult {
     std::size_t screened = 0;                      ///< fit in memory, ranked analytically
     std::size_t within_margin = 0;                 ///< screened candidates whose estimate is within the margin
     std::vector<SearchCandidate> simulated;        ///< best first (simulated time; OOM in simulation last)
-    /// With representative replicas: the fastest candidate simulated again with every GPU group (unset when it has
-    /// a single replica per stage, where both are the same simulation, or when it ran out of memory).
+    /// With representative replicas: the fastest candidate simulated again with every GPU group (unset when
+    /// it has a single replica per stage, where both are the same simulation, or when it ran out of memory).
     std::optional<CaseResult> best_in_full;
     double wall_s = 0;
 };

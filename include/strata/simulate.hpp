@@ -32,15 +32,16 @@ struct SimulationOptions {
     /// Representative replicas (an explicit option; off: every GPU group is simulated). Each stage's
     /// data-parallel replicas run the same program, so only those on replica 0's node are simulated
     /// (representative_replicas()), each standing for the replicas at its place on the other nodes; the
-    /// data-parallel collectives still move every replica's flows over the fabric, and each simulated group runs
-    /// at the pace of the slowest replica it stands for (variation). What is lost: the other nodes' pipeline
-    /// transfers and tensor-parallel flows competing for shared links, and differences between replicas' pipelines.
+    /// data-parallel collectives still move every replica's flows over the fabric, and each simulated group
+    /// runs at the pace of the slowest replica it stands for (variation). What is lost: the other nodes'
+    /// pipeline transfers and tensor-parallel flows competing for shared links, and differences between
+    /// replicas' pipelines.
     bool representative_replicas = false;
 };
 
-/// With SimulationOptions::representative_replicas, how many data-parallel replicas per stage are simulated: those
-/// whose GPUs share replica 0's first node: all d when a stage fits on one node, gpus_per_node / (t x c) when that
-/// divides evenly and stages start on node boundaries, else one.
+/// With SimulationOptions::representative_replicas, how many data-parallel replicas per stage are simulated:
+/// those whose GPUs share replica 0's first node: all d when a stage fits on one node, gpus_per_node / (t x
+/// c) when that divides evenly and stages start on node boundaries, else one.
 int representative_replicas(const Scenario& scenario);
 
 /// Builds the task graph (workload) for `scenario`, runs the engine and fills an IterationResult (and `detail`,

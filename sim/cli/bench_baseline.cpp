@@ -98,9 +98,11 @@ int bench_against_baseline(const std::vector<std::string>& files, const Baseline
         if (o.replicas != "all") args.insert(args.end(), {"--replicas", o.replicas});
         return args;
     };
-    std::cout << fmt::format("A = {}{}\nB = {} (baseline)\n{} alternated pair(s) per case, whole processes (`run FILE --case NAME`); "
-                             "load average at start: {}\n",
-                             self, o.replicas == "all" ? "" : " --replicas " + o.replicas, o.baseline, o.runs, load_average());
+    std::cout << fmt::format(
+        "A = {}{}\nB = {} (baseline)\n{} alternated pair(s) per case, whole processes (`run FILE --case "
+        "NAME`); "
+        "load average at start: {}\n",
+        self, o.replicas == "all" ? "" : " --replicas " + o.replicas, o.baseline, o.runs, load_average());
     std::cout << fmt::format("{:<40} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>20} {:>8}\n", "case", "A wall", "B wall", "A cpu",
                              "B cpu", "A MiB", "B MiB", "A/B wall med (min-max)", "A/B cpu");
     double log_wall = 0, log_cpu = 0;

@@ -10,8 +10,9 @@ namespace strata::cli {
 struct BaselineOptions {
     std::string baseline;   ///< path of the other strata binary
     int runs = 5;           ///< alternated pairs per case
-    /// "all" or "representative": this binary runs with `--replicas` so (the baseline with its own default), so
-    /// that `--replicas representative --baseline build/strata` times representative replicas against the full run.
+    /// "all" or "representative": this binary runs with `--replicas` so (the baseline with its own default),
+    /// so that `--replicas representative --baseline build/strata` times representative replicas against the
+    /// full run.
     std::string replicas = "all";
 };
 

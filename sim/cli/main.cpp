@@ -240,7 +240,8 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     if (session.distributed()) {
         req.runner = [&](const std::vector<strata::Scenario>& scenarios, const strata::CaseOptions& options) {
             strata::RunOutcome out = strata::mpi::run_cases(session, scenarios, options, 1, req.progress);
-            if (distributed.cases_by_rank.empty()) distributed = out;   // the candidates (then the best in full)
+            if (distributed.cases_by_rank.empty())
+                distributed = out;  // the candidates (then the best in full)
             return out;
         };
     }
@@ -304,8 +305,10 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     if (r.best_in_full) {
         const double full = r.best_in_full->iteration->iteration_time_s;
         const double rep = r.simulated.front().result.iteration->iteration_time_s;
-        human << fmt::format("simulated with representative replicas (--replicas representative); rank 1 again with "
-                             "every GPU group: {:.3f} s ({:+.2f}% representative vs full)\n", full, 100 * (rep / full - 1));
+        human << fmt::format(
+            "simulated with representative replicas (--replicas representative); rank 1 again with "
+            "every GPU group: {:.3f} s ({:+.2f}% representative vs full)\n",
+            full, 100 * (rep / full - 1));
     }
     const std::vector<strata::CaseResult> results = strata::ranked_results(r, int(r.simulated.size()));
     const strata::SearchSummary summary = strata::search_summary(req, r, o.fix);
@@ -381,10 +384,12 @@ int main(int argc, char** argv) {
                     "refuse cases needing more than this many million tasks (a bound on run time, about a million tasks a second; memory follows the tasks in flight; default 1000)")
         ->check(CLI::Range(1, 100000));
     run->add_option("--seed", ro.seed, "variation seed: which GPU gets which speed (default: the system file's variation.seed)");
-    run->add_option("--replicas", ro.replicas,
-                    "all: simulate every GPU group (default); representative: the data-parallel replicas of replica "
-                    "0's node only (the reductions' flows kept; faster by about d, see README 'Speed')")
-        ->capture_default_str()->check(CLI::IsMember({"all", "representative"}));
+    run->add_option(
+           "--replicas", ro.replicas,
+           "all: simulate every GPU group (default); representative: the data-parallel replicas of replica "
+           "0's node only (the reductions' flows kept; faster by about d, see README 'Speed')")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"all", "representative"}));
     run->add_flag("--no-variation", ro.no_variation, "every GPU at the profile's speed (turns the system's variation off)");
     run->add_flag("--analytical-only", ro.analytical_only, "skip the discrete-event simulation (memory and layer costs only)");
     std::string case_name;
@@ -418,10 +423,12 @@ int main(int argc, char** argv) {
     srch->add_option("--max-tasks", so.max_tasks_millions,
                      "refuse candidates needing more than this many million tasks to simulate (a bound on run time)")
         ->capture_default_str()->check(CLI::Range(1, 100000));
-    srch->add_option("--replicas", so.replicas,
-                     "all: every candidate with every GPU group (default); representative: the data-parallel replicas "
-                     "of replica 0's node only (about d times faster), then rank 1 again in full")
-        ->capture_default_str()->check(CLI::IsMember({"all", "representative"}));
+    srch->add_option(
+            "--replicas", so.replicas,
+            "all: every candidate with every GPU group (default); representative: the data-parallel replicas "
+            "of replica 0's node only (about d times faster), then rank 1 again in full")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"all", "representative"}));
     srch->add_option("--attention", so.attention, "attention kernel of every candidate: unfused or flash")
         ->capture_default_str()->check(CLI::IsMember({"unfused", "flash"}));
     srch->add_option("--precision", so.precision, "training precision of every candidate: bf16, fp16 or fp8")
@@ -446,8 +453,11 @@ int main(int argc, char** argv) {
     strata::cli::BaselineOptions baseline;
     bench->add_option("--baseline", baseline.baseline,
                       "another strata binary: run both alternately case by case as whole processes and print the ratios");
-    bench->add_option("--replicas", baseline.replicas, "all or representative (this binary; the baseline runs with its default)")
-        ->capture_default_str()->check(CLI::IsMember({"all", "representative"}));
+    bench
+        ->add_option("--replicas", baseline.replicas,
+                     "all or representative (this binary; the baseline runs with its default)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"all", "representative"}));
     bench->add_option("--runs", baseline.runs, "with --baseline: alternated pairs per case (default 5; this machine has slow phases: more runs, steadier medians)")->check(CLI::Range(1, 100));
     try {
         app.parse(argc, argv);

@@ -226,9 +226,10 @@ void FlowNetwork::water_fill() {
         if (weight > 0) heap_.push_back(Level{std::max(cap, 0.0) / static_cast<double>(weight), link});
     }
     if (!shared) {
-        // No link carries two flows of the set: freezing one never changes another's levels, so each freezes at
-        // its own lowest link level, as fill_one finds it (the same arithmetic, the same ties): no heap.
-        for (std::uint32_t id : set_) fill_one(id);
+        // No link carries two flows of the set: freezing one never changes another's levels, so each freezes
+        // at its own lowest link level, as fill_one finds it (the same arithmetic, the same ties): no heap.
+        for (std::uint32_t id : set_)
+            fill_one(id);
         return;
     }
     flows_filled_ += set_.size();
@@ -272,9 +273,9 @@ void FlowNetwork::water_fill() {
 }
 
 void FlowNetwork::fill_one(std::uint32_t flow) {
-    // One flow alone on its links among the set: the progressive filling freezes it at its lowest link level (ties:
-    // smaller link id), the capacity its route's fixed flows leave divided by its multiplicity there; the same
-    // result without a heap.
+    // One flow alone on its links among the set: the progressive filling freezes it at its lowest link level
+    // (ties: smaller link id), the capacity its route's fixed flows leave divided by its multiplicity there;
+    // the same result without a heap.
     Flow& f = flows_[flow];
     ++flows_filled_;
     double best = 0.0;

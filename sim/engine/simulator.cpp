@@ -142,7 +142,8 @@ struct Simulator::Impl {
     std::vector<std::string> stream_names;
     std::vector<std::vector<StreamId>> stream_slows;  ///< streams each one slows while it carries bytes
     std::vector<std::string> link_names;
-    std::vector<std::uint32_t> route_scratch;   ///< add_route: per link, its place in the route being merged + 1
+    std::vector<std::uint32_t>
+        route_scratch;  ///< add_route: per link, its place in the route being merged + 1
     detail::FlowNetwork net;
     std::vector<std::uint32_t> flow_task;  ///< flow slot -> task slot
     std::vector<detail::MemoryPool> pools;
@@ -685,18 +686,20 @@ RouteId Simulator::add_route(std::vector<LinkUse> route) {
     im.check_adding("add_route");
     std::vector<LinkUse> merged;
     merged.reserve(route.size());
-    // A link named twice is one use with the multiplicities added, at its first place; found through a scratch
-    // index by link (position + 1, 0: not yet), cleared afterwards: linear in the route's length.
+    // A link named twice is one use with the multiplicities added, at its first place; found through a
+    // scratch index by link (position + 1, 0: not yet), cleared afterwards: linear in the route's length.
     std::vector<std::uint32_t>& at = im.route_scratch;
     if (at.size() < im.net.link_count()) at.resize(im.net.link_count(), 0);
     for (const LinkUse& use : route) {
         if (use.link >= im.net.link_count()) {
-            for (const LinkUse& m : merged) at[m.link] = 0;
+            for (const LinkUse& m : merged)
+                at[m.link] = 0;
             throw SimulationError("Simulator::add_route: link id " + std::to_string(use.link) + " out of range (" +
                                   std::to_string(im.net.link_count()) + " links)");
         }
         if (use.multiplicity == 0) {
-            for (const LinkUse& m : merged) at[m.link] = 0;
+            for (const LinkUse& m : merged)
+                at[m.link] = 0;
             throw SimulationError("Simulator::add_route: multiplicity 0 on link '" + im.link_names[use.link] + "'");
         }
         if (at[use.link] != 0) {
@@ -706,7 +709,8 @@ RouteId Simulator::add_route(std::vector<LinkUse> route) {
             at[use.link] = static_cast<std::uint32_t>(merged.size());
         }
     }
-    for (const LinkUse& m : merged) at[m.link] = 0;
+    for (const LinkUse& m : merged)
+        at[m.link] = 0;
     return im.net.add_route(merged);
 }
 

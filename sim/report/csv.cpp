@@ -220,7 +220,8 @@ std::string to_csv(const std::vector<CaseResult>& results) {
                     [](const CaseResult& r) { return r.iteration && r.iteration->representative_replicas; }))
         columns.push_back({"replicas", [](const CaseResult& r) {
                                if (!r.iteration) return std::string();
-                               return std::string(r.iteration->representative_replicas ? "representative" : "all");
+                               return std::string(r.iteration->representative_replicas ? "representative"
+                                                                                       : "all");
                            }});
     for (std::size_t i = 0; i < columns.size(); ++i) o << (i ? "," : "") << columns[i].name;
     o << "\r\n";

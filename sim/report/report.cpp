@@ -171,7 +171,8 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
         return r.iteration && r.iteration->representative_replicas && r.scenario.execution.data > 1;
     });
     if (representative)
-        out << "* = simulated with representative replicas (each stage's data-parallel replicas once, at the slowest one's "
+        out << "* = simulated with representative replicas (each stage's data-parallel replicas once, at the "
+               "slowest one's "
                "pace; see README 'Speed'), not every GPU group\n";
 }
 

@@ -167,7 +167,8 @@ private:
     /// (one SM each) are the device's nccl_channels inside a node, and nccl_channels_per_nic per NIC the group
     /// drives on a node when it crosses nodes.
     [[nodiscard]] double dp_collective_speed(int stage) const;
-    /// Index in groups_ of a stage's replica (of the replicas simulated: replica 0 alone with representative replicas).
+    /// Index in groups_ of a stage's replica (of the replicas simulated: replica 0 alone with representative
+    /// replicas).
     [[nodiscard]] int group_index(int stage, int replica) const { return stage * replicas_ + replica; }
     /// Global rank (Megatron's order: tensor innermost, then context, then data, then pipeline).
     [[nodiscard]] int rank(int stage, int replica, int context_rank, int tensor_rank) const {
@@ -236,8 +237,8 @@ private:
     fabric::Fabric& fab_;
     CostModel cost_;
     const SimulationOptions& options_;
-    /// Data-parallel replicas simulated per stage: e.data, or with options.representative_replicas those on replica
-    /// 0's node (representative_replicas()).
+    /// Data-parallel replicas simulated per stage: e.data, or with options.representative_replicas those on
+    /// replica 0's node (representative_replicas()).
     int replicas_ = 1;
     Variation variation_;
     fabric::CollectiveParams coll_params_;

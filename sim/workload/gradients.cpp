@@ -180,8 +180,8 @@ void Builder::maybe_gather_parameters(int r) {
     // Distributed optimizer: the updated bf16 parameters are all-gathered over the data (and context) replicas
     // of each stage after every replica's step (overlapped: see emit_overlapped_param_gathers).
     StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
-    if (!e_.distributed_optimizer || weight_replicas() < 2 || e_.overlap_param_gather || sr.gathered || !sr.ready ||
-        sr.optimizers.size() < static_cast<std::size_t>(replicas_))
+    if (!e_.distributed_optimizer || weight_replicas() < 2 || e_.overlap_param_gather || sr.gathered ||
+        !sr.ready || sr.optimizers.size() < static_cast<std::size_t>(replicas_))
         return;
     sr.gathered = true;
     emit_phases(dp_streams_[static_cast<std::size_t>(r)], dp_plan(r, DpMessage::gather), sr.optimizers,

@@ -22,8 +22,8 @@
 
 namespace strata::workload {
 
-Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab, const SimulationOptions& options,
-                 bool detail)
+Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab,
+                 const SimulationOptions& options, bool detail)
     : sc_(sc),
       e_(sc.execution),
       sim_(sim),
@@ -34,7 +34,8 @@ Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab
       variation_(sc.system.variation, sc.system.device.timing_reference_gpus, sc.execution.gpus()),
       shape_(schedule::shape_of(sc.execution)),
       activations_(activation_plan(sc.model, sc.execution)),
-      activation_message_(2LL * (sc.model.seq_len / sc.execution.context) * sc.execution.microbatch * sc.model.hidden) {
+      activation_message_(2LL * (sc.model.seq_len / sc.execution.context) * sc.execution.microbatch *
+                          sc.model.hidden) {
     const NetworkSpec& n = sc.system.network;
     const double nvls = sc.system.device.intra_node_nvls_bus_bandwidth;
     coll_params_ = {n.collective_step_latency_intra, n.collective_step_latency_inter, n.hierarchical_collectives,
@@ -183,13 +184,14 @@ void Builder::make_groups() {
                 }
             }
             g.speed = variation_.group_factor(g.gpus);
-            // A representative group stands for the replicas at its place on their nodes (k, k + n, k + 2n, ...; n
-            // simulated): it runs at the slowest one's pace (an upper bound: each replica's pipeline has its own
-            // slowest stage, and they wait for each other only in the data-parallel reductions).
+            // A representative group stands for the replicas at its place on their nodes (k, k + n, k + 2n,
+            // ...; n simulated): it runs at the slowest one's pace (an upper bound: each replica's pipeline
+            // has its own slowest stage, and they wait for each other only in the data-parallel reductions).
             for (int other = k + replicas_; other < d; other += replicas_) {
                 std::vector<int> gpus;
                 for (int j = 0; j < c; ++j)
-                    for (int i = 0; i < t; ++i) gpus.push_back(rank(r, other, j, i));
+                    for (int i = 0; i < t; ++i)
+                        gpus.push_back(rank(r, other, j, i));
                 g.speed = std::max(g.speed, variation_.group_factor(gpus));
             }
             const std::string name = fmt::format("GPUs {}-{} (stage {}, replica {})", g.gpus.front(), g.gpus.back(), r, k);

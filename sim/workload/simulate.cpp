@@ -11,8 +11,8 @@ namespace strata {
 
 int representative_replicas(const Scenario& sc) {
     // The replicas that share replica 0's first node (with several groups per node their tensor-parallel and
-    // reduction flows meet on its NVLink links): all d when a stage fits on one node, gpus_per_node / (t x c) when
-    // that divides evenly and every stage starts on a node boundary, else one.
+    // reduction flows meet on its NVLink links): all d when a stage fits on one node, gpus_per_node / (t x c)
+    // when that divides evenly and every stage starts on a node boundary, else one.
     const ExecutionSpec& e = sc.execution;
     const int group = e.tensor * e.context, per_node = sc.system.gpus_per_node;
     if (group >= per_node || per_node % group != 0) return 1;

@@ -143,14 +143,16 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     CHECK(s.worst_abs <= 0.186);
 }
 
-TEST_CASE("validation: representative replicas within 1% of the full simulation (SC21, 530B/2240, Megatron H100)") {
-    // `--replicas representative` (README "Speed") against every GPU group, on the shipped experiments with data
-    // parallelism: today's worst is the 16B Megatron row (-0.89%: the other node's replicas' flows are not on the
-    // links its reduction ring shares), the mean |difference| 0.14%. Nothing published is involved: the full
-    // simulation is the reference.
+TEST_CASE(
+    "validation: representative replicas within 1% of the full simulation (SC21, 530B/2240, Megatron H100)") {
+    // `--replicas representative` (README "Speed") against every GPU group, on the shipped experiments with
+    // data parallelism: today's worst is the 16B Megatron row (-0.89%: the other node's replicas' flows are
+    // not on the links its reduction ring shares), the mean |difference| 0.14%. Nothing published is
+    // involved: the full simulation is the reference.
     std::vector<double> diffs;
-    for (const char* file : {"scenarios/crosscheck/sc21-table1.yaml", "scenarios/paper/530b-2240.yaml",
-                             "scenarios/validation/megatron-h100.yaml", "scenarios/validation/megatron-h100-strong.yaml"}) {
+    for (const char* file :
+         {"scenarios/crosscheck/sc21-table1.yaml", "scenarios/paper/530b-2240.yaml",
+          "scenarios/validation/megatron-h100.yaml", "scenarios/validation/megatron-h100-strong.yaml"}) {
         const Experiment ex = load_experiment(kRoot + file);
         const std::vector<IterationResult> full = simulate_all(ex);
         std::vector<IterationResult> rep(ex.cases.size());
@@ -174,8 +176,8 @@ TEST_CASE("validation: representative replicas within 1% of the full simulation 
         worst = std::max(worst, std::abs(d));
         mean += std::abs(d) / double(diffs.size());
     }
-    std::cout << fmt::format("representative vs full: {} cases, mean |diff| {:.3f}%, worst {:.3f}%\n", diffs.size(),
-                             100 * mean, 100 * worst);
+    std::cout << fmt::format("representative vs full: {} cases, mean |diff| {:.3f}%, worst {:.3f}%\n",
+                             diffs.size(), 100 * mean, 100 * worst);
     CHECK(worst <= 0.010);
     CHECK(mean <= 0.002);
 }
