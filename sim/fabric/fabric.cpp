@@ -244,13 +244,12 @@ std::uint64_t splitmix64(std::uint64_t x) {
     return x ^ (x >> 31);
 }
 
-/// Records BFS hop distances into a table indexed by (vertex - first_switch).
+/// Records BFS hop distances into a table indexed by vertex (of a rail's switch graph).
 struct DistanceRecorder : boost::default_bfs_visitor {
     std::vector<int>* dist = nullptr;
-    std::size_t first_switch = 0;
     template <typename Edge, typename G>
     void tree_edge(Edge e, const G& g) const {
-        (*dist)[boost::target(e, g) - first_switch] = (*dist)[boost::source(e, g) - first_switch] + 1;
+        (*dist)[boost::target(e, g)] = (*dist)[boost::source(e, g)] + 1;
     }
 };
 
@@ -269,13 +268,16 @@ struct Fabric::Impl {
     mutable std::vector<Graph> rail_reversed;
 
     /// A switch's index among its rail's switches: [leaves | spines | cores] of that rail (rails share no switch).
-    [[nodiscard]] std::size_t rail_local(std::size_t v) const {
+    /// A switch's rail and its index among that rail's switches (rail_local).
+    [[nodiscard]] std::pair<std::size_t, std::size_t> rail_place(std::size_t v) const {
         const auto leaves = static_cast<std::size_t>(layout.leaf_groups);
         const auto spines = static_cast<std::size_t>(layout.spines_per_rail());
-        if (v < layout.first_spine) return (v - layout.first_leaf) % leaves;
-        if (v < layout.first_core) return leaves + (v - layout.first_spine) % spines;
-        return leaves + spines + (v - layout.first_core) % static_cast<std::size_t>(layout.cores_per_rail);
+        const auto cores = static_cast<std::size_t>(layout.cores_per_rail);
+        if (v < layout.first_spine) return {(v - layout.first_leaf) / leaves, (v - layout.first_leaf) % leaves};
+        if (v < layout.first_core) return {(v - layout.first_spine) / spines, leaves + (v - layout.first_spine) % spines};
+        return {(v - layout.first_core) / cores, leaves + spines + (v - layout.first_core) % cores};
     }
+    [[nodiscard]] std::size_t rail_local(std::size_t v) const { return rail_place(v).second; }
     /// Per switch (index vertex - first_leaf): its out-edges as (target, edge), sorted by target and in the graph's
     /// edge order among equal targets; made on first use, so that the last hop down to the destination leaf is
     /// found without scanning a spine's hundreds of downlinks.
@@ -320,17 +322,14 @@ struct Fabric::Impl {
             for (const auto e : boost::make_iterator_range(boost::edges(graph))) {
                 const std::size_t a = boost::source(e, graph), b = boost::target(e, graph);
                 if (a < layout.first_leaf || b < layout.first_leaf) continue;
-                const auto [first, count] = a < layout.first_spine ? std::pair{layout.first_leaf, layout.leaf_groups}
-                                            : a < layout.first_core  ? std::pair{layout.first_spine, layout.spines_per_rail()}
-                                                                     : std::pair{layout.first_core, layout.cores_per_rail};
-                boost::add_edge(rail_local(b), rail_local(a), rail_reversed[(a - first) / static_cast<std::size_t>(count)]);
+                const auto [rail_of_a, from] = rail_place(a);
+                boost::add_edge(rail_local(b), from, rail_reversed[rail_of_a]);
             }
         }
         d.assign(per_rail, -1);
         d[rail_local(leaf_vertex)] = 0;
         DistanceRecorder recorder;
         recorder.dist = &d;
-        recorder.first_switch = 0;
         boost::breadth_first_search(rail_reversed[static_cast<std::size_t>(rail)], rail_local(leaf_vertex),
                                     boost::visitor(recorder));
         return d;
