@@ -326,15 +326,22 @@ SearchResult search(const SearchRequest& req) {
     options.simulation.max_tasks = req.max_tasks;
     options.simulation.max_tasks_option = req.max_tasks_option;
     options.simulation.representative_replicas = req.representative_replicas;
-    const RunOutcome run = req.runner ? req.runner(chosen, options)
-                                      : run_cases(chosen, options, req.jobs > 0 ? unsigned(req.jobs) : 0u, req.progress);
-    for (std::size_t i = 0; i < k; ++i) {
-        fits[i].result = run.results[i];
-        if (fits[i].result.iteration) continue;
-        const std::string what = "search: a simulated candidate failed: " + fits[i].result.error.value_or("not simulated");
-        if (run.failures & kCaseSimulation) throw SimulationError(what);
-        throw InputError(what);
-    }
+    // Simulates `cases` (through the request's runner when it has one); a case that did not simulate throws as the
+    // simulation would, the message naming the step (`what`).
+    auto simulate_cases = [&](const std::vector<Scenario>& cases, unsigned jobs, const CaseProgress& progress,
+                              const std::string& what) {
+        RunOutcome out = req.runner ? req.runner(cases, options) : run_cases(cases, options, jobs, progress);
+        for (const CaseResult& r : out.results) {
+            if (r.iteration) continue;
+            const std::string message = "search: " + what + ": " + r.error.value_or("not simulated");
+            if (out.failures & kCaseSimulation) throw SimulationError(message);
+            throw InputError(message);
+        }
+        return out;
+    };
+    const RunOutcome run = simulate_cases(chosen, req.jobs > 0 ? unsigned(req.jobs) : 0u, req.progress,
+                                          "a simulated candidate failed");
+    for (std::size_t i = 0; i < k; ++i) fits[i].result = run.results[i];
     std::stable_sort(fits.begin(), fits.end(), [](const auto& a, const auto& b) {
         const bool ao = a.result.iteration->oom, bo = b.result.iteration->oom;
         if (ao != bo) return !ao;
@@ -347,14 +354,7 @@ SearchResult search(const SearchRequest& req) {
         // The winner once more with every GPU group: its exact time, and how far the representative one was.
         options.simulation.representative_replicas = false;
         const std::vector<Scenario> best{chosen[static_cast<std::size_t>(fits.front().estimate_rank - 1)]};
-        const RunOutcome full = req.runner ? req.runner(best, options) : run_cases(best, options, 1u, {});
-        if (!full.results.front().iteration) {
-            const std::string what = "search: the best candidate failed to simulate in full: " +
-                                     full.results.front().error.value_or("not simulated");
-            if (full.failures & kCaseSimulation) throw SimulationError(what);
-            throw InputError(what);
-        }
-        res.best_in_full = full.results.front();
+        res.best_in_full = simulate_cases(best, 1u, {}, "the best candidate failed to simulate in full").results.front();
     }
     res.simulated = std::move(fits);
     res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
