@@ -124,6 +124,10 @@ double estimate_error(const ScreenRecord& s, const IterationResult& it) { return
 
 namespace {
 std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
+/// A row the table marks `*`: simulated with representative replicas where there are replicas to represent.
+bool marked_representative(const CaseResult& r) {
+    return r.iteration && r.iteration->representative_replicas && r.scenario.execution.data > 1;
+}
 }  // namespace
 
 void print_table(std::ostream& out, const std::string& title, const std::vector<CaseResult>& results) {
@@ -157,7 +161,7 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
                                 fmt::format("{:.1f}/{:.1f}/{:.1f}", pct * it.exposed_comm.tensor.seconds(),
                                             pct * it.exposed_comm.pipeline.seconds(), pct * it.exposed_comm.data_parallel.seconds()));
             if (it.oom) line += "  OOM";
-            if (it.representative_replicas && e.data > 1) line += "  *";
+            if (marked_representative(r)) line += "  *";
         }
         out << line << "\n";
     }
@@ -167,13 +171,9 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
     if (engine)
         out << "exposed% t/p/d = communication the GPUs wait for, in % of the iteration: tensor-parallel / pipeline / "
                "data-parallel (JSON exposed_comm_*_s)\n";
-    const bool representative = std::any_of(results.begin(), results.end(), [](const auto& r) {
-        return r.iteration && r.iteration->representative_replicas && r.scenario.execution.data > 1;
-    });
-    if (representative)
-        out << "* = simulated with representative replicas (each stage's data-parallel replicas once, at the "
-               "slowest one's "
-               "pace; see README 'Speed'), not every GPU group\n";
+    if (std::any_of(results.begin(), results.end(), marked_representative))
+        out << "* = simulated with representative replicas (the data-parallel replicas of replica 0's node, each at "
+               "the pace of the slowest it stands for; see README 'Speed'), not every GPU group\n";
 }
 
 std::string to_json(const std::string& experiment, const std::vector<CaseResult>& results,
