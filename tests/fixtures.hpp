@@ -32,6 +32,24 @@ inline Scenario with_pipeline(Scenario sc, int p, int m, int microbatches, bool 
     return sc;
 }
 
+/// The 22B of Table 4 shrunk (24 layers, s = 1024), t = 8, pipelined as with_pipeline sets it: a small scenario
+/// that still has every layer kind, for simulation tests.
+inline Scenario small_22b(int p, int m, int microbatches, bool sp, Recompute rc) {
+    Scenario sc = table4_case(0);
+    sc.model.layers = 24;
+    sc.model.seq_len = 1024;
+    return with_pipeline(sc, p, m, microbatches, sp, rc);
+}
+
+/// `sc` with `d` data-parallel replicas, each running the microbatches one replica ran (the global batch grows
+/// with d), validated.
+inline Scenario with_data(Scenario sc, int d) {
+    sc.execution.global_batch = sc.execution.global_batch / sc.execution.data * d;
+    sc.execution.data = d;
+    validate(sc);
+    return sc;
+}
+
 /// The analytical memory of a whole scenario.
 inline MemoryReport estimate(const Scenario& sc) {
     return estimate_memory(sc.model, sc.execution, sc.system.device_memory());

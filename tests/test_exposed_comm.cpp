@@ -22,13 +22,8 @@ using namespace strata;
 
 namespace {
 
-/// The 22B of Table 4 shrunk (24 layers, s = 1024), t = 8, pipelined as asked.
-Scenario small(int p, int m, int microbatches, bool sp, Recompute rc) {
-    Scenario sc = strata::testing::table4_case(0);
-    sc.model.layers = 24;
-    sc.model.seq_len = 1024;
-    return strata::testing::with_pipeline(sc, p, m, microbatches, sp, rc);
-}
+using strata::testing::small_22b;
+using strata::testing::with_data;
 
 struct Traced {
     IterationResult result;
@@ -113,7 +108,7 @@ void check_sum(const IterationResult& r) {
 
 TEST_CASE("exposed communication: pipeline without data parallelism has no data-parallel part", "[exposed]") {
     for (const int m : {1, 2}) {
-        Scenario sc = small(4, m, 8, true, Recompute::selective);
+        Scenario sc = small_22b(4, m, 8, true, Recompute::selective);
         sc.model.tied_embeddings = false;  // no embedding sync between the first and the last stage
         INFO("interleave " << m);
         const Traced t = traced(sc);
@@ -133,7 +128,7 @@ TEST_CASE("exposed communication: pipeline without data parallelism has no data-
 }
 
 TEST_CASE("exposed communication: the tied embedding's sync is the data-parallel part when d = 1", "[exposed]") {
-    const Scenario sc = small(4, 1, 8, true, Recompute::selective);
+    const Scenario sc = small_22b(4, 1, 8, true, Recompute::selective);
     REQUIRE(sc.model.tied_embeddings);
     const Traced t = traced(sc);
     check_sum(t.result);
@@ -149,10 +144,7 @@ TEST_CASE("exposed communication: the tied embedding's sync is the data-parallel
 }
 
 TEST_CASE("exposed communication: data parallelism without a pipeline has no pipeline part", "[exposed]") {
-    Scenario sc = small(1, 1, 4, true, Recompute::selective);
-    sc.execution.data = 2;
-    sc.execution.global_batch = 8;
-    validate(sc);
+    Scenario sc = with_data(small_22b(1, 1, 4, true, Recompute::selective), 2);
     const Traced t = traced(sc);
     const IterationResult& r = t.result;
     check_sum(r);
@@ -193,7 +185,7 @@ TEST_CASE("exposed communication: data parallelism without a pipeline has no pip
 }
 
 TEST_CASE("exposed communication: without tensor parallelism there is no tensor-parallel part", "[exposed]") {
-    Scenario sc = small(2, 1, 4, false, Recompute::full);
+    Scenario sc = small_22b(2, 1, 4, false, Recompute::full);
     sc.execution.tensor = 1;
     validate(sc);
     const IterationResult r = simulate(sc);
@@ -201,7 +193,7 @@ TEST_CASE("exposed communication: without tensor parallelism there is no tensor-
     CHECK(r.exposed_comm.tensor == Time::zero());
     CHECK(r.exposed_comm.pipeline > Time::zero());
     // The synchronous backward collectives of 2021's Megatron add tensor-parallel exposure only.
-    Scenario t8 = small(2, 1, 4, false, Recompute::none);
+    Scenario t8 = small_22b(2, 1, 4, false, Recompute::none);
     Scenario sync = t8;
     sync.execution.async_tp_comm = false;
     const IterationResult a = simulate(t8), s = simulate(sync);
@@ -212,7 +204,7 @@ TEST_CASE("exposed communication: without tensor parallelism there is no tensor-
 TEST_CASE("exposed communication: without SP the receiver's all-gather counts as pipeline", "[exposed]") {
     // Scatter/gather: the activation goes over the t rails in shards and is all-gathered on the receiver's
     // tensor-parallel stream before its call returns.
-    const Scenario sc = small(4, 2, 8, false, Recompute::full);
+    const Scenario sc = small_22b(4, 2, 8, false, Recompute::full);
     const Traced t = traced(sc);
     check_sum(t.result);
     bool gather_on_tp = false;
@@ -223,10 +215,7 @@ TEST_CASE("exposed communication: without SP the receiver's all-gather counts as
 }
 
 TEST_CASE("exposed communication by kind is in the JSON, the CSV and the table", "[exposed][report]") {
-    Scenario sc = small(2, 1, 4, true, Recompute::selective);
-    sc.execution.data = 2;
-    sc.execution.global_batch = 8;
-    validate(sc);
+    Scenario sc = with_data(small_22b(2, 1, 4, true, Recompute::selective), 2);
     CaseResult cr = analyze(sc);
     cr.iteration = simulate(sc);
     const IterationResult& it = *cr.iteration;

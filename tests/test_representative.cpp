@@ -20,16 +20,10 @@ using namespace strata;
 
 namespace {
 
-/// The 22B of Table 4 shrunk (24 layers, s = 1024), t = 8, on p stages and d replicas, 4 microbatches each.
+/// The shrunk 22B (strata::testing::small_22b), t = 8, on p stages and d replicas, 4 microbatches each.
 Scenario replicated(int p, int d, bool variation) {
-    Scenario sc = strata::testing::table4_case(0);
-    sc.model.layers = 24;
-    sc.model.seq_len = 1024;
-    sc = strata::testing::with_pipeline(sc, p, 1, 4, true, Recompute::selective);
-    sc.execution.data = d;
-    sc.execution.global_batch = 4 * d;
+    Scenario sc = strata::testing::with_data(strata::testing::small_22b(p, 1, 4, true, Recompute::selective), d);
     if (!variation) sc.system.variation.gpu_sigma = 0;
-    validate(sc);
     return sc;
 }
 
@@ -105,9 +99,7 @@ TEST_CASE("representative replicas: the replicas of replica 0's node are simulat
         CHECK(rep.tasks == full.tasks);
     }
     SECTION("two nodes: one node's replicas simulated") {
-        sc.execution.data = 8;
-        sc.execution.global_batch = 32;
-        validate(sc);
+        sc = strata::testing::with_data(sc, 8);
         CHECK(representative_replicas(sc) == 4);
         const IterationResult full = run(sc, false);
         const IterationResult rep = run(sc, true);

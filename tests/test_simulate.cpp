@@ -16,17 +16,11 @@
 
 using namespace strata;
 
-namespace {
-Scenario small(int p, int m, int n_microbatches, bool sp, Recompute rc) {
-    Scenario sc = strata::testing::table4_case(0);
-    sc.model.layers = 24;
-    sc.model.seq_len = 1024;
-    return strata::testing::with_pipeline(sc, p, m, n_microbatches, sp, rc);
-}
-}  // namespace
+using strata::testing::small_22b;
+using strata::testing::with_data;
 
 TEST_CASE("simulated first-stage activation peak equals eq. 5 under 1F1B") {
-    const Scenario sc = small(4, 1, 8, true, Recompute::selective);
+    const Scenario sc = small_22b(4, 1, 8, true, Recompute::selective);
     const IterationResult r = simulate(sc);
     const Bytes per_layer = activation_bytes_per_layer(sc.model, 8, true, Recompute::selective, 1);
     CHECK(r.first_stage_activation_peak.value == per_layer.value * sc.model.layers);
@@ -36,7 +30,7 @@ TEST_CASE("simulated first-stage activation peak equals eq. 5 under 1F1B") {
 
 TEST_CASE("simulated first-stage peak under the interleaved schedule is eq. 5 x (1 + (p-1)/(p m))") {
     const int p = 4, m = 2;
-    const Scenario sc = small(p, m, 8, false, Recompute::none);
+    const Scenario sc = small_22b(p, m, 8, false, Recompute::none);
     const IterationResult r = simulate(sc);
     const Bytes per_layer = activation_bytes_per_layer(sc.model, 8, false, Recompute::none, 1);
     // L (1 + (p-1)/(p m)) = L (p m + p - 1) / (p m) layers
@@ -44,7 +38,7 @@ TEST_CASE("simulated first-stage peak under the interleaved schedule is eq. 5 x 
 }
 
 TEST_CASE("GPipe keeps every microbatch's activations until the backward passes") {
-    Scenario sc = small(4, 1, 8, true, Recompute::selective);
+    Scenario sc = small_22b(4, 1, 8, true, Recompute::selective);
     sc.execution.schedule = Schedule::gpipe;
     const IterationResult r = simulate(sc);
     const Bytes per_layer = activation_bytes_per_layer(sc.model, 8, true, Recompute::selective, 1);
@@ -52,7 +46,7 @@ TEST_CASE("GPipe keeps every microbatch's activations until the backward passes"
 }
 
 TEST_CASE("the same scenario simulates to identical results") {
-    const Scenario sc = small(4, 2, 8, true, Recompute::selective);
+    const Scenario sc = small_22b(4, 2, 8, true, Recompute::selective);
     const IterationResult a = simulate(sc), b = simulate(sc);
     CHECK(a.iteration_time_s == b.iteration_time_s);
     CHECK(a.events == b.events);
@@ -61,9 +55,9 @@ TEST_CASE("the same scenario simulates to identical results") {
 }
 
 TEST_CASE("pipeline bubble: more microbatches and interleaving shrink it") {
-    const IterationResult few = simulate(small(4, 1, 4, true, Recompute::selective));
-    const IterationResult many = simulate(small(4, 1, 16, true, Recompute::selective));
-    const IterationResult inter = simulate(small(4, 2, 16, true, Recompute::selective));
+    const IterationResult few = simulate(small_22b(4, 1, 4, true, Recompute::selective));
+    const IterationResult many = simulate(small_22b(4, 1, 16, true, Recompute::selective));
+    const IterationResult inter = simulate(small_22b(4, 2, 16, true, Recompute::selective));
     CHECK(few.bubble_fraction > many.bubble_fraction);
     CHECK(many.bubble_fraction > inter.bubble_fraction);
     // 1F1B bubble is about (p-1)/(N+p-1) of the iteration: 3/7 for N = 4, 3/19 for N = 16.
@@ -72,9 +66,9 @@ TEST_CASE("pipeline bubble: more microbatches and interleaving shrink it") {
 }
 
 TEST_CASE("full recompute is slower than selective, which is slower than none, per microbatch") {
-    const IterationResult none = simulate(small(2, 1, 4, true, Recompute::none));
-    const IterationResult sel = simulate(small(2, 1, 4, true, Recompute::selective));
-    const IterationResult full = simulate(small(2, 1, 4, true, Recompute::full));
+    const IterationResult none = simulate(small_22b(2, 1, 4, true, Recompute::none));
+    const IterationResult sel = simulate(small_22b(2, 1, 4, true, Recompute::selective));
+    const IterationResult full = simulate(small_22b(2, 1, 4, true, Recompute::full));
     CHECK(none.iteration_time_s < sel.iteration_time_s);
     CHECK(sel.iteration_time_s < full.iteration_time_s);
     CHECK(full.hfu > full.mfu);
@@ -82,10 +76,8 @@ TEST_CASE("full recompute is slower than selective, which is slower than none, p
 }
 
 TEST_CASE("data parallelism adds the gradient reduction but keeps per-replica work") {
-    Scenario one = small(2, 1, 4, true, Recompute::selective);
-    Scenario two = one;
-    two.execution.data = 2;
-    two.execution.global_batch = 8;
+    Scenario one = small_22b(2, 1, 4, true, Recompute::selective);
+    Scenario two = with_data(one, 2);
     const IterationResult a = simulate(one), b = simulate(two);
     CHECK(b.iteration_time_s > a.iteration_time_s);
     CHECK(b.exposed_comm_s > a.exposed_comm_s);
@@ -102,7 +94,7 @@ TEST_CASE("data parallelism adds the gradient reduction but keeps per-replica wo
 }
 
 TEST_CASE("2021 Megatron switches cost time: exposed backward collectives, separate main-gradient adds") {
-    const Scenario modern = small(2, 1, 4, false, Recompute::none);
+    const Scenario modern = small_22b(2, 1, 4, false, Recompute::none);
     Scenario sync = modern;
     sync.execution.async_tp_comm = false;
     Scenario unfused = modern;
@@ -115,7 +107,7 @@ TEST_CASE("2021 Megatron switches cost time: exposed backward collectives, separ
 }
 
 TEST_CASE("a case over the memory capacity is flagged with the GPU, the time and the breakdown") {
-    Scenario sc = small(2, 1, 4, false, Recompute::none);
+    Scenario sc = small_22b(2, 1, 4, false, Recompute::none);
     sc.system.memory_capacity = Bytes(8LL << 30);
     const IterationResult r = simulate(sc);
     CHECK(r.oom);
@@ -125,7 +117,7 @@ TEST_CASE("a case over the memory capacity is flagged with the GPU, the time and
 }
 
 TEST_CASE("the simulated peak holds the runtime reserve from the start") {
-    Scenario sc = small(2, 1, 4, false, Recompute::none);
+    Scenario sc = small_22b(2, 1, 4, false, Recompute::none);
     sc.system.memory_reserved = Bytes(0);
     const IterationResult a = simulate(sc);
     sc.system.memory_reserved = Bytes(1LL << 30);
@@ -139,7 +131,7 @@ TEST_CASE("the Chrome trace has a process per GPU group and complete events") {
     const std::string path = "strata_test_trace.json";
     SimulationOptions opt;
     opt.keep_trace = true;
-    const Scenario sc = small(2, 1, 2, true, Recompute::selective);
+    const Scenario sc = small_22b(2, 1, 2, true, Recompute::selective);
     SimulationDetail detail;
     const IterationResult r = simulate(sc, opt, &detail);
     write_chrome_trace(path, detail.trace);
@@ -163,10 +155,7 @@ TEST_CASE("the Chrome trace has a process per GPU group and complete events") {
 
 TEST_CASE("a streamed trace: every lane named, args and bytes, send-to-receive arrows, memory counters, chosen groups") {
     // Two stages x two replicas (t = 8: each group one node), streamed span by span as the simulation runs.
-    Scenario sc = small(2, 1, 4, true, Recompute::selective);
-    sc.execution.data = 2;
-    sc.execution.global_batch = 8;
-    validate(sc);
+    const Scenario sc = with_data(small_22b(2, 1, 4, true, Recompute::selective), 2);
     SimulationOptions opt;
     opt.keep_trace = true;
     std::vector<TraceSpan> spans;
@@ -220,7 +209,7 @@ TEST_CASE("a streamed trace: every lane named, args and bytes, send-to-receive a
 
 TEST_CASE("detail: stage timeline and memory samples for plots") {
     SimulationDetail d;
-    const Scenario sc = small(2, 1, 4, true, Recompute::selective);
+    const Scenario sc = small_22b(2, 1, 4, true, Recompute::selective);
     const IterationResult r = simulate(sc, {}, &d);
     CHECK(d.stage_peaks.size() == 2);
     CHECK_FALSE(d.stage0_memory.empty());
@@ -255,7 +244,7 @@ TEST_CASE("search: candidates that fit, ranked by simulated time, rejections cou
 }
 
 TEST_CASE("pipeline sends block like Megatron's p2p calls: the sender waits for the transfer") {
-    Scenario sc = small(2, 1, 4, true, Recompute::selective);
+    Scenario sc = small_22b(2, 1, 4, true, Recompute::selective);
     sc.system.network.p2p_latency = Time::from_ms(5);  // make the transfer obvious
     SimulationDetail d;
     simulate(sc, {}, &d);
@@ -273,6 +262,6 @@ TEST_CASE("pipeline sends block like Megatron's p2p calls: the sender waits for 
 TEST_CASE("a case too large for memory is refused before it is built, with the estimate") {
     SimulationOptions o;
     o.max_tasks = 100;
-    CHECK_THROWS_WITH(simulate(small(2, 1, 4, true, Recompute::selective), o),
+    CHECK_THROWS_WITH(simulate(small_22b(2, 1, 4, true, Recompute::selective), o),
                       Catch::Contains("million tasks") && Catch::Contains("--max-tasks"));
 }
