@@ -33,11 +33,12 @@ nlohmann::json published() {
     return nlohmann::json::parse(in);
 }
 
-std::vector<IterationResult> simulate_all(const Experiment& ex) {
+std::vector<IterationResult> simulate_all(const Experiment& ex, bool representative_replicas = false) {
     std::vector<IterationResult> out(ex.cases.size());
     parallel_for(ex.cases.size(), 0, [&](std::size_t i) {
         SimulationOptions opt;
         opt.keep_timeline = false;
+        opt.representative_replicas = representative_replicas;
         out[i] = simulate(ex.cases[i], opt);
     });
     return out;
@@ -155,13 +156,7 @@ TEST_CASE(
           "scenarios/validation/megatron-h100.yaml", "scenarios/validation/megatron-h100-strong.yaml"}) {
         const Experiment ex = load_experiment(kRoot + file);
         const std::vector<IterationResult> full = simulate_all(ex);
-        std::vector<IterationResult> rep(ex.cases.size());
-        parallel_for(ex.cases.size(), 0, [&](std::size_t i) {
-            SimulationOptions opt;
-            opt.keep_timeline = false;
-            opt.representative_replicas = true;
-            rep[i] = simulate(ex.cases[i], opt);
-        });
+        const std::vector<IterationResult> rep = simulate_all(ex, true);
         for (std::size_t i = 0; i < ex.cases.size(); ++i) {
             if (ex.cases[i].execution.data < 2) continue;
             CHECK(rep[i].representative_replicas);
