@@ -628,6 +628,17 @@ def _dependent(res, key_of, k, j):
     return True
 
 
+def swept_x_axis(ax, xs, xkey, labels):
+    """The x axis of a sweep plot: a tick per swept value `xs` (sorted) with `labels`, on a log2 scale when the values
+    are positive integers spanning a factor of 4 or more."""
+    if all(isinstance(v, int) and v > 0 for v in xs) and len(xs) > 2 and xs[-1] / xs[0] >= 4:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(labels)
+    ax.minorticks_off()
+    ax.set_xlabel(xkey)
+
+
 def plot_sweep(sw, save):
     all_res = sw.get("results", [])
     res = [r for r in all_res if "error" not in r and "mfu" in r]
@@ -696,12 +707,7 @@ def plot_sweep(sw, save):
                     label="best that fits: %.1f%% (%s)" % (100 * best["mfu"], ", ".join(
                         "%s=%s" % (k, text_of(kb[k])) for k in [xkey] + rest)))
         xs = sorted(set(key_of(r)[xkey] for r in res))
-        if all(isinstance(v, int) and v > 0 for v in xs) and len(xs) > 2 and xs[-1] / xs[0] >= 4:
-            ax.set_xscale("log", base=2)
-        ax.set_xticks(xs)
-        ax.set_xticklabels([str(v) for v in xs])
-        ax.minorticks_off()
-        ax.set_xlabel(xkey)
+        swept_x_axis(ax, xs, xkey, [str(v) for v in xs])
         lo, hi = min(vals), max(vals)
         pad = max(2.0, 0.1 * (hi - lo))
         ax.set_ylim(max(0, lo - pad), hi + 3 * pad)
@@ -1054,12 +1060,7 @@ def plot_run_cases(data, save, src):
             ax.set_ylabel(label)
             ax.margins(y=0.15)
         ax = axes[-1, 0]
-        if all(isinstance(v, int) and v > 0 for v in xs) and len(xs) > 2 and xs[-1] / xs[0] >= 4:
-            ax.set_xscale("log", base=2)
-        ax.set_xticks(xs)
-        ax.set_xticklabels([text_of(v) for v in xs])
-        ax.minorticks_off()
-        ax.set_xlabel(xkey)
+        swept_x_axis(ax, xs, xkey, [text_of(v) for v in xs])
         handles, _ = axes[0, 0].get_legend_handles_labels()
         if any(oom_of(r) for r in res):
             handles.append(Line2D([], [], ls="", marker="o", mfc="none", mec=C_CAP, ms=10, mew=1.5,
