@@ -3,11 +3,7 @@
 # usage: tests/cli/cli_tests.sh path/to/strata
 set -u
 strata=$1
-root=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $1"; fi; }
+source "$(dirname "$0")/../check.sh"
 
 "$strata" run "$root/tests/data/bad/unknown_execution_key.yaml" >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "bad input exits with 2" '[[ $rc -eq 2 ]]'
@@ -170,5 +166,4 @@ check "search --json - with --csv - exits 2" '[[ $rc -eq 2 ]] && grep -q "cannot
 "$strata" search --help >"$tmp/help"; rc=$?
 check "search --help shows the defaults and the --fix keys" '[[ $rc -eq 0 ]] && grep -q -- "--margin FLOAT.*=10" "$tmp/help" && grep -q -- "--simulate-top INT.*=8" "$tmp/help" && grep -q "overlap_grad_reduce: off,on" "$tmp/help"'
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

@@ -6,12 +6,7 @@
 set -u
 strata=$1
 what=$2
-root=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $1"; fi; }
-finish() { echo "$pass passed, $fail failed"; [[ $fail -eq 0 && $pass -gt 0 ]]; exit $?; }
+source "$(dirname "$0")/../check.sh"
 is_png() { [[ -s $1 ]] && [[ $(head -c 8 "$1" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]]; }
 is_svg() { [[ -s $1 ]] && head -c 2000 "$1" | grep -q "<svg"; }
 # A build outside the source tree cannot find plots/ above itself: point it there.

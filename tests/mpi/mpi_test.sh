@@ -7,11 +7,7 @@
 set -u
 strata=$1
 mpirun=$2
-root=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $1"; fi; }
+source "$(dirname "$0")/../check.sh"
 flags=(-n 2 --oversubscribe --bind-to none)
 [[ $(id -u) -eq 0 ]] && flags+=(--allow-run-as-root)
 export OMPI_MCA_btl_vader_single_copy_mechanism=none   # containers often forbid the cross-memory attach
@@ -45,5 +41,4 @@ check "representative search: one process and 2 ranks, JSON byte-identical, rank
 
 mpi run "$sweep" --json "$tmp/no/such/dir/s.json" >/dev/null 2>"$tmp/err"; rc=$?
 check "unwritable output: exit 2 on every rank, no hang" '[[ $rc -eq 2 ]] && grep -q "cannot be written" "$tmp/err"'
-echo "mpi: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish mpi

@@ -1,0 +1,9 @@
+# Sourced by the shell test scripts (tests/cli/*.sh, tests/mpi/*.sh): `root` (the repository), `tmp` (a folder
+# removed on exit), `check NAME CONDITION` (evaluates CONDITION, counts it, names it when it fails) and
+# `finish [PREFIX]` (prints the counts and exits 0 only when every check passed and at least one ran).
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $1"; fi; }
+finish() { echo "${1:+$1: }$pass passed, $fail failed"; [[ $fail -eq 0 && $pass -gt 0 ]]; exit $?; }
