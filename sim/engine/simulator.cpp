@@ -5,7 +5,11 @@
 // Event loop. Events sit in a 4-ary min-heap ordered by (time in integer picoseconds, insertion
 // sequence number), so equal-time events run in the order they were scheduled and a given graph always
 // produces the same results; events scheduled for the current instant (zero-length tasks, flows done at once)
-// go to a FIFO instead, which keeps the same order. There are three kinds of event:
+// go to a FIFO instead, which keeps the same order. The next 8 events after the current instant wait in a small
+// ordered window in front of the heap: the slots an event reads are prefetched when it enters the window and the
+// slots it reads next (its first successor, its stream's next task) halfway through, so that with thousands of GPU
+// groups interleaved in time the event loop does not wait on memory for each of them (the order is unchanged).
+// There are three kinds of event:
 //   task_end    a stream's running compute task (or a transfer that moves no bytes through the flow network)
 //               finishes; ignored if the stream's version has moved on (a slowed task rescheduled);
 //   flow_start  a transfer's latency has elapsed: its flow opens and joins its links;
@@ -39,7 +43,7 @@
 // Dependencies may name finished tasks (satisfied at once); holds stand for dependencies on tasks that the
 // workload has not generated yet.
 //
-// Stalls. If the event heap empties while tasks remain, every stream's head task is blocked on an
+// Stalls. If the event queue empties while tasks remain, every stream's head task is blocked on an
 // unfinished dependency (a cycle, or a dependency queued behind the waiting task on some stream); run()
 // throws SimulationError listing those heads and the unfinished tasks they wait for.
 #include "strata/engine.hpp"
@@ -49,6 +53,7 @@
 #include "memory_pool.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -71,6 +76,8 @@ struct Event {
     std::uint64_t key;  ///< sequence number * 4 + EventType: orders equal times by insertion
     std::uint32_t target;
     std::uint32_t version;
+    std::uint32_t slot;  ///< task_end: the running task's slot (prefetched ahead); kNone otherwise
+    std::uint32_t unused = 0;
 };
 
 struct EventLater {
@@ -167,6 +174,13 @@ struct Simulator::Impl {
 
     // ---- run state ----
     Phase phase = Phase::building;
+    /// Events after `now`: the next kAhead of them in a window (a ring, in order), the rest in a heap; the window
+    /// is full whenever the heap has events. An event's state is prefetched when it enters the window and its
+    /// followers' halfway through, so that the slots it reads are in cache by the time it runs.
+    static constexpr std::size_t kAhead = 8;
+    std::array<Event, kAhead> ahead{};
+    std::size_t ahead_first = 0;
+    std::size_t ahead_count = 0;
     std::vector<Event> heap;
     std::vector<Event> at_now;  ///< events scheduled during the current instant for it, in order
     std::size_t at_now_read = 0;
@@ -289,14 +303,44 @@ struct Simulator::Impl {
         return d;
     }
 
-    void push(std::int64_t time, EventType type, std::uint32_t target, std::uint32_t version = 0) {
-        const Event ev{time, next_seq++ * 4 + type, target, version};
+    void push(std::int64_t time, EventType type, std::uint32_t target, std::uint32_t version = 0,
+              std::uint32_t slot = kNone) {
+        const Event ev{time, next_seq++ * 4 + type, target, version, slot};
         if (time == now) {
-            // Later in (time, sequence) order than every event in the heap at `now` (those were scheduled before
+            // Later in (time, sequence) order than every event in the queue at `now` (those were scheduled before
             // this instant began) and earlier than every event after `now`: a FIFO keeps that order without the heap.
             at_now.push_back(ev);
             return;
         }
+        if (ahead_count > 0 && EventLater{}(ahead_at(ahead_count - 1), ev)) {
+            insert_ahead(ev);
+        } else if (ahead_count < kAhead) {
+            // The heap is empty (it only holds events once the window is full).
+            ahead_at(ahead_count++) = ev;
+            prefetch_state(ev);
+        } else {
+            push_heap(ev);
+        }
+    }
+    /// Puts `ev`, earlier than the window's last event, in its place in the window; a full window's last event
+    /// moves back to the heap (it is still no later than any event there).
+    void insert_ahead(const Event& ev) {
+        if (ahead_count == kAhead) {
+            push_heap(ahead_at(kAhead - 1));
+            --ahead_count;
+        }
+        std::size_t i = ahead_count;
+        while (i > 0 && EventLater{}(ahead_at(i - 1), ev)) {
+            ahead_at(i) = ahead_at(i - 1);
+            --i;
+        }
+        ahead_at(i) = ev;
+        ++ahead_count;
+        prefetch_state(ev);
+    }
+    Event& ahead_at(std::size_t i) { return ahead[(ahead_first + i) & (kAhead - 1)]; }
+    [[nodiscard]] const Event& ahead_front() const { return ahead[ahead_first]; }
+    void push_heap(const Event& ev) {
         // A 4-ary min-heap: half the levels of a binary one, and a node's children share a cache line or two.
         std::size_t i = heap.size();
         heap.push_back(ev);
@@ -308,23 +352,33 @@ struct Simulator::Impl {
         }
         heap[i] = ev;
     }
-    /// Asks the memory system for the state the next event will touch while this one is handled.
-    void prefetch_next() const {
-        const Event* next = at_now_read < at_now.size() ? &at_now[at_now_read] : heap.empty() ? nullptr : &heap.front();
-        if (next == nullptr) return;
-        switch (static_cast<EventType>(next->key & 3)) {
-            case task_end: __builtin_prefetch(&streams[next->target]); break;
-            case flow_start: __builtin_prefetch(&tasks[next->target]); break;
+    /// Asks the memory system for the slots an event will read first (it is kAhead events away).
+    void prefetch_state(const Event& ev) const {
+        switch (static_cast<EventType>(ev.key & 3)) {
+            case task_end:
+                __builtin_prefetch(&streams[ev.target]);
+                __builtin_prefetch(&tasks[ev.slot]);
+                break;
+            case flow_start: __builtin_prefetch(&tasks[ev.target]); break;
             case flow_done: break;
         }
     }
+    /// Halfway through the window the event's own slot has arrived: asks for the slots it will read next (its
+    /// first successor and the next task of its stream).
+    void prefetch_followers(const Event& ev) const {
+        if (static_cast<EventType>(ev.key & 3) != task_end) return;
+        const Task& k = tasks[ev.slot];
+        if (k.first_succ != kNone) __builtin_prefetch(&tasks[k.first_succ]);
+        if (k.next != kNone) __builtin_prefetch(&tasks[k.next]);
+    }
     /// Whether an event is due at `now`.
     [[nodiscard]] bool due_now() const {
-        return at_now_read < at_now.size() || (!heap.empty() && heap.front().time == now);
+        return at_now_read < at_now.size() || (ahead_count > 0 && ahead_front().time == now);
     }
+    [[nodiscard]] bool queue_empty() const { return ahead_count == 0 && at_now_read == at_now.size(); }
     /// The next event in (time, sequence) order.
     Event pop() {
-        if (!heap.empty() && heap.front().time == now) return pop_heap();
+        if (ahead_count > 0 && ahead_front().time == now) return pop_ahead();
         if (at_now_read < at_now.size()) {
             const Event ev = at_now[at_now_read++];
             if (at_now_read == at_now.size()) {
@@ -333,7 +387,21 @@ struct Simulator::Impl {
             }
             return ev;
         }
-        return pop_heap();
+        return pop_ahead();
+    }
+    /// The window's first event; the heap's first takes the last place (so the window stays full while the heap
+    /// has events) and its state is asked for.
+    Event pop_ahead() {
+        const Event top = ahead_front();
+        ahead_first = (ahead_first + 1) & (kAhead - 1);
+        --ahead_count;
+        if (!heap.empty()) {
+            const Event next = pop_heap();
+            ahead_at(ahead_count++) = next;
+            prefetch_state(next);
+        }
+        if (ahead_count > kAhead / 2) prefetch_followers(ahead_at(kAhead / 2 - 1));
+        return top;
     }
     Event pop_heap() {
         const Event top = heap.front();
@@ -384,7 +452,7 @@ struct Simulator::Impl {
         if (k.route != kNone) {
             push(now + k.duration, flow_start, s);
         } else {
-            push(now + k.duration, task_end, sid, st.version);
+            push(now + k.duration, task_end, sid, st.version, s);
         }
     }
 
@@ -394,7 +462,7 @@ struct Simulator::Impl {
         if (left > static_cast<double>(std::numeric_limits<std::int64_t>::max() - now)) {
             throw SimulationError("simulated time overflows: " + describe_slot(s) + " on stream '" + stream_names[sid] + "'");
         }
-        push(now + static_cast<std::int64_t>(left), task_end, sid, ++st.version);
+        push(now + static_cast<std::int64_t>(left), task_end, sid, ++st.version, s);
     }
 
     /// A flow of stream `s` starts (+1) or ends (-1): the streams it slows change speed when it is the first
@@ -585,10 +653,9 @@ struct Simulator::Impl {
                 }
                 continue;
             }
-            if (heap.empty() && at_now_read == at_now.size()) break;
+            if (queue_empty()) break;
             const Event ev = pop();
             now = ev.time;
-            prefetch_next();
             ++stats.events;
             switch (static_cast<EventType>(ev.key & 3)) {
                 case task_end: {
