@@ -77,7 +77,8 @@ std::int64_t pipeline_from_trace(const Trace& tr, int p, int d) {
     return (total + p / 2) / p;
 }
 
-/// Stage 0, replica 0: the end of its last backward (compute or tensor-parallel span) and its optimizer step.
+/// Stage 0, replica 0: the end of its last backward (compute or tensor-parallel span, or the gradient-averaging
+/// pass that follows it: compute, not communication) and its optimizer step.
 struct StageZero {
     std::int64_t last_backward_end = 0, optimizer_start = -1, optimizer_end = -1;
 };
@@ -91,7 +92,8 @@ StageZero stage_zero(const Trace& tr) {
     REQUIRE(z.optimizer_start >= 0);
     for (const TraceSpan& s : tr.spans)
         if (s.process == 0 && s.end.ps() <= z.optimizer_start &&
-            (std::string(s.kind) == "backward" || std::string(s.kind) == "tp-collective"))
+            (std::string(s.kind) == "backward" || std::string(s.kind) == "tp-collective" ||
+             std::string(s.kind) == "gradient-average"))
             z.last_backward_end = std::max(z.last_backward_end, s.end.ps());
     return z;
 }

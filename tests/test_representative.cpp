@@ -153,7 +153,8 @@ TEST_CASE("representative replicas: the search simulates its winner again in ful
     req.gpus = 8;
     req.global_batch = 4;
     req.jobs = 1;
-    apply_constraint(req.space, "tensor=4");   // d = 2 for every candidate: the winner has replicas
+    apply_constraint(req.space, "tensor=4");   // with one stage, d = 2 for every candidate: the winner has replicas
+    apply_constraint(req.space, "pipeline=1");
     CHECK_FALSE(req.representative_replicas);  // the default: every candidate in full
     req.representative_replicas = true;
     const SearchResult rep = search(req);

@@ -551,6 +551,12 @@ TEST_CASE("schedule: zigzag lists the valid schedules", "[scenario][errors]") {
     CHECK_THAT(msg, Contains("execution.schedule: 'zigzag' is not valid; expected one of: 1f1b, interleaved, gpipe"));
 }
 
+TEST_CASE("gradient_average: mean lists the valid choices", "[scenario][errors]") {
+    const std::string msg = load_error("bad/gradient_average_mean.yaml");
+    CHECK_THAT(msg, StartsWith(at("bad/gradient_average_mean.yaml", 11, 21)));
+    CHECK_THAT(msg, Contains("execution.gradient_average: 'mean' is not valid; expected one of: scale, scale_always, in_collective"));
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Inconsistent sizes (located at the offending key, naming the case)
 // ---------------------------------------------------------------------------------------------------

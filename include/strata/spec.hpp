@@ -25,6 +25,12 @@ enum class Norm { layernorm, rmsnorm };
 enum class PositionEmbedding { learned, rope };
 enum class Attention { unfused, flash };
 enum class RecomputeMethod { uniform, block };
+/// How the data-parallel gradients are averaged. scale: the gradient buffer is multiplied by 1 / replicas in place
+/// before the reduction when there is more than one replica (Megatron-Core's DDP, gradient_scaling_factor);
+/// scale_always: also with one replica (Megatron-LM's local DDP from March 2021 to August 2023,
+/// `buffer_.data /= data_parallel_world_size` in megatron/model/distributed.py); in_collective: NCCL averages in the
+/// reduction (--ddp-average-in-collective), no pass. The pass reads and writes every gradient once on the compute stream.
+enum class GradientAverage { scale, scale_always, in_collective };
 
 /// What selective recompute re-runs (Megatron-Core's recompute_modules): the attention core (the paper's
 /// selective recompute, the default), the norms (their outputs, the linear layers' inputs, are not kept), the
@@ -44,6 +50,7 @@ struct RecomputeModules {
 [[nodiscard]] const char* to_string(PositionEmbedding p);
 [[nodiscard]] const char* to_string(Attention a);
 [[nodiscard]] const char* to_string(RecomputeMethod m);
+[[nodiscard]] const char* to_string(GradientAverage g);
 
 /// The value whose to_string is `name`, if any (one table of names for the loader and the command line).
 [[nodiscard]] std::optional<Precision> precision_named(std::string_view name);
@@ -98,6 +105,12 @@ struct ExecutionSpec {
     /// (Megatron-LM's --overlap-param-gather): simulated as the previous iteration's gather running under this
     /// iteration's forward (its flows share the links from time zero), off the critical path.
     bool overlap_param_gather = false;
+    GradientAverage gradient_average = GradientAverage::scale;
+    /// Whether the gradients are averaged by a pass over the buffer (see GradientAverage).
+    [[nodiscard]] bool averages_by_pass() const {
+        return gradient_average == GradientAverage::scale_always ||
+               (gradient_average == GradientAverage::scale && data * context > 1);
+    }
     bool gradient_accumulation_fusion = true;  ///< weight-gradient GEMMs add into the main gradient
     bool async_tp_comm = true;          ///< backward tensor-parallel collectives overlap the GEMMs
     /// Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers): the sequence-parallel all-gathers and
@@ -205,6 +218,11 @@ struct SystemSpec {
     [[nodiscard]] double optimizer_step_seconds(double params, Precision precision) const {
         return params * optimizer.bytes_per_param(precision) /
                (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
+    }
+    /// HBM-bound time of the gradient-averaging pass (ExecutionSpec::gradient_average) over `params` parameters
+    /// whose gradients take `gradient_bytes_per_param` each: every gradient read and written once.
+    [[nodiscard]] double gradient_average_seconds(double params, double gradient_bytes_per_param) const {
+        return 2.0 * params * gradient_bytes_per_param / (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
     }
 };
 

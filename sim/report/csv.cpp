@@ -71,6 +71,8 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"overlap_grad_reduce", exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_grad_reduce); })});
         c.push_back({"overlap_param_gather",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_param_gather); })});
+        c.push_back({"gradient_average",
+                     exec([](const ExecutionSpec& e) { return std::string(to_string(e.gradient_average)); })});
         c.push_back({"tp_comm_overlap", exec([](const ExecutionSpec& e) { return csv_bool(e.tp_comm_overlap); })});
         c.push_back({"gradient_accumulation_fusion",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.gradient_accumulation_fusion); })});

@@ -245,6 +245,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"distributed_optimizer", e.distributed_optimizer},
                           {"overlap_grad_reduce", e.overlap_grad_reduce},
                           {"overlap_param_gather", e.overlap_param_gather},
+                          {"gradient_average", to_string(e.gradient_average)},
                           {"gradient_accumulation_fusion", e.gradient_accumulation_fusion},
                           {"async_tp_comm", e.async_tp_comm},
                           {"tp_comm_overlap", e.tp_comm_overlap},

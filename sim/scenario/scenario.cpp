@@ -20,12 +20,12 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 23> kExecutionKeys = {
+constexpr std::array<std::string_view, 24> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
-    "tp_comm_overlap", "overlap_param_gather"};
+    "tp_comm_overlap", "overlap_param_gather", "gradient_average"};
 constexpr std::array<std::string_view, 7> kExperimentKeys = {"name",   "description", "model", "execution",
                                                              "system", "cases",       "sweep"};
 constexpr std::array<std::string_view, 5> kCaseKeys = {"name", "description", "model", "execution", "system"};
@@ -126,6 +126,11 @@ ExecutionSpec read_execution(const Fields& f) {
     e.distributed_optimizer = f.get_bool("distributed_optimizer", false);
     e.overlap_grad_reduce = f.get_bool("overlap_grad_reduce", false);
     e.overlap_param_gather = f.get_bool("overlap_param_gather", false);
+    constexpr std::array<std::string_view, 3> ga = {"scale", "scale_always", "in_collective"};
+    const std::string g = f.get_choice("gradient_average", ga, "scale");
+    e.gradient_average = g == "scale"          ? GradientAverage::scale
+                         : g == "scale_always" ? GradientAverage::scale_always
+                                               : GradientAverage::in_collective;
     e.gradient_accumulation_fusion = f.get_bool("gradient_accumulation_fusion", true);
     e.async_tp_comm = f.get_bool("async_tp_comm", true);
     e.tp_comm_overlap = f.get_bool("tp_comm_overlap", false);

@@ -53,6 +53,7 @@ double estimate(const Scenario& sc, const CostModel& cost) {
                                    : reduce;
     }
     t += sc.system.optimizer_step_seconds(params / (e.distributed_optimizer ? replicas : 1), e.precision);
+    if (e.averages_by_pass()) t += sc.system.gradient_average_seconds(params, bpp.gradients);
     return t;
 }
 

@@ -40,6 +40,14 @@ const char* to_string(Norm n) { return n == Norm::layernorm ? "layernorm" : "rms
 const char* to_string(PositionEmbedding p) { return p == PositionEmbedding::learned ? "learned" : "rope"; }
 const char* to_string(Attention a) { return a == Attention::unfused ? "unfused" : "flash"; }
 const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::uniform ? "uniform" : "block"; }
+const char* to_string(GradientAverage g) {
+    switch (g) {
+        case GradientAverage::scale: return "scale";
+        case GradientAverage::scale_always: return "scale_always";
+        case GradientAverage::in_collective: return "in_collective";
+    }
+    return "?";
+}
 std::optional<Precision> precision_named(std::string_view name) {
     for (const Precision p : {Precision::bf16, Precision::fp16, Precision::fp8})
         if (name == to_string(p)) return p;

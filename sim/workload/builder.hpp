@@ -69,9 +69,9 @@ struct Unit {
 /// overlapped collective).
 void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost);
 
-enum class TaskKind : std::uint32_t { forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync };
-inline constexpr const char* kKindNames[] = {"forward",   "backward",  "tp-collective",      "p2p",
-                                             "dp-reduce", "optimizer", "embedding-grad-sync"};
+enum class TaskKind : std::uint32_t { forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average };
+inline constexpr const char* kKindNames[] = {"forward",   "backward",  "tp-collective",       "p2p",
+                                             "dp-reduce", "optimizer", "embedding-grad-sync", "gradient-average"};
 
 /// label = kind (4 bits) | chunk (8 bits) | microbatch (20 bits)
 inline std::uint32_t make_label(TaskKind kind, int chunk, int mb) {
@@ -126,6 +126,7 @@ private:
         std::optional<TaskId> prev_last;
         std::size_t buckets = 0;     // with overlap_grad_reduce: layers whose gradient is complete
         bool finished = false;
+        bool reduce_at_end = false;  // the gradient reduction (after the averaging pass) follows the whole program
     };
     static constexpr TaskId kNoTask = ~TaskId{0};
     struct UnitTasks {
@@ -212,6 +213,9 @@ private:
     // gradients.cpp
     void on_bucket(Group& g, TaskId layer_end);
     void on_last_backward(Group& g, TaskId last);
+    /// With ExecutionSpec::averages_by_pass, the pass over `params` parameters' gradients on g's compute stream
+    /// after `after` (returned: what the reduction waits for); otherwise `after`.
+    TaskId average_gradients(Group& g, TaskId after, double params);
     void emit_optimizer(Group& g);
     void emit_overlapped_param_gathers();
     void stage_reduced(int stage, TaskId done);
@@ -271,6 +275,7 @@ private:
     void mark_exposed_tp(TaskId t);
     std::int64_t exposed_tp_ps_ = 0;
     std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0, g0_optimizer_end_ = 0;
+    std::int64_t g0_average_ps_ = 0;  // stage 0's gradient-averaging pass after its last backward (compute, not comm)
     std::int64_t g0_gather_end_ = -1;             // stage 0's non-overlapped parameter all-gather, once it ended
     std::vector<std::int32_t> p2p_stage_;         // stream -> stage of replica 0's send or tp stream, or -1
     std::vector<std::int32_t> p2p_peer_;          // stream -> stage a replica-0 send stream delivers to, or -1

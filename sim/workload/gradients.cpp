@@ -79,12 +79,20 @@ const Builder::RouteAndLatency& Builder::embedding_route() {
     return *embedding_route_;
 }
 
+TaskId Builder::average_gradients(Group& g, TaskId after, double params) {
+    if (!e_.averages_by_pass() || params <= 0.0) return after;
+    const Time pass = Time::from_seconds(sc_.system.gradient_average_seconds(params, bytes_per_param(e_).gradients));
+    const TaskId a = sim_.add_compute(g.compute, span_time(g, pass), make_label(TaskKind::grad_average, 0, 0));
+    sim_.add_dependency(after, a);
+    return a;
+}
+
 void Builder::on_bucket(Group& g, TaskId layer_end) {
     // Overlapped (overlap_grad_reduce): each layer's bucket is reduced as soon as every replica has finished it.
     StageReduction& sr = reductions_[static_cast<std::size_t>(g.stage)];
     const std::size_t j = g.buckets++;
     if (sr.bucket_ready.size() <= j) sr.bucket_ready.resize(j + 1);
-    sr.bucket_ready[j].push_back(layer_end);
+    sr.bucket_ready[j].push_back(average_gradients(g, layer_end, layer_parameters_per_gpu(sc_.model, e_.tensor)));
     if (sr.bucket_ready[j].size() < static_cast<std::size_t>(replicas_)) return;
     std::vector<TaskId> ready;
     ready.swap(sr.bucket_ready[j]);
@@ -94,6 +102,8 @@ void Builder::on_bucket(Group& g, TaskId layer_end) {
 
 void Builder::on_last_backward(Group& g, TaskId last) {
     const int r = g.stage, replicas = weight_replicas();
+    // The buffer is averaged before the reduction: by layer bucket as each is reduced, else all of it here.
+    last = average_gradients(g, last, g.buckets > 0 ? rest_parameters(r) : parameters_on_stage(sc_.model, e_, r));
     StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
     sr.last_backward.push_back(last);
     if (sr.last_backward.size() < static_cast<std::size_t>(replicas_)) return;

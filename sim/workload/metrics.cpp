@@ -54,6 +54,8 @@ void Builder::observe(const engine::TaskRecord& r) {
         g0_optimizer_start_ = r.start.ps();
         g0_optimizer_end_ = r.end.ps();
     }
+    if (r.stream == g0.compute && label_kind(r.label) == TaskKind::grad_average && r.start.ps() >= g0_last_backward_end_)
+        g0_average_ps_ += (r.end - r.start).ps();
     if (r.stream == dp_streams_[0] && r.label == make_label(TaskKind::dp, 1, 0))
         g0_gather_end_ = std::max(g0_gather_end_, r.end.ps());
     if (!want_detail_ || r.end == r.start) return;
@@ -111,13 +113,13 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     // replica 0's stages; pipeline: the union of the transfers (and receiver all-gathers) each of replica 0's
     // stages waits for in its calls; both per stage on average, rounded to the picosecond. Data-parallel: on
     // stage 0, replica 0, from the end of the last backward to the start of the optimizer step (the gradient
-    // reduction, the replicas it waits for, the embedding sync) and from the end of the step to the end of the
+    // reduction, the replicas it waits for, the embedding sync; less the gradient-averaging pass, which computes) and from the end of the step to the end of the
     // stage's parameter all-gather (distributed optimizer, not overlapped). The rest of the idle time is bubble.
     const Group& g0 = groups_[0];
     auto per_stage = [p](std::int64_t ps) { return Time::from_ps((ps + p / 2) / p); };
     r.exposed_comm.tensor = per_stage(exposed_tp_ps_);
     r.exposed_comm.pipeline = per_stage(exposed_p2p_ps_);
-    std::int64_t dp_ps = std::max<std::int64_t>(0, g0_optimizer_start_ - g0_last_backward_end_);
+    std::int64_t dp_ps = std::max<std::int64_t>(0, g0_optimizer_start_ - g0_last_backward_end_ - g0_average_ps_);
     if (g0_gather_end_ >= 0) dp_ps += std::max<std::int64_t>(0, g0_gather_end_ - g0_optimizer_end_);
     r.exposed_comm.data_parallel = Time::from_ps(dp_ps);
     r.exposed_comm_s = r.exposed_comm.total().seconds();

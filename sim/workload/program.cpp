@@ -260,6 +260,7 @@ bool Builder::emit_next(std::size_t gi) {
     }
     if (g.finished) return false;
     g.finished = true;
+    if (g.reduce_at_end) on_last_backward(g, *g.prev_last);
     emit_optimizer(g);
     return true;
 }
@@ -317,7 +318,15 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     if (workspace.value > 0)
         sim_.add_memory_effect(ut.first, {g.pool, index(MemoryCategory::recompute), workspace, workspace});
     g.last_backward = ut.last;
-    if (g.pc - 1 == last_backward_pc_[static_cast<std::size_t>(g.stage)]) on_last_backward(g, ut.last);
+    if (g.pc - 1 == last_backward_pc_[static_cast<std::size_t>(g.stage)]) {
+        // Megatron averages the whole buffer once the schedule has returned (after the last pipeline send); a
+        // reduction without that pass starts at the last backward.
+        if (e_.averages_by_pass() && g.buckets == 0) {
+            g.reduce_at_end = true;
+        } else {
+            on_last_backward(g, ut.last);
+        }
+    }
 }
 
 }  // namespace strata::workload

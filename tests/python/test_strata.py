@@ -62,7 +62,8 @@ def test_load_from_a_dict_equals_the_file():
         "name": "Table 4 - per-layer time, 22B",
         "model": "../models/gpt-22b.yaml",
         "system": "../systems/selene-a100.yaml",
-        "execution": {"tensor": 8, "pipeline": 1, "data": 1, "microbatch": 4, "global_batch": 4},
+        "execution": {"tensor": 8, "pipeline": 1, "data": 1, "microbatch": 4, "global_batch": 4,
+                      "gradient_average": "scale_always"},
         "cases": [{"name": "selective + sequence", "execution": {"sequence_parallel": True, "recompute": "selective"}}],
     }
     exp = strata.load(doc, base_dir=os.path.join(SRC, "scenarios", "paper"))

@@ -141,9 +141,11 @@ def main():
                                                            "--replicas", "representative"] + (["--case", "1.7B on 32 GPUs"] if quick else [])))
     runs.append(("search 22B on 8 GPUs", [strata, "search", "--model", "scenarios/models/gpt-22b.yaml", "--system",
                                           "scenarios/systems/selene-a100.yaml", "--gpus", "8", "--global-batch", "4"]))
+    # One stage and t = 4: every candidate has 2 replicas, so the winner is simulated again in full (best_in_full_s).
     runs.append(("search 22B on 8 GPUs, representative replicas",
                  [strata, "search", "--model", "scenarios/models/gpt-22b.yaml", "--system", "scenarios/systems/selene-a100.yaml",
-                  "--gpus", "8", "--global-batch", "4", "--replicas", "representative"]))
+                  "--gpus", "8", "--global-batch", "4", "--replicas", "representative", "--fix", "tensor=4",
+                  "--fix", "pipeline=1"]))
     if len(runs) < 12:
         raise SystemExit(f"results_schema: only {len(runs) - 1} experiment files found under scenarios/")
 
