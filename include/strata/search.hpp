@@ -50,7 +50,8 @@ struct SearchRequest {
     SystemSpec system;
     int gpus = 0;
     int global_batch = 0;
-    /// The execution keys the search does not vary (attention, precision): every candidate starts from this.
+    /// The execution keys the search does not vary (attention, precision, gradient_average): every candidate starts
+    /// from this.
     ExecutionSpec base;
     SearchSpace space;
     /// Candidates simulated event by event, chosen by the analytical estimate: the `simulate_top` best, and every

@@ -55,6 +55,7 @@ struct RecomputeModules {
 /// The value whose to_string is `name`, if any (one table of names for the loader and the command line).
 [[nodiscard]] std::optional<Precision> precision_named(std::string_view name);
 [[nodiscard]] std::optional<Attention> attention_named(std::string_view name);
+[[nodiscard]] std::optional<GradientAverage> gradient_average_named(std::string_view name);
 
 /// Megatron-Core's names of the selective-recompute modules, in RecomputeModules' order.
 inline constexpr std::array<std::string_view, 3> kRecomputeModuleNames = {"core_attn", "layernorm", "mlp"};

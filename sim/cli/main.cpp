@@ -197,7 +197,7 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
 
 struct SearchOptions {
     std::string model, system, json_path, csv_path;
-    std::string attention = "unfused", precision = "bf16";
+    std::string attention = "unfused", precision = "bf16", gradient_average = "scale";
     std::vector<std::string> fix;
     int gpus = 0, global_batch = 0, top = 10, simulate_top = 8, simulate_max = 64, jobs = 0;
     double margin_pct = 10;
@@ -225,6 +225,7 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
     if (!precision) throw strata::InputError("search: --precision " + o.precision + ": expected bf16, fp16 or fp8");
     req.base.attention = *attention;
     req.base.precision = *precision;
+    req.base.gradient_average = *strata::gradient_average_named(o.gradient_average);  // CLI11 checked the name
     req.simulate_top = std::max(o.top, o.simulate_top);
     req.simulate_max = o.simulate_max;
     req.margin = o.margin_pct / 100;
@@ -433,6 +434,8 @@ int main(int argc, char** argv) {
         ->capture_default_str()->check(CLI::IsMember({"unfused", "flash"}));
     srch->add_option("--precision", so.precision, "training precision of every candidate: bf16, fp16 or fp8")
         ->capture_default_str()->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
+    srch->add_option("--gradient-average", so.gradient_average, "gradient averaging of every candidate: scale (Megatron-Core), scale_always (Megatron-LM's local DDP, 2021-2023: the paper's), in_collective")
+        ->capture_default_str()->check(CLI::IsMember({"scale", "scale_always", "in_collective"}));
     srch->add_option("--json", so.json_path, "write every simulated candidate (estimate, ranks, tokens/s, TF/s per GPU) as JSON; - for standard output");
     srch->add_option("--csv", so.csv_path, "write every simulated candidate as CSV (the run CSV's columns, then estimate_s, estimate_rank, simulated_rank, estimate_error); - for standard output");
     std::string check_file;

@@ -127,10 +127,7 @@ ExecutionSpec read_execution(const Fields& f) {
     e.overlap_grad_reduce = f.get_bool("overlap_grad_reduce", false);
     e.overlap_param_gather = f.get_bool("overlap_param_gather", false);
     constexpr std::array<std::string_view, 3> ga = {"scale", "scale_always", "in_collective"};
-    const std::string g = f.get_choice("gradient_average", ga, "scale");
-    e.gradient_average = g == "scale"          ? GradientAverage::scale
-                         : g == "scale_always" ? GradientAverage::scale_always
-                                               : GradientAverage::in_collective;
+    e.gradient_average = *gradient_average_named(f.get_choice("gradient_average", ga, "scale"));
     e.gradient_accumulation_fusion = f.get_bool("gradient_accumulation_fusion", true);
     e.async_tp_comm = f.get_bool("async_tp_comm", true);
     e.tp_comm_overlap = f.get_bool("tp_comm_overlap", false);

@@ -54,6 +54,12 @@ std::optional<Precision> precision_named(std::string_view name) {
     return std::nullopt;
 }
 
+std::optional<GradientAverage> gradient_average_named(std::string_view name) {
+    for (const GradientAverage g : {GradientAverage::scale, GradientAverage::scale_always, GradientAverage::in_collective})
+        if (name == to_string(g)) return g;
+    return std::nullopt;
+}
+
 std::optional<Attention> attention_named(std::string_view name) {
     for (const Attention a : {Attention::unfused, Attention::flash})
         if (name == to_string(a)) return a;

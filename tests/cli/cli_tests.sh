@@ -163,6 +163,12 @@ check "a candidate over the task limit names strata search --max-tasks and the m
   '[[ $rc -eq 2 ]] && grep -q "(strata search --max-tasks)" "$tmp/err" && grep -q "gpt-22b.yaml on .*selene-a100.yaml: case .t=8 p=1 d=128" "$tmp/err"'
 "$strata" search --model "$m22" --system "$sel" --gpus 16 --global-batch 16 --json - --csv - >/dev/null 2>"$tmp/err"; rc=$?
 check "search --json - with --csv - exits 2" '[[ $rc -eq 2 ]] && grep -q "cannot both write to standard output" "$tmp/err"'
+"$strata" search --model "$m22" --system "$sel" --gpus 8 --global-batch 4 --fix tensor=8 --gradient-average scale_always \
+  --top 1 --simulate-top 1 --margin 0 --json "$tmp/ga.json" >/dev/null 2>&1; rc=$?
+check "search --gradient-average scale_always: the paper's 22B configuration as in Table 5" \
+  '[[ $rc -eq 0 ]] && python3 -c "import json,sys; r = json.load(open(sys.argv[1]))[\"results\"][0]; assert r[\"execution\"][\"gradient_average\"] == \"scale_always\", r[\"execution\"]" "$tmp/ga.json"'
+"$strata" search --model "$m22" --system "$sel" --gpus 8 --global-batch 4 --gradient-average mean >/dev/null 2>"$tmp/err"; rc=$?
+check "search --gradient-average with a bad value exits 2 and lists the choices" '[[ $rc -eq 2 ]] && grep -q "scale_always" "$tmp/err"'
 "$strata" search --help >"$tmp/help"; rc=$?
 check "search --help shows the defaults and the --fix keys" '[[ $rc -eq 0 ]] && grep -q -- "--margin FLOAT.*=10" "$tmp/help" && grep -q -- "--simulate-top INT.*=8" "$tmp/help" && grep -q "overlap_grad_reduce: off,on" "$tmp/help"'
 

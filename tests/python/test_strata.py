@@ -135,10 +135,28 @@ def test_search_constraints_and_margin():
         strata.search(model, system, gpus=16, global_batch=16, fix=["tensr=8"])
 
 
+def test_search_gradient_average():
+    model = os.path.join(SRC, "scenarios", "models", "gpt-22b.yaml")
+    system = os.path.join(SRC, "scenarios", "systems", "selene-a100.yaml")
+    fix = {"tensor": 8, "pipeline": 1, "microbatch": 4, "recompute": "selective", "sequence_parallel": True}
+    paper = strata.search(model, system, gpus=8, global_batch=4, top=1, simulate_top=1, jobs=1, fix=fix,
+                          gradient_average="scale_always")
+    core = strata.search(model, system, gpus=8, global_batch=4, top=1, simulate_top=1, jobs=1, fix=fix)
+    assert paper["results"][0]["execution"]["gradient_average"] == "scale_always"
+    assert core["results"][0]["execution"]["gradient_average"] == "scale"
+    # One replica: only the paper's software averages (a pass over the gradients), so it is slower.
+    assert paper["results"][0]["iteration_time_s"] > core["results"][0]["iteration_time_s"]
+    table5 = {r["name"]: r for r in strata.run(os.path.join(SRC, "scenarios", "paper", "table5.yaml"),
+                                                 case="22B present work")}
+    assert paper["results"][0]["iteration_time_s"] == table5["22B present work"]["iteration_time_s"]
+    with pytest.raises(strata.InputError, match="expected scale, scale_always or in_collective"):
+        strata.search(model, system, gpus=8, global_batch=4, gradient_average="mean")
+
+
 def test_representative_replicas():
     model = os.path.join(SRC, "scenarios", "models", "gpt-22b.yaml")
     system = os.path.join(SRC, "scenarios", "systems", "selene-a100.yaml")
-    fix = {"tensor": 4, "microbatch": 1, "recompute": "selective"}
+    fix = {"tensor": 4, "pipeline": 1, "microbatch": 1, "recompute": "selective"}  # every candidate has d = 2
     rep = strata.search(model, system, gpus=8, global_batch=4, top=2, simulate_top=2, jobs=1, fix=fix,
                         replicas="representative")
     full = strata.search(model, system, gpus=8, global_batch=4, top=2, simulate_top=2, jobs=1, fix=fix)
