@@ -2,13 +2,13 @@
 // 500 lines: the graph, the event loop and the result accessors share one Impl; the memory pools and the flow
 // network live in their own files.
 //
-// Event loop. Events sit in a 4-ary min-heap ordered by (time in integer picoseconds, insertion
-// sequence number), so equal-time events run in the order they were scheduled and a given graph always
-// produces the same results; events scheduled for the current instant (zero-length tasks, flows done at once)
-// go to a FIFO instead, which keeps the same order. The next 8 events after the current instant wait in a small
-// ordered window in front of the heap: the slots an event reads are prefetched when it enters the window and the
-// slots it reads next (its first successor, its stream's next task) halfway through, so that with thousands of GPU
-// groups interleaved in time the event loop does not wait on memory for each of them (the order is unchanged).
+// Event loop. Events are taken in (time in integer picoseconds, insertion sequence number) order, so equal-time
+// events run in the order they were scheduled and a given graph always produces the same results. Events scheduled
+// for the current instant (zero-length tasks, flows done at once) go to a FIFO, which keeps that order; later ones
+// to a radix queue (event_queue.hpp: simulated time never goes back), in front of which the next 8 or more wait in a
+// small ordered window: the slots an event reads are prefetched when it enters the window and the slots it reads
+// next (its first successor, its stream's next task) halfway through, so that with thousands of GPU groups
+// interleaved in time the event loop does not wait on memory for each of them.
 // There are three kinds of event:
 //   task_end    a stream's running compute task (or a transfer that moves no bytes through the flow network)
 //               finishes; ignored if the stream's version has moved on (a slowed task rescheduled);
@@ -49,6 +49,7 @@
 #include "strata/engine.hpp"
 #include "strata/errors.hpp"
 
+#include "event_queue.hpp"
 #include "flow_network.hpp"
 #include "memory_pool.hpp"
 
@@ -71,20 +72,9 @@ enum EventType : std::uint64_t { task_end = 0, flow_start = 1, flow_done = 2 };
 
 /// `target`: task_end -> the stream whose running task ends; flow_start -> the task's slot; flow_done -> the
 /// flow's slot. Stale task_end and flow_done events are recognised by their version.
-struct Event {
-    std::int64_t time;
-    std::uint64_t key;  ///< sequence number * 4 + EventType: orders equal times by insertion
-    std::uint32_t target;
-    std::uint32_t version;
-    std::uint32_t slot;  ///< task_end: the running task's slot (prefetched ahead); kNone otherwise
-    std::uint32_t unused = 0;
-};
-
-struct EventLater {
-    bool operator()(const Event& a, const Event& b) const {
-        return a.time != b.time ? a.time > b.time : a.key > b.key;
-    }
-};
+// Event (event_queue.hpp): key = sequence number * 4 + EventType; slot: for task_end, the running task's slot
+// (prefetched ahead), kNone otherwise.
+using detail::Event;
 
 std::string format_time(std::int64_t ps) {
     char buf[64];
@@ -174,14 +164,15 @@ struct Simulator::Impl {
 
     // ---- run state ----
     Phase phase = Phase::building;
-    /// Events after `now`: the next kAhead of them in a window (a ring, in order), the rest in a heap; the window
-    /// is full whenever the heap has events. An event's state is prefetched when it enters the window and its
-    /// followers' halfway through, so that the slots it reads are in cache by the time it runs.
+    /// Events after `now`: the next ones in a window (a ring, in order, at least kAhead of them whenever the queue
+    /// behind it has events; it grows when events are scheduled into it), the rest in a radix queue. An event's state
+    /// is prefetched when it enters the window and its followers' halfway through, so that the slots it reads are
+    /// in cache by the time it runs.
     static constexpr std::size_t kAhead = 8;
-    std::array<Event, kAhead> ahead{};
+    std::vector<Event> ahead = std::vector<Event>(16);  ///< a ring; its size is a power of two
     std::size_t ahead_first = 0;
     std::size_t ahead_count = 0;
-    std::vector<Event> heap;
+    detail::RadixEventQueue heap;
     std::vector<Event> at_now;  ///< events scheduled during the current instant for it, in order
     std::size_t at_now_read = 0;
     std::uint64_t next_seq = 0;
@@ -312,25 +303,28 @@ struct Simulator::Impl {
             at_now.push_back(ev);
             return;
         }
-        if (ahead_count > 0 && EventLater{}(ahead_at(ahead_count - 1), ev)) {
+        if (ahead_count > 0 && detail::later(ahead_at(ahead_count - 1), ev)) {
             insert_ahead(ev);
         } else if (ahead_count < kAhead) {
-            // The heap is empty (it only holds events once the window is full).
+            // The radix queue is empty (it only holds events once the window has kAhead).
             ahead_at(ahead_count++) = ev;
             prefetch_state(ev);
         } else {
-            push_heap(ev);
+            // No earlier than the window's last event, so no earlier than the last one the queue gave out.
+            heap.push(ev);
         }
     }
-    /// Puts `ev`, earlier than the window's last event, in its place in the window; a full window's last event
-    /// moves back to the heap (it is still no later than any event there).
+    /// Puts `ev`, earlier than the window's last event, in its place in the window (which grows when full: its
+    /// events never go back to the radix queue, whose keys only increase).
     void insert_ahead(const Event& ev) {
-        if (ahead_count == kAhead) {
-            push_heap(ahead_at(kAhead - 1));
-            --ahead_count;
+        if (ahead_count == ahead.size()) {
+            std::vector<Event> bigger(ahead.size() * 2);
+            for (std::size_t i = 0; i < ahead_count; ++i) bigger[i] = ahead_at(i);
+            ahead.swap(bigger);
+            ahead_first = 0;
         }
         std::size_t i = ahead_count;
-        while (i > 0 && EventLater{}(ahead_at(i - 1), ev)) {
+        while (i > 0 && detail::later(ahead_at(i - 1), ev)) {
             ahead_at(i) = ahead_at(i - 1);
             --i;
         }
@@ -338,20 +332,8 @@ struct Simulator::Impl {
         ++ahead_count;
         prefetch_state(ev);
     }
-    Event& ahead_at(std::size_t i) { return ahead[(ahead_first + i) & (kAhead - 1)]; }
+    Event& ahead_at(std::size_t i) { return ahead[(ahead_first + i) & (ahead.size() - 1)]; }
     [[nodiscard]] const Event& ahead_front() const { return ahead[ahead_first]; }
-    void push_heap(const Event& ev) {
-        // A 4-ary min-heap: half the levels of a binary one, and a node's children share a cache line or two.
-        std::size_t i = heap.size();
-        heap.push_back(ev);
-        while (i > 0) {
-            const std::size_t parent = (i - 1) / 4;
-            if (!EventLater{}(heap[parent], ev)) break;
-            heap[i] = heap[parent];
-            i = parent;
-        }
-        heap[i] = ev;
-    }
     /// Asks the memory system for the slots an event will read first (it is kAhead events away).
     void prefetch_state(const Event& ev) const {
         switch (static_cast<EventType>(ev.key & 3)) {
@@ -389,39 +371,18 @@ struct Simulator::Impl {
         }
         return pop_ahead();
     }
-    /// The window's first event; the heap's first takes the last place (so the window stays full while the heap
-    /// has events) and its state is asked for.
+    /// The window's first event; below kAhead the radix queue's first takes the last place (so the window holds
+    /// kAhead while the queue has events) and its state is asked for.
     Event pop_ahead() {
         const Event top = ahead_front();
-        ahead_first = (ahead_first + 1) & (kAhead - 1);
+        ahead_first = (ahead_first + 1) & (ahead.size() - 1);
         --ahead_count;
-        if (!heap.empty()) {
-            const Event next = pop_heap();
+        if (ahead_count < kAhead && !heap.empty()) {
+            const Event next = heap.pop();
             ahead_at(ahead_count++) = next;
             prefetch_state(next);
         }
         if (ahead_count > kAhead / 2) prefetch_followers(ahead_at(kAhead / 2 - 1));
-        return top;
-    }
-    Event pop_heap() {
-        const Event top = heap.front();
-        const Event last = heap.back();
-        heap.pop_back();
-        const std::size_t n = heap.size();
-        if (n == 0) return top;
-        std::size_t i = 0;
-        for (;;) {
-            const std::size_t first = 4 * i + 1;
-            if (first >= n) break;
-            std::size_t best = first;
-            const std::size_t end = std::min(first + 4, n);
-            for (std::size_t c = first + 1; c < end; ++c)
-                if (EventLater{}(heap[best], heap[c])) best = c;
-            if (!EventLater{}(last, heap[best])) break;
-            heap[i] = heap[best];
-            i = best;
-        }
-        heap[i] = last;
         return top;
     }
 
@@ -633,7 +594,6 @@ struct Simulator::Impl {
         if (phase != Phase::building) throw SimulationError("Simulator::run: run() may only be called once");
         phase = Phase::running;
         for (detail::MemoryPool& p : pools) p.start();
-        heap.reserve(std::min<std::size_t>(streams.size() * 2 + 16, 1u << 20));
 
         now = 0;
         if (streaming) {
