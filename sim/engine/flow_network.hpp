@@ -79,6 +79,17 @@ public:
     /// Flow slots in existence (open or free): the most flows that were open at once.
     [[nodiscard]] std::size_t flow_slots() const { return flows_.size(); }
 
+    /// Hints for the event loop: asks the memory system for a route's link records, a flow's record, or the link
+    /// records of a flow's route (no effect on results).
+    void prefetch_route(std::uint32_t r) const {
+        for (const LinkUse& use : route(r)) __builtin_prefetch(&links_[use.link]);
+    }
+    void prefetch_flow(std::uint32_t flow) const { __builtin_prefetch(&flows_[flow]); }
+    void prefetch_flow_links(std::uint32_t flow) const {
+        const Flow& f = flows_[flow];
+        for (std::uint32_t j = 0; j < f.route_length; ++j) __builtin_prefetch(&links_[route_[f.route_offset + j].link]);
+    }
+
     /// The flow begins to move bytes at `now`; its rate is set by the next `recompute()`.
     void activate(std::uint32_t flow, std::int64_t now);
     /// The flow has finished and leaves its links.

@@ -342,16 +342,24 @@ struct Simulator::Impl {
                 __builtin_prefetch(&tasks[ev.slot]);
                 break;
             case flow_start: __builtin_prefetch(&tasks[ev.target]); break;
-            case flow_done: break;
+            case flow_done: net.prefetch_flow(ev.target); break;
         }
     }
-    /// Halfway through the window the event's own slot has arrived: asks for the slots it will read next (its
-    /// first successor and the next task of its stream).
+    /// Halfway through the window the event's own record has arrived: asks for what it will read next (a task end:
+    /// its first successor and the next task of its stream; a flow: its route's link records).
     void prefetch_followers(const Event& ev) const {
-        if (static_cast<EventType>(ev.key & 3) != task_end) return;
-        const Task& k = tasks[ev.slot];
-        if (k.first_succ != kNone) __builtin_prefetch(&tasks[k.first_succ]);
-        if (k.next != kNone) __builtin_prefetch(&tasks[k.next]);
+        switch (static_cast<EventType>(ev.key & 3)) {
+            case task_end: {
+                const Task& k = tasks[ev.slot];
+                if (k.first_succ != kNone) __builtin_prefetch(&tasks[k.first_succ]);
+                if (k.next != kNone) __builtin_prefetch(&tasks[k.next]);
+                break;
+            }
+            case flow_start:
+                if (tasks[ev.target].route != kNone) net.prefetch_route(tasks[ev.target].route);
+                break;
+            case flow_done: net.prefetch_flow_links(ev.target); break;
+        }
     }
     /// Whether an event is due at `now`.
     [[nodiscard]] bool due_now() const {
