@@ -1,6 +1,7 @@
 // Gradient averaging (ExecutionSpec::gradient_average): a pass that reads and writes every gradient once on the
 // compute stream before the data-parallel reduction (scale: only with replicas, Megatron-Core; scale_always:
-// also with one, Megatron-LM's local DDP of 2021-2023), or none (in_collective).
+// also with one, Megatron-LM's local DDP of 2021-2023), or none (in_collective). And the other whole-buffer pass of
+// the step: the gradient buffer is zeroed for every parameter the GPU holds, also with the distributed optimizer.
 #include "fixtures.hpp"
 #include "strata/memory.hpp"
 #include "strata/simulate.hpp"
@@ -103,4 +104,21 @@ TEST_CASE("gradient averaging with an overlapped reduction: one pass per layer b
     CHECK(double(scale.stage0_ps) * 1e-12 >= expected * (1 - 1e-9));
     CHECK(double(scale.stage0_ps) * 1e-12 <= expected * slowest);
     CHECK(scale.result.iteration_time > collective.result.iteration_time);
+}
+
+TEST_CASE("optimizer step: the distributed optimizer updates its shard but zeroes the whole gradient buffer",
+          "[gradient_average]") {
+    const Scenario sc = one_stage(1);
+    const SystemSpec& sys = sc.system;
+    const double bw = sys.device.hbm_bandwidth * sys.device.elementwise_bandwidth_efficiency;
+    const double params = 1e9, bytes = sys.optimizer.bytes_per_param(Precision::bf16);
+    REQUIRE(bytes == 42);
+    // Without the distributed optimizer the shard is everything: the step's bytes over every parameter.
+    CHECK(sys.optimizer_step_seconds(params, params, Precision::bf16, 4) == Approx(params * bytes / bw).epsilon(1e-12));
+    // Sharded over 8 replicas: 38 bytes over an eighth, the 4-byte zeroing over all of them.
+    CHECK(sys.optimizer_step_seconds(params / 8, params, Precision::bf16, 4) ==
+          Approx((params / 8 * 38 + params * 4) / bw).epsilon(1e-12));
+    // fp16: 2-byte gradients, 54 bytes in all.
+    CHECK(sys.optimizer_step_seconds(params / 8, params, Precision::fp16, 2) ==
+          Approx((params / 8 * 52 + params * 2) / bw).epsilon(1e-12));
 }

@@ -214,11 +214,16 @@ struct SystemSpec {
 
     [[nodiscard]] DeviceMemory device_memory() const { return {memory_capacity, memory_reserved}; }
 
-    /// HBM-bound time of the optimizer step over `params` parameters held by one GPU (without the fixed
-    /// overhead): the step's bytes per parameter at the device's elementwise bandwidth.
-    [[nodiscard]] double optimizer_step_seconds(double params, Precision precision) const {
-        return params * optimizer.bytes_per_param(precision) /
-               (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
+    /// HBM-bound time of the optimizer step on one GPU that holds `params` parameters and updates `shard` of them
+    /// (all of them without the distributed optimizer), without the fixed overhead: the step's bytes per parameter
+    /// at the device's elementwise bandwidth, over the shard, except the zeroing of the gradient buffer for the next
+    /// iteration (one write of each gradient, `gradient_bytes_per_param`, part of those bytes), which covers every
+    /// parameter the GPU holds (Megatron zeroes its whole buffer: `grad_data.zero_()`, `buffer_.zero()`).
+    [[nodiscard]] double optimizer_step_seconds(double shard, double params, Precision precision,
+                                                double gradient_bytes_per_param) const {
+        const double bytes = optimizer.bytes_per_param(precision);
+        const double zero = std::min(bytes, gradient_bytes_per_param);
+        return (shard * (bytes - zero) + params * zero) / (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
     }
     /// HBM-bound time of the gradient-averaging pass (ExecutionSpec::gradient_average) over `params` parameters
     /// whose gradients take `gradient_bytes_per_param` each: every gradient read and written once.

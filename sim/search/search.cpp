@@ -52,7 +52,8 @@ double estimate(const Scenario& sc, const CostModel& cost) {
         t += e.overlap_grad_reduce ? std::max(reduce / std::max(1, layers_per_stage), reduce - layers_per_stage * layer_backward)
                                    : reduce;
     }
-    t += sc.system.optimizer_step_seconds(params / (e.distributed_optimizer ? replicas : 1), e.precision);
+    t += sc.system.optimizer_step_seconds(params / (e.distributed_optimizer ? replicas : 1), params, e.precision,
+                                          bpp.gradients);
     if (e.averages_by_pass()) t += sc.system.gradient_average_seconds(params, bpp.gradients);
     return t;
 }

@@ -172,7 +172,8 @@ void Builder::emit_optimizer(Group& g) {
     StageReduction& sr = reductions_[static_cast<std::size_t>(g.stage)];
     const double params = parameters_on_stage(sc_.model, e_, g.stage);
     const double shard = e_.distributed_optimizer ? params / weight_replicas() : params;
-    const Time step = Time::from_seconds(sc_.system.optimizer_step_seconds(shard, e_.precision)) +
+    const Time step = Time::from_seconds(sc_.system.optimizer_step_seconds(shard, params, e_.precision,
+                                                                           bytes_per_param(e_).gradients)) +
                       sc_.system.optimizer.fixed_overhead;
     const TaskId o = sim_.add_compute(g.compute, span_time(g, step), make_label(TaskKind::optimizer, 0, 0));
     if (sr.ready) {

@@ -124,30 +124,30 @@ TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.5%, worst
     CHECK(s.worst_abs <= 0.0495);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 6.2%, worst <= 12.0%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 6.1%, worst <= 12.3%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
-    // come out 12% fast, the 32B row 12% slow. The tolerance pins today's figure so that a regression is seen.
+    // come out 11% fast, the 32B row 12% slow. The tolerance pins today's figure so that a regression is seen.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.062);
-    CHECK(s.worst_abs <= 0.120);
+    CHECK(s.mean_abs <= 0.061);
+    CHECK(s.worst_abs <= 0.123);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 11.4%, worst <= 18.5%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 11.5%, worst <= 18.5%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
     // MFU falls from 55.6% to 36.4% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
                                        "scenarios/validation/megatron-h100-strong.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.114);
+    CHECK(s.mean_abs <= 0.115);
     CHECK(s.worst_abs <= 0.185);
 }
 
 TEST_CASE(
     "validation: representative replicas within 1.2% of the full simulation (SC21, 530B/2240, Megatron H100)") {
     // `--replicas representative` (README "Speed") against every GPU group, on the shipped experiments with
-    // data parallelism: today's worst is the 16B Megatron row (-1.09%: the other node's replicas' flows are
+    // data parallelism: today's worst is the 16B Megatron row (-1.08%: the other node's replicas' flows are
     // not on the links its reduction ring shares, and its gradient-averaging passes run under them), the mean
     // |difference| 0.14%. Nothing published is
     // involved: the full simulation is the reference.
