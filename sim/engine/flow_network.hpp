@@ -44,6 +44,8 @@
 
 #include "strata/engine.hpp"
 
+#include "huge_pages.hpp"
+
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -166,15 +168,15 @@ private:
         std::uint8_t dirty = 0;
         std::vector<LinkEntry> on;   ///< active flows on it (unordered; swap-removed)
     };
-    std::vector<Link> links_;
+    BigVector<Link> links_;
 
     // Routes, interned: route r is route_[routes_[r].first .. + routes_[r].second].
-    std::vector<LinkUse> route_;
+    BigVector<LinkUse> route_;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> routes_;
 
     // Flows, by slot (reused after close()).
-    std::vector<Flow> flows_;
-    std::vector<std::vector<std::uint32_t>> route_pos_;  ///< per slot: index of the flow in its j-th link's list
+    BigVector<Flow> flows_;
+    BigVector<std::vector<std::uint32_t>> route_pos_;  ///< per slot: index of the flow in its j-th link's list
     std::vector<std::uint32_t> free_flows_;
 
     // Scratch, reused across recomputations.

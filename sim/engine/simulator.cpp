@@ -51,6 +51,7 @@
 
 #include "event_queue.hpp"
 #include "flow_network.hpp"
+#include "huge_pages.hpp"
 #include "memory_pool.hpp"
 
 #include <algorithm>
@@ -135,23 +136,23 @@ struct Simulator::Impl {
     };
 
     // ---- graph ----
-    std::vector<Stream> streams;
+    detail::BigVector<Stream> streams;
     std::vector<std::string> stream_names;
     std::vector<std::vector<StreamId>> stream_slows;  ///< streams each one slows while it carries bytes
     std::vector<std::string> link_names;
     std::vector<std::uint32_t>
         route_scratch;  ///< add_route: per link, its place in the route being merged + 1
     detail::FlowNetwork net;
-    std::vector<std::uint32_t> flow_task;  ///< flow slot -> task slot
+    detail::BigVector<std::uint32_t> flow_task;  ///< flow slot -> task slot
     std::vector<detail::MemoryPool> pools;
     LabelFn label_fn;
 
-    std::vector<Task> tasks;
-    std::vector<std::int64_t> ends;  ///< per task, without streaming only (per-task results)
+    detail::BigVector<Task> tasks;
+    detail::BigVector<std::int64_t> ends;  ///< per task, without streaming only (per-task results)
     std::vector<std::uint32_t> free_tasks;
-    std::vector<Edge> edges;
+    detail::BigVector<Edge> edges;
     std::uint32_t free_edge = kNone;
-    std::vector<EffectNode> effect_nodes;
+    detail::BigVector<EffectNode> effect_nodes;
     std::uint32_t free_effect = kNone;
 
     // ---- streaming ----
@@ -168,7 +169,7 @@ struct Simulator::Impl {
     /// behind it has events; it grows when events are scheduled into it), the rest in a radix queue. An event's state
     /// is prefetched when it enters the window and its followers' halfway through, so that the slots it reads are
     /// in cache by the time it runs.
-    static constexpr std::size_t kAhead = 8;
+    static constexpr std::size_t kAhead = 12;
     std::vector<Event> ahead = std::vector<Event>(16);  ///< a ring; its size is a power of two
     std::size_t ahead_first = 0;
     std::size_t ahead_count = 0;
@@ -342,7 +343,10 @@ struct Simulator::Impl {
                 __builtin_prefetch(&tasks[ev.slot]);
                 break;
             case flow_start: __builtin_prefetch(&tasks[ev.target]); break;
-            case flow_done: net.prefetch_flow(ev.target); break;
+            case flow_done:
+                net.prefetch_flow(ev.target);
+                __builtin_prefetch(&flow_task[ev.target]);
+                break;
         }
     }
     /// Halfway through the window the event's own record has arrived: asks for what it will read next (a task end:
@@ -357,8 +361,32 @@ struct Simulator::Impl {
             }
             case flow_start:
                 if (tasks[ev.target].route != kNone) net.prefetch_route(tasks[ev.target].route);
+                __builtin_prefetch(&streams[tasks[ev.target].stream]);
                 break;
-            case flow_done: net.prefetch_flow_links(ev.target); break;
+            case flow_done:
+                net.prefetch_flow_links(ev.target);
+                __builtin_prefetch(&tasks[0] + flow_task[ev.target]);
+                break;
+        }
+    }
+    /// A quarter of the window before it runs, the followers have arrived: asks for the streams they will try to start
+    /// (and, for a flow's end, its task's first successor).
+    void prefetch_followers2(const Event& ev) const {
+        switch (static_cast<EventType>(ev.key & 3)) {
+            case task_end: {
+                const Task& k = tasks[ev.slot];
+                if (k.first_succ != kNone) __builtin_prefetch(&streams[tasks[k.first_succ].stream]);
+                break;
+            }
+            case flow_start: break;
+            case flow_done: {
+                const std::uint32_t t = flow_task[ev.target];
+                if (t >= tasks.size()) break;
+                const Task& k = tasks[t];
+                __builtin_prefetch(&streams[k.stream]);
+                if (k.first_succ != kNone) __builtin_prefetch(&tasks[k.first_succ]);
+                break;
+            }
         }
     }
     /// Whether an event is due at `now`.
@@ -391,6 +419,7 @@ struct Simulator::Impl {
             prefetch_state(next);
         }
         if (ahead_count > kAhead / 2) prefetch_followers(ahead_at(kAhead / 2 - 1));
+        if (ahead_count > kAhead / 4) prefetch_followers2(ahead_at(kAhead / 4 - 1));
         return top;
     }
 
