@@ -90,6 +90,23 @@ public:
     void prefetch_flow_links(std::uint32_t flow) const {
         const Flow& f = flows_[flow];
         for (std::uint32_t j = 0; j < f.route_length; ++j) __builtin_prefetch(&links_[route_[f.route_offset + j].link]);
+        __builtin_prefetch(route_pos_[flow].data());
+    }
+    /// Once the link records have arrived: the place in each link's flow list that joining (a route about to open a
+    /// flow) or leaving (an active flow) will write.
+    void prefetch_route_lists(std::uint32_t r) const {
+        for (const LinkUse& use : route(r)) {
+            const auto& on = links_[use.link].on;
+            __builtin_prefetch(on.data() + on.size(), 1);
+        }
+    }
+    void prefetch_flow_lists(std::uint32_t flow) const {
+        const Flow& f = flows_[flow];
+        const std::uint32_t* pos = route_pos_[flow].data();
+        for (std::uint32_t j = 0; j < f.route_length; ++j) {
+            const auto& on = links_[route_[f.route_offset + j].link].on;
+            if (pos[j] < on.size()) __builtin_prefetch(on.data() + pos[j], 1);  // a stale event's flow may have left
+        }
     }
 
     /// The flow begins to move bytes at `now`; its rate is set by the next `recompute()`.

@@ -370,7 +370,8 @@ struct Simulator::Impl {
         }
     }
     /// A quarter of the window before it runs, the followers have arrived: asks for the streams they will try to start
-    /// (and, for a flow's end, its task's first successor).
+    /// (and, for a flow's end, its task's first successor), and for a flow's start or end the places in its links' flow
+    /// lists that it will write.
     void prefetch_followers2(const Event& ev) const {
         switch (static_cast<EventType>(ev.key & 3)) {
             case task_end: {
@@ -378,8 +379,11 @@ struct Simulator::Impl {
                 if (k.first_succ != kNone) __builtin_prefetch(&streams[tasks[k.first_succ].stream]);
                 break;
             }
-            case flow_start: break;
+            case flow_start:
+                if (tasks[ev.target].route != kNone) net.prefetch_route_lists(tasks[ev.target].route);
+                break;
             case flow_done: {
+                net.prefetch_flow_lists(ev.target);
                 const std::uint32_t t = flow_task[ev.target];
                 if (t >= tasks.size()) break;
                 const Task& k = tasks[t];
