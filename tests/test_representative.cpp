@@ -30,6 +30,9 @@ Scenario replicated(int p, int d, bool variation) {
 IterationResult run(const Scenario& sc, bool representative) {
     SimulationOptions opt;
     opt.representative_replicas = representative;
+    // Task counts compare a replica's tasks with d replicas' (fused units would shrink the full run's: the results
+    // are the same either way, test_fused_units.cpp).
+    opt.fuse_units = false;
     return simulate(sc, opt);
 }
 

@@ -37,6 +37,12 @@ struct SimulationOptions {
     /// pipeline transfers and tensor-parallel flows competing for shared links, and differences between
     /// replicas' pipelines.
     bool representative_replicas = false;
+    /// Fused units (on by default; the result is the same to the picosecond, only tasks and events change): a GPU
+    /// group whose spans nothing reads (not replica 0, not traced), whose tensor-parallel links are its own and
+    /// whose kernels no data-parallel collective can slow while its units run (no overlap_grad_reduce or
+    /// overlap_param_gather) runs each forward or backward unit as two compute tasks, its first and the rest,
+    /// the rest lasting the sum of its kernels and collectives (an overlapped pair: the longer of the two).
+    bool fuse_units = true;
 };
 
 /// With SimulationOptions::representative_replicas, how many data-parallel replicas per stage are simulated:

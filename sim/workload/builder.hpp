@@ -127,6 +127,9 @@ private:
         std::size_t buckets = 0;     // with overlap_grad_reduce: layers whose gradient is complete
         bool finished = false;
         bool reduce_at_end = false;  // the gradient reduction (after the averaging pass) follows the whole program
+        /// Its units run as few tasks as the times allow (see fuse_units): nothing reads its spans, its tp links are its
+        /// own and no data-parallel collective can slow its kernels while a unit runs.
+        bool fused = false;
     };
     static constexpr TaskId kNoTask = ~TaskId{0};
     struct UnitTasks {
@@ -185,6 +188,12 @@ private:
     const Plan& tp_phases(Group& g, CollectiveKind kind, Bytes message, bool context = false);
     /// Emits a unit's steps on group g after `after` (optional); returns its first and last task.
     UnitTasks emit_unit(Group& g, const Unit& unit, std::optional<TaskId> after, std::uint32_t label);
+    /// Marks the groups whose units may run fused (after find_private_tp_links): a unit's synchronous tp
+    /// collectives then join the kernels around them in one compute task of their summed length (the same
+    /// picoseconds: each piece would have started the instant the one before it ended).
+    void fuse_units();
+    /// The tasks a unit runs as (for the progress estimate).
+    [[nodiscard]] double unit_tasks(const Unit& unit, bool fused) const;
     TaskId emit_phases(StreamId stream, const Plan& phases, std::span<const TaskId> deps, std::uint32_t label, TaskId* first);
     /// The phases with their routes interned.
     Plan intern(const std::vector<fabric::CollectivePhase>& phases);

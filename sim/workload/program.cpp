@@ -60,6 +60,7 @@ void Builder::build() {
     reductions_.resize(static_cast<std::size_t>(e_.pipeline));
     empty_route_ = sim_.add_route({});
     find_private_tp_links();
+    fuse_units();
     const int p = e_.pipeline;
     for (int r = 0; r < p; ++r) {
         const auto& program = programs_[static_cast<std::size_t>(r)];
@@ -160,6 +161,22 @@ void Builder::find_private_tp_links() {
     }
 }
 
+void Builder::fuse_units() {
+    // A data-parallel collective that runs beside the units (layer buckets, overlapped parameter gathers) slows the
+    // kernels and not the tp collectives, which one task could not tell apart; otherwise a stage's reduction starts
+    // after every replica's last unit. Replica 0 is read for the metrics, traced groups for their spans.
+    if (!options_.fuse_units || (e_.overlap_grad_reduce && weight_replicas() > 1) || !gather_streams_.empty()) return;
+    double estimate = 0;
+    for (Group& g : groups_) {
+        g.fused = g.replica != 0 && !traced(g.stage, g.replica);
+        for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
+            const int v = schedule::virtual_stage(shape_, g.stage, chunk);
+            for (const bool forward : {true, false}) estimate += (unit_tasks(unit_for(forward, v), g.fused) + 3.0) * shape_.microbatches;
+        }
+    }
+    expected_tasks_ = static_cast<std::uint64_t>(estimate);
+}
+
 void Builder::make_groups() {
     const int p = e_.pipeline, d = e_.data, t = e_.tensor, c = e_.context;
     const std::vector<std::string> categories = memory_category_names();
@@ -232,11 +249,9 @@ void Builder::check_task_limit() {
     for (int r = 0; r < p; ++r) {
         for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
             double per_microbatch = 0;
-            for (const bool forward : {true, false}) {
-                for (const UnitStep& st : unit_for(forward, schedule::virtual_stage(shape_, r, chunk)).steps)
-                    per_microbatch += st.is_compute ? 1.0 : 2.0;
-                per_microbatch += 3.0;  // p2p call, transfer
-            }
+            for (const bool forward : {true, false})
+                per_microbatch += unit_tasks(unit_for(forward, schedule::virtual_stage(shape_, r, chunk)), false) +
+                                  3.0;  // p2p call, transfer
             estimate += per_microbatch * shape_.microbatches;
         }
     }

@@ -2,6 +2,7 @@
 // GPU group (compute kernels on the compute stream, tensor-parallel collectives as flows on the tp stream).
 #include "builder.hpp"
 
+#include <algorithm>
 #include <array>
 #include <span>
 
@@ -97,19 +98,54 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             out.valid = true;
         }
     };
+    // A fused group (fuse_units), after the unit's first task (kept apart: the recompute workspace is held while it
+    // runs): kernels and synchronous collectives that move alone add up here and run as one compute task.
+    Time pending = Time::zero();
+    bool have_pending = false;
+    auto flush = [&] {
+        if (!have_pending) return;
+        const TaskId t = sim_.add_compute(g.compute, pending, label);
+        for (TaskId d : prev) sim_.add_dependency(d, t);
+        prev.set(t);
+        pending = Time::zero();
+        have_pending = false;
+    };
     for (std::size_t i = 0; i < unit.steps.size(); ++i) {
         const UnitStep& s = unit.steps[i];
+        const bool fusing = g.fused && out.valid;
         if (s.is_compute) {
+            if (fusing) {
+                pending += span_time(g, s.duration);
+                have_pending = true;
+                continue;
+            }
             TaskId t = sim_.add_compute(g.compute, span_time(g, s.duration), label);
             for (TaskId d : prev) sim_.add_dependency(d, t);
             note_first(t);
             prev.set(t);
             continue;
         }
+        const Plan& plan = tp_phases(g, s.kind, s.message, s.context_group);
+        const bool paired = s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute;
+        if (fusing && std::all_of(plan.begin(), plan.end(), [](const PlannedPhase& ph) { return ph.alone.has_value(); })) {
+            // Its phases run one after another on the idle tp stream, each its latency plus its alone time; the
+            // kernels overlapped with it start with it on the idle compute stream, and what follows waits for both.
+            Time moving = Time::zero();
+            for (const PlannedPhase& ph : plan) moving += ph.latency + *ph.alone;
+            if (paired) {
+                const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
+                moving = std::max(moving, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c)));
+                ++i;
+            }
+            pending += moving;
+            have_pending = true;
+            continue;
+        }
+        flush();
         TaskId first{};
-        const TaskId last = emit_phases(g.tp, tp_phases(g, s.kind, s.message, s.context_group), prev.span(), tp_label, &first);
+        const TaskId last = emit_phases(g.tp, plan, prev.span(), tp_label, &first);
         note_first(first);
-        if (s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute) {
+        if (paired) {
             // The overlapped kernels lose the SMs the collective holds while it runs.
             const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
             TaskId w = sim_.add_compute(g.compute, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c)),
@@ -123,6 +159,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             prev.set(last);
         }
     }
+    flush();
     if (!out.valid) {
         out.first = out.last = sim_.add_compute(g.compute, Time::zero(), label);
         out.valid = true;
@@ -136,6 +173,30 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         for (TaskId d : prev) sim_.add_dependency(d, out.last);
     }
     return out;
+}
+
+double Builder::unit_tasks(const Unit& unit, bool fused) const {
+    // As emit_unit: a collective counts two tasks (phases) unfused; fused, what follows the first task runs as one
+    // task (collectives that move alone, as in a group that fuses).
+    double n = 0;
+    bool pending = false;
+    for (std::size_t i = 0; i < unit.steps.size(); ++i) {
+        const UnitStep& s = unit.steps[i];
+        const bool paired = !s.is_compute && s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute;
+        if (fused && i > 0) {
+            pending = true;
+            i += paired ? 1 : 0;
+            continue;
+        }
+        if (pending) n += 1.0;
+        pending = false;
+        n += s.is_compute ? 1.0 : 2.0;
+        if (paired) {
+            n += 1.0;
+            ++i;
+        }
+    }
+    return n + (pending ? 1.0 : 0.0);
 }
 
 void Builder::for_each_pass(bool forward, int v,

@@ -1,0 +1,100 @@
+// Fused units (SimulationOptions::fuse_units): a GPU group whose spans nothing reads runs each unit as two compute
+// tasks, the second lasting the sum of its kernels and alone-moving collectives. Each piece would have started the
+// instant the one before it ended, so every result is the unfused simulation's to the picosecond; only the task
+// and event counts fall. Where a data-parallel collective can run beside the units, nothing is fused.
+#include "fixtures.hpp"
+#include "strata/simulate.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace strata;
+
+namespace {
+
+IterationResult run(const Scenario& sc, bool fuse) {
+    SimulationOptions opt;
+    opt.fuse_units = fuse;
+    return simulate(sc, opt);
+}
+
+void check_same(const IterationResult& plain, const IterationResult& fused) {
+    CHECK(fused.iteration_time == plain.iteration_time);
+    CHECK(fused.exposed_comm.tensor == plain.exposed_comm.tensor);
+    CHECK(fused.exposed_comm.pipeline == plain.exposed_comm.pipeline);
+    CHECK(fused.exposed_comm.data_parallel == plain.exposed_comm.data_parallel);
+    CHECK(fused.stage_busy_s == plain.stage_busy_s);
+    CHECK(fused.bubble_fraction == plain.bubble_fraction);
+    CHECK(fused.peak_memory == plain.peak_memory);
+    CHECK(fused.peak_memory_stage == plain.peak_memory_stage);
+    CHECK(fused.first_stage_activation_peak == plain.first_stage_activation_peak);
+    CHECK(fused.oom == plain.oom);
+    CHECK(fused.oom_detail == plain.oom_detail);
+    CHECK(fused.slowest_group_factor == plain.slowest_group_factor);
+}
+
+}  // namespace
+
+TEST_CASE("fused units: the same result to the picosecond with fewer tasks", "[fused]") {
+    const int p = GENERATE(1, 4);
+    const int m = GENERATE(1, 2);
+    const bool sp = GENERATE(false, true);
+    const Recompute rc = GENERATE(Recompute::selective, Recompute::full);
+    if (p == 1 && m == 2) return;  // interleaving needs a pipeline
+    Scenario sc = strata::testing::with_data(strata::testing::small_22b(p, m, 8, sp, rc), 4);
+    // Variation on, run-to-run jitter too: every span's draw must land where it did.
+    sc.system.variation.gpu_sigma = 0.02;
+    sc.system.variation.span_sigma = 0.03;
+    bool fewer = true;
+    SECTION("t = 8") {}
+    SECTION("t = 8, tensor-parallel overlap") {
+        sc.execution.tp_comm_overlap = sp;
+        validate(sc);
+    }
+    SECTION("t = 4: two replicas per node, whose reduction shares the tensor-parallel links (nothing moves alone)") {
+        sc.execution.tensor = 4;
+        validate(sc);
+        fewer = false;
+    }
+    bool over = false;
+    SECTION("over capacity (the first group to exceed it is named)") {
+        sc.system.memory_capacity = Bytes(8LL << 30);
+        over = true;
+    }
+    CAPTURE(p, m, sp, static_cast<int>(rc), sc.execution.tensor);
+    const IterationResult plain = run(sc, false);
+    const IterationResult fused = run(sc, true);
+    check_same(plain, fused);
+    CHECK(plain.oom == over);
+    if (fewer) {
+        // Three of the four replicas fuse: their units' tasks shrink to two each.
+        CHECK(fused.tasks * 10 < plain.tasks * 8);
+        CHECK(fused.events < plain.events);
+    } else {
+        CHECK(fused.tasks == plain.tasks);
+    }
+}
+
+TEST_CASE("fused units: nothing is fused where a data-parallel collective runs beside the units", "[fused]") {
+    Scenario sc = strata::testing::with_data(strata::testing::small_22b(2, 1, 8, true, Recompute::selective), 4);
+    SECTION("overlapped per-layer reduction") {
+        sc.execution.overlap_grad_reduce = true;
+    }
+    SECTION("overlapped parameter gather") {
+        sc.execution.distributed_optimizer = true;
+        sc.execution.overlap_param_gather = true;
+    }
+    validate(sc);
+    const IterationResult plain = run(sc, false);
+    const IterationResult fused = run(sc, true);
+    check_same(plain, fused);
+    CHECK(fused.tasks == plain.tasks);
+    CHECK(fused.events == plain.events);
+}
+
+TEST_CASE("fused units: one replica (nothing but replica 0) runs unfused", "[fused]") {
+    const Scenario sc = strata::testing::small_22b(2, 1, 8, true, Recompute::selective);
+    const IterationResult plain = run(sc, false);
+    const IterationResult fused = run(sc, true);
+    check_same(plain, fused);
+    CHECK(fused.tasks == plain.tasks);
+}
