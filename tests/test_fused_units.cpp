@@ -1,5 +1,6 @@
-// Fused units (SimulationOptions::fuse_units): a GPU group whose spans nothing reads runs each unit as two compute
-// tasks, the second lasting the sum of its kernels and alone-moving collectives. Each piece would have started the
+// Fused units (SimulationOptions::fuse_units): a GPU group whose spans nothing reads runs each unit as one compute
+// task (a backward unit that holds a recompute workspace: two), lasting the sum of its kernels and alone-moving
+// collectives, and its pipeline calls are posted by the unit's last task. Each piece would have started the
 // instant the one before it ended, so every result is the unfused simulation's to the picosecond; only the task
 // and event counts fall. Where a data-parallel collective can run beside the units, nothing is fused.
 #include "fixtures.hpp"
@@ -50,7 +51,7 @@ TEST_CASE("fused units: the same result to the picosecond with fewer tasks", "[f
         sc.execution.tp_comm_overlap = sp;
         validate(sc);
     }
-    SECTION("t = 4: two replicas per node, whose reduction shares the tensor-parallel links (nothing moves alone)") {
+    SECTION("t = 4: two replicas per node, whose reduction shares the tensor-parallel links (no collective moves alone)") {
         sc.execution.tensor = 4;
         validate(sc);
         fewer = false;
@@ -70,7 +71,9 @@ TEST_CASE("fused units: the same result to the picosecond with fewer tasks", "[f
         CHECK(fused.tasks * 10 < plain.tasks * 8);
         CHECK(fused.events < plain.events);
     } else {
-        CHECK(fused.tasks == plain.tasks);
+        // Only the calls' posts (the unit's last task stands for one) and a forward unit's opening kernels merge.
+        CHECK(fused.tasks <= plain.tasks);
+        CHECK(fused.tasks * 10 > plain.tasks * 8);
     }
 }
 

@@ -105,6 +105,12 @@ public:
     [[nodiscard]] std::string describe(std::uint32_t label) const;
 
 private:
+    /// A fused unit's second part: from step `from` to the end, `rest` long (emit_unit with `keep_first`).
+    struct FusedPart {
+        bool keep_first = true;
+        std::size_t from = 0;
+        Time rest;
+    };
     struct Group {
         int stage = 0, replica = 0;
         std::vector<int> gpus;                       // its t x c GPUs, context rank major
@@ -124,12 +130,15 @@ private:
         // Generation: the next instruction of its program, the last task so far, buckets so far, done.
         std::size_t pc = 0;
         std::optional<TaskId> prev_last;
+        bool prev_unit = false;      // prev_last ends a unit (not a call)
         std::size_t buckets = 0;     // with overlap_grad_reduce: layers whose gradient is complete
         bool finished = false;
         bool reduce_at_end = false;  // the gradient reduction (after the averaging pass) follows the whole program
         /// Its units run as few tasks as the times allow (see fuse_units): nothing reads its spans, its tp links are its
         /// own and no data-parallel collective can slow its kernels while a unit runs.
         bool fused = false;
+        /// Fused units it ran before (without run-to-run jitter): where each one's fused part starts, and its length.
+        std::vector<std::pair<const Unit*, FusedPart>> fused_parts;
     };
     static constexpr TaskId kNoTask = ~TaskId{0};
     struct UnitTasks {
@@ -187,7 +196,9 @@ private:
     /// c (or t) such collectives of the group run at once.
     const Plan& tp_phases(Group& g, CollectiveKind kind, Bytes message, bool context = false);
     /// Emits a unit's steps on group g after `after` (optional); returns its first and last task.
-    UnitTasks emit_unit(Group& g, const Unit& unit, std::optional<TaskId> after, std::uint32_t label);
+    /// `keep_first`: in a fused group, the unit's first task stays apart (it holds the recompute workspace).
+    UnitTasks emit_unit(Group& g, const Unit& unit, std::optional<TaskId> after, std::uint32_t label,
+                        bool keep_first = true);
     /// Marks the groups whose units may run fused (after find_private_tp_links): a unit's synchronous tp
     /// collectives then join the kernels around them in one compute task of their summed length (the same
     /// picoseconds: each piece would have started the instant the one before it ended).

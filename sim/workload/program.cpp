@@ -291,8 +291,15 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     // that a unit opening with a collective does not overtake the previous unit's last kernels).
     if (ins.kind == schedule::Instruction::Kind::call) {
         const schedule::Call& call = ins.call;
-        const TaskId post = sim_.add_compute(g.compute, Time::zero(), make_label(TaskKind::p2p, 0, 0));
-        if (g.prev_last) sim_.add_dependency(*g.prev_last, post);
+        // A fused group posts the call as its unit's last task ends: that task stands for the zero-length post.
+        TaskId post{};
+        if (g.fused && g.prev_unit) {
+            post = *g.prev_last;
+        } else {
+            post = sim_.add_compute(g.compute, Time::zero(), make_label(TaskKind::p2p, 0, 0));
+            if (g.prev_last) sim_.add_dependency(*g.prev_last, post);
+        }
+        g.prev_unit = false;
         const TaskId wait = sim_.add_compute(g.compute, Time::zero(), make_label(TaskKind::p2p, 0, 0));
         sim_.add_dependency(post, wait);
         for (std::size_t i = 0; i < call.send_count; ++i) on_send(gi, call.sends[i], post, wait);
@@ -316,9 +323,11 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     const int v = schedule::virtual_stage(shape_, g.stage, s.chunk);
     const std::uint32_t label = make_label(s.forward ? TaskKind::forward : TaskKind::backward, s.chunk, s.microbatch);
     const bool split = !s.forward && e_.overlap_grad_reduce && weight_replicas() > 1 && s.microbatch == n - 1;
-    const UnitTasks ut =
-        split ? emit_backward_by_layer(g, v, g.prev_last, label) : emit_unit(g, unit_for(s.forward, v), g.prev_last, label);
+    const Bytes workspace = s.forward ? Bytes(0) : activations_.recompute_workspace(g.stage);
+    const UnitTasks ut = split ? emit_backward_by_layer(g, v, g.prev_last, label)
+                               : emit_unit(g, unit_for(s.forward, v), g.prev_last, label, workspace.value > 0);
     g.prev_last = ut.last;
+    g.prev_unit = true;
     const UnitActivations a = activations_.of(g.stage, s.chunk);
     if (s.forward) {
         sim_.add_memory_effect(ut.first, {g.pool, activations, a.layers, Bytes(0)});
@@ -329,7 +338,6 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     sim_.add_memory_effect(ut.last, {g.pool, activations, Bytes(0), a.layers});
     if (v == 0) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.embedding});
     if (v == last_v) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.output});
-    const Bytes workspace = activations_.recompute_workspace(g.stage);
     if (workspace.value > 0)
         sim_.add_memory_effect(ut.first, {g.pool, index(MemoryCategory::recompute), workspace, workspace});
     g.last_backward = ut.last;

@@ -78,7 +78,7 @@ TaskId Builder::emit_phases(StreamId stream, const Plan& phases, std::span<const
 }
 
 Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<TaskId> after,
-                                      std::uint32_t label) {
+                                      std::uint32_t label, bool keep_first) {
     UnitTasks out;
     // What the next step waits for: at most two tasks (an overlapped collective and the kernels beside it).
     struct Prev {
@@ -98,25 +98,41 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             out.valid = true;
         }
     };
-    // A fused group (fuse_units), after the unit's first task (kept apart: the recompute workspace is held while it
-    // runs): kernels and synchronous collectives that move alone add up here and run as one compute task.
+    // A fused group (fuse_units), after the unit's first task if `keep_first` (a backward unit's recompute workspace is
+    // held while its first task runs): kernels and synchronous collectives that move alone add up here and run as one
+    // compute task.
     Time pending = Time::zero();
     bool have_pending = false;
+    bool interrupted = false;  // a collective that does not move alone split the fused part
+    std::size_t rest_from = unit.steps.size();  // where the fused part starts
     auto flush = [&] {
         if (!have_pending) return;
         const TaskId t = sim_.add_compute(g.compute, pending, label);
         for (TaskId d : prev) sim_.add_dependency(d, t);
+        note_first(t);
         prev.set(t);
         pending = Time::zero();
         have_pending = false;
     };
-    for (std::size_t i = 0; i < unit.steps.size(); ++i) {
+    auto add_pending = [&](Time t, std::size_t i) {
+        if (!have_pending && rest_from == unit.steps.size()) rest_from = i;
+        pending += t;
+        have_pending = true;
+    };
+    // Without run-to-run jitter a group's spans are fixed, so the fused part of a unit it ran before is taken as it was.
+    const bool cacheable = g.fused && !variation_.span_active();
+    const FusedPart* cached = nullptr;
+    if (cacheable) {
+        for (const auto& [u, part] : g.fused_parts)
+            if (u == &unit && part.keep_first == keep_first) cached = &part;
+    }
+    const std::size_t end = cached ? cached->from : unit.steps.size();
+    for (std::size_t i = 0; i < end; ++i) {
         const UnitStep& s = unit.steps[i];
-        const bool fusing = g.fused && out.valid;
+        const bool fusing = g.fused && (out.valid || !keep_first);
         if (s.is_compute) {
             if (fusing) {
-                pending += span_time(g, s.duration);
-                have_pending = true;
+                add_pending(span_time(g, s.duration), i);
                 continue;
             }
             TaskId t = sim_.add_compute(g.compute, span_time(g, s.duration), label);
@@ -137,10 +153,10 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
                 moving = std::max(moving, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c)));
                 ++i;
             }
-            pending += moving;
-            have_pending = true;
+            add_pending(moving, i);
             continue;
         }
+        interrupted = interrupted || have_pending;
         flush();
         TaskId first{};
         const TaskId last = emit_phases(g.tp, plan, prev.span(), tp_label, &first);
@@ -158,6 +174,12 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             if (g.replica == 0) mark_exposed_tp(last);
             prev.set(last);
         }
+    }
+    if (cached) {
+        pending = cached->rest;
+        have_pending = true;
+    } else if (cacheable && !interrupted && have_pending) {
+        g.fused_parts.push_back({&unit, FusedPart{keep_first, rest_from, pending}});
     }
     flush();
     if (!out.valid) {
@@ -177,7 +199,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
 
 double Builder::unit_tasks(const Unit& unit, bool fused) const {
     // As emit_unit: a collective counts two tasks (phases) unfused; fused, what follows the first task runs as one
-    // task (collectives that move alone, as in a group that fuses).
+    // task (collectives that move alone, as in a group that fuses; the first kept apart, as a backward unit's is).
     double n = 0;
     bool pending = false;
     for (std::size_t i = 0; i < unit.steps.size(); ++i) {
