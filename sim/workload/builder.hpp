@@ -134,8 +134,8 @@ private:
         std::size_t buckets = 0;     // with overlap_grad_reduce: layers whose gradient is complete
         bool finished = false;
         bool reduce_at_end = false;  // the gradient reduction (after the averaging pass) follows the whole program
-        /// Its units run as few tasks as the times allow (see fuse_units): nothing reads its spans, its tp links are its
-        /// own and no data-parallel collective can slow its kernels while a unit runs.
+        /// Its units run as few tasks as the times allow (fuse_units): nothing reads its spans. A unit fuses when
+        /// no data-parallel collective can slow its kernels meanwhile (dp_quiet), its collectives where they move alone.
         bool fused = false;
         /// Fused units it ran before (without run-to-run jitter): where each one's fused part starts, and its length.
         std::vector<std::pair<const Unit*, FusedPart>> fused_parts;
@@ -196,9 +196,16 @@ private:
     /// c (or t) such collectives of the group run at once.
     const Plan& tp_phases(Group& g, CollectiveKind kind, Bytes message, bool context = false);
     /// Emits a unit's steps on group g after `after` (optional); returns its first and last task.
-    /// `keep_first`: in a fused group, the unit's first task stays apart (it holds the recompute workspace).
+    /// `keep_first`: in a fused group, the unit's first task stays apart (it holds the recompute workspace);
+    /// `may_fuse`: false for the pieces of a backward split by layer (their buckets start reductions).
     UnitTasks emit_unit(Group& g, const Unit& unit, std::optional<TaskId> after, std::uint32_t label,
-                        bool keep_first = true);
+                        bool keep_first = true, bool may_fuse = true);
+    /// No data-parallel collective of g's stage can run while the unit generated now runs: g has not reached a
+    /// backward split by layer (the first bucket reduction needs it) and the stage's overlapped parameter gather,
+    /// if any, is over.
+    [[nodiscard]] bool dp_quiet(const Group& g) const {
+        return g.buckets == 0 && (gather_left_.empty() || gather_left_[static_cast<std::size_t>(g.stage)] == 0);
+    }
     /// Marks the groups whose units may run fused (after find_private_tp_links): a unit's synchronous tp
     /// collectives then join the kernels around them in one compute task of their summed length (the same
     /// picoseconds: each piece would have started the instant the one before it ended).
@@ -273,6 +280,8 @@ private:
     std::vector<Group> groups_;
     std::vector<StreamId> dp_streams_;
     std::vector<StreamId> gather_streams_;                       // overlapped parameter all-gather, per stage
+    std::vector<std::int32_t> gather_stage_;                     // stream -> stage whose gather stream it is, or -1
+    std::vector<std::uint32_t> gather_left_;                     // per stage: the gather's tasks not finished yet
     std::vector<std::size_t> last_backward_pc_;                  // per stage: its program's last backward unit
     std::vector<std::uint32_t> compute_group_;                   // stream -> group whose compute stream it is
     std::unordered_map<std::uint64_t, PendingMessage> pending_;  // key: receiver group x per_group + message

@@ -201,8 +201,15 @@ void Builder::maybe_gather_parameters(int r) {
 
 void Builder::emit_overlapped_param_gathers() {
     // Overlapped (--overlap-param-gather): the previous iteration's gather, under this iteration's forward.
-    for (std::size_t r = 0; r < gather_streams_.size(); ++r)
-        emit_phases(gather_streams_[r], dp_plan(static_cast<int>(r), DpMessage::gather), {}, make_label(TaskKind::dp, 1, 0), nullptr);
+    if (gather_streams_.empty()) return;
+    gather_stage_.assign(sim_.stream_count(), -1);
+    gather_left_.assign(gather_streams_.size(), 0);
+    for (std::size_t r = 0; r < gather_streams_.size(); ++r) {
+        const Plan& plan = dp_plan(static_cast<int>(r), DpMessage::gather);
+        emit_phases(gather_streams_[r], plan, {}, make_label(TaskKind::dp, 1, 0), nullptr);
+        gather_stage_[gather_streams_[r]] = static_cast<std::int32_t>(r);
+        gather_left_[r] = static_cast<std::uint32_t>(std::max<std::size_t>(1, plan.size()));  // a marker when empty
+    }
 }
 
 }  // namespace strata::workload

@@ -29,6 +29,10 @@ void Builder::mark_exposed_tp(TaskId t) {
 }
 
 void Builder::observe(const engine::TaskRecord& r) {
+    if (!gather_stage_.empty()) {
+        const std::int32_t s = gather_stage_[r.stream];
+        if (s >= 0 && gather_left_[static_cast<std::size_t>(s)] > 0) --gather_left_[static_cast<std::size_t>(s)];
+    }
     if (interval_tp_[r.stream] && interval_stage_[r.stream] >= 0) {
         const std::size_t slot = engine::task_slot(r.task);
         if (slot < exposed_tp_.size() && exposed_tp_[slot] == engine::task_generation(r.task) + 1) {

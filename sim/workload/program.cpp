@@ -162,10 +162,8 @@ void Builder::find_private_tp_links() {
 }
 
 void Builder::fuse_units() {
-    // A data-parallel collective that runs beside the units (layer buckets, overlapped parameter gathers) slows the
-    // kernels and not the tp collectives, which one task could not tell apart; otherwise a stage's reduction starts
-    // after every replica's last unit. Replica 0 is read for the metrics, traced groups for their spans.
-    if (!options_.fuse_units || (e_.overlap_grad_reduce && weight_replicas() > 1) || !gather_streams_.empty()) return;
+    // Replica 0 is read for the metrics, traced groups for their spans.
+    if (!options_.fuse_units) return;
     double estimate = 0;
     for (Group& g : groups_) {
         g.fused = g.replica != 0 && !traced(g.stage, g.replica);

@@ -78,7 +78,7 @@ TaskId Builder::emit_phases(StreamId stream, const Plan& phases, std::span<const
 }
 
 Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<TaskId> after,
-                                      std::uint32_t label, bool keep_first) {
+                                      std::uint32_t label, bool keep_first, bool may_fuse) {
     UnitTasks out;
     // What the next step waits for: at most two tasks (an overlapped collective and the kernels beside it).
     struct Prev {
@@ -120,7 +120,8 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         have_pending = true;
     };
     // Without run-to-run jitter a group's spans are fixed, so the fused part of a unit it ran before is taken as it was.
-    const bool cacheable = g.fused && !variation_.span_active();
+    const bool fuse = g.fused && may_fuse && dp_quiet(g);
+    const bool cacheable = fuse && !variation_.span_active();
     const FusedPart* cached = nullptr;
     if (cacheable) {
         for (const auto& [u, part] : g.fused_parts)
@@ -129,7 +130,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
     const std::size_t end = cached ? cached->from : unit.steps.size();
     for (std::size_t i = 0; i < end; ++i) {
         const UnitStep& s = unit.steps[i];
-        const bool fusing = g.fused && (out.valid || !keep_first);
+        const bool fusing = fuse && (out.valid || !keep_first);
         if (s.is_compute) {
             if (fusing) {
                 add_pending(span_time(g, s.duration), i);
@@ -269,7 +270,7 @@ Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optiona
     UnitTasks all;
     std::optional<TaskId> prev = after;
     for (std::size_t i = 0; i < bp.pieces.size(); ++i) {
-        const UnitTasks ut = emit_unit(g, bp.pieces[i], prev, label);
+        const UnitTasks ut = emit_unit(g, bp.pieces[i], prev, label, true, false);
         if (!all.valid) {
             all.first = ut.first;
             all.valid = true;
