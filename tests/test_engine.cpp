@@ -1040,3 +1040,71 @@ TEST_CASE("a dependency on a task id that was never issued is an error, not a sa
     CHECK_THROWS_WITH(sim.add_dependency(a, TaskId{99}), Catch::Contains("out of range"));
     CHECK_NOTHROW(sim.add_dependency(a, b));
 }
+
+namespace {
+
+/// Random contention over links some of which have twins (the same bandwidth, beside their original in every route
+/// with the same multiplicity: a bundle), one with a near-twin of another bandwidth and one with a twin that a
+/// route crosses without it (neither bundles). Flows start at staggered times. Returns every transfer's end time;
+/// `removed` gets seal_routes()'s count when sealed.
+std::vector<Time> bundled_run(bool seal, std::size_t* removed, std::size_t* twin_uses) {
+    Lcg rng{777};
+    Simulator sim;
+    const int base = 6;
+    std::vector<LinkId> link(base);
+    std::vector<double> cap(base);
+    for (int l = 0; l < base; ++l) {
+        cap[l] = 1e9 * (1 + rng.below(4));
+        link[l] = sim.add_link("l" + std::to_string(l), bw(cap[l]));
+    }
+    std::vector<std::optional<LinkId>> twin(base);
+    for (int l = 2; l < base; ++l) twin[l] = sim.add_link("twin" + std::to_string(l), bw(cap[l]));
+    twin[0] = sim.add_link("near", bw(cap[0] * 1.5));  // another bandwidth: not a bundle
+    twin[1] = sim.add_link("odd", bw(cap[1]));         // the last route crosses link 1 without it: not a bundle
+    const int flows = 40;
+    std::vector<TaskId> ids;
+    for (int f = 0; f < flows; ++f) {
+        std::vector<LinkUse> route;
+        const int hops = 1 + static_cast<int>(rng.below(3));
+        for (int h = 0; h < hops; ++h) {
+            const auto l = static_cast<int>(rng.below(base));
+            if (std::any_of(route.begin(), route.end(), [&](const LinkUse& u) { return u.link == link[l]; })) continue;
+            const std::uint32_t m = 1 + rng.below(2);
+            route.push_back({link[l], m});
+            if (twin[l] && !(l == 1 && f == flows - 1)) route.push_back({*twin[l], m});
+            if (l >= 2) ++*twin_uses;
+        }
+        const StreamId st = sim.add_stream("f" + std::to_string(f));
+        ids.push_back(sim.add_transfer_on(st, sim.add_route(route), Bytes(static_cast<std::int64_t>(1e7 * (1 + rng.below(20)))),
+                                          Time::from_ps(static_cast<std::int64_t>(rng.below(5000)) * 1'000'000), 0));
+    }
+    if (seal) *removed = sim.seal_routes();
+    sim.run();
+    std::vector<Time> ends;
+    for (TaskId t : ids) ends.push_back(sim.end_time(t));
+    return ends;
+}
+
+}  // namespace
+
+TEST_CASE("sealed routes: bundled links give the same times to the picosecond", "[engine][flow]") {
+    std::size_t removed = 0, twins = 0, unused = 0;
+    const std::vector<Time> plain = bundled_run(false, nullptr, &unused);
+    const std::vector<Time> sealed = bundled_run(true, &removed, &twins);
+    CHECK(sealed == plain);
+    // The twins of links 2-5 leave the routes, once per use (so may others the random routes happen to bundle).
+    CHECK(twins > 0);
+    CHECK(removed >= twins);
+    Simulator sim;
+    const LinkId a = sim.add_link("a", bw(1e9));
+    const LinkId b = sim.add_link("b", bw(1e9));
+    const LinkId c = sim.add_link("c", bw(1e9));
+    const RouteId r = sim.add_route({{a, 2}, {b, 2}, {c, 1}});
+    const LinkId d = sim.add_link("d", bw(2e9));
+    sim.add_route({{c, 1}, {d, 1}});
+    CHECK(sim.seal_routes() == 1);  // b goes (a's twin); c and d: other bandwidths, other routes
+    CHECK(sim.route_links(r).size() == 2);
+    CHECK(sim.route_links(r)[0].link == a);
+    CHECK_THROWS_AS(sim.add_route({{a, 1}}), SimulationError);
+    CHECK_THROWS_AS(sim.seal_routes(), SimulationError);
+}

@@ -133,6 +133,11 @@ public:
     /// Validates a route (links in range, multiplicity >= 1), merges repeated links (multiplicities add up, first
     /// seen order) and interns it.
     RouteId add_route(std::vector<LinkUse> route);
+    /// Declares every route added (before run()): no add_route or add_transfer with a route of its own may follow.
+    /// Links of equal bandwidth that every route crosses together, with the same multiplicity, are then bundled: each
+    /// route keeps the lowest-numbered link of each bundle (the same max-min rates, to the bit: such links carry the
+    /// same flows and saturate together), so a flow touches fewer links. Returns the link uses removed from routes.
+    std::size_t seal_routes();
     /// How long a transfer of `bytes` over `route` moves bytes when no other flow shares its links (its latency not
     /// included), exactly as its flow would: a workload that knows a route is never shared can emit such transfers
     /// with an empty route and this time added to the latency, and the flow network never sees them.

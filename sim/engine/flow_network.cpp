@@ -63,6 +63,74 @@ std::uint32_t FlowNetwork::add_route(std::span<const LinkUse> route) {
     return static_cast<std::uint32_t>(routes_.size() - 1);
 }
 
+std::size_t FlowNetwork::bundle_links() {
+    if (!flows_.empty()) throw SimulationError("FlowNetwork::bundle_links: flows exist already");
+    const std::size_t n = links_.size();
+    // Each link's uses, route by route in route order: (route, multiplicity) lists, compressed sparse rows.
+    std::vector<std::uint32_t> start(n + 1, 0);
+    for (const LinkUse& use : route_) ++start[use.link + 1];
+    for (std::size_t l = 0; l < n; ++l) start[l + 1] += start[l];
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> uses(route_.size());
+    std::vector<std::uint32_t> fill(start.begin(), start.end() - 1);
+    std::vector<std::uint64_t> key(n, 0);  // a hash of the list, to find candidates
+    for (std::uint32_t r = 0; r < routes_.size(); ++r) {
+        for (std::uint32_t j = 0; j < routes_[r].second; ++j) {
+            const LinkUse& use = route_[routes_[r].first + j];
+            uses[fill[use.link]++] = {r, use.multiplicity};
+            std::uint64_t z = key[use.link] + 0x9e3779b97f4a7c15ULL + ((std::uint64_t{r} << 32) | use.multiplicity);
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+            key[use.link] = z ^ (z >> 31);
+        }
+    }
+    // Candidates in (key, bandwidth, id) order; a link joins the bundle of the first candidate whose list and
+    // bandwidth equal its own exactly (a hash collision only costs a missed bundle).
+    std::vector<LinkId> order;
+    for (LinkId l = 0; l < n; ++l)
+        if (start[l + 1] > start[l]) order.push_back(l);
+    std::sort(order.begin(), order.end(), [&](LinkId a, LinkId b) {
+        if (key[a] != key[b]) return key[a] < key[b];
+        if (links_[a].bandwidth != links_[b].bandwidth) return links_[a].bandwidth < links_[b].bandwidth;
+        return a < b;
+    });
+    std::vector<LinkId> rep(n);
+    for (LinkId l = 0; l < n; ++l) rep[l] = l;
+    auto same = [&](LinkId a, LinkId b) {
+        return links_[a].bandwidth == links_[b].bandwidth && start[a + 1] - start[a] == start[b + 1] - start[b] &&
+               std::equal(uses.begin() + start[a], uses.begin() + start[a + 1], uses.begin() + start[b]);
+    };
+    for (std::size_t i = 0; i < order.size();) {
+        std::size_t j = i + 1;
+        while (j < order.size() && key[order[j]] == key[order[i]]) ++j;
+        for (std::size_t a = i; a < j; ++a) {
+            if (rep[order[a]] != order[a]) continue;  // joined an earlier bundle
+            for (std::size_t b = a + 1; b < j; ++b)
+                if (rep[order[b]] == order[b] && same(order[a], order[b])) rep[order[b]] = order[a];
+        }
+        i = j;
+    }
+    // Rewrite the routes, keeping each bundle's representative (the lowest id: `order` is by id within a key).
+    std::size_t removed = 0;
+    std::vector<LinkUse> kept;
+    kept.reserve(route_.size());
+    for (auto& [offset, length] : routes_) {
+        const auto first = static_cast<std::uint32_t>(kept.size());
+        for (std::uint32_t j = 0; j < length; ++j) {
+            const LinkUse& use = route_[offset + j];
+            if (rep[use.link] == use.link) {
+                kept.push_back(use);
+            } else {
+                ++removed;
+            }
+        }
+        offset = first;
+        length = static_cast<std::uint32_t>(kept.size()) - first;
+    }
+    route_.clear();
+    route_.insert(route_.end(), kept.begin(), kept.end());
+    return removed;
+}
+
 std::uint32_t FlowNetwork::open(std::uint32_t route, double bytes) {
     std::uint32_t id = 0;
     if (!free_flows_.empty()) {

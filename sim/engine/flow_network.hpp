@@ -68,6 +68,12 @@ public:
         return {route_.data() + routes_[r].first, routes_[r].second};
     }
 
+    /// Bundles equivalent links (before any flow opens): links of the same bandwidth that every route uses
+    /// together, with the same multiplicity, carry the same flows at the same rates, so they saturate together and
+    /// the max-min rates are those of one of them alone. Each route keeps only the lowest-numbered link of each
+    /// bundle (the one the water-filling's ties would pick), which is exact. Returns the link uses removed.
+    std::size_t bundle_links();
+
     /// Picoseconds a flow of `bytes` > 0 over `route` takes when no other flow shares its links: its rate is its
     /// lowest link bandwidth over multiplicity, rounded to whole picoseconds as a flow's completion is.
     [[nodiscard]] std::int64_t alone_ps(std::uint32_t route, double bytes) const;

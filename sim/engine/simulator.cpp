@@ -142,6 +142,7 @@ struct Simulator::Impl {
     std::vector<std::string> link_names;
     std::vector<std::uint32_t>
         route_scratch;  ///< add_route: per link, its place in the route being merged + 1
+    bool routes_sealed = false;  ///< seal_routes() was called: links bundled, no route may be added
     detail::FlowNetwork net;
     detail::BigVector<std::uint32_t> flow_task;  ///< flow slot -> task slot
     std::vector<detail::MemoryPool> pools;
@@ -749,9 +750,18 @@ void Simulator::add_static(PoolId pool, std::uint32_t category, Bytes bytes) {
     impl_->pools[pool].add_static(category, bytes);
 }
 
+std::size_t Simulator::seal_routes() {
+    Impl& im = *impl_;
+    im.check_building("seal_routes");
+    if (im.routes_sealed) throw SimulationError("Simulator::seal_routes: the routes are sealed already");
+    im.routes_sealed = true;
+    return im.net.bundle_links();
+}
+
 RouteId Simulator::add_route(std::vector<LinkUse> route) {
     Impl& im = *impl_;
     im.check_adding("add_route");
+    if (im.routes_sealed) throw SimulationError("Simulator::add_route: the routes are sealed (seal_routes)");
     std::vector<LinkUse> merged;
     merged.reserve(route.size());
     // A link named twice is one use with the multiplicities added, at its first place; found through a

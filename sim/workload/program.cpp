@@ -105,6 +105,8 @@ void Builder::build() {
     for (const Group& g : groups_) sim_.refill_when_empty(g.compute);
     sim_.set_expected_tasks(expected_tasks_);
     emit_overlapped_param_gathers();
+    // Every route exists now (find_private_tp_links made them all): links the routes cross together are bundled.
+    sim_.seal_routes();
 }
 
 void Builder::find_private_tp_links() {
