@@ -88,6 +88,9 @@ struct PlannedPhase {
     Bytes bytes;
     Time latency;               ///< the phase's own latency plus its route's
     std::optional<Time> alone;  ///< set when nothing else ever shares its links: the time it moves bytes (no flow)
+    /// Set instead when only its stage's data-parallel collectives share them: the same, for a fused unit (which runs
+    /// only while those cannot).
+    std::optional<Time> alone_if_quiet;
 };
 using Plan = std::vector<PlannedPhase>;
 

@@ -115,11 +115,15 @@ void Builder::find_private_tp_links() {
     auto shared = [&](std::span<const engine::LinkUse> links) {
         for (const engine::LinkUse& u : links) owner[u.link] = kShared;
     };
+    // Which stage's data-parallel collectives cross a link (kShared: several stages').
+    std::vector<std::int64_t> dp_user(sim_.link_count(), kFree);
     const int p = e_.pipeline;
     // Everything that is not a tp stream: pipeline transfers (both directions, wrapping around for the interleaved
     // schedule), data-parallel reductions and parameter gathers, the tied-embedding sync.
-    auto shared_plan = [&](const Plan& plan) {
-        for (const PlannedPhase& ph : plan) shared(sim_.route_links(ph.route));
+    auto dp_plan_links = [&](int r, const Plan& plan) {
+        for (const PlannedPhase& ph : plan)
+            for (const engine::LinkUse& u : sim_.route_links(ph.route))
+                dp_user[u.link] = dp_user[u.link] == kFree || dp_user[u.link] == r ? r : kShared;
     };
     if (p > 1) {
         for (Group& a : groups_)
@@ -127,10 +131,10 @@ void Builder::find_private_tp_links() {
     }
     if (weight_replicas() > 1) {
         for (int r = 0; r < p; ++r) {
-            shared_plan(dp_plan(r, DpMessage::whole));
-            shared_plan(dp_plan(r, DpMessage::bucket));
-            if (rest_parameters(r) > 0.5) shared_plan(dp_plan(r, DpMessage::rest));
-            if (e_.distributed_optimizer) shared_plan(dp_plan(r, DpMessage::gather));
+            dp_plan_links(r, dp_plan(r, DpMessage::whole));
+            dp_plan_links(r, dp_plan(r, DpMessage::bucket));
+            if (rest_parameters(r) > 0.5) dp_plan_links(r, dp_plan(r, DpMessage::rest));
+            if (e_.distributed_optimizer) dp_plan_links(r, dp_plan(r, DpMessage::gather));
         }
     }
     if (p > 1 && sc_.model.tied_embeddings) shared(sim_.route_links(embedding_route().first));
@@ -150,16 +154,21 @@ void Builder::find_private_tp_links() {
                 for (const engine::LinkUse& u : sim_.route_links(ph.route))
                     owner[u.link] = owner[u.link] == kFree || owner[u.link] == std::int64_t(gi) ? std::int64_t(gi) : kShared;
     }
-    // A group whose tp links are its own moves each tp-stream collective alone: as a transfer of known length.
+    // A group whose tp links are its own moves each tp-stream collective alone: as a transfer of known length. Where
+    // its own stage's data-parallel collectives cross them too, it does so while they cannot run (fused units only).
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
         Group& g = groups_[gi];
-        bool alone = true;
+        bool alone = true, quiet = true;
         for (const auto& [key, plan] : g.plans)
             for (const PlannedPhase& ph : plan)
-                for (const engine::LinkUse& u : sim_.route_links(ph.route)) alone = alone && owner[u.link] == std::int64_t(gi);
-        if (!alone) continue;
+                for (const engine::LinkUse& u : sim_.route_links(ph.route)) {
+                    const bool own = owner[u.link] == std::int64_t(gi);
+                    alone = alone && own && dp_user[u.link] == kFree;
+                    quiet = quiet && own && (dp_user[u.link] == kFree || dp_user[u.link] == g.stage);
+                }
+        if (!quiet) continue;
         for (auto& [key, plan] : g.plans)
-            for (PlannedPhase& ph : plan) ph.alone = sim_.alone_transfer_time(ph.route, ph.bytes);
+            for (PlannedPhase& ph : plan) (alone ? ph.alone : ph.alone_if_quiet) = sim_.alone_transfer_time(ph.route, ph.bytes);
     }
 }
 

@@ -38,7 +38,7 @@ Plan Builder::intern(const std::vector<fabric::CollectivePhase>& phases) {
     Plan plan;
     plan.reserve(phases.size());
     for (const auto& ph : phases)
-        plan.push_back({sim_.add_route(ph.route.links), ph.bytes, ph.latency + ph.route.latency, std::nullopt});
+        plan.push_back({sim_.add_route(ph.route.links), ph.bytes, ph.latency + ph.route.latency, std::nullopt, std::nullopt});
     return plan;
 }
 
@@ -144,11 +144,12 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         }
         const Plan& plan = tp_phases(g, s.kind, s.message, s.context_group);
         const bool paired = s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute;
-        if (fusing && std::all_of(plan.begin(), plan.end(), [](const PlannedPhase& ph) { return ph.alone.has_value(); })) {
-            // Its phases run one after another on the idle tp stream, each its latency plus its alone time; the
-            // kernels overlapped with it start with it on the idle compute stream, and what follows waits for both.
+        if (fusing && std::all_of(plan.begin(), plan.end(), [](const PlannedPhase& ph) { return ph.alone || ph.alone_if_quiet; })) {
+            // Its phases run one after another on the idle tp stream, each its latency plus its alone time (no data-
+            // parallel collective of the stage runs now: dp_quiet); the kernels overlapped with it start with it on the
+            // idle compute stream, and what follows waits for both.
             Time moving = Time::zero();
-            for (const PlannedPhase& ph : plan) moving += ph.latency + *ph.alone;
+            for (const PlannedPhase& ph : plan) moving += ph.latency + (ph.alone ? *ph.alone : *ph.alone_if_quiet);
             if (paired) {
                 const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
                 moving = std::max(moving, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c)));
