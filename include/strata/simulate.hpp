@@ -38,12 +38,13 @@ struct SimulationOptions {
     /// replicas' pipelines.
     bool representative_replicas = false;
     /// Fused units (on by default; the result is the same to the picosecond, only tasks and events change): a GPU
-    /// group whose spans nothing reads (not replica 0, not traced) and whose kernels no data-parallel collective can
-    /// slow while its units run (no overlap_grad_reduce or overlap_param_gather) runs each forward or backward unit
-    /// as one compute task lasting the sum of its kernels and of its tensor-parallel collectives that move alone (an
-    /// overlapped pair: the longer of the two); a backward unit that holds a recompute workspace keeps its first
-    /// task apart, a collective that shares links stays a transfer, and the unit's last task posts the pipeline call
-    /// that follows it.
+    /// group whose spans nothing reads (not replica 0, not traced) runs each forward or backward unit during which no
+    /// data-parallel collective of its stage can run (before its first backward split by layer for
+    /// overlap_grad_reduce, after the stage's overlapped parameter gather) as one compute task lasting the sum of its
+    /// kernels and of its tensor-parallel collectives that move alone (no other route crosses their links, or only
+    /// the stage's data-parallel collectives; an overlapped pair: the longer of the two); a backward unit that holds
+    /// a recompute workspace keeps its first task apart, a collective that shares links stays a transfer, and the
+    /// unit's last task posts the pipeline call that follows it.
     bool fuse_units = true;
 };
 
