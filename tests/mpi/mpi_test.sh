@@ -26,8 +26,10 @@ check "JSON has all $cases cases" '[[ $cases -gt 2 && $(grep -c "\"name\": \"mic
 check "both ranks evaluated cases" 'grep -Eq "mpi: 2 ranks, cases per rank: [1-9][0-9]* [1-9][0-9]*$" "$tmp/two/err"'
 check "rank 0 shows progress" 'grep -q "progress: $cases/$cases cases on 2 ranks" "$tmp/two/err"'
 
+# Enough candidates (16, about 0.5 s on one core) that rank 0's own thread cannot finish them all before the other
+# rank's first request arrives: cases are handed out on request (with 4 candidates of a few ms each it sometimes did).
 search=(search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml"
-        --gpus 16 --global-batch 16 --simulate-top 4 --top 4)
+        --gpus 64 --global-batch 64 --simulate-top 16 --top 4)
 "$strata" "${search[@]}" --jobs 1 --json "$tmp/one/search.json" >"$tmp/one/search.out" 2>&1; rc1=$?
 mpi "${search[@]}" --json "$tmp/two/search.json" >"$tmp/two/search.out" 2>"$tmp/two/search.err"; rc2=$?
 check "search runs in one process and on 2 ranks" '[[ $rc1 -eq 0 && $rc2 -eq 0 ]]'
