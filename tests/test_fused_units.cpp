@@ -102,3 +102,20 @@ TEST_CASE("fused units: one replica (nothing but replica 0) runs unfused", "[fus
     check_same(plain, fused);
     CHECK(fused.tasks == plain.tasks);
 }
+
+TEST_CASE("fused units: the progress estimate is the task count", "[fused]") {
+    // The progress callback's total comes from the programs before the run; it must follow what fusing does, or a
+    // progress bar would stop at 70%.
+    const bool fuse = GENERATE(false, true);
+    const int d = GENERATE(1, 4);
+    Scenario sc = strata::testing::with_data(strata::testing::small_22b(4, 2, 8, true, Recompute::selective), d);
+    SimulationOptions opt;
+    opt.fuse_units = fuse;
+    std::uint64_t done = 0, total = 0;
+    opt.progress = [&](std::uint64_t dn, std::uint64_t tot, Time) { done = dn, total = tot; };
+    const IterationResult r = simulate(sc, opt);
+    CAPTURE(fuse, d, r.tasks, total);
+    CHECK(done == r.tasks);
+    CHECK(static_cast<double>(total) >= 0.9 * static_cast<double>(r.tasks));
+    CHECK(static_cast<double>(total) <= 1.1 * static_cast<double>(r.tasks));
+}

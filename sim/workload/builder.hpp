@@ -214,7 +214,7 @@ private:
     /// picoseconds: each piece would have started the instant the one before it ended).
     void fuse_units();
     /// The tasks a unit runs as (for the progress estimate).
-    [[nodiscard]] double unit_tasks(const Unit& unit, bool fused) const;
+    [[nodiscard]] double unit_tasks(const Unit& unit, bool fused, bool keep_first, double per_collective) const;
     TaskId emit_phases(StreamId stream, const Plan& phases, std::span<const TaskId> deps, std::uint32_t label, TaskId* first);
     /// The phases with their routes interned.
     Plan intern(const std::vector<fabric::CollectivePhase>& phases);

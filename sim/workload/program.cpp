@@ -173,14 +173,20 @@ void Builder::find_private_tp_links() {
 }
 
 void Builder::fuse_units() {
-    // Replica 0 is read for the metrics, traced groups for their spans.
-    if (!options_.fuse_units) return;
+    // Replica 0 is read for the metrics, traced groups for their spans. The progress estimate follows: a fused group's
+    // unit is the unit (its first task apart when it frees a recompute workspace), then the call's wait and transfer
+    // (its last task posts the call); unfused, each kernel and collective phase (one phase inside a node), then post,
+    // wait and transfer.
     double estimate = 0;
     for (Group& g : groups_) {
-        g.fused = g.replica != 0 && !traced(g.stage, g.replica);
+        g.fused = options_.fuse_units && g.replica != 0 && !traced(g.stage, g.replica);
         for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
             const int v = schedule::virtual_stage(shape_, g.stage, chunk);
-            for (const bool forward : {true, false}) estimate += (unit_tasks(unit_for(forward, v), g.fused) + 3.0) * shape_.microbatches;
+            for (const bool forward : {true, false}) {
+                const bool keep_first = !forward && activations_.recompute_workspace(g.stage).value > 0;
+                estimate += (unit_tasks(unit_for(forward, v), g.fused, keep_first, 1.0) + (g.fused ? 2.0 : 3.0)) *
+                            shape_.microbatches;
+            }
         }
     }
     expected_tasks_ = static_cast<std::uint64_t>(estimate);
@@ -259,7 +265,7 @@ void Builder::check_task_limit() {
         for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
             double per_microbatch = 0;
             for (const bool forward : {true, false})
-                per_microbatch += unit_tasks(unit_for(forward, schedule::virtual_stage(shape_, r, chunk)), false) +
+                per_microbatch += unit_tasks(unit_for(forward, schedule::virtual_stage(shape_, r, chunk)), false, true, 2.0) +
                                   3.0;  // p2p call, transfer
             estimate += per_microbatch * shape_.microbatches;
         }
