@@ -139,13 +139,14 @@ std::uint32_t FlowNetwork::open(std::uint32_t route, double bytes) {
     } else {
         id = static_cast<std::uint32_t>(flows_.size());
         flows_.emplace_back();
+        residual_.emplace_back();
         route_pos_.emplace_back();
     }
     Flow& f = flows_[id];
     f.route_offset = routes_[route].first;
     f.route_length = routes_[route].second;
-    f.bytes = bytes;
     f.remaining = bytes;
+    residual_[id] = bytes * kResidualFraction;
     f.rate = 0.0;
     f.bottleneck = kNoLink;
     route_pos_[id].assign(f.route_length, 0);
@@ -166,7 +167,6 @@ std::int64_t FlowNetwork::alone_ps(std::uint32_t route, double bytes) const {
     }
     if (best_link == kNoLink) return 0;
     Flow f;
-    f.bytes = bytes;
     f.remaining = bytes;
     f.rate = std::max(best, links_[best_link].bandwidth * 1e-12);
     return completion(f, 0);
@@ -186,7 +186,6 @@ inline void FlowNetwork::mark_dirty(LinkId link) {
 
 void FlowNetwork::activate(std::uint32_t flow, std::int64_t now) {
     Flow& f = flows_[flow];
-    f.remaining = f.bytes;
     f.rate = 0.0;
     f.bottleneck = kNoLink;
     f.last_ps = now;
@@ -218,10 +217,10 @@ void FlowNetwork::deactivate(std::uint32_t flow) {
     }
 }
 
-void FlowNetwork::advance(Flow& f, std::int64_t now) {
+void FlowNetwork::advance(Flow& f, double residual, std::int64_t now) {
     if (f.rate > 0.0 && now > f.last_ps) {
         f.remaining -= f.rate * static_cast<double>(now - f.last_ps) / 1e12;
-        if (f.remaining <= f.bytes * kResidualFraction) f.remaining = 0.0;
+        if (f.remaining <= residual) f.remaining = 0.0;
     }
     f.last_ps = now;
 }
@@ -475,7 +474,7 @@ std::span<const std::uint32_t> FlowNetwork::recompute(std::int64_t now) {
         Flow& f = flows_[id];
         f.bottleneck = f.new_bottleneck;
         if (f.new_rate == f.rate) continue;
-        advance(f, now);
+        advance(f, residual_[id], now);
         f.rate = f.new_rate;
         ++f.version;
         f.end_ps = completion(f, now);

@@ -112,10 +112,12 @@ public:
         for (std::uint32_t j = 0; j < f.route_length; ++j) {
             const auto& on = links_[route_[f.route_offset + j].link].on;
             if (pos[j] < on.size()) __builtin_prefetch(on.data() + pos[j], 1);  // a stale event's flow may have left
+            if (!on.empty()) __builtin_prefetch(on.data() + on.size() - 1);     // the entry that moves into its place
         }
     }
 
-    /// The flow begins to move bytes at `now`; its rate is set by the next `recompute()`.
+    /// The flow begins (after deactivate(): resumes) to move its remaining bytes at `now`; its rate is set by the next
+    /// `recompute()`.
     void activate(std::uint32_t flow, std::int64_t now);
     /// The flow has finished and leaves its links.
     void deactivate(std::uint32_t flow);
@@ -149,14 +151,14 @@ public:
 private:
     static constexpr LinkId kNoLink = 0xffffffffu;
 
-    struct Flow {
+    /// A flow's record: one cache line (its size's rounding threshold lives apart, in residual_).
+    struct alignas(64) Flow {
         std::uint32_t route_offset = 0;  ///< into route_
         std::uint32_t route_length = 0;
         std::uint32_t version = 0;        ///< bumped on every reschedule and on deactivation
         std::uint32_t mark = 0;           ///< == epoch_ while the flow is in the recomputed set
         LinkId bottleneck = kNoLink;      ///< link it froze on; kNoLink until first rated
         LinkId new_bottleneck = kNoLink;  ///< water-filling scratch
-        double bytes = 0.0;
         double remaining = 0.0;
         double rate = 0.0;         ///< bytes per second; 0 until the first recompute
         double new_rate = 0.0;     ///< water-filling scratch; < 0 while unfrozen
@@ -170,7 +172,8 @@ private:
         std::uint32_t hop;  ///< the link's index on the flow's route (to update its position in O(1))
     };
 
-    static void advance(Flow& f, std::int64_t now);
+    /// Brings `remaining` up to `now`; below `residual` bytes (rounding residue) the flow is done.
+    static void advance(Flow& f, double residual, std::int64_t now);
     [[nodiscard]] static std::int64_t completion(const Flow& f, std::int64_t now);
     void mark_dirty(LinkId link);
     void touch(LinkId link);
@@ -183,7 +186,7 @@ private:
     bool full_ = false;
 
     // Links: one record each, so that the water-filling finds a link's state in one cache line.
-    struct Link {
+    struct alignas(64) Link {
         double bandwidth = 0;
         double cap = 0;              ///< water-filling scratch: capacity left
         std::uint64_t weight = 0;    ///< water-filling scratch: unfrozen multiplicity
@@ -192,13 +195,16 @@ private:
         std::vector<LinkEntry> on;   ///< active flows on it (unordered; swap-removed)
     };
     BigVector<Link> links_;
+    static_assert(sizeof(Link) == 64);
 
     // Routes, interned: route r is route_[routes_[r].first .. + routes_[r].second].
     BigVector<LinkUse> route_;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> routes_;
 
     // Flows, by slot (reused after close()).
+    static_assert(sizeof(Flow) == 64);
     BigVector<Flow> flows_;
+    BigVector<double> residual_;  ///< per slot: the flow's bytes x kResidualFraction (read only when it advances)
     BigVector<std::vector<std::uint32_t>> route_pos_;  ///< per slot: index of the flow in its j-th link's list
     std::vector<std::uint32_t> free_flows_;
 

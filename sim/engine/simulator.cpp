@@ -118,7 +118,7 @@ struct Simulator::Impl {
         std::uint32_t next;
     };
     /// A stream's hot state (its name and the streams it slows live apart).
-    struct Stream {
+    struct alignas(64) Stream {  // one cache line
         std::uint32_t head = kNone, tail = kNone;  ///< its unfinished tasks in execution order, linked by Task::next
         bool busy = false;
         bool refill = false;
@@ -129,11 +129,12 @@ struct Simulator::Impl {
         // task_end version.
         double slowed_speed = 1.0;
         std::uint32_t interfering = 0;
+        std::uint32_t version = 0;
         double remaining_ps = 0;
         std::int64_t since = 0;
         double rate = 1.0;
-        std::uint32_t version = 0;
     };
+    static_assert(sizeof(Stream) == 64);
 
     // ---- graph ----
     detail::BigVector<Stream> streams;
@@ -453,6 +454,9 @@ struct Simulator::Impl {
             return;
         }
         if (k.route != kNone) {
+            // The flow opens after the transfer's latency, often only a few events from now, too late for the window's
+            // halfway prefetch: ask for its route's link records while the task is at hand.
+            net.prefetch_route(k.route);
             push(now + k.duration, flow_start, s);
         } else {
             push(now + k.duration, task_end, sid, st.version, s);
