@@ -6,17 +6,18 @@
 namespace strata::engine::detail {
 
 MemoryPool::MemoryPool(std::string name, Bytes capacity, std::vector<std::string> categories, bool keep_timeline)
-    : name_(std::move(name)),
-      capacity_(capacity.value),
-      categories_(std::move(categories)),
+    : capacity_(capacity.value),
+      by_category_(categories.size(), 0),
+      category_count_(static_cast<std::uint32_t>(categories.size())),
       keep_timeline_(keep_timeline),
-      by_category_(categories_.size(), 0),
+      name_(std::move(name)),
+      categories_(std::move(categories)),
       peak_breakdown_(categories_.size(), 0) {
     if (capacity.value < 0) throw SimulationError("Simulator::add_pool: pool '" + name_ + "' has a negative capacity");
 }
 
 void MemoryPool::check_category(std::uint32_t category, const char* what) const {
-    if (category >= categories_.size()) {
+    if (category >= category_count_) {
         throw SimulationError(std::string("Simulator::") + what + ": category " + std::to_string(category) +
                               " out of range for pool '" + name_ + "'");
     }

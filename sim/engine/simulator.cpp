@@ -359,6 +359,7 @@ struct Simulator::Impl {
                 const Task& k = tasks[ev.slot];
                 if (k.first_succ != kNone) __builtin_prefetch(&tasks[k.first_succ]);
                 if (k.next != kNone) __builtin_prefetch(&tasks[k.next]);
+                if (k.effect_head != kNone) __builtin_prefetch(&effect_nodes[k.effect_head]);
                 break;
             }
             case flow_start:
@@ -379,6 +380,11 @@ struct Simulator::Impl {
             case task_end: {
                 const Task& k = tasks[ev.slot];
                 if (k.first_succ != kNone) __builtin_prefetch(&streams[tasks[k.first_succ].stream]);
+                // The pool its memory effects change as it ends, and the effects of its stream's next task (which
+                // starts next).
+                if (k.effect_head != kNone) pools[effect_nodes[k.effect_head].effect.pool].prefetch();
+                if (k.next != kNone && tasks[k.next].effect_head != kNone)
+                    __builtin_prefetch(&effect_nodes[tasks[k.next].effect_head]);
                 break;
             }
             case flow_start:
