@@ -114,6 +114,14 @@ private:
         std::size_t from = 0;
         Time rest;
     };
+    /// One side of a pipeline message whose other side has not been generated yet (its `target` is held).
+    struct PendingMessage {
+        bool sender = false;     // which side came first
+        TaskId post{}, target{}; // the call's post; the task that must wait for the transfer
+        int sender_group = 0;    // the sender's group, unit direction, chunk and microbatch (for the transfer)
+        bool forward = true;
+        int chunk = 0, microbatch = 0;
+    };
     struct Group {
         int stage = 0, replica = 0;
         std::vector<int> gpus;                       // its t x c GPUs, context rank major
@@ -124,6 +132,9 @@ private:
         /// Its tp-stream collectives' plans by (kind, message, context group): a handful, searched in place (references
         /// stay valid as plans are added).
         std::deque<std::pair<std::tuple<int, std::int64_t, bool>, Plan>> plans;
+        /// Pipeline messages to it whose other side is not generated yet, by message index (a few at a time: each
+        /// group's calls block, so none runs far ahead of its neighbours; searched in place, next to the group).
+        std::vector<std::pair<std::uint64_t, PendingMessage>> pending;
         /// Pipeline routes to its forward and backward receivers (route, latency), made on first use.
         std::optional<std::pair<engine::RouteId, Time>> p2p_routes[2];
         TaskId last_backward = kNoTask;
@@ -147,14 +158,6 @@ private:
     struct UnitTasks {
         TaskId first{}, last{};
         bool valid = false;
-    };
-    /// One side of a pipeline message whose other side has not been generated yet (its `target` is held).
-    struct PendingMessage {
-        bool sender = false;     // which side came first
-        TaskId post{}, target{}; // the call's post; the task that must wait for the transfer
-        int sender_group = 0;    // the sender's group, unit direction, chunk and microbatch (for the transfer)
-        bool forward = true;
-        int chunk = 0, microbatch = 0;
     };
     /// A stage's data-parallel reduction as its inputs appear.
     struct StageReduction {
@@ -287,7 +290,6 @@ private:
     std::vector<std::uint32_t> gather_left_;                     // per stage: the gather's tasks not finished yet
     std::vector<std::size_t> last_backward_pc_;                  // per stage: its program's last backward unit
     std::vector<std::uint32_t> compute_group_;                   // stream -> group whose compute stream it is
-    std::unordered_map<std::uint64_t, PendingMessage> pending_;  // key: receiver group x per_group + message
     std::vector<StageReduction> reductions_;
     std::optional<TaskId> embedding_sync_;
     std::optional<RouteAndLatency> embedding_route_;

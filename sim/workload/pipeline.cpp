@@ -1,12 +1,24 @@
 // Pipeline transfers between the groups' blocking calls (program.cpp). A transfer starts once both calls are
 // posted (NCCL send/recv rendezvous); each TP rank sends its share over its own rail and the t flows move
 // together as one flow over the union of their routes. Streamed: whichever call is generated first waits in
-// `pending_` with the task that needs the data held; the second creates the transfer and releases the hold.
+// the receiving group's `pending` list with the task that needs the data held; the second creates the transfer and
+// releases the hold.
 #include "builder.hpp"
 
 #include "strata/errors.hpp"
 
+#include <algorithm>
+
 namespace strata::workload {
+
+namespace {
+
+template <class Pending>
+auto find_pending(Pending& pending, std::uint64_t key) {
+    return std::find_if(pending.begin(), pending.end(), [key](const auto& m) { return m.first == key; });
+}
+
+}  // namespace
 
 void Builder::on_send(std::size_t gi, const schedule::Unit& s, TaskId post, TaskId wait) {
     const Group& g = groups_[gi];
@@ -15,34 +27,36 @@ void Builder::on_send(std::size_t gi, const schedule::Unit& s, TaskId post, Task
     const int to_v = s.forward ? v + 1 : v - 1;
     if (to_v < 0 || to_v > shape_.virtual_stages() - 1) throw SimulationError("internal: a pipeline send without a receiver");
     const auto to_gi = static_cast<std::size_t>(group_index(to_v % p, g.replica));
-    const auto per_group = static_cast<std::uint64_t>(2 * shape_.chunks * shape_.microbatches);
-    const std::uint64_t key = to_gi * per_group + message_index({s.forward, to_v / p, s.microbatch});
+    const std::uint64_t key = message_index({s.forward, to_v / p, s.microbatch});
     const PendingMessage me{true, post, wait, static_cast<int>(gi), s.forward, s.chunk, s.microbatch};
-    auto it = pending_.find(key);
-    if (it == pending_.end()) {
+    auto& pending = groups_[to_gi].pending;
+    const auto it = find_pending(pending, key);
+    if (it == pending.end()) {
         sim_.add_hold(wait);
-        pending_.emplace(key, me);
+        pending.emplace_back(key, me);
         return;
     }
     if (it->second.sender) throw SimulationError("internal: a pipeline message sent twice");
     const PendingMessage receiver = it->second;
-    pending_.erase(it);
+    *it = pending.back();
+    pending.pop_back();
     emit_pipeline_transfer(me, to_gi, receiver.post, receiver.target);
     sim_.release_hold(receiver.target);
 }
 
 void Builder::on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, TaskId target) {
-    const auto per_group = static_cast<std::uint64_t>(2 * shape_.chunks * shape_.microbatches);
-    const std::uint64_t key = gi * per_group + message_index(u);
-    auto it = pending_.find(key);
-    if (it == pending_.end()) {
+    const std::uint64_t key = message_index(u);
+    auto& pending = groups_[gi].pending;
+    const auto it = find_pending(pending, key);
+    if (it == pending.end()) {
         sim_.add_hold(target);
-        pending_.emplace(key, PendingMessage{false, post, target, 0, u.forward, u.chunk, u.microbatch});
+        pending.emplace_back(key, PendingMessage{false, post, target, 0, u.forward, u.chunk, u.microbatch});
         return;
     }
     if (!it->second.sender) throw SimulationError("internal: a pipeline message received twice");
     const PendingMessage sender = it->second;
-    pending_.erase(it);
+    *it = pending.back();
+    pending.pop_back();
     emit_pipeline_transfer(sender, gi, post, target);
     sim_.release_hold(sender.target);
 }
