@@ -60,7 +60,18 @@ std::uint32_t FlowNetwork::add_route(std::span<const LinkUse> route) {
     const auto offset = static_cast<std::uint32_t>(route_.size());
     route_.insert(route_.end(), route.begin(), route.end());
     routes_.emplace_back(offset, static_cast<std::uint32_t>(route.size()));
+    if (route.size() > pos_stride_) restride(static_cast<std::uint32_t>(route.size()));
     return static_cast<std::uint32_t>(routes_.size() - 1);
+}
+
+void FlowNetwork::restride(std::uint32_t stride) {
+    if (!flows_.empty()) {
+        BigVector<std::uint32_t> wider(flows_.size() * std::size_t{stride}, 0);
+        for (std::size_t f = 0; f < flows_.size(); ++f)
+            std::copy_n(route_pos_.data() + f * pos_stride_, pos_stride_, wider.data() + f * stride);
+        route_pos_.swap(wider);
+    }
+    pos_stride_ = stride;
 }
 
 std::size_t FlowNetwork::bundle_links() {
@@ -128,6 +139,8 @@ std::size_t FlowNetwork::bundle_links() {
     }
     route_.clear();
     route_.insert(route_.end(), kept.begin(), kept.end());
+    pos_stride_ = 0;  // no flow exists yet: the longest route after bundling
+    for (const auto& r : routes_) pos_stride_ = std::max(pos_stride_, r.second);
     return removed;
 }
 
@@ -140,7 +153,7 @@ std::uint32_t FlowNetwork::open(std::uint32_t route, double bytes) {
         id = static_cast<std::uint32_t>(flows_.size());
         flows_.emplace_back();
         residual_.emplace_back();
-        route_pos_.emplace_back();
+        route_pos_.resize(route_pos_.size() + pos_stride_);
     }
     Flow& f = flows_[id];
     f.route_offset = routes_[route].first;
@@ -149,7 +162,6 @@ std::uint32_t FlowNetwork::open(std::uint32_t route, double bytes) {
     residual_[id] = bytes * kResidualFraction;
     f.rate = 0.0;
     f.bottleneck = kNoLink;
-    route_pos_[id].assign(f.route_length, 0);
     return id;
 }
 
@@ -190,10 +202,11 @@ void FlowNetwork::activate(std::uint32_t flow, std::int64_t now) {
     f.bottleneck = kNoLink;
     f.last_ps = now;
     ++f.version;
+    std::uint32_t* pos = positions(flow);
     for (std::uint32_t j = 0; j < f.route_length; ++j) {
         const LinkUse& use = route_[f.route_offset + j];
         auto& list = links_[use.link].on;
-        route_pos_[flow][j] = static_cast<std::uint32_t>(list.size());
+        pos[j] = static_cast<std::uint32_t>(list.size());
         list.push_back(LinkEntry{flow, use.multiplicity, j});
         mark_dirty(use.link);
     }
@@ -204,15 +217,16 @@ void FlowNetwork::deactivate(std::uint32_t flow) {
     ++f.version;
     f.rate = 0.0;
     f.bottleneck = kNoLink;
+    const std::uint32_t* own = positions(flow);
     for (std::uint32_t j = 0; j < f.route_length; ++j) {
         const LinkId link = route_[f.route_offset + j].link;
         auto& list = links_[link].on;
-        const std::uint32_t pos = route_pos_[flow][j];
+        const std::uint32_t pos = own[j];
         const LinkEntry moved = list.back();
         list[pos] = moved;
         list.pop_back();
         // Tell the moved flow where its entry for this link now lives.
-        if (moved.flow != flow) route_pos_[moved.flow][moved.hop] = pos;
+        if (moved.flow != flow) positions(moved.flow)[moved.hop] = pos;
         mark_dirty(link);
     }
 }

@@ -96,7 +96,7 @@ public:
     void prefetch_flow_links(std::uint32_t flow) const {
         const Flow& f = flows_[flow];
         for (std::uint32_t j = 0; j < f.route_length; ++j) __builtin_prefetch(&links_[route_[f.route_offset + j].link]);
-        __builtin_prefetch(route_pos_[flow].data());
+        __builtin_prefetch(positions(flow));
     }
     /// Once the link records have arrived: the place in each link's flow list that joining (a route about to open a
     /// flow) or leaving (an active flow) will write.
@@ -108,7 +108,7 @@ public:
     }
     void prefetch_flow_lists(std::uint32_t flow) const {
         const Flow& f = flows_[flow];
-        const std::uint32_t* pos = route_pos_[flow].data();
+        const std::uint32_t* pos = positions(flow);
         for (std::uint32_t j = 0; j < f.route_length; ++j) {
             const auto& on = links_[route_[f.route_offset + j].link].on;
             if (pos[j] < on.size()) __builtin_prefetch(on.data() + pos[j], 1);  // a stale event's flow may have left
@@ -205,7 +205,15 @@ private:
     static_assert(sizeof(Flow) == 64);
     BigVector<Flow> flows_;
     BigVector<double> residual_;  ///< per slot: the flow's bytes x kResidualFraction (read only when it advances)
-    BigVector<std::vector<std::uint32_t>> route_pos_;  ///< per slot: index of the flow in its j-th link's list
+    /// Per slot, pos_stride_ entries: the flow's index in its j-th link's list (one array, so that updating a moved
+    /// flow's entry costs one cache line, not a vector header and then its data).
+    BigVector<std::uint32_t> route_pos_;
+    std::uint32_t pos_stride_ = 0;  ///< the longest route so far
+    [[nodiscard]] std::uint32_t* positions(std::uint32_t flow) { return route_pos_.data() + std::size_t{flow} * pos_stride_; }
+    [[nodiscard]] const std::uint32_t* positions(std::uint32_t flow) const {
+        return route_pos_.data() + std::size_t{flow} * pos_stride_;
+    }
+    void restride(std::uint32_t stride);
     std::vector<std::uint32_t> free_flows_;
 
     // Scratch, reused across recomputations.
