@@ -122,37 +122,39 @@ private:
         bool forward = true;
         int chunk = 0, microbatch = 0;
     };
-    struct Group {
+    /// A GPU group's record. What generating an instruction reads comes first (one aligned record, its hot fields in
+    /// its first cache lines); what only the set-up and the reports read comes last.
+    struct alignas(64) Group {
         int stage = 0, replica = 0;
-        std::vector<int> gpus;                       // its t x c GPUs, context rank major
-        std::vector<std::vector<int>> tensor_groups; // c groups of t (one per context rank)
-        std::vector<std::vector<int>> context_groups;// t groups of c (one per tensor rank)
         StreamId compute{}, tp{}, send_fwd{}, send_bwd{};
         engine::PoolId pool{};
-        /// Its tp-stream collectives' plans by (kind, message, context group): a handful, searched in place (references
-        /// stay valid as plans are added).
-        std::deque<std::pair<std::tuple<int, std::int64_t, bool>, Plan>> plans;
+        bool prev_unit = false;      // prev_last ends a unit (not a call)
+        /// Its units run as few tasks as the times allow (fuse_units): nothing reads its spans. A unit fuses when
+        /// no data-parallel collective can slow its kernels meanwhile (dp_quiet), its collectives where they move alone.
+        bool fused = false;
+        bool finished = false;
+        bool reduce_at_end = false;  // the gradient reduction (after the averaging pass) follows the whole program
+        // Generation: the next instruction of its program, the last task so far, buckets so far, done.
+        std::size_t pc = 0;
+        std::optional<TaskId> prev_last;
+        double speed = 1.0;          // its slowest GPU's persistent kernel-time factor (variation)
+        std::uint64_t spans = 0;     // compute spans emitted so far (run-to-run variation draws)
+        std::size_t buckets = 0;     // with overlap_grad_reduce: layers whose gradient is complete
+        TaskId last_backward = kNoTask;
         /// Pipeline messages to it whose other side is not generated yet, by message index (a few at a time: each
         /// group's calls block, so none runs far ahead of its neighbours; searched in place, next to the group).
         std::vector<std::pair<std::uint64_t, PendingMessage>> pending;
         /// Pipeline routes to its forward and backward receivers (route, latency), made on first use.
         std::optional<std::pair<engine::RouteId, Time>> p2p_routes[2];
-        TaskId last_backward = kNoTask;
-        TaskId optimizer = kNoTask;
-        double speed = 1.0;          // its slowest GPU's persistent kernel-time factor (variation)
-        std::uint64_t spans = 0;     // compute spans emitted so far (run-to-run variation draws)
-        // Generation: the next instruction of its program, the last task so far, buckets so far, done.
-        std::size_t pc = 0;
-        std::optional<TaskId> prev_last;
-        bool prev_unit = false;      // prev_last ends a unit (not a call)
-        std::size_t buckets = 0;     // with overlap_grad_reduce: layers whose gradient is complete
-        bool finished = false;
-        bool reduce_at_end = false;  // the gradient reduction (after the averaging pass) follows the whole program
-        /// Its units run as few tasks as the times allow (fuse_units): nothing reads its spans. A unit fuses when
-        /// no data-parallel collective can slow its kernels meanwhile (dp_quiet), its collectives where they move alone.
-        bool fused = false;
         /// Fused units it ran before (without run-to-run jitter): where each one's fused part starts, and its length.
         std::vector<std::pair<const Unit*, FusedPart>> fused_parts;
+        /// Its tp-stream collectives' plans by (kind, message, context group): a handful, searched in place (references
+        /// stay valid as plans are added).
+        std::deque<std::pair<std::tuple<int, std::int64_t, bool>, Plan>> plans;
+        TaskId optimizer = kNoTask;
+        std::vector<int> gpus;                       // its t x c GPUs, context rank major
+        std::vector<std::vector<int>> tensor_groups; // c groups of t (one per context rank)
+        std::vector<std::vector<int>> context_groups;// t groups of c (one per tensor rank)
     };
     static constexpr TaskId kNoTask = ~TaskId{0};
     struct UnitTasks {
