@@ -25,6 +25,8 @@ public:
     [[nodiscard]] int rank() const { return rank_; }
     [[nodiscard]] int size() const { return size_; }
     [[nodiscard]] bool distributed() const { return size_ > 1; }
+    /// Whether this process joined an MPI job (MPI_Init), even one of a single rank.
+    [[nodiscard]] bool joined() const { return joined_; }
     /// Collective (every rank calls it): true when `ok` is true on every rank.
     [[nodiscard]] bool all_ok(bool ok) const;
 

@@ -10,6 +10,7 @@
 #include "strata/simulate.hpp"
 
 #include "bench_baseline.hpp"
+#include "huge_heap.hpp"
 #include "plot.hpp"
 #include "provenance.hpp"
 #include "trace_groups.hpp"
@@ -108,11 +109,23 @@ void print_ranks(const strata::RunOutcome& run) {
     std::cerr << "mpi: " << run.cases_by_rank.size() << " ranks, cases per rank: " << counts << "\n";
 }
 
-int run_command(const strata::mpi::Session& session, const std::string& file, const RunOptions& opt) {
+/// A large simulation in a process of its own: the heap on huge pages (huge_heap.hpp; does not return when it re-executes).
+void use_huge_heap_if_large(const strata::mpi::Session& session, long long largest_gpus, char** argv) {
+    if (!session.joined() && largest_gpus >= strata::cli::kHugeHeapGpus) strata::cli::reexec_with_huge_heap(argv);
+}
+
+long long largest_gpus(const std::vector<strata::Scenario>& cases) {
+    long long n = 0;
+    for (const auto& sc : cases) n = std::max<long long>(n, sc.execution.gpus());
+    return n;
+}
+
+int run_command(const strata::mpi::Session& session, const std::string& file, const RunOptions& opt, char** argv) {
     strata::Experiment ex = strata::load_experiment(file);
     std::optional<strata::DeviceProfile> profile;
     if (!opt.profile_path.empty()) profile = strata::load_device_profile(opt.profile_path);
     std::vector<strata::Scenario> selected = strata::select_cases(ex, opt.case_name, profile ? &*profile : nullptr);
+    if (!opt.analytical_only) use_huge_heap_if_large(session, largest_gpus(selected), argv);
     // Hashed as read now, before the (possibly long) run.
     std::vector<std::filesystem::path> inputs = ex.inputs;
     if (!opt.profile_path.empty()) inputs.emplace_back(opt.profile_path);
@@ -205,7 +218,8 @@ struct SearchOptions {
     std::string replicas = "all";
 };
 
-int search_command(const strata::mpi::Session& session, const SearchOptions& o) {
+int search_command(const strata::mpi::Session& session, const SearchOptions& o, char** argv) {
+    use_huge_heap_if_large(session, o.gpus, argv);
     strata::SearchRequest req;
     req.model = strata::load_model(o.model);
     req.system = strata::load_system(o.system);
@@ -329,7 +343,10 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o) 
 }
 
 /// Simulates every case of the given experiments and reports the simulator's own speed.
-int bench_command(const std::vector<std::string>& files, bool representative) {
+int bench_command(const strata::mpi::Session& session, const std::vector<std::string>& files, bool representative, char** argv) {
+    long long largest = 0;
+    for (const auto& file : files) largest = std::max(largest, largest_gpus(strata::load_experiment(file).cases));
+    use_huge_heap_if_large(session, largest, argv);
     std::cout << fmt::format("{:<40} {:>6} {:>10} {:>11} {:>8} {:>12} {:>9}\n", "case", "GPUs", "tasks", "events",
                              "wall s", "events/s", "iter s");
     double total_wall = 0;
@@ -473,13 +490,13 @@ int main(int argc, char** argv) {
         // other commands run on rank 0 alone.
         const strata::mpi::Session session(&argc, &argv);
         if (session.rank() != 0 && !*run && !*srch) return 0;
-        if (*run) return run_command(session, file, ro);
+        if (*run) return run_command(session, file, ro, argv);
         if (*explain) return explain_command(file, case_name);
         if (*bench) {
             if (!baseline.baseline.empty()) return strata::cli::bench_against_baseline(bench_files, baseline);
-            return bench_command(bench_files, baseline.replicas == "representative");
+            return bench_command(session, bench_files, baseline.replicas == "representative", argv);
         }
-        if (*srch) return search_command(session, so);
+        if (*srch) return search_command(session, so, argv);
         if (*plot) return strata::cli::plot_command(po);
         if (*check) {
             strata::print_profile_check(std::cout, strata::load_device_profile(check_file));

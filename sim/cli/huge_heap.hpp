@@ -1,0 +1,22 @@
+// The command line's heap on transparent huge pages (internal to sim/cli).
+#pragma once
+
+namespace strata::cli {
+
+/// Cases from this many GPUs on are large enough for the heap's pages to matter (measured: no gain at 512
+/// GPUs, 0.89 of the wall time at 32,768); below it the re-execution's few milliseconds are not spent.
+inline constexpr long long kHugeHeapGpus = 4096;
+
+/// At 10^4-10^5 GPUs the event loop's state is a few hundred MiB read in no useful order, and much of the
+/// time goes to TLB misses: the engine's big arrays are on 2 MiB pages already (sim/engine/huge_pages.hpp),
+/// the many small blocks from malloc are not. glibc puts its heap on transparent huge pages only when asked
+/// at start-up (the tunable glibc.malloc.hugetlb=1, glibc 2.35 and later), so this re-executes the program
+/// once with it set. It returns (and the program goes on as it is) when GLIBC_TUNABLES is set already (the
+/// user's choice, or the second start), STRATA_HUGE_HEAP=0, the kernel's transparent huge pages are off, the
+/// C library is not glibc 2.35 or later, the program runs under valgrind or a sanitizer, or the exec fails.
+/// Results do not depend on it: only where the heap's blocks lie. The commands call it once they know their
+/// largest case, before any output, when it has at least kHugeHeapGpus GPUs and the process is not one rank
+/// of an MPI job. `argv` is main's, unchanged.
+void reexec_with_huge_heap(char** argv);
+
+}  // namespace strata::cli
