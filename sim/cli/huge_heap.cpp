@@ -1,6 +1,7 @@
 // The command line's heap on transparent huge pages (see huge_heap.hpp).
 #include "huge_heap.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +48,24 @@ void reexec_with_huge_heap(char** argv) {
 #else
     (void)argv;
 #endif
+}
+
+void use_huge_heap_if_large(long long largest_gpus, bool in_mpi_job, char** argv) {
+    if (!in_mpi_job && largest_gpus >= kHugeHeapGpus) reexec_with_huge_heap(argv);
+}
+
+long long largest_gpus(const std::vector<Scenario>& cases) {
+    long long n = 0;
+    for (const auto& sc : cases)
+        n = std::max<long long>(n, sc.execution.gpus());
+    return n;
+}
+
+long long largest_gpus(const std::vector<std::string>& files) {
+    long long n = 0;
+    for (const auto& file : files)
+        n = std::max(n, largest_gpus(load_experiment(file).cases));
+    return n;
 }
 
 }  // namespace strata::cli

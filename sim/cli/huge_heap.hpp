@@ -1,6 +1,11 @@
 // The command line's heap on transparent huge pages (internal to sim/cli).
 #pragma once
 
+#include "strata/scenario.hpp"
+
+#include <string>
+#include <vector>
+
 namespace strata::cli {
 
 /// Cases from this many GPUs on are large enough for the heap's pages to matter (measured: no gain at 512
@@ -18,5 +23,12 @@ inline constexpr long long kHugeHeapGpus = 4096;
 /// largest case, before any output, when it has at least kHugeHeapGpus GPUs and the process is not one rank
 /// of an MPI job. `argv` is main's, unchanged.
 void reexec_with_huge_heap(char** argv);
+
+/// reexec_with_huge_heap(argv) when `largest_gpus` >= kHugeHeapGpus and the process is not in an MPI job.
+void use_huge_heap_if_large(long long largest_gpus, bool in_mpi_job, char** argv);
+
+/// The most GPUs of one of `cases`, or of the experiment files' cases.
+long long largest_gpus(const std::vector<Scenario>& cases);
+long long largest_gpus(const std::vector<std::string>& files);
 
 }  // namespace strata::cli

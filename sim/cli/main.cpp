@@ -19,20 +19,18 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdlib>
-#include <mutex>
-#include <optional>
-
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <memory>
-#include <optional>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -46,8 +44,7 @@ void write_file(const std::string& path, const std::string& text) {
 
 struct RunOptions {
     std::string json_path, csv_path, profile_path, trace_path, timeline_path, case_name, trace_groups;
-    bool analytical_only = false;
-    bool no_variation = false;
+    bool analytical_only = false, no_variation = false;
     std::string replicas = "all";
     std::optional<std::uint64_t> seed;
     int jobs = 0;
@@ -109,23 +106,12 @@ void print_ranks(const strata::RunOutcome& run) {
     std::cerr << "mpi: " << run.cases_by_rank.size() << " ranks, cases per rank: " << counts << "\n";
 }
 
-/// A large simulation in a process of its own: the heap on huge pages (huge_heap.hpp; does not return when it re-executes).
-void use_huge_heap_if_large(const strata::mpi::Session& session, long long largest_gpus, char** argv) {
-    if (!session.joined() && largest_gpus >= strata::cli::kHugeHeapGpus) strata::cli::reexec_with_huge_heap(argv);
-}
-
-long long largest_gpus(const std::vector<strata::Scenario>& cases) {
-    long long n = 0;
-    for (const auto& sc : cases) n = std::max<long long>(n, sc.execution.gpus());
-    return n;
-}
-
 int run_command(const strata::mpi::Session& session, const std::string& file, const RunOptions& opt, char** argv) {
     strata::Experiment ex = strata::load_experiment(file);
     std::optional<strata::DeviceProfile> profile;
     if (!opt.profile_path.empty()) profile = strata::load_device_profile(opt.profile_path);
     std::vector<strata::Scenario> selected = strata::select_cases(ex, opt.case_name, profile ? &*profile : nullptr);
-    if (!opt.analytical_only) use_huge_heap_if_large(session, largest_gpus(selected), argv);
+    if (!opt.analytical_only) strata::cli::use_huge_heap_if_large(strata::cli::largest_gpus(selected), session.joined(), argv);
     // Hashed as read now, before the (possibly long) run.
     std::vector<std::filesystem::path> inputs = ex.inputs;
     if (!opt.profile_path.empty()) inputs.emplace_back(opt.profile_path);
@@ -219,7 +205,7 @@ struct SearchOptions {
 };
 
 int search_command(const strata::mpi::Session& session, const SearchOptions& o, char** argv) {
-    use_huge_heap_if_large(session, o.gpus, argv);
+    strata::cli::use_huge_heap_if_large(o.gpus, session.joined(), argv);
     strata::SearchRequest req;
     req.model = strata::load_model(o.model);
     req.system = strata::load_system(o.system);
@@ -344,9 +330,7 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o, 
 
 /// Simulates every case of the given experiments and reports the simulator's own speed.
 int bench_command(const strata::mpi::Session& session, const std::vector<std::string>& files, bool representative, char** argv) {
-    long long largest = 0;
-    for (const auto& file : files) largest = std::max(largest, largest_gpus(strata::load_experiment(file).cases));
-    use_huge_heap_if_large(session, largest, argv);
+    strata::cli::use_huge_heap_if_large(strata::cli::largest_gpus(files), session.joined(), argv);
     std::cout << fmt::format("{:<40} {:>6} {:>10} {:>11} {:>8} {:>12} {:>9}\n", "case", "GPUs", "tasks", "events",
                              "wall s", "events/s", "iter s");
     double total_wall = 0;
