@@ -308,9 +308,11 @@ void FlowNetwork::water_fill() {
     }
     if (!shared) {
         // No link carries two flows of the set: freezing one never changes another's levels, so each freezes
-        // at its own lowest link level, as fill_one finds it (the same arithmetic, the same ties): no heap.
+        // at its own lowest link level, as fill_one finds it (the same arithmetic, the same ties): no heap. On
+        // each of its links the capacity just computed is fill_one's (the same subtractions in the same order:
+        // the flow is the set's only one there), so it is not computed again.
         for (std::uint32_t id : set_)
-            fill_one(id);
+            freeze_at_lowest(id, [](const Link& l, std::uint32_t /*flow*/) { return l.cap; });
         return;
     }
     flows_filled_ += set_.size();
@@ -357,25 +359,13 @@ void FlowNetwork::fill_one(std::uint32_t flow) {
     // One flow alone on its links among the set: the progressive filling freezes it at its lowest link level
     // (ties: smaller link id), the capacity its route's fixed flows leave divided by its multiplicity there;
     // the same result without a heap.
-    Flow& f = flows_[flow];
-    ++flows_filled_;
-    double best = 0.0;
-    LinkId best_link = kNoLink;
-    for (std::uint32_t j = 0; j < f.route_length; ++j) {
-        const LinkUse& use = route_[f.route_offset + j];
-        const Link& l = links_[use.link];
+    freeze_at_lowest(flow, [this](const Link& l, std::uint32_t self) {
         double cap = l.bandwidth;
         for (const LinkEntry& e : l.on) {
-            if (e.flow != flow) cap -= static_cast<double>(e.multiplicity) * flows_[e.flow].rate;
+            if (e.flow != self) cap -= static_cast<double>(e.multiplicity) * flows_[e.flow].rate;
         }
-        const double level = std::max(cap, 0.0) / static_cast<double>(use.multiplicity);
-        if (best_link == kNoLink || level < best || (level == best && use.link < best_link)) {
-            best = level;
-            best_link = use.link;
-        }
-    }
-    f.new_rate = std::max(best, links_[best_link].bandwidth * 1e-12);
-    f.new_bottleneck = best_link;
+        return cap;
+    });
 }
 
 bool FlowNetwork::check_and_grow() {

@@ -46,6 +46,7 @@
 
 #include "huge_pages.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -181,6 +182,9 @@ private:
     void include_component();
     void water_fill();
     void fill_one(std::uint32_t flow);
+    /// Freezes `flow` at its lowest link level, cap_of(link record, flow) / multiplicity (ties: smaller link id).
+    template <class CapOf>
+    void freeze_at_lowest(std::uint32_t flow, CapOf cap_of);
     bool check_and_grow();
 
     bool full_ = false;
@@ -227,5 +231,23 @@ private:
     std::uint64_t flows_filled_ = 0;
     std::uint64_t fallbacks_ = 0;
 };
+
+template <class CapOf>
+inline void FlowNetwork::freeze_at_lowest(std::uint32_t flow, CapOf cap_of) {
+    Flow& f = flows_[flow];
+    ++flows_filled_;
+    double best = 0.0;
+    LinkId best_link = kNoLink;
+    for (std::uint32_t j = 0; j < f.route_length; ++j) {
+        const LinkUse& use = route_[f.route_offset + j];
+        const double level = std::max(cap_of(links_[use.link], flow), 0.0) / static_cast<double>(use.multiplicity);
+        if (best_link == kNoLink || level < best || (level == best && use.link < best_link)) {
+            best = level;
+            best_link = use.link;
+        }
+    }
+    f.new_rate = std::max(best, links_[best_link].bandwidth * 1e-12);
+    f.new_bottleneck = best_link;
+}
 
 }  // namespace strata::engine::detail
