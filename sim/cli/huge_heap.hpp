@@ -8,9 +8,9 @@
 
 namespace strata::cli {
 
-/// Cases from this many GPUs on are large enough for the heap's pages to matter (0.89 of the wall time at 32,768
-/// GPUs; at 512 GPUs two measurements gave 1.05 and 0.92, within the noise); below it the re-execution's ~6 ms
-/// are not spent.
+/// Cases from this many GPUs on are large enough for the heap's pages to matter (0.89 of the wall time at
+/// 32,768 GPUs; at 512 GPUs two measurements gave 1.05 and 0.92, within the noise); below it the
+/// re-execution's ~6 ms are not spent.
 inline constexpr long long kHugeHeapGpus = 4096;
 
 /// At 10^4-10^5 GPUs the event loop's state is a few hundred MiB read in no useful order, and much of the
