@@ -61,11 +61,4 @@ long long largest_gpus(const std::vector<Scenario>& cases) {
     return n;
 }
 
-long long largest_gpus(const std::vector<std::string>& files) {
-    long long n = 0;
-    for (const auto& file : files)
-        n = std::max(n, largest_gpus(load_experiment(file).cases));
-    return n;
-}
-
 }  // namespace strata::cli

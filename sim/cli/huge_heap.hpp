@@ -3,7 +3,6 @@
 
 #include "strata/scenario.hpp"
 
-#include <string>
 #include <vector>
 
 namespace strata::cli {
@@ -28,8 +27,7 @@ void reexec_with_huge_heap(char** argv);
 /// reexec_with_huge_heap(argv) when `largest_gpus` >= kHugeHeapGpus and the process is not in an MPI job.
 void use_huge_heap_if_large(long long largest_gpus, bool in_mpi_job, char** argv);
 
-/// The most GPUs of one of `cases`, or of the experiment files' cases.
+/// The most GPUs of one of `cases`.
 long long largest_gpus(const std::vector<Scenario>& cases);
-long long largest_gpus(const std::vector<std::string>& files);
 
 }  // namespace strata::cli

@@ -330,23 +330,23 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o, 
 
 /// Simulates every case of the given experiments and reports the simulator's own speed.
 int bench_command(const strata::mpi::Session& session, const std::vector<std::string>& files, bool representative, char** argv) {
-    strata::cli::use_huge_heap_if_large(strata::cli::largest_gpus(files), session.joined(), argv);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<strata::Scenario> cases;
+    for (const auto& file : files)
+        for (auto& sc : strata::load_experiment(file).cases) cases.push_back(std::move(sc));
+    strata::cli::use_huge_heap_if_large(strata::cli::largest_gpus(cases), session.joined(), argv);
     std::cout << fmt::format("{:<40} {:>6} {:>10} {:>11} {:>8} {:>12} {:>9}\n", "case", "GPUs", "tasks", "events",
                              "wall s", "events/s", "iter s");
     double total_wall = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (const auto& file : files) {
-        strata::Experiment ex = strata::load_experiment(file);
-        for (const auto& sc : ex.cases) {
-            strata::SimulationOptions options;
-            options.representative_replicas = representative;
-            const strata::IterationResult r = strata::simulate(sc, options);
-            total_wall += r.wall_s;
-            std::cout << fmt::format("{:<40} {:>6} {:>10} {:>11} {:>8.3f} {:>12.0f} {:>9.3f}\n", sc.name.substr(0, 40),
-                                     sc.execution.gpus(), r.tasks, r.events, r.wall_s, double(r.events) / r.wall_s,
-                                     r.iteration_time_s)
-                      << std::flush;
-        }
+    for (const auto& sc : cases) {
+        strata::SimulationOptions options;
+        options.representative_replicas = representative;
+        const strata::IterationResult r = strata::simulate(sc, options);
+        total_wall += r.wall_s;
+        std::cout << fmt::format("{:<40} {:>6} {:>10} {:>11} {:>8.3f} {:>12.0f} {:>9.3f}\n", sc.name.substr(0, 40),
+                                 sc.execution.gpus(), r.tasks, r.events, r.wall_s, double(r.events) / r.wall_s,
+                                 r.iteration_time_s)
+                  << std::flush;
     }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rusage ru{};
