@@ -75,17 +75,21 @@ def main():
         small = one_case_copy(*SMALL, tmp)
         large = one_case_copy(LARGE_FILE, a.large_case, tmp)
         small_walls, large_walls = [], []
-        gpus_small = gpus_large = 0
-        for r in range(a.rounds):
-            for _ in range(2):
-                for _ in range(a.small):
-                    gpus_small, w = bench(a.strata, small)
-                    small_walls.append(w)
-                    print(f"round {r + 1}: {gpus_small} GPUs {w:.3f} s", flush=True)
-                if len(large_walls) == r:
-                    gpus_large, w = bench(a.strata, large)
-                    large_walls.append(w)
-                    print(f"round {r + 1}: {gpus_large} GPUs {w:.3f} s", flush=True)
+        gpus = {}
+
+        def run(path, walls, round_no):
+            n, w = bench(a.strata, path)
+            gpus[path] = n
+            walls.append(w)
+            print(f"round {round_no}: {n} GPUs {w:.3f} s", flush=True)
+
+        for r in range(1, a.rounds + 1):
+            for _ in range(a.small):
+                run(small, small_walls, r)
+            run(large, large_walls, r)
+            for _ in range(a.small):
+                run(small, small_walls, r)
+        gpus_small, gpus_large = gpus[small], gpus[large]
     ms, ml = statistics.median(small_walls), statistics.median(large_walls)
     exponent = math.log(ml / ms) / math.log(gpus_large / gpus_small)
     print(f"median {gpus_small} GPUs {ms:.3f} s ({len(small_walls)} runs, {min(small_walls):.3f}-{max(small_walls):.3f}); "
