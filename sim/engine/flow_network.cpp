@@ -167,16 +167,8 @@ std::uint32_t FlowNetwork::open(std::uint32_t route, double bytes) {
 
 std::int64_t FlowNetwork::alone_ps(std::uint32_t route, double bytes) const {
     // As fill_one() and completion() would give it at its start with no other flow on its links.
-    double best = 0.0;
-    LinkId best_link = kNoLink;
-    for (std::uint32_t j = 0; j < routes_[route].second; ++j) {
-        const LinkUse& use = route_[routes_[route].first + j];
-        const double level = std::max(links_[use.link].bandwidth, 0.0) / static_cast<double>(use.multiplicity);
-        if (best_link == kNoLink || level < best || (level == best && use.link < best_link)) {
-            best = level;
-            best_link = use.link;
-        }
-    }
+    const auto [best, best_link] =
+        lowest_level(routes_[route].first, routes_[route].second, [](const Link& l) { return l.bandwidth; });
     if (best_link == kNoLink) return 0;
     Flow f;
     f.remaining = bytes;
@@ -312,7 +304,7 @@ void FlowNetwork::water_fill() {
         // each of its links the capacity just computed is fill_one's (the same subtractions in the same order:
         // the flow is the set's only one there), so it is not computed again.
         for (std::uint32_t id : set_)
-            freeze_at_lowest(id, [](const Link& l, std::uint32_t /*flow*/) { return l.cap; });
+            freeze_at_lowest(id, [](const Link& l) { return l.cap; });
         return;
     }
     flows_filled_ += set_.size();
@@ -359,10 +351,10 @@ void FlowNetwork::fill_one(std::uint32_t flow) {
     // One flow alone on its links among the set: the progressive filling freezes it at its lowest link level
     // (ties: smaller link id), the capacity its route's fixed flows leave divided by its multiplicity there;
     // the same result without a heap.
-    freeze_at_lowest(flow, [this](const Link& l, std::uint32_t self) {
+    freeze_at_lowest(flow, [this, flow](const Link& l) {
         double cap = l.bandwidth;
         for (const LinkEntry& e : l.on) {
-            if (e.flow != self) cap -= static_cast<double>(e.multiplicity) * flows_[e.flow].rate;
+            if (e.flow != flow) cap -= static_cast<double>(e.multiplicity) * flows_[e.flow].rate;
         }
         return cap;
     });

@@ -182,7 +182,11 @@ private:
     void include_component();
     void water_fill();
     void fill_one(std::uint32_t flow);
-    /// Freezes `flow` at its lowest link level, cap_of(link record, flow) / multiplicity (ties: smaller link id).
+    /// The lowest link level of a route, max(cap_of(link record), 0) / multiplicity, and its link (ties:
+    /// smaller link id; kNoLink for an empty route).
+    template <class CapOf>
+    std::pair<double, LinkId> lowest_level(std::uint32_t offset, std::uint32_t length, CapOf cap_of) const;
+    /// Freezes `flow` at its route's lowest level with cap_of (never at a zero rate).
     template <class CapOf>
     void freeze_at_lowest(std::uint32_t flow, CapOf cap_of);
     bool check_and_grow();
@@ -233,19 +237,26 @@ private:
 };
 
 template <class CapOf>
-inline void FlowNetwork::freeze_at_lowest(std::uint32_t flow, CapOf cap_of) {
-    Flow& f = flows_[flow];
-    ++flows_filled_;
+inline std::pair<double, LinkId> FlowNetwork::lowest_level(std::uint32_t offset, std::uint32_t length,
+                                                           CapOf cap_of) const {
     double best = 0.0;
     LinkId best_link = kNoLink;
-    for (std::uint32_t j = 0; j < f.route_length; ++j) {
-        const LinkUse& use = route_[f.route_offset + j];
-        const double level = std::max(cap_of(links_[use.link], flow), 0.0) / static_cast<double>(use.multiplicity);
+    for (std::uint32_t j = 0; j < length; ++j) {
+        const LinkUse& use = route_[offset + j];
+        const double level = std::max(cap_of(links_[use.link]), 0.0) / static_cast<double>(use.multiplicity);
         if (best_link == kNoLink || level < best || (level == best && use.link < best_link)) {
             best = level;
             best_link = use.link;
         }
     }
+    return {best, best_link};
+}
+
+template <class CapOf>
+inline void FlowNetwork::freeze_at_lowest(std::uint32_t flow, CapOf cap_of) {
+    Flow& f = flows_[flow];
+    ++flows_filled_;
+    const auto [best, best_link] = lowest_level(f.route_offset, f.route_length, cap_of);
     f.new_rate = std::max(best, links_[best_link].bandwidth * 1e-12);
     f.new_bottleneck = best_link;
 }
