@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Microbenchmarks strata-calibrate does not run itself, measured through PyTorch on the local GPU:
+
+- BF16 and FP8 (E4M3, per-tensor scales, torch._scaled_mm = cuBLASLt) GEMMs at the linear-layer shapes of the
+  Megatron-LM H100 table's models (forward, data-gradient and weight-gradient GEMM of QKV, proj, fc1, fc2 on one
+  GPU of a t-way tensor-parallel group, s*b = 4096 tokens), square sizes, and a K sweep (M = N = 8192) that shows
+  how the efficiency falls with a short inner dimension (the cost model's k_half);
+- fused attention (torch SDPA, causal, BF16) with the flash and the cuDNN backends, forward and forward+backward.
+
+Each time is the median of 5 repeats of N timed launches (CUDA events) after warm-up. Output: one JSON file
+with the device, the versions and one record per measurement. Usage: torch_bench.py OUT.json [--quick]
+Exit 4 without a CUDA device (as strata-calibrate).
+"""
+import json
+import statistics
+import sys
+import time
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    out = sys.argv[1]
+    quick = "--quick" in sys.argv[2:]
+    import torch
+
+    if not torch.cuda.is_available():
+        print("torch_bench: no CUDA device found", file=sys.stderr)
+        return 4
+    dev = torch.device("cuda")
+    prop = torch.cuda.get_device_properties(0)
+    res = {
+        "device": prop.name,
+        "sm_count": prop.multi_processor_count,
+        "memory_bytes": prop.total_memory,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "method": "CUDA events around N launches, median of 5 repeats after 3 warm-up launches",
+        "gemm": [],
+        "attention": [],
+        "errors": [],
+    }
+    iters = 5 if quick else 20
+
+    def timed(fn, n=iters):
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(5):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(n):
+                fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / 1e3 / n)
+        return statistics.median(times)
+
+    def save():
+        with open(out, "w") as f:
+            json.dump(res, f, indent=1)
+
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+
+    def gemm(tag, m, n, k):
+        """C[m,n] = A[m,k] B[k,n]: bf16 and fp8 (A row-major, B column-major as cuBLASLt's TN wants)."""
+        rec = {"tag": tag, "m": m, "n": n, "k": k, "flop": 2.0 * m * n * k}
+        try:
+            a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            bt = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+            b = bt.t()
+            t = timed(lambda: torch.mm(a, b))
+            rec["bf16_s"] = t
+            rec["bf16_tflops"] = rec["flop"] / t / 1e12
+            if fp8 is not None and m % 16 == 0 and n % 16 == 0 and k % 16 == 0:
+                a8, b8 = a.to(fp8), bt.to(fp8).t()
+                one = torch.ones((), device=dev, dtype=torch.float32)
+                t8 = timed(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+                rec["fp8_s"] = t8
+                rec["fp8_tflops"] = rec["flop"] / t8 / 1e12
+            del a, bt, b
+        except Exception as e:  # record and go on: one shape must not cost the rest
+            rec["error"] = repr(e)[:300]
+        res["gemm"].append(rec)
+        print(f"gemm {tag} {m}x{n}x{k}: bf16 {rec.get('bf16_tflops', 0):.0f} TF/s, fp8 {rec.get('fp8_tflops', 0):.0f} TF/s",
+              file=sys.stderr, flush=True)
+
+    tokens = 4096
+    # (name, hidden, ffn, t): the Megatron-LM README H100 table's models (GPT, 4h MLP, MHA).
+    rows = [("1.7B", 2048, 8192, 1), ("7.1B", 4096, 16384, 2), ("16B", 6144, 24576, 4), ("32B", 7168, 28672, 8),
+            ("70B", 8192, 32768, 8), ("177B", 12288, 49152, 8), ("462B", 18432, 73728, 8), ("22B-paper", 6144, 24576, 8)]
+    if quick:
+        rows = rows[:2]
+    for name, h, f, t in rows:
+        for lin, k_in, n_out in (("qkv", h, 3 * h // t), ("proj", h // t, h), ("fc1", h, f // t), ("fc2", f // t, h)):
+            gemm(f"{name} t={t} {lin} fwd", tokens, n_out, k_in)
+            gemm(f"{name} t={t} {lin} dgrad", tokens, k_in, n_out)
+            gemm(f"{name} t={t} {lin} wgrad", n_out, k_in, tokens)
+        save()
+    for s in ([4096, 8192] if quick else [1024, 2048, 4096, 8192, 16384]):
+        gemm("square", s, s, s)
+    for k in ([256, 1024] if quick else [128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 8192, 16384]):
+        gemm("k-sweep", 8192, 8192, k)
+    save()
+
+    # Fused attention, causal, BF16: q, k, v [b, heads per GPU, s, d].
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    shapes = [("22B-paper t=8", 4, 8, 2048, 96), ("megatron d=128 s=4096 16 heads", 1, 16, 4096, 128),
+              ("megatron d=128 s=4096 8 heads", 1, 8, 4096, 128), ("d=128 s=2048 b*s=16k 16 heads", 8, 16, 2048, 128)]
+    if quick:
+        shapes = shapes[1:2]
+    for backend_name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        for tag, b, hd, s, d in shapes:
+            rec = {"backend": backend_name, "tag": tag, "b": b, "heads": hd, "s": s, "d": d, "causal": True,
+                   # matmul FLOPs with the causal half skipped: forward 2 GEMMs, backward 5 (FlashAttention counts)
+                   "fwd_flop": 4.0 * b * hd * s * s * d / 2, "bwd_flop": 10.0 * b * hd * s * s * d / 2}
+            try:
+                q, k_, v = (torch.randn(b, hd, s, d, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                            for _ in range(3))
+                with sdpa_kernel([backend]):
+                    o = F.scaled_dot_product_attention(q, k_, v, is_causal=True)
+                    g = torch.randn_like(o)
+                    tf = timed(lambda: F.scaled_dot_product_attention(q, k_, v, is_causal=True))
+
+                    def fb():
+                        y = F.scaled_dot_product_attention(q, k_, v, is_causal=True)
+                        y.backward(g)
+
+                    tfb = timed(fb)
+                rec["fwd_s"], rec["fwd_bwd_s"] = tf, tfb
+                rec["bwd_s"] = tfb - tf
+                rec["fwd_tflops"] = rec["fwd_flop"] / tf / 1e12
+                rec["bwd_tflops"] = rec["bwd_flop"] / (tfb - tf) / 1e12
+            except Exception as e:
+                rec["error"] = repr(e)[:300]
+            res["attention"].append(rec)
+            print(f"attention {backend_name} {tag}: fwd {rec.get('fwd_tflops', 0):.0f} TF/s, "
+                  f"bwd {rec.get('bwd_tflops', 0):.0f} TF/s {rec.get('error', '')}", file=sys.stderr, flush=True)
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
