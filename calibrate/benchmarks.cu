@@ -88,9 +88,47 @@ ElementwiseSummary run_basics(const Context& c, Profile& p) {
     return out;
 }
 
+/// Back-to-back 8192^3 GEMMs for `seconds`: a GEMM-bound loop draws the board's power limit and the SM clock
+/// settles well below the boost clock within a few seconds (H100 SXM at 700 W: 1980 -> 1200-1400 MHz, measured
+/// with nvidia-smi dmon). Training holds the GPU there, so the GEMM rates are measured after this.
+static void heat_soak(const Context& c, Gpu0& g, Blas& blas) {
+    const GemmDesc d("soak", 8192, 8192, 8192);
+    DeviceBuffer A = random_buffer(c, d.a_elems(), g.s), B = random_buffer(c, d.b_elems(), g.s);
+    DeviceBuffer C(d.c_elems() * kElem, 0);
+    Gemm gemm(blas, c.dtype, d);
+    cudaEvent_t e0, e1;
+    CAL_CUDA(cudaEventCreate(&e0));
+    CAL_CUDA(cudaEventCreate(&e1));
+    constexpr int kBlock = 20;
+    double first = 0, last = 0, elapsed_s = 0;
+    int blocks = 0;
+    while (elapsed_s < c.soak_s) {
+        CAL_CUDA(cudaEventRecord(e0, g.s));
+        for (int i = 0; i < kBlock; ++i) gemm.run(A.get(), B.get(), C.get(), g.s);
+        CAL_CUDA(cudaEventRecord(e1, g.s));
+        CAL_CUDA(cudaEventSynchronize(e1));
+        float ms = 0;
+        CAL_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        last = kBlock * d.flops() / (ms * 1e-3) / 1e12;
+        if (blocks++ == 0) first = last;
+        elapsed_s += ms * 1e-3;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    progress("heat soak: " + std::to_string(blocks) + " blocks of " + std::to_string(kBlock) + " 8192^3 GEMMs in " +
+             fmt("%.1f s: ", elapsed_s) + fmt("first block %.0f TFLOP/s, ", first) + fmt("last %.0f TFLOP/s", last));
+}
+
 void run_gemms(const Context& c, Profile& p) {
     Gpu0 g;
     Blas blas(0);
+    if (c.soak_s > 0) {
+        try {
+            heat_soak(c, g, blas);
+        } catch (const OutOfMemory& e) {
+            skip(p, "heat soak (8192^3 GEMMs)", e);
+        }
+    }
     std::vector<GemmDesc> list = layer_gemms(ModelDims::from(c));
     std::vector<std::int64_t> sweep = c.quick ? std::vector<std::int64_t>{1024, 4096, 8192}
                                               : std::vector<std::int64_t>{1024, 2048, 4096, 8192, 16384};

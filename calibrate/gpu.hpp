@@ -86,6 +86,7 @@ struct Context {
     DType dtype = DType::bf16;
     int gpus = 1;                       // GPUs usable
     bool quick = false;
+    int soak_s = 10;                    // heat soak before the GEMM section, seconds
     TimingOpts timing;
     int heads = 64, hidden = 6144, seq = 2048, microbatch = 4, tensor = 8;
 };

@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
         c.quick = o.quick;
         c.timing = o.quick ? TimingOpts{2, 5, 3} : TimingOpts{5, 20, 5};
         if (o.iters) c.timing.iters = o.iters;
+        c.soak_s = o.soak_s >= 0 ? o.soak_s : (o.quick ? 2 : 10);
         c.heads = o.heads, c.hidden = o.hidden, c.seq = o.seq, c.microbatch = o.microbatch, c.tensor = o.tensor;
 
         cudaDeviceProp prop{};
@@ -207,6 +208,10 @@ int main(int argc, char** argv) {
             p.header_comments.push_back("measured.layers ran on one GPU: the tensor-parallel collectives were "
                                         "skipped, so layer times are compute only.");
 
+        if (c.soak_s > 0)
+            p.header_comments.push_back("GEMMs measured after a " + std::to_string(c.soak_s) +
+                                        " s heat soak (back-to-back 8192^3 GEMMs): the clock a training job holds at "
+                                        "the board's power limit, not a cold GPU's boost clock (--soak).");
         run_checks(c);
         const ElementwiseSummary basics = run_basics(c, p);
         run_gemms(c, p);

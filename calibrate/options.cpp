@@ -24,6 +24,9 @@ Runs CUDA / cuBLASLt / NCCL microbenchmarks on the local GPUs and writes a calib
   --peak-tflops X      dense tensor-core peak in TFLOP/s (default: known-GPU table)
   --gpus N             use the first N GPUs         (default: all)
   --iters N            timed iterations per repeat  (default 20; 5 with --quick)
+  --soak S             seconds of back-to-back 8192^3 GEMMs before the GEMM measurements, so that they
+                       run at the clock a training job holds (the board's power limit), not a cold
+                       GPU's boost clock (default 10; 2 with --quick; 0 = none)
   --help               this text
 
 exit codes: 0 ok, 1 error writing output, 2 bad option, 3 correctness check failed,
@@ -101,6 +104,12 @@ ParseResult parse_options(int argc, const char* const* argv) {
             err = positive(o.gpus, 1024);
         } else if (arg == "--iters") {
             err = positive(o.iters, 100000);
+        } else if (arg == "--soak") {
+            if (!need_value()) return fail("--soak: missing value (expected an integer in [0, 600], seconds)");
+            int v = 0;
+            if (!parse_int(value, v) || v < 0 || v > 600)
+                return fail("--soak: invalid value '" + value + "' (expected an integer in [0, 600], seconds)");
+            o.soak_s = v;
         } else if (arg == "--dtype") {
             if (!need_value()) return fail("--dtype: missing value (valid: bf16, fp16)");
             if (value != "bf16" && value != "fp16")
@@ -115,7 +124,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
             o.peak_tflops = v;
         } else {
             return fail("unknown option '" + arg + "' (valid: --out, --quick, --heads, --hidden, --seq, "
-                        "--microbatch, --tensor, --dtype, --peak-tflops, --gpus, --iters, --help)");
+                        "--microbatch, --tensor, --dtype, --peak-tflops, --gpus, --iters, --soak, --help)");
         }
         if (err) return fail(*err);
     }

@@ -23,6 +23,7 @@ struct Options {
     std::optional<double> peak_tflops;
     int gpus = 0;                  // 0: all local GPUs
     int iters = 0;                 // 0: default (20, or 5 with --quick)
+    int soak_s = -1;               // seconds of back-to-back GEMMs before the GEMM section; -1: default (10, 2 quick)
     bool help = false;
     std::string command;           // argv joined, for provenance
 };

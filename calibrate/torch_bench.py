@@ -130,6 +130,50 @@ def main():
         res["errors"].append("sustained: " + repr(e)[:300])
     save()
 
+    # Run-to-run jitter of a compute span (the simulator's variation.span_sigma): one "span" is the 12 GEMMs of a
+    # layer's forward and backward at the paper's 22B shapes on one GPU of t = 8 (sb = 8192) plus a GeLU, timed one
+    # by one with CUDA events, 1,500 spans back to back on the heat-soaked GPU.
+    try:
+        h, t, sb = 6144, 8, 8192
+        dims = [(sb, 3 * h // t, h), (sb, h, h // t), (sb, 4 * h // t, h), (sb, h, 4 * h // t)]
+        mats = []
+        for m, n, k in dims:
+            mats.append((torch.randn(m, k, device=dev, dtype=torch.bfloat16),
+                         torch.randn(k, n, device=dev, dtype=torch.bfloat16),
+                         torch.randn(m, n, device=dev, dtype=torch.bfloat16)))
+        act = torch.randn(sb, 4 * h // t, device=dev, dtype=torch.bfloat16)
+
+        def span():
+            for x, w, dy in mats:
+                torch.mm(x, w)           # forward
+                torch.mm(dy, w.t())      # data gradient
+                torch.mm(x.t(), dy)      # weight gradient
+            torch.nn.functional.gelu(act, approximate="tanh")
+
+        for _ in range(20):
+            span()
+        n_spans = 300 if quick else 1500
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(n_spans + 1)]
+        ev[0].record()
+        for i in range(n_spans):
+            span()
+            ev[i + 1].record()
+        ev[-1].synchronize()
+        ts = sorted(ev[i].elapsed_time(ev[i + 1]) for i in range(n_spans))
+        mean = sum(ts) / len(ts)
+        sd = (sum((x - mean) ** 2 for x in ts) / (len(ts) - 1)) ** 0.5
+        q = lambda f: ts[min(len(ts) - 1, int(f * len(ts)))]
+        res["span_jitter"] = {"what": "12 GEMMs (22B layer, t = 8, sb = 8192, fwd + dgrad + wgrad) + GeLU, per span",
+                              "spans": n_spans, "mean_ms": mean, "sd_ms": sd, "cv": sd / mean,
+                              "p01_ms": q(0.01), "p50_ms": q(0.5), "p99_ms": q(0.99), "min_ms": ts[0], "max_ms": ts[-1],
+                              "ms_in_order_first_200": [round(ev[i].elapsed_time(ev[i + 1]), 4) for i in range(200)]}
+        print(f"span jitter: mean {mean:.3f} ms, sd {sd:.4f} ms (cv {sd / mean:.4f}), p01 {q(0.01):.3f}, "
+              f"p99 {q(0.99):.3f}, max {ts[-1]:.3f}", file=sys.stderr, flush=True)
+        del mats, act
+    except Exception as e:
+        res["errors"].append("span jitter: " + repr(e)[:300])
+    save()
+
     # Fused attention, causal, BF16: q, k, v [b, heads per GPU, s, d].
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
