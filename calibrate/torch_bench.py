@@ -8,7 +8,8 @@
 - fused attention (torch SDPA, causal, BF16) with the flash and the cuDNN backends, forward and forward+backward.
 
 Each time is the median of 5 repeats of N timed launches (CUDA events) after warm-up. Output: one JSON file
-with the device, the versions and one record per measurement. Usage: torch_bench.py OUT.json [--quick]
+with the device, the versions and one record per measurement. Usage: torch_bench.py OUT.json [--quick] [--attention-grid]
+(--attention-grid: fused attention only, over heads per GPU x sequence length)
 Exit 4 without a CUDA device (as strata-calibrate).
 """
 import json
@@ -23,6 +24,7 @@ def main():
         return 2
     out = sys.argv[1]
     quick = "--quick" in sys.argv[2:]
+    grid = "--attention-grid" in sys.argv[2:]   # only the fused-attention grid (no GEMMs)
     import torch
 
     if not torch.cuda.is_available():
@@ -45,13 +47,17 @@ def main():
     }
     iters = 5 if quick else 20
 
-    def timed(fn, n=iters):
+    def timed(fn, n=iters, ahead=False):
+        """Median seconds per call. ahead: a 50 ms GPU sleep first, so that the host queues all n calls before the
+        GPU starts them and the time is the GPU's alone, not the host's launch cost (small attention calls)."""
         for _ in range(3):
             fn()
         torch.cuda.synchronize()
         times = []
         for _ in range(5):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if ahead:
+                torch.cuda._sleep(100_000_000)
             a.record()
             for _ in range(n):
                 fn()
@@ -95,21 +101,25 @@ def main():
             ("70B", 8192, 32768, 8), ("177B", 12288, 49152, 8), ("462B", 18432, 73728, 8), ("22B-paper", 6144, 24576, 8)]
     if quick:
         rows = rows[:2]
+    if grid:
+        rows = []
     for name, h, f, t in rows:
         for lin, k_in, n_out in (("qkv", h, 3 * h // t), ("proj", h // t, h), ("fc1", h, f // t), ("fc2", f // t, h)):
             gemm(f"{name} t={t} {lin} fwd", tokens, n_out, k_in)
             gemm(f"{name} t={t} {lin} dgrad", tokens, k_in, n_out)
             gemm(f"{name} t={t} {lin} wgrad", n_out, k_in, tokens)
         save()
-    for s in ([4096, 8192] if quick else [1024, 2048, 4096, 8192, 16384]):
+    for s in ([] if grid else [4096, 8192] if quick else [1024, 2048, 4096, 8192, 16384]):
         gemm("square", s, s, s)
-    for k in ([256, 1024] if quick else [128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 8192, 16384]):
+    for k in ([] if grid else [256, 1024] if quick else [128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 8192, 16384]):
         gemm("k-sweep", 8192, 8192, k)
     save()
 
     # Burst against sustained: 8192^3 BF16 GEMMs back to back for about 6 s, TF/s per block of 20 launches.
     # A GEMM-only loop draws the board's power limit; the clocks (and TF/s) settle below the first seconds' figure.
     try:
+        if grid:
+            raise StopIteration
         a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
         b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
         torch.cuda.synchronize()
@@ -126,6 +136,8 @@ def main():
         print(f"sustained 8192^3 bf16: first block {blocks[0]} TF/s, last {blocks[-1]} TF/s, {len(blocks)} blocks",
               file=sys.stderr, flush=True)
         del a, b
+    except StopIteration:
+        pass
     except Exception as e:
         res["errors"].append("sustained: " + repr(e)[:300])
     save()
@@ -134,6 +146,8 @@ def main():
     # layer's forward and backward at the paper's 22B shapes on one GPU of t = 8 (sb = 8192) plus a GeLU, timed one
     # by one with CUDA events, 1,500 spans back to back on the heat-soaked GPU.
     try:
+        if grid:
+            raise StopIteration
         h, t, sb = 6144, 8, 8192
         dims = [(sb, 3 * h // t, h), (sb, h, h // t), (sb, 4 * h // t, h), (sb, h, 4 * h // t)]
         mats = []
@@ -170,6 +184,8 @@ def main():
         print(f"span jitter: mean {mean:.3f} ms, sd {sd:.4f} ms (cv {sd / mean:.4f}), p01 {q(0.01):.3f}, "
               f"p99 {q(0.99):.3f}, max {ts[-1]:.3f}", file=sys.stderr, flush=True)
         del mats, act
+    except StopIteration:
+        pass
     except Exception as e:
         res["errors"].append("span jitter: " + repr(e)[:300])
     save()
@@ -180,6 +196,11 @@ def main():
 
     shapes = [("22B-paper t=8", 4, 8, 2048, 96), ("megatron d=128 s=4096 16 heads", 1, 16, 4096, 128),
               ("megatron d=128 s=4096 8 heads", 1, 8, 4096, 128), ("d=128 s=2048 b*s=16k 16 heads", 8, 16, 2048, 128)]
+    if grid:   # the shapes of one GPU of a tensor-parallel group: heads per GPU x sequence, b = 1, and a few b > 1
+        shapes = [(f"grid d=128 s={sq} {hd} heads", 1, hd, sq, 128) for sq in (1024, 2048, 4096, 8192)
+                  for hd in (4, 8, 16, 32)]
+        shapes += [("grid d=128 s=4096 8 heads b=2", 2, 8, 4096, 128), ("grid d=128 s=4096 8 heads b=4", 4, 8, 4096, 128),
+                   ("grid d=96 s=2048 8 heads b=4", 4, 8, 2048, 96), ("grid d=64 s=4096 16 heads", 1, 16, 4096, 64)]
     if quick:
         shapes = shapes[1:2]
     for backend_name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
@@ -193,13 +214,20 @@ def main():
                 with sdpa_kernel([backend]):
                     o = F.scaled_dot_product_attention(q, k_, v, is_causal=True)
                     g = torch.randn_like(o)
-                    tf = timed(lambda: F.scaled_dot_product_attention(q, k_, v, is_causal=True))
+                    tf = timed(lambda: F.scaled_dot_product_attention(q, k_, v, is_causal=True), ahead=True)
 
                     def fb():
                         y = F.scaled_dot_product_attention(q, k_, v, is_causal=True)
                         y.backward(g)
 
-                    tfb = timed(fb)
+                    tfb = timed(fb, ahead=True)
+                    # host seconds per call (launch cost): a GPU time near it would have been host-bound
+                    torch.cuda.synchronize()
+                    c0 = time.perf_counter()
+                    for _ in range(10):
+                        fb()
+                    rec["host_fwd_bwd_s"] = (time.perf_counter() - c0) / 10
+                    torch.cuda.synchronize()
                 rec["fwd_s"], rec["fwd_bwd_s"] = tf, tfb
                 rec["bwd_s"] = tfb - tf
                 rec["fwd_tflops"] = rec["fwd_flop"] / tf / 1e12
