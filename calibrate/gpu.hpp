@@ -86,7 +86,8 @@ struct Context {
     DType dtype = DType::bf16;
     int gpus = 1;                       // GPUs usable
     bool quick = false;
-    int soak_s = 10;                    // heat soak before the GEMM section, seconds
+    int soak_s = 0;                     // heat soak before the GEMM section, seconds
+    double gemm_mix = 0.5;              // memory-bound copies between timed GEMMs, share of the GEMM's time
     TimingOpts timing;
     int heads = 64, hidden = 6144, seq = 2048, microbatch = 4, tensor = 8;
 };

@@ -24,9 +24,10 @@ Runs CUDA / cuBLASLt / NCCL microbenchmarks on the local GPUs and writes a calib
   --peak-tflops X      dense tensor-core peak in TFLOP/s (default: known-GPU table)
   --gpus N             use the first N GPUs         (default: all)
   --iters N            timed iterations per repeat  (default 20; 5 with --quick)
-  --soak S             seconds of back-to-back 8192^3 GEMMs before the GEMM measurements, so that they
-                       run at the clock a training job holds (the board's power limit), not a cold
-                       GPU's boost clock (default 10; 2 with --quick; 0 = none)
+  --gemm-mix F         before each timed GEMM, device-to-device copies lasting F x the GEMM's time, so
+                       that the GPU's power and clock are those of a layer (GEMMs among memory-bound
+                       kernels), not of a GEMM-only loop (default 0.5; 0 = GEMMs back to back)
+  --soak S             seconds of back-to-back 8192^3 GEMMs before the GEMM measurements (default 0)
   --help               this text
 
 exit codes: 0 ok, 1 error writing output, 2 bad option, 3 correctness check failed,
@@ -110,6 +111,13 @@ ParseResult parse_options(int argc, const char* const* argv) {
             if (!parse_int(value, v) || v < 0 || v > 600)
                 return fail("--soak: invalid value '" + value + "' (expected an integer in [0, 600], seconds)");
             o.soak_s = v;
+        } else if (arg == "--gemm-mix") {
+            if (!need_value()) return fail("--gemm-mix: missing value (expected a number in [0, 4])");
+            char* end = nullptr;
+            const double v = std::strtod(value.c_str(), &end);
+            if (value.empty() || *end != '\0' || !std::isfinite(v) || v < 0 || v > 4)
+                return fail("--gemm-mix: invalid value '" + value + "' (expected a number in [0, 4])");
+            o.gemm_mix = v;
         } else if (arg == "--dtype") {
             if (!need_value()) return fail("--dtype: missing value (valid: bf16, fp16)");
             if (value != "bf16" && value != "fp16")
@@ -124,7 +132,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
             o.peak_tflops = v;
         } else {
             return fail("unknown option '" + arg + "' (valid: --out, --quick, --heads, --hidden, --seq, "
-                        "--microbatch, --tensor, --dtype, --peak-tflops, --gpus, --iters, --soak, --help)");
+                        "--microbatch, --tensor, --dtype, --peak-tflops, --gpus, --iters, --gemm-mix, --soak, --help)");
         }
         if (err) return fail(*err);
     }

@@ -23,7 +23,8 @@ struct Options {
     std::optional<double> peak_tflops;
     int gpus = 0;                  // 0: all local GPUs
     int iters = 0;                 // 0: default (20, or 5 with --quick)
-    int soak_s = -1;               // seconds of back-to-back GEMMs before the GEMM section; -1: default (10, 2 quick)
+    int soak_s = 0;                // seconds of back-to-back GEMMs before the GEMM section (default none)
+    double gemm_mix = 0.5;         // memory-bound copy time between timed GEMMs, as a share of the GEMM's time
     bool help = false;
     std::string command;           // argv joined, for provenance
 };

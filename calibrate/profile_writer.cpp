@@ -86,7 +86,7 @@ void write_profile(std::ostream& o, const Profile& p) {
     o << "  tile_m: " << p.gemm.tile_m << comment("not fitted: documented default") << "\n";
     o << "  tile_n: " << p.gemm.tile_n << comment("not fitted: documented default") << "\n";
     o << "  efficiency_ceiling: " << num(p.gemm.efficiency_ceiling)
-      << comment("source: best measured GEMM TFLOP/s / peak_flops") << "\n";
+      << comment("source: measured GEMMs, see the gemm: line") << "\n";
     o << "  k_half: " << num(p.gemm.k_half) << comment("not fitted: documented default") << "\n\n";
 
     o << "elementwise:\n";
@@ -243,6 +243,32 @@ std::optional<KnownPeak> known_hbm_bandwidth(std::string_view n) {
     if (has(n, "A100") && has(n, "80GB")) return KnownPeak{2.039e12, "NVIDIA A100 80GB SXM datasheet, 2039 GB/s"};
     if (has(n, "A100")) return KnownPeak{1.555e12, "NVIDIA A100 40GB datasheet, 1555 GB/s"};
     return std::nullopt;
+}
+
+double gemm_shape_factor(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, int sm_count,
+                         int tile_m, int tile_n, double k_half) {
+    const std::int64_t tiles[3][2] = {{tile_m, tile_n}, {tile_n, tile_m}, {std::max(tile_m / 2, 1), tile_n}};
+    double best = 0;
+    for (const auto& t : tiles) {
+        const double count = double((m + t[0] - 1) / t[0]) * double((n + t[1] - 1) / t[1]) * double(batch);
+        const double waves = std::ceil(count / sm_count);
+        best = std::max(best, double(m) * double(n) * double(batch) / (waves * sm_count * double(t[0]) * double(t[1])));
+    }
+    return best * (double(k) / (double(k) + k_half));
+}
+
+double fit_gemm_ceiling(const std::vector<GemmResult>& gemms, const std::vector<std::string>& names, double peak_flops,
+                        int sm_count, const GemmBlock& block) {
+    std::vector<double> ratios;
+    for (const auto& g : gemms) {
+        if (std::find(names.begin(), names.end(), g.name) == names.end() || g.time_us <= 0 || peak_flops <= 0) continue;
+        const double achieved = 2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch) / (g.time_us * 1e-6) / peak_flops;
+        ratios.push_back(achieved / gemm_shape_factor(g.m, g.n, g.k, g.batch, sm_count, block.tile_m, block.tile_n, block.k_half));
+    }
+    if (ratios.empty()) return 0;
+    std::sort(ratios.begin(), ratios.end());
+    const std::size_t n = ratios.size();
+    return n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
 }
 
 }  // namespace strata::calibrate

@@ -42,7 +42,7 @@ struct GemmBlock {                    // tile sizes and k_half are not fitted: d
     int tile_m = 256;
     int tile_n = 128;
     double efficiency_ceiling = 0;
-    double k_half = 64;
+    double k_half = 192;              // as the A100 fit (scripts/fit-table4) and the analytical Hopper profiles
     std::string comment;
 };
 
@@ -152,5 +152,17 @@ std::optional<KnownPeak> known_peak_flops(std::string_view gpu_name);
 double hbm_bandwidth_from_clock(double memory_clock_khz, double bus_width_bits);
 /// Fallback table of datasheet HBM bandwidth by GPU name.
 std::optional<KnownPeak> known_hbm_bandwidth(std::string_view gpu_name);
+
+/// The simulator's GEMM shape factor (sim/cost/cost_model.cpp, CostModel::gemm_efficiency without the ceiling):
+/// the best of three tile shapes' wave quantization on `sm_count` SMs, times k / (k + k_half).
+double gemm_shape_factor(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, int sm_count,
+                         int tile_m, int tile_n, double k_half);
+
+/// gemm.efficiency_ceiling fitted to the measured GEMMs: the median over the entries named in `names` (the
+/// layer's GEMMs) of (measured FLOP/s / peak) / shape factor, so that the simulator's model gives the median layer
+/// GEMM its measured time. Not the best single GEMM: that one is the most exposed to the clock (a cold GPU's
+/// boost clock, measured 790 against 660-720 TF/s at the power limit on an H100). 0 when nothing matches.
+double fit_gemm_ceiling(const std::vector<GemmResult>& gemms, const std::vector<std::string>& names, double peak_flops,
+                        int sm_count, const GemmBlock& block);
 
 }  // namespace strata::calibrate

@@ -28,9 +28,9 @@ if ! "$bin" --help >/dev/null 2>>"$log"; then
 fi
 step quick 100 "$bin" --quick --out "$out/quick.yaml"
 step full 220 "$bin" --out "$out/full.yaml"
-step layer-1p7b 70 "$bin" --heads 16 --hidden 2048 --seq 4096 --microbatch 1 --tensor 1 --soak 3 --out "$out/layer-1p7b.yaml"
-step layer-7b 70 "$bin" --heads 32 --hidden 4096 --seq 4096 --microbatch 1 --tensor 2 --soak 3 --out "$out/layer-7b.yaml"
-step layer-70b 70 "$bin" --heads 64 --hidden 8192 --seq 4096 --microbatch 1 --tensor 8 --soak 3 --out "$out/layer-70b.yaml"
+step layer-1p7b 70 "$bin" --heads 16 --hidden 2048 --seq 4096 --microbatch 1 --tensor 1 --out "$out/layer-1p7b.yaml"
+step layer-7b 70 "$bin" --heads 32 --hidden 4096 --seq 4096 --microbatch 1 --tensor 2 --out "$out/layer-7b.yaml"
+step layer-70b 70 "$bin" --heads 64 --hidden 8192 --seq 4096 --microbatch 1 --tensor 8 --out "$out/layer-70b.yaml"
 PYTHONUNBUFFERED=1 step torch 100 python3 calibrate/torch_bench.py "$out/torch.json"
 kill $dmon 2>/dev/null
 echo "=== done $(date -u +%T)" >>"$log"
