@@ -168,8 +168,17 @@ public:
     std::vector<float> input_grad();   // rank 0's dx as floats
     Mode mode = Mode::none;
     bool multi() const { return ranks_.size() > 1; }
+    /// While set, forward() records an event on rank 0's stream after each op (the in-layer time of each op).
+    std::vector<std::pair<const char*, cudaEvent_t>>* marks = nullptr;
 
 private:
+    void mark(const Rank& r, const char* op) {
+        if (!marks || &r != ranks_.front().get()) return;
+        cudaEvent_t e;
+        CAL_CUDA(cudaEventCreate(&e));
+        marks->emplace_back(op, e);
+        CAL_CUDA(cudaEventRecord(e, r.st));
+    }
     void each(const std::function<void(Rank&)>& f) {
         for (auto& r : ranks_) {
             CAL_CUDA(cudaSetDevice(r->dev));
@@ -335,33 +344,44 @@ void Layer::forward() {
     const std::int64_t R = rows_;
     const int H = static_cast<int>(m_.h);
     each([&](Rank& r) {
+        mark(r, "start");
         kern::layernorm_fwd(dt_, r.x.p, r.ln1_g.get(), r.ln1_b.get(), r.ln1.p, r.mean1.as<float>(),
                             r.rstd1.as<float>(), R, H, r.st);
+        mark(r, "layernorm_fwd");
     });
     gather(&Rank::ln1, &Rank::ln1_full);
     each([&](Rank& r) {
         r.g[0]->run(r.ln1_full.p, r.w_qkv.get(), r.qkv.p, r.st);
+        mark(r, "qkv_fwd");
         r.attn->forward(r.qkv.p, r.scores.p, r.probs.p, r.mask_attn.as<std::uint8_t>(), r.dropped.p, r.ctx.p,
                         kSeedAttn, r.st);
+        mark(r, "attention core");
         r.g[3]->run(r.ctx.p, r.w_proj.get(), r.proj_part.p, r.st);
+        mark(r, "proj_fwd");
     });
     reduce(&Rank::proj_part, &Rank::proj_red);
     each([&](Rank& r) {
         kern::bias_dropout_add_fwd(dt_, r.proj_red.p, r.b_proj.get(), r.x.p, r.res1.p, r.mask1.as<std::uint8_t>(), R,
                                    H, kDropout, kSeedBda1, r.st);
+        mark(r, "bias_dropout_add_fwd");
         kern::layernorm_fwd(dt_, r.res1.p, r.ln2_g.get(), r.ln2_b.get(), r.ln2.p, r.mean2.as<float>(),
                             r.rstd2.as<float>(), R, H, r.st);
+        mark(r, "layernorm_fwd");
     });
     gather(&Rank::ln2, &Rank::ln2_full);
     each([&](Rank& r) {
         r.g[6]->run(r.ln2_full.p, r.w_fc1.get(), r.fc1.p, r.st);
+        mark(r, "fc1_fwd");
         kern::gelu_fwd(dt_, r.fc1.p, r.b_fc1.get(), r.gelu.p, m_.sb(), static_cast<int>(4 * m_.h / m_.t), r.st);
+        mark(r, "gelu_fwd");
         r.g[9]->run(r.gelu.p, r.w_fc2.get(), r.fc2_part.p, r.st);
+        mark(r, "fc2_fwd");
     });
     reduce(&Rank::fc2_part, &Rank::fc2_red);
     each([&](Rank& r) {
         kern::bias_dropout_add_fwd(dt_, r.fc2_red.p, r.b_fc2.get(), r.res1.p, r.out.p, r.mask2.as<std::uint8_t>(), R,
                                    H, kDropout, kSeedBda2, r.st);
+        mark(r, "bias_dropout_add_fwd");
     });
 }
 
@@ -452,6 +472,42 @@ std::vector<float> Layer::input_grad() {
 
 }  // namespace
 
+namespace {
+bool multi_gpu_layer(int nranks) { return nranks > 1; }
+
+/// Each forward op's time inside the layer (events between consecutive ops on one GPU, mean of the timed
+/// iterations), printed beside the standalone measurements: what an op costs in the layer's company.
+void print_in_layer_ops(Layer& layer, const Context& c, const std::string& what) {
+    std::vector<std::pair<const char*, cudaEvent_t>> marks;
+    std::vector<std::pair<std::string, double>> sum;
+    const int iters = std::max(1, c.timing.iters);
+    for (int it = 0; it < iters + 2; ++it) {
+        layer.marks = &marks;
+        layer.forward();
+        layer.marks = nullptr;
+        CAL_CUDA(cudaEventSynchronize(marks.back().second));
+        if (it >= 2) {   // two warm-up passes
+            if (sum.empty())
+                for (std::size_t i = 1; i < marks.size(); ++i) sum.emplace_back(marks[i].first, 0.0);
+            for (std::size_t i = 1; i < marks.size(); ++i) {
+                float ms = 0;
+                CAL_CUDA(cudaEventElapsedTime(&ms, marks[i - 1].second, marks[i].second));
+                sum[i - 1].second += ms;
+            }
+        }
+        for (auto& m : marks) cudaEventDestroy(m.second);
+        marks.clear();
+    }
+    std::string line = what + " forward ops in the layer (us):";
+    double total = 0;
+    for (const auto& [op, ms] : sum) {
+        line += " " + op + " " + std::to_string(static_cast<int>(std::lround(ms * 1e3 / iters)));
+        total += ms / iters;
+    }
+    progress(line + "; sum " + std::to_string(static_cast<int>(std::lround(total * 1e3))) + " us");
+}
+}  // namespace
+
 void run_layers(const Context& c, Profile& p) {
     const ModelDims m = ModelDims::from(c);
     const int nranks = (c.tensor > 1 && c.gpus >= c.tensor) ? c.tensor : 1;
@@ -500,6 +556,7 @@ void run_layers(const Context& c, Profile& p) {
                     double(m.s), double(m.b), double(m.h), double(m.a), double(m.t), sp, r.recompute)));
                 r.note = note;
                 p.layers.push_back(r);
+                if (mode == Mode::none && !multi_gpu_layer(nranks)) print_in_layer_ops(layer, c, what);
                 progress(what + ": forward " + std::to_string(r.forward_ms) + " ms, backward " +
                          std::to_string(r.backward_ms) + " ms, activations " + gib(double(r.activation_bytes)) +
                          " (Table 2: " + gib(double(r.formula_bytes)) + "), stash self-check ok");
