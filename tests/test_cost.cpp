@@ -134,3 +134,70 @@ TEST_CASE("NVLS: the intra-node all-reduce uses the NVLS bus bandwidth, the othe
           Approx(bytes / 480e9 - bytes / 360e9).epsilon(1e-6));
     CHECK(with.tp_collective(CollectiveKind::all_gather, 8, m) == without.tp_collective(CollectiveKind::all_gather, 8, m));
 }
+
+namespace {
+Kernel flash_kernel(std::int64_t b_heads, std::int64_t s, std::int64_t d, bool forward) {
+    Kernel kr;
+    kr.name = "attn.flash";
+    kr.kind = forward ? KernelKind::flash_attention_fwd : KernelKind::flash_attention_bwd;
+    kr.gemm = {s, s, d, b_heads};
+    return kr;
+}
+/// A 2 x 2 grid (4 and 16 heads x s = 1024 and 4096, head_dim 128) whose forward efficiencies are 0.2, 0.4 (4 heads)
+/// and 0.3, 0.5 (16 heads) of the test profile's 100 TF/s, backward half of that; one head_dim 64 point at 0.8x.
+DeviceProfile flash_profile() {
+    DeviceProfile p = test_profile();
+    p.kernel_launch_us = 0;
+    auto add = [&](std::int64_t b, std::int64_t heads, std::int64_t s, std::int64_t d, double eff_fwd) {
+        const double fwd_flops = 2.0 * double(s) * double(s) * double(d) * double(b * heads);   // 2 GEMMs, causal half
+        p.measured_flash_attention.push_back({b, heads, s, d, fwd_flops / (100e12 * eff_fwd) * 1e6,
+                                              2.5 * fwd_flops / (100e12 * eff_fwd / 2) * 1e6});
+    };
+    add(1, 4, 1024, 128, 0.2);
+    add(1, 4, 4096, 128, 0.4);
+    add(1, 16, 1024, 128, 0.3);
+    add(4, 4, 1024, 128, 0.3);   // batch 4 x 4 heads is the 16-head point again: averaged with it
+    add(1, 16, 4096, 128, 0.5);
+    add(1, 16, 4096, 64, 0.4);   // 0.8 x the grid's 0.5 at that point
+    return p;
+}
+}  // namespace
+
+TEST_CASE("fused attention: measured grid, interpolated in log2(batch x heads) and log2(sequence)") {
+    const CostModel c(flash_profile());
+    // A measured point gives back its own time (no launch cost in this profile).
+    const auto& m = c.profile().measured_flash_attention[1];
+    CHECK(c.kernel(flash_kernel(4, 4096, 128, true)).time.seconds() == Approx(m.forward_us * 1e-6).epsilon(1e-9));
+    CHECK(c.kernel(flash_kernel(4, 4096, 128, false)).time.seconds() == Approx(m.backward_us * 1e-6).epsilon(1e-9));
+    CHECK(c.kernel(flash_kernel(4, 4096, 128, true)).source == CostSource::measured);
+    CHECK(c.flash_efficiency(flash_kernel(16, 1024, 128, true)) == Approx(0.3));
+    CHECK(c.flash_efficiency(flash_kernel(16, 1024, 128, false)) == Approx(0.15));
+    // Midway in both logs (8 heads, s = 2048): the mean of the four corners.
+    CHECK(c.flash_efficiency(flash_kernel(8, 2048, 128, true)) == Approx((0.2 + 0.4 + 0.3 + 0.5) / 4));
+    // Along one axis: 16 heads, s = 2048 is halfway between 0.3 and 0.5.
+    CHECK(c.flash_efficiency(flash_kernel(16, 2048, 128, true)) == Approx(0.4));
+    // Clamped outside the grid, never extrapolated.
+    CHECK(c.flash_efficiency(flash_kernel(64, 16384, 128, true)) == Approx(0.5));
+    CHECK(c.flash_efficiency(flash_kernel(1, 256, 128, true)) == Approx(0.2));
+    // Another head_dim: the grid scaled by that head_dim's measured ratio; an unmeasured one: the grid as is.
+    CHECK(c.flash_efficiency(flash_kernel(4, 1024, 64, true)) == Approx(0.8 * 0.2));
+    CHECK(c.flash_efficiency(flash_kernel(4, 1024, 96, true)) == Approx(0.2));
+    // Without the grid the flat efficiencies apply.
+    DeviceProfile flat = test_profile();
+    flat.flash_forward_efficiency = 0.45;
+    flat.flash_backward_efficiency = 0.35;
+    CHECK(CostModel(flat).flash_efficiency(flash_kernel(8, 2048, 128, true)) == Approx(0.45));
+    CHECK(CostModel(flat).flash_efficiency(flash_kernel(8, 2048, 128, false)) == Approx(0.35));
+    CHECK(CostModel(flat).kernel(flash_kernel(8, 2048, 128, true)).source == CostSource::analytical);
+}
+
+TEST_CASE("fused attention: the shipped Hopper grid interpolates between its measured neighbours") {
+    const CostModel c(load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/h100-sxm5-80gb.yaml"));
+    REQUIRE(c.profile().measured_flash_attention.size() >= 16);
+    // 12 heads at s = 4096 lies between the 8- and 16-head measurements.
+    const double e8 = c.flash_efficiency(flash_kernel(8, 4096, 128, true));
+    const double e12 = c.flash_efficiency(flash_kernel(12, 4096, 128, true));
+    const double e16 = c.flash_efficiency(flash_kernel(16, 4096, 128, true));
+    CHECK(e8 < e12);
+    CHECK(e12 < e16);
+}

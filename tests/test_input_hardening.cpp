@@ -260,6 +260,20 @@ TEST_CASE("hardening: a device profile's measured block is checked", "[hardening
     CHECK_THAT(msg, Contains("measured.gemm[0]: expected a mapping"));
     msg = profile_error_of(base + "measured:\n  copy_bandwidth_bytes_per_s: fast\n");
     CHECK_THAT(msg, Contains("measured.copy_bandwidth_bytes_per_s: expected a number"));
+    // Fused attention: the head_dim 128 entries must form a grid; only causal attention is modelled.
+    const std::string grid = "measured:\n  flash_attention:\n"
+                             "    - {heads: 8, seq_len: 1024, head_dim: 128, forward_us: 10, backward_us: 30}\n"
+                             "    - {heads: 8, seq_len: 2048, head_dim: 128, forward_us: 20, backward_us: 60}\n"
+                             "    - {heads: 16, seq_len: 1024, head_dim: 128, forward_us: 15, backward_us: 45}\n";
+    msg = profile_error_of(base + grid);
+    CHECK_THAT(msg, StartsWith(at(line + 2, 5)));
+    CHECK_THAT(msg, Contains("must form a grid"));
+    CHECK_THAT(msg, Contains("missing batch x heads = 16 with seq_len = 2048"));
+    REQUIRE_NOTHROW(load_device_profile_text(
+        base + grid + "    - {batch: 2, heads: 8, seq_len: 2048, head_dim: 128, forward_us: 30, backward_us: 90}\n", kOrigin));
+    msg = profile_error_of(base + grid + "    - {heads: 16, seq_len: 2048, head_dim: 128, causal: false, forward_us: 1, backward_us: 2}\n");
+    CHECK_THAT(msg, Contains("measured.flash_attention[3].causal"));
+    CHECK_THAT(msg, Contains("only causal attention"));
 }
 
 TEST_CASE("hardening: rails larger than GPUs per node is a load error at the system file's line", "[hardening]") {

@@ -6,6 +6,8 @@
 #include "strata/units.hpp"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace strata {
 
@@ -34,6 +36,10 @@ public:
     [[nodiscard]] const DeviceProfile& profile() const { return profile_; }
     [[nodiscard]] KernelCost kernel(const Kernel& k) const;
     [[nodiscard]] double gemm_efficiency(const GemmShape& g) const;
+    /// A FlashAttention kernel's share of peak_flops: interpolated in the profile's measured grid where it has one
+    /// (bilinear in log2(batch x heads) and log2(sequence), clamped to the grid; another head_dim scaled by its own
+    /// measured ratio to the grid), else the profile's flat forward / backward efficiency.
+    [[nodiscard]] double flash_efficiency(const Kernel& k) const;
     [[nodiscard]] Time tp_collective(CollectiveKind kind, int ranks, Bytes message) const;
     /// Share of the SMs an NCCL collective occupies (nccl_channels / sm_count).
     [[nodiscard]] double comm_sm_fraction() const;
@@ -52,6 +58,17 @@ public:
 
 private:
     DeviceProfile profile_;
+    /// The measured fused-attention grid as efficiencies: xs = log2(batch x heads), ss = log2(seq_len), each
+    /// axis ascending; eff[dir][i * ss.size() + j] at (xs[i], ss[j]), dir 0 forward, 1 backward.
+    struct FlashGrid {
+        std::int64_t head_dim = 0;
+        std::vector<double> xs, ss;
+        std::vector<double> eff[2];
+        double head_dim_ratio(std::int64_t d, int dir) const;
+        double at(double x, double s, int dir) const;
+        std::vector<std::pair<std::int64_t, double>> ratios[2];   ///< (head_dim, measured / grid) per other head_dim
+    };
+    FlashGrid flash_grid_;
 };
 
 }  // namespace strata

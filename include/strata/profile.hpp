@@ -36,6 +36,26 @@ struct MeasuredLayer {
     std::int64_t activation_bytes = 0, formula_bytes = 0;
 };
 
+/// A fused (FlashAttention-style) attention kernel measured at one shape: causal, BF16, on one GPU of a
+/// tensor-parallel group (heads = that GPU's heads). Times are the GPU's alone (no launch cost).
+struct MeasuredFlashAttention {
+    std::int64_t batch = 1, heads = 0, seq_len = 0, head_dim = 0;
+    double forward_us = 0, backward_us = 0;
+};
+
+/// The head_dim with the most measured fused-attention entries (ties: the larger): the grid the cost model
+/// interpolates in. Other head dims scale it by their own measured ratio (CostModel). 0 for an empty table.
+[[nodiscard]] inline std::int64_t flash_grid_head_dim(const std::vector<MeasuredFlashAttention>& table) {
+    std::int64_t best = 0;
+    std::size_t best_count = 0;
+    for (const auto& a : table) {
+        std::size_t n = 0;
+        for (const auto& b : table) n += b.head_dim == a.head_dim ? 1 : 0;
+        if (n > best_count || (n == best_count && a.head_dim > best)) best = a.head_dim, best_count = n;
+    }
+    return best;
+}
+
 struct DeviceProfile {
     std::string file;                 ///< where it was loaded from
     std::string name;
@@ -67,6 +87,12 @@ struct DeviceProfile {
     std::vector<MeasuredElementwise> measured_elementwise;
     std::vector<MeasuredCollectiveFit> measured_collectives;
     std::vector<MeasuredLayer> measured_layers;
+    /// Fused attention measured over a grid of (batch x heads, sequence length): where present, a FlashAttention
+    /// kernel's efficiency is interpolated in it (see CostModel) instead of the flat efficiencies above.
+    std::vector<MeasuredFlashAttention> measured_flash_attention;
+    [[nodiscard]] bool has_flash_attention() const {
+        return flash_forward_efficiency > 0 || !measured_flash_attention.empty();
+    }
     int gpus_used = 0;                ///< provenance: GPUs the calibration ran on (0 if not given)
     /// The profile's kernel times are those of the slowest of this many GPUs running in step (1: one GPU's
     /// microbenchmarks; 8: layer times measured on a tensor-parallel group of 8). See VariationSpec.

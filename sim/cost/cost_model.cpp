@@ -11,7 +11,96 @@ namespace strata {
 
 const char* to_string(CostSource s) { return s == CostSource::analytical ? "analytical" : "measured"; }
 
-CostModel::CostModel(DeviceProfile profile) : profile_(std::move(profile)) {}
+namespace {
+/// Matmul FLOPs of a causal fused-attention kernel (forward 2 GEMMs, backward 5, each half done).
+double causal_flash_flops(double b_heads, double s_q, double s_kv, double d, bool forward) {
+    return 0.5 * (forward ? 2.0 : 5.0) * 2.0 * s_q * s_kv * d * b_heads;
+}
+}  // namespace
+
+CostModel::CostModel(DeviceProfile profile) : profile_(std::move(profile)) {
+    const auto& table = profile_.measured_flash_attention;
+    if (table.empty()) return;
+    FlashGrid& g = flash_grid_;
+    g.head_dim = flash_grid_head_dim(table);
+    auto eff = [&](const MeasuredFlashAttention& a, int dir) {
+        const double f = causal_flash_flops(double(a.batch * a.heads), double(a.seq_len), double(a.seq_len),
+                                            double(a.head_dim), dir == 0);
+        return f / (profile_.peak_flops * (dir == 0 ? a.forward_us : a.backward_us) * 1e-6);
+    };
+    for (const auto& a : table) {
+        if (a.head_dim != g.head_dim) continue;
+        g.xs.push_back(std::log2(double(a.batch * a.heads)));
+        g.ss.push_back(std::log2(double(a.seq_len)));
+    }
+    for (auto* axis : {&g.xs, &g.ss}) {
+        std::sort(axis->begin(), axis->end());
+        axis->erase(std::unique(axis->begin(), axis->end()), axis->end());
+    }
+    // The loader checked that the grid is complete; entries at the same point (batch 2 x 8 heads and 16 heads)
+    // are averaged.
+    for (int dir = 0; dir < 2; ++dir) {
+        g.eff[dir].assign(g.xs.size() * g.ss.size(), 0.0);
+        std::vector<int> count(g.eff[dir].size(), 0);
+        for (const auto& a : table) {
+            if (a.head_dim != g.head_dim) continue;
+            const auto i = std::size_t(std::lower_bound(g.xs.begin(), g.xs.end(), std::log2(double(a.batch * a.heads))) - g.xs.begin());
+            const auto j = std::size_t(std::lower_bound(g.ss.begin(), g.ss.end(), std::log2(double(a.seq_len))) - g.ss.begin());
+            g.eff[dir][i * g.ss.size() + j] += eff(a, dir);
+            ++count[i * g.ss.size() + j];
+        }
+        for (std::size_t k = 0; k < count.size(); ++k) g.eff[dir][k] /= std::max(count[k], 1);
+        // Other head dims: the mean of their measured efficiency over the grid's at the same point.
+        std::vector<std::int64_t> dims;
+        for (const auto& a : table)
+            if (a.head_dim != g.head_dim && std::find(dims.begin(), dims.end(), a.head_dim) == dims.end()) dims.push_back(a.head_dim);
+        std::sort(dims.begin(), dims.end());
+        for (std::int64_t d : dims) {
+            double sum = 0;
+            int n = 0;
+            for (const auto& a : table) {
+                if (a.head_dim != d) continue;
+                sum += eff(a, dir) / g.at(std::log2(double(a.batch * a.heads)), std::log2(double(a.seq_len)), dir);
+                ++n;
+            }
+            g.ratios[dir].emplace_back(d, sum / n);
+        }
+    }
+}
+
+double CostModel::FlashGrid::at(double x, double s, int dir) const {
+    // Bilinear on the grid, clamped at its edges (no extrapolation).
+    auto locate = [](const std::vector<double>& axis, double v, std::size_t& lo, double& w) {
+        v = std::clamp(v, axis.front(), axis.back());
+        lo = axis.size() < 2 ? 0 : std::min<std::size_t>(std::size_t(std::upper_bound(axis.begin(), axis.end(), v) - axis.begin()), axis.size() - 1) - 1;
+        const std::size_t hi = std::min(lo + 1, axis.size() - 1);
+        w = hi == lo ? 0.0 : (v - axis[lo]) / (axis[hi] - axis[lo]);
+    };
+    std::size_t i = 0, j = 0;
+    double wx = 0, ws = 0;
+    locate(xs, x, i, wx);
+    locate(ss, s, j, ws);
+    const std::size_t i1 = std::min(i + 1, xs.size() - 1), j1 = std::min(j + 1, ss.size() - 1);
+    const auto e = [&](std::size_t a, std::size_t b) { return eff[dir][a * ss.size() + b]; };
+    return (1 - wx) * ((1 - ws) * e(i, j) + ws * e(i, j1)) + wx * ((1 - ws) * e(i1, j) + ws * e(i1, j1));
+}
+
+double CostModel::FlashGrid::head_dim_ratio(std::int64_t d, int dir) const {
+    if (d == head_dim) return 1.0;
+    for (const auto& [dim, r] : ratios[dir])
+        if (dim == d) return r;
+    return 1.0;   // no measurement at this head_dim: the grid's (documented in docs/device-profile.md)
+}
+
+double CostModel::flash_efficiency(const Kernel& k) const {
+    const bool forward = k.kind == KernelKind::flash_attention_fwd;
+    if (flash_grid_.xs.empty()) return forward ? profile_.flash_forward_efficiency : profile_.flash_backward_efficiency;
+    const int dir = forward ? 0 : 1;
+    // Queries against keys (context parallelism: a rank's queries against the ring's keys): the geometric mean
+    // stands for the sequence length of the measured square kernels.
+    const double s = 0.5 * (std::log2(double(k.gemm.m)) + std::log2(double(k.gemm.n)));
+    return flash_grid_.at(std::log2(double(k.gemm.batch)), s, dir) * flash_grid_.head_dim_ratio(k.gemm.k, dir);
+}
 
 double CostModel::gemm_efficiency(const GemmShape& g) const {
     const double sms = profile_.sm_count;
@@ -43,12 +132,12 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
         return {Time::from_seconds(launch_s + double(kr.bytes.value) / mem_bw), CostSource::analytical};
     }
     if (kr.kind == KernelKind::flash_attention_fwd || kr.kind == KernelKind::flash_attention_bwd) {
-        const double eff = kr.kind == KernelKind::flash_attention_fwd ? profile_.flash_forward_efficiency
-                                                                       : profile_.flash_backward_efficiency;
+        const double eff = flash_efficiency(kr);
         if (eff <= 0) throw InputError(profile_.file + ": FlashAttention needs flash_attention efficiencies in the device profile");
         const double compute_s = flash_attention_flops(kr).value / (profile_.peak_flops * eff);
         const double memory_s = double(kr.bytes.value) / mem_bw;
-        return {Time::from_seconds(launch_s + std::max(compute_s, memory_s)), CostSource::analytical};
+        const CostSource source = flash_grid_.xs.empty() ? CostSource::analytical : CostSource::measured;
+        return {Time::from_seconds(launch_s + std::max(compute_s, memory_s)), source};
     }
     for (const auto& m : profile_.measured_gemms) {
         // C = A B and its transpose C^T = B^T A^T are the same work: calibration writes weight gradients in

@@ -5,9 +5,11 @@
 #include "parts.hpp"
 #include "yaml_fields.hpp"
 
+#include <algorithm>
 #include <array>
 
 namespace strata {
+
 
 namespace {
 using yamlio::Fields;
@@ -25,6 +27,32 @@ constexpr std::array<std::string_view, 35> kProfileKeys = {
     "measured.copy_bandwidth_bytes_per_s", "measured",
     "flash_attention.forward_efficiency", "flash_attention.backward_efficiency",
     "device.peak_flops_fp8", "gemm.efficiency_ceiling_fp8", "intra_node.nvls_bus_bandwidth_bytes_per_s"};
+
+/// The cost model interpolates a fused-attention kernel's efficiency bilinearly over the entries of the most
+/// common head_dim (the grid), so those must cover every (batch x heads, seq_len) pair of the grid.
+void check_flash_grid(const YAML::Node& measured, const std::string& file, const std::vector<MeasuredFlashAttention>& all) {
+    if (all.empty()) return;
+    const std::int64_t d = flash_grid_head_dim(all);
+    std::vector<std::int64_t> xs, ss;
+    for (const auto& a : all)
+        if (a.head_dim == d) xs.push_back(a.batch * a.heads), ss.push_back(a.seq_len);
+    std::sort(xs.begin(), xs.end());
+    xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+    std::sort(ss.begin(), ss.end());
+    ss.erase(std::unique(ss.begin(), ss.end()), ss.end());
+    for (std::int64_t x : xs)
+        for (std::int64_t s : ss) {
+            const bool found = std::any_of(all.begin(), all.end(), [&](const MeasuredFlashAttention& a) {
+                return a.head_dim == d && a.batch * a.heads == x && a.seq_len == s;
+            });
+            if (!found)
+                throw InputError(yamlio::where_value(file, measured, "flash_attention") +
+                                 ": profile.measured.flash_attention: the head_dim " + std::to_string(d) +
+                                 " entries must form a grid (every batch x heads with every seq_len: the cost model "
+                                 "interpolates in it); missing batch x heads = " + std::to_string(x) +
+                                 " with seq_len = " + std::to_string(s));
+        }
+}
 
 void read_measured(const YAML::Node& root, const std::string& file, DeviceProfile& p) {
     const YAML::Node measured = root["measured"];
@@ -121,6 +149,22 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
         if (f.has("note")) (void)f.get_string("note");
         p.measured_layers.push_back(l);
     }, layer_keys);
+    constexpr std::array<std::string_view, 8> flash_keys = {"batch", "heads", "seq_len", "head_dim", "causal",
+                                                            "forward_us", "backward_us", "note"};
+    each("flash_attention", [&](const Fields& f) {
+        MeasuredFlashAttention a;
+        a.batch = f.get_int("batch", 1, 1 << 20, 1);
+        a.heads = f.get_int("heads", 1, 1 << 16);
+        a.seq_len = f.get_int("seq_len", 1, 1 << 24);
+        a.head_dim = f.get_int("head_dim", 1, 1 << 12);
+        if (!f.get_bool("causal", true))
+            f.fail("causal", "only causal attention is modelled (the layer model's attention is causal): causal: true");
+        a.forward_us = f.get_double("forward_us", 1e-3, 1e12);
+        a.backward_us = f.get_double("backward_us", 1e-3, 1e12);
+        if (f.has("note")) (void)f.get_string("note");
+        p.measured_flash_attention.push_back(a);
+    }, flash_keys);
+    check_flash_grid(measured, file, p.measured_flash_attention);
 }
 
 DeviceProfile read_device(const Fields& f, const std::string& file);
@@ -130,9 +174,9 @@ DeviceProfile profile_from(const YAML::Node& root, const std::string& file) {
     // The lists under `measured` stay opaque values here (measured.gemm, ...); read_measured() reads them.
     f.reset(root, file);
     std::vector<std::string_view> known(kProfileKeys.begin(), kProfileKeys.end());
-    constexpr std::array<std::string_view, 5> lists = {"measured.gemm", "measured.elementwise",
+    constexpr std::array<std::string_view, 6> lists = {"measured.gemm", "measured.elementwise",
                                                        "measured.collectives", "measured.collective_fit",
-                                                       "measured.layers"};
+                                                       "measured.layers", "measured.flash_attention"};
     known.insert(known.end(), lists.begin(), lists.end());
     f.check_known(known);
 

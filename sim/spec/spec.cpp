@@ -211,7 +211,7 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
         return SpecProblem{"model", "hidden", "hidden (" + s(m.hidden) + ") must be divisible by heads (" + s(m.heads) + ")"};
     if (m.heads % m.query_groups() != 0)
         return SpecProblem{"model", "kv_heads", "heads (" + s(m.heads) + ") must be divisible by kv_heads (" + s(m.query_groups()) + ")"};
-    if (e.attention == Attention::flash && sc.system.device.flash_forward_efficiency <= 0)
+    if (e.attention == Attention::flash && !sc.system.device.has_flash_attention())
         return SpecProblem{"execution", "attention", "attention: flash needs a flash_attention block in the device profile " +
                                                          sc.system.device.file + " (FlashAttention efficiencies)"};
     if (m.heads % e.tensor != 0)
