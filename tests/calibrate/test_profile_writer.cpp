@@ -355,3 +355,65 @@ TEST_CASE("calibrate: no GPU gives the documented error and exit code 4", "[cali
     CHECK(d.gpus == 8);
     CHECK(decide_devices(true, 8, 2).gpus == 2);
 }
+
+// ---- the GEMM ceiling fit: the simulator's shape model, the median layer GEMM --------------------------------
+#include "strata/cost.hpp"
+#include "strata/scenario.hpp"
+
+TEST_CASE("calibrate: gemm_shape_factor is the simulator's GEMM model without its ceiling", "[calibrate]") {
+    strata::DeviceProfile d;
+    d.peak_flops = 989.4e12;
+    d.hbm_bandwidth = 3.35e12;
+    d.sm_count = 132;
+    d.gemm_tile_m = 256;
+    d.gemm_tile_n = 128;
+    d.gemm_efficiency_ceiling = 0.75;
+    d.gemm_k_half = 192;
+    const strata::CostModel cost(d);
+    const std::int64_t shapes[][4] = {{8192, 2304, 6144, 1}, {8192, 6144, 768, 1}, {2048, 2048, 96, 32},
+                                      {4096, 131072, 2048, 1}, {1000, 37, 5, 3}};
+    for (const auto& s : shapes) {
+        const strata::GemmShape g{s[0], s[1], s[2], s[3]};
+        CHECK(0.75 * gemm_shape_factor(s[0], s[1], s[2], s[3], 132, 256, 128, 192) == Approx(cost.gemm_efficiency(g)));
+    }
+}
+
+TEST_CASE("calibrate: the GEMM ceiling is the median layer GEMM's, not the best one", "[calibrate]") {
+    GemmBlock block;
+    const double peak = 1000e12;
+    // Layer GEMMs whose measured efficiency is ceiling x shape factor with ceilings 0.70, 0.72, 0.74 and one
+    // cold-clock outlier at 0.90; a square sweep entry (not in the names) at 0.95.
+    std::vector<GemmResult> g;
+    const double ceilings[] = {0.70, 0.72, 0.74, 0.90};
+    const std::int64_t dims[][3] = {{8192, 2304, 6144}, {8192, 6144, 2304}, {8192, 3072, 6144}, {8192, 6144, 768}};
+    for (int i = 0; i < 4; ++i) {
+        const auto [m, n, k] = std::tuple{dims[i][0], dims[i][1], dims[i][2]};
+        const double eff = ceilings[i] * gemm_shape_factor(m, n, k, 1, 132, block.tile_m, block.tile_n, block.k_half);
+        g.push_back({"layer" + std::to_string(i), m, n, k, 1, "bf16", 2.0 * double(m) * double(n) * double(k) / (peak * eff) * 1e6, 0});
+    }
+    const double eff_sq = 0.95 * gemm_shape_factor(4096, 4096, 4096, 1, 132, block.tile_m, block.tile_n, block.k_half);
+    g.push_back({"square_4096", 4096, 4096, 4096, 1, "bf16", 2.0 * 4096.0 * 4096 * 4096 / (peak * eff_sq) * 1e6, 0});
+    const std::vector<std::string> names = {"layer0", "layer1", "layer2", "layer3"};
+    CHECK(fit_gemm_ceiling(g, names, peak, 132, block) == Approx(0.73));   // median of 0.70, 0.72, 0.74, 0.90
+    CHECK(fit_gemm_ceiling(g, {"layer1"}, peak, 132, block) == Approx(0.72));
+    CHECK(fit_gemm_ceiling(g, {"nothing"}, peak, 132, block) == 0);
+}
+
+TEST_CASE("calibrate: the committed calibrated profiles' ceilings follow from their measured layer GEMMs", "[calibrate]") {
+    for (const char* file : {"h100-sxm5-80gb-calibrated.yaml", "h200-sxm-141gb-calibrated.yaml"}) {
+        const strata::DeviceProfile d =
+            strata::load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/" + file);
+        std::vector<GemmResult> g;
+        std::vector<std::string> names;
+        for (const auto& m : d.measured_gemms) {
+            if (m.batch != 1 || (m.m == m.n && m.n == m.k)) continue;   // attention's batched GEMMs, the square sweep
+            names.push_back("g" + std::to_string(g.size()));
+            g.push_back({names.back(), m.m, m.n, m.k, 1, "bf16", m.time_us, 0});
+        }
+        REQUIRE(g.size() == 12);
+        GemmBlock block;
+        block.tile_m = d.gemm_tile_m, block.tile_n = d.gemm_tile_n, block.k_half = d.gemm_k_half;
+        INFO(file);
+        CHECK(round_sig(fit_gemm_ceiling(g, names, d.peak_flops, d.sm_count, block), 4) == Approx(d.gemm_efficiency_ceiling));
+    }
+}
