@@ -124,23 +124,25 @@ TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.5%, worst
     CHECK(s.worst_abs <= 0.0495);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 6.1%, worst <= 12.3%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 6.4%, worst <= 13.7%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
-    // come out 11% fast, the 32B row 12% slow. The tolerance pins today's figure so that a regression is seen.
+    // come out 10% fast, the 32B row 14% slow. The tolerance pins today's figure so that a regression is seen.
+    // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
+    // an H200: slower than the FlashAttention-3 figure the profile had), an independent measurement, kept.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.061);
-    CHECK(s.worst_abs <= 0.123);
+    CHECK(s.mean_abs <= 0.064);
+    CHECK(s.worst_abs <= 0.137);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 11.5%, worst <= 18.5%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 11.6%, worst <= 18.5%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
     // MFU falls from 55.6% to 36.4% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
                                        "scenarios/validation/megatron-h100-strong.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.115);
+    CHECK(s.mean_abs <= 0.116);   // 11.45% before the measured fused attention (see the weak-scaling test)
     CHECK(s.worst_abs <= 0.185);
 }
 
