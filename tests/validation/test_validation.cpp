@@ -149,7 +149,7 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
 TEST_CASE(
     "validation: representative replicas within 1.2% of the full simulation (SC21, 530B/2240, Megatron H100)") {
     // `--replicas representative` (README "Speed") against every GPU group, on the shipped experiments with
-    // data parallelism: today's worst is the 16B Megatron row (-1.08%: the other node's replicas' flows are
+    // data parallelism: today's worst is the 16B Megatron row (-1.05%: the other node's replicas' flows are
     // not on the links its reduction ring shares, and its gradient-averaging passes run under them), the mean
     // |difference| 0.14%. Nothing published is
     // involved: the full simulation is the reference.
