@@ -10,7 +10,6 @@
 
 namespace strata {
 
-
 namespace {
 using yamlio::Fields;
 
