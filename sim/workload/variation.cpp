@@ -30,9 +30,25 @@ double Variation::slowest_of(int n) {
     return n <= 1 ? 0.0 : normal_quantile(1.0 - 0.5 / n);
 }
 
+double Variation::expected_max_normal(int n) {
+    if (n <= 1) return 0.0;
+    // E[max] = integral of x n phi(x) Phi(x)^(n-1) dx, Simpson's rule on [-10, 10] (the tails beyond are < 1e-20).
+    const boost::math::normal_distribution<double> normal;
+    constexpr int kSteps = 4000;
+    constexpr double lo = -10.0, hi = 10.0, h = (hi - lo) / kSteps;
+    double sum = 0;
+    for (int i = 0; i <= kSteps; ++i) {
+        const double x = lo + i * h;
+        const double f = x * n * boost::math::pdf(normal, x) * std::pow(boost::math::cdf(normal, x), n - 1);
+        sum += f * (i == 0 || i == kSteps ? 1.0 : (i % 2 ? 4.0 : 2.0));
+    }
+    return sum * h / 3.0;
+}
+
 Variation::Variation(const VariationSpec& spec, int reference_gpus, int gpus) : spec_(spec) {
     if (reference_gpus < 1) throw SimulationError("variation: reference GPUs must be >= 1");
     z_ref_ = slowest_of(reference_gpus);
+    if (span_active()) span_ref_ = expected_max_normal(reference_gpus);
     if (!gpu_active() || gpus <= 0) return;
     // Deal the N quantiles to the ranks in an order drawn from the seed (ties broken by rank).
     std::vector<std::pair<std::uint64_t, int>> order(static_cast<std::size_t>(gpus));
@@ -64,7 +80,7 @@ double Variation::span_factor(std::span<const int> ranks, std::uint64_t span) co
         const double u = (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53;  // in (0, 1)
         worst = std::max(worst, normal_quantile(u));
     }
-    return std::max(0.5, 1.0 + spec_.span_sigma * worst);
+    return std::max(0.5, 1.0 + spec_.span_sigma * (worst - span_ref_));
 }
 
 Time scaled(Time t, double factor) {

@@ -13,7 +13,10 @@
 //    are those of the slowest of R GPUs measured in step (Table 4: a tensor-parallel group of 8), so a job of
 //    R GPUs in step runs at exactly the profile's times.
 //  * Run-to-run: each compute span (the kernels between two synchronisations) of each GPU is further scaled
-//    by (1 + span_sigma * z), z drawn from the seed, the GPU and the span's index.
+//    by (1 + span_sigma * (z - e_ref)), z drawn from the seed, the GPU and the span's index; a group takes its
+//    slowest member's z. e_ref = E[max of R independent standard normals]: a profile timed on R GPUs in step
+//    (Table 4: 8) already holds the mean of their slowest member's jitter, so a group of R runs at the profile's
+//    times on average; a one-GPU profile (R = 1) has e_ref = 0.
 //
 // A group of GPUs simulated as one entity (a tensor-parallel group in lockstep) takes its slowest member's
 // factor. Everything is a pure function of (seed, rank, index): byte-identical whatever the thread count.
@@ -42,10 +45,13 @@ public:
     [[nodiscard]] double span_factor(std::span<const int> ranks, std::uint64_t span) const;
     /// The z of the slowest of `n` GPUs in the stratified convention: Phi^-1(1 - 0.5 / n).
     [[nodiscard]] static double slowest_of(int n);
+    /// E[max of n independent standard normals] (0 for n = 1; 1.4236 for n = 8), by quadrature.
+    [[nodiscard]] static double expected_max_normal(int n);
 
 private:
     VariationSpec spec_;
     double z_ref_ = 0;
+    double span_ref_ = 0;
     std::vector<double> z_;
 };
 
