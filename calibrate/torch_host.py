@@ -47,7 +47,8 @@ def main():
             s = x.shape[0]
             q, k, v = self.qkv(self.ln1(x)).view(s, 3, self.hd, self.d).permute(1, 2, 0, 3)
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                a = F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)
+                a = F.scaled_dot_product_attention(q[None].contiguous(), k[None].contiguous(), v[None].contiguous(),
+                                                   is_causal=True)
             a = a[0].permute(1, 0, 2).reshape(s, self.hd * self.d)
             x = x + F.dropout(self.proj(a), 0.1, True)
             return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh")), 0.1, True)
