@@ -14,7 +14,13 @@ std::vector<Scenario> select_cases(const Experiment& ex, const std::string& case
     for (const auto& sc : ex.cases) {
         if (!case_name.empty() && sc.name != case_name) continue;
         selected.push_back(sc);
-        if (profile) selected.back().system.device = *profile;
+        if (profile) {
+            SystemSpec& sys = selected.back().system;
+            sys.device = *profile;
+            // A profile calibrated on one GPU has no intra_node block: its tensor-parallel collectives use the
+            // system's NVLink bandwidth, as when the system file names such a profile (scenario/system.cpp).
+            if (sys.device.intra_node_bus_bandwidth <= 0) sys.device.intra_node_bus_bandwidth = sys.network.nvlink_bandwidth.value;
+        }
     }
     if (selected.empty()) {
         std::string names;

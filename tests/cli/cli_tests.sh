@@ -90,6 +90,13 @@ check "plot without inputs exits 2 and names the missing file" '[[ $rc -eq 2 ]] 
 
 "$strata" --version >"$tmp/v.txt"; rc=$?
 check "--version prints the version and revision" '[[ $rc -eq 0 ]] && grep -q "^strata [0-9.]* (git " "$tmp/v.txt"'
+cal="$root/scenarios/devices/h100-sxm5-80gb-calibrated.yaml"
+"$strata" run "$root/scenarios/llama/llama3-h100.yaml" --case "8B t2 d4 flash, no recompute" --profile "$cal" >"$tmp/out" 2>&1; rc=$?
+check "run --profile with a one-GPU calibrated profile takes the system's NVLink bandwidth" '[[ $rc -eq 0 ]] && grep -q "8B t2 d4 flash" "$tmp/out" && ! grep -q "error" "$tmp/out"'
+"$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "1.7B on 48" --profile "$cal" >"$tmp/out" 2>&1; rc=$?
+check "explain --profile shows the calibrated profile's measured kernels" '[[ $rc -eq 0 ]] && grep -q "attn.flash .* measured" "$tmp/out"'
+"$strata" explain "$root/scenarios/paper/table4.yaml" --profile "$tmp/no-such-profile.yaml" >/dev/null 2>"$tmp/err"; rc=$?
+check "explain --profile with a missing file exits 2 and names it" '[[ $rc -eq 2 ]] && grep -q "no-such-profile.yaml" "$tmp/err"'
 "$strata" explain "$root/scenarios/paper/table4.yaml" --case "no such case" >/dev/null 2>"$tmp/err"; rc=$?
 check "explain with an unknown case exits 2 and lists the cases" '[[ $rc -eq 2 ]] && grep -q "selective + sequence" "$tmp/err"'
 "$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --json - >"$tmp/stdout.json" 2>"$tmp/err"; rc=$?
