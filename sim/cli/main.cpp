@@ -356,14 +356,6 @@ int bench_command(const strata::mpi::Session& session, const std::vector<std::st
     return 0;
 }
 
-int explain_command(const std::string& file, const std::string& case_name, const std::string& profile_path) {
-    std::optional<strata::DeviceProfile> profile;
-    if (!profile_path.empty()) profile = strata::load_device_profile(profile_path);
-    for (const auto& sc : strata::select_cases(strata::load_experiment(file), case_name, profile ? &*profile : nullptr))
-        strata::print_layer_breakdown(std::cout, sc);
-    return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -400,9 +392,7 @@ int main(int argc, char** argv) {
     CLI::App* explain = app.add_subcommand("explain", "print one transformer layer's kernels and collectives with their costs");
     explain->add_option("file", file, "experiment YAML")->required();
     explain->add_option("--case", case_name, "only this case (default: all)");
-    std::string explain_profile;
-    explain->add_option("--profile", explain_profile,
-                        "device profile to use instead of the system's (e.g. a calibrated one: which kernels it measured)");
+    explain->add_option("--profile", ro.profile_path, "device profile to use instead of the system's (e.g. a calibrated one)");
     SearchOptions so;
     CLI::App* srch = app.add_subcommand("search", "find the fastest execution of a model on N GPUs that fits in memory");
     srch->add_option("--model", so.model, "model YAML (e.g. scenarios/models/mt-nlg-530b.yaml)")->required();
@@ -480,7 +470,12 @@ int main(int argc, char** argv) {
         const strata::mpi::Session session(&argc, &argv);
         if (session.rank() != 0 && !*run && !*srch) return 0;
         if (*run) return run_command(session, file, ro, argv);
-        if (*explain) return explain_command(file, case_name, explain_profile);
+        if (*explain) {  // one layer of each case, kernel by kernel
+            const auto profile = ro.profile_path.empty() ? std::nullopt : std::optional(strata::load_device_profile(ro.profile_path));
+            for (const auto& sc : strata::select_cases(strata::load_experiment(file), case_name, profile ? &*profile : nullptr))
+                strata::print_layer_breakdown(std::cout, sc);
+            return 0;
+        }
         if (*bench) {
             if (!baseline.baseline.empty()) return strata::cli::bench_against_baseline(bench_files, baseline);
             return bench_command(session, bench_files, baseline.replicas == "representative", argv);
