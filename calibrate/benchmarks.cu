@@ -88,9 +88,10 @@ ElementwiseSummary run_basics(const Context& c, Profile& p) {
     return out;
 }
 
-/// Back-to-back 8192^3 GEMMs for `seconds`: a GEMM-bound loop draws the board's power limit and the SM clock
-/// settles well below the boost clock within a few seconds (H100 SXM at 700 W: 1980 -> 1200-1400 MHz, measured
-/// with nvidia-smi dmon). Training holds the GPU there, so the GEMM rates are measured after this.
+/// Back-to-back 8192^3 GEMMs for `--soak` seconds (default none): a GEMM-bound loop draws the board's power limit
+/// and the SM clock settles well below the boost clock within a second (H100 SXM at 700 W: 1980 -> 1200-1400 MHz,
+/// nvidia-smi dmon) while the GPU heats. Measured on an H100, GEMMs timed after a 10 s soak predicted the layer worse
+/// (6.5% against 4.0-5.4% worst), so it is an option, not the default; --gemm-mix addresses the clock instead.
 static void heat_soak(const Context& c, Gpu0& g, Blas& blas) {
     const GemmDesc d("soak", 8192, 8192, 8192);
     DeviceBuffer A = random_buffer(c, d.a_elems(), g.s), B = random_buffer(c, d.b_elems(), g.s);

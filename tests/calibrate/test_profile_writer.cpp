@@ -337,6 +337,19 @@ TEST_CASE("calibrate: options", "[calibrate]") {
     CHECK_FALSE(parse_args({"--out", "p.yaml", "--tensor", "3"}).ok);      // heads not a multiple of t
     CHECK(parse_args({"--help"}).ok);
     CHECK(parse_args({"--help"}).options.help);
+    // GEMM timing among copies (default half the GEMM's time) and the optional heat soak (default none).
+    r = parse_args({"--out", "p.yaml"});
+    CHECK(r.options.gemm_mix == 0.5);
+    CHECK(r.options.soak_s == 0);
+    r = parse_args({"--out", "p.yaml", "--gemm-mix", "0", "--soak=10"});
+    REQUIRE(r.ok);
+    CHECK(r.options.gemm_mix == 0.0);
+    CHECK(r.options.soak_s == 10);
+    CHECK(parse_args({"--out", "p.yaml", "--gemm-mix", "-0.5"}).error.find("--gemm-mix: invalid value '-0.5'") != std::string::npos);
+    CHECK(parse_args({"--out", "p.yaml", "--gemm-mix", "5"}).error.find("[0, 4]") != std::string::npos);
+    CHECK(parse_args({"--out", "p.yaml", "--soak", "601"}).error.find("--soak") != std::string::npos);
+    CHECK(parse_args({"--out", "p.yaml", "--soak"}).error.find("--soak: missing value") != std::string::npos);
+    CHECK(parse_args({"--out", "p.yaml", "--bogus"}).error.find("--gemm-mix, --soak") != std::string::npos);
 }
 
 TEST_CASE("calibrate: no GPU gives the documented error and exit code 4", "[calibrate]") {
