@@ -164,9 +164,7 @@ static double time_gemm_in_mix(const Context& c, Gpu0& g, const std::function<vo
         throw;
     }
     for (auto& e : ev) cudaEventDestroy(e);
-    std::sort(samples.begin(), samples.end());
-    const std::size_t m = samples.size();
-    return m % 2 ? samples[m / 2] : 0.5 * (samples[m / 2 - 1] + samples[m / 2]);
+    return median(std::move(samples));
 }
 
 void run_gemms(const Context& c, Profile& p) {

@@ -124,9 +124,7 @@ double time_us(const std::vector<StreamOn>& streams, const std::function<void()>
         cudaEventDestroy(start[i]);
         cudaEventDestroy(stop[i]);
     }
-    std::sort(samples.begin(), samples.end());
-    const std::size_t m = samples.size();
-    return m % 2 ? samples[m / 2] : 0.5 * (samples[m / 2 - 1] + samples[m / 2]);
+    return median(std::move(samples));
 }
 
 void progress(const std::string& line) { std::cerr << "strata-calibrate: " << line << std::endl; }

@@ -148,10 +148,9 @@ void derive(const Options& o, const cudaDeviceProp& prop, const ElementwiseSumma
 
     std::vector<double> bw;
     for (const auto& e : p.elementwise) bw.push_back(e.gbps * 1e9);
-    std::sort(bw.begin(), bw.end());
     const double hbm = d.hbm_bandwidth_bytes_per_s;
     if (!bw.empty() && hbm > 0) {
-        const double med = bw.size() % 2 ? bw[bw.size() / 2] : 0.5 * (bw[bw.size() / 2 - 1] + bw[bw.size() / 2]);
+        const double med = median(bw);
         p.elementwise_bandwidth_efficiency = round_sig(std::clamp(med / hbm, 0.01, 1.0), 4);
         p.elementwise_comment = "source: median of " + std::to_string(bw.size()) +
                                 " measured elementwise kernels (GB/s, read + written) / hbm_bandwidth";

@@ -245,6 +245,13 @@ std::optional<KnownPeak> known_hbm_bandwidth(std::string_view n) {
     return std::nullopt;
 }
 
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 double gemm_shape_factor(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, int sm_count,
                          int tile_m, int tile_n, double k_half) {
     const std::int64_t tiles[3][2] = {{tile_m, tile_n}, {tile_n, tile_m}, {std::max(tile_m / 2, 1), tile_n}};
@@ -265,10 +272,7 @@ double fit_gemm_ceiling(const std::vector<GemmResult>& gemms, const std::vector<
         const double achieved = 2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch) / (g.time_us * 1e-6) / peak_flops;
         ratios.push_back(achieved / gemm_shape_factor(g.m, g.n, g.k, g.batch, sm_count, block.tile_m, block.tile_n, block.k_half));
     }
-    if (ratios.empty()) return 0;
-    std::sort(ratios.begin(), ratios.end());
-    const std::size_t n = ratios.size();
-    return n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+    return median(std::move(ratios));
 }
 
 }  // namespace strata::calibrate

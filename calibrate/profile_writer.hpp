@@ -153,6 +153,9 @@ double hbm_bandwidth_from_clock(double memory_clock_khz, double bus_width_bits);
 /// Fallback table of datasheet HBM bandwidth by GPU name.
 std::optional<KnownPeak> known_hbm_bandwidth(std::string_view gpu_name);
 
+/// The median of `v` (the mean of the middle two for an even count); 0 for an empty vector.
+double median(std::vector<double> v);
+
 /// The simulator's GEMM shape factor (sim/cost/cost_model.cpp, CostModel::gemm_efficiency without the ceiling):
 /// the best of three tile shapes' wave quantization on `sm_count` SMs, times k / (k + k_half).
 double gemm_shape_factor(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, int sm_count,

@@ -391,6 +391,13 @@ TEST_CASE("calibrate: gemm_shape_factor is the simulator's GEMM model without it
     }
 }
 
+TEST_CASE("calibrate: median", "[calibrate]") {
+    CHECK(median({}) == 0);
+    CHECK(median({3.0}) == 3.0);
+    CHECK(median({5.0, 1.0, 3.0}) == 3.0);
+    CHECK(median({4.0, 1.0, 3.0, 2.0}) == 2.5);
+}
+
 TEST_CASE("calibrate: the GEMM ceiling is the median layer GEMM's, not the best one", "[calibrate]") {
     GemmBlock block;
     const double peak = 1000e12;
