@@ -4,6 +4,7 @@
 
 #include "strata/units.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,23 @@ struct MeasuredFlashAttention {
         if (n > best_count || (n == best_count && a.head_dim > best)) best = a.head_dim, best_count = n;
     }
     return best;
+}
+
+/// The grid's axes: its head_dim, and the distinct batch x heads and seq_len values of its entries, ascending.
+struct FlashGridAxes {
+    std::int64_t head_dim = 0;
+    std::vector<std::int64_t> batch_heads, seq_lens;
+};
+[[nodiscard]] inline FlashGridAxes flash_grid_axes(const std::vector<MeasuredFlashAttention>& table) {
+    FlashGridAxes g;
+    g.head_dim = flash_grid_head_dim(table);
+    for (const auto& a : table)
+        if (a.head_dim == g.head_dim) g.batch_heads.push_back(a.batch * a.heads), g.seq_lens.push_back(a.seq_len);
+    for (auto* axis : {&g.batch_heads, &g.seq_lens}) {
+        std::sort(axis->begin(), axis->end());
+        axis->erase(std::unique(axis->begin(), axis->end()), axis->end());
+    }
+    return g;
 }
 
 struct DeviceProfile {

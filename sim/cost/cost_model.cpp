@@ -22,21 +22,20 @@ CostModel::CostModel(DeviceProfile profile) : profile_(std::move(profile)) {
     const auto& table = profile_.measured_flash_attention;
     if (table.empty()) return;
     FlashGrid& g = flash_grid_;
-    g.head_dim = flash_grid_head_dim(table);
+    const FlashGridAxes axes = flash_grid_axes(table);
+    g.head_dim = axes.head_dim;
+    for (std::int64_t x : axes.batch_heads) g.xs.push_back(std::log2(double(x)));
+    for (std::int64_t s : axes.seq_lens) g.ss.push_back(std::log2(double(s)));
     auto eff = [&](const MeasuredFlashAttention& a, int dir) {
         const double f = causal_flash_flops(double(a.batch * a.heads), double(a.seq_len), double(a.seq_len),
                                             double(a.head_dim), dir == 0);
         return f / (profile_.peak_flops * (dir == 0 ? a.forward_us : a.backward_us) * 1e-6);
     };
-    for (const auto& a : table) {
-        if (a.head_dim != g.head_dim) continue;
-        g.xs.push_back(std::log2(double(a.batch * a.heads)));
-        g.ss.push_back(std::log2(double(a.seq_len)));
-    }
-    for (auto* axis : {&g.xs, &g.ss}) {
-        std::sort(axis->begin(), axis->end());
-        axis->erase(std::unique(axis->begin(), axis->end()), axis->end());
-    }
+    // Other head dims, each scaled by its mean measured efficiency over the grid's at the same points.
+    std::vector<std::int64_t> dims;
+    for (const auto& a : table)
+        if (a.head_dim != g.head_dim && std::find(dims.begin(), dims.end(), a.head_dim) == dims.end()) dims.push_back(a.head_dim);
+    std::sort(dims.begin(), dims.end());
     // The loader checked that the grid is complete; entries at the same point (batch 2 x 8 heads and 16 heads)
     // are averaged.
     for (int dir = 0; dir < 2; ++dir) {
@@ -44,17 +43,14 @@ CostModel::CostModel(DeviceProfile profile) : profile_(std::move(profile)) {
         std::vector<int> count(g.eff[dir].size(), 0);
         for (const auto& a : table) {
             if (a.head_dim != g.head_dim) continue;
-            const auto i = std::size_t(std::lower_bound(g.xs.begin(), g.xs.end(), std::log2(double(a.batch * a.heads))) - g.xs.begin());
-            const auto j = std::size_t(std::lower_bound(g.ss.begin(), g.ss.end(), std::log2(double(a.seq_len))) - g.ss.begin());
+            const auto i = std::size_t(std::lower_bound(axes.batch_heads.begin(), axes.batch_heads.end(), a.batch * a.heads) -
+                                       axes.batch_heads.begin());
+            const auto j = std::size_t(std::lower_bound(axes.seq_lens.begin(), axes.seq_lens.end(), a.seq_len) -
+                                       axes.seq_lens.begin());
             g.eff[dir][i * g.ss.size() + j] += eff(a, dir);
             ++count[i * g.ss.size() + j];
         }
         for (std::size_t k = 0; k < count.size(); ++k) g.eff[dir][k] /= std::max(count[k], 1);
-        // Other head dims: the mean of their measured efficiency over the grid's at the same point.
-        std::vector<std::int64_t> dims;
-        for (const auto& a : table)
-            if (a.head_dim != g.head_dim && std::find(dims.begin(), dims.end(), a.head_dim) == dims.end()) dims.push_back(a.head_dim);
-        std::sort(dims.begin(), dims.end());
         for (std::int64_t d : dims) {
             double sum = 0;
             int n = 0;

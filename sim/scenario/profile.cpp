@@ -31,16 +31,10 @@ constexpr std::array<std::string_view, 35> kProfileKeys = {
 /// common head_dim (the grid), so those must cover every (batch x heads, seq_len) pair of the grid.
 void check_flash_grid(const YAML::Node& measured, const std::string& file, const std::vector<MeasuredFlashAttention>& all) {
     if (all.empty()) return;
-    const std::int64_t d = flash_grid_head_dim(all);
-    std::vector<std::int64_t> xs, ss;
-    for (const auto& a : all)
-        if (a.head_dim == d) xs.push_back(a.batch * a.heads), ss.push_back(a.seq_len);
-    std::sort(xs.begin(), xs.end());
-    xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
-    std::sort(ss.begin(), ss.end());
-    ss.erase(std::unique(ss.begin(), ss.end()), ss.end());
-    for (std::int64_t x : xs)
-        for (std::int64_t s : ss) {
+    const FlashGridAxes axes = flash_grid_axes(all);
+    const std::int64_t d = axes.head_dim;
+    for (std::int64_t x : axes.batch_heads)
+        for (std::int64_t s : axes.seq_lens) {
             const bool found = std::any_of(all.begin(), all.end(), [&](const MeasuredFlashAttention& a) {
                 return a.head_dim == d && a.batch * a.heads == x && a.seq_len == s;
             });
