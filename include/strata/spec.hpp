@@ -214,6 +214,12 @@ struct SystemSpec {
 
     [[nodiscard]] DeviceMemory device_memory() const { return {memory_capacity, memory_reserved}; }
 
+    /// A device profile calibrated on one GPU has no intra_node block: its tensor-parallel collectives then use
+    /// the system's NVLink bandwidth (the system file names such a profile, or `--profile` puts one in).
+    void use_nvlink_for_missing_intra_node() {
+        if (device.intra_node_bus_bandwidth <= 0) device.intra_node_bus_bandwidth = network.nvlink_bandwidth.value;
+    }
+
     /// HBM-bound time of the optimizer step on one GPU that holds `params` parameters and updates `shard` of them
     /// (all of them without the distributed optimizer), without the fixed overhead: the step's bytes per parameter
     /// at the device's elementwise bandwidth, over the shard, except the zeroing of the gradient buffer for the next

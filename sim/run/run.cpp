@@ -17,9 +17,7 @@ std::vector<Scenario> select_cases(const Experiment& ex, const std::string& case
         if (profile) {
             SystemSpec& sys = selected.back().system;
             sys.device = *profile;
-            // A profile calibrated on one GPU has no intra_node block: its tensor-parallel collectives use the
-            // system's NVLink bandwidth, as when the system file names such a profile (scenario/system.cpp).
-            if (sys.device.intra_node_bus_bandwidth <= 0) sys.device.intra_node_bus_bandwidth = sys.network.nvlink_bandwidth.value;
+            sys.use_nvlink_for_missing_intra_node();
         }
     }
     if (selected.empty()) {

@@ -103,7 +103,7 @@ SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::s
         (void)f.need(nvlink, "a number in [1e6, 1e15]: the device profile " + s.device.file +
                                  " has no intra_node block (calibrated on one GPU), so the system must give the NVLink bandwidth");
         n.nvlink_bandwidth = {f.get_double(nvlink, 1e6, 1e15, 1e6)};  // 1e6 stands in when missing (reported)
-        s.device.intra_node_bus_bandwidth = n.nvlink_bandwidth.value;  // tensor-parallel collectives use it
+        s.use_nvlink_for_missing_intra_node();
     }
     n.nvlink_latency = us_field(f, "network.nvlink_latency_us", kNvlinkLatencyUs);
     // One NIC per GPU, each on its own rail, as in DGX A100 / H100 / H200 (8 compute NICs for 8 GPUs).
