@@ -473,8 +473,6 @@ std::vector<float> Layer::input_grad() {
 }  // namespace
 
 namespace {
-bool multi_gpu_layer(int nranks) { return nranks > 1; }
-
 /// Each forward op's time inside the layer (events between consecutive ops on one GPU, mean of the timed
 /// iterations), printed beside the standalone measurements: what an op costs in the layer's company.
 void print_in_layer_ops(Layer& layer, const Context& c, const std::string& what) {
@@ -556,7 +554,7 @@ void run_layers(const Context& c, Profile& p) {
                     double(m.s), double(m.b), double(m.h), double(m.a), double(m.t), sp, r.recompute)));
                 r.note = note;
                 p.layers.push_back(r);
-                if (mode == Mode::none && !multi_gpu_layer(nranks)) print_in_layer_ops(layer, c, what);
+                if (mode == Mode::none && !layer.multi()) print_in_layer_ops(layer, c, what);
                 progress(what + ": forward " + std::to_string(r.forward_ms) + " ms, backward " +
                          std::to_string(r.backward_ms) + " ms, activations " + gib(double(r.activation_bytes)) +
                          " (Table 2: " + gib(double(r.formula_bytes)) + "), stash self-check ok");
