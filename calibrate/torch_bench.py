@@ -13,9 +13,10 @@ with the device, the versions and one record per measurement. Usage: torch_bench
 Exit 4 without a CUDA device (as strata-calibrate).
 """
 import json
-import statistics
 import sys
 import time
+
+from torch_common import cuda_torch, gpu_seconds
 
 
 def main():
@@ -25,10 +26,8 @@ def main():
     out = sys.argv[1]
     quick = "--quick" in sys.argv[2:]
     grid = "--attention-grid" in sys.argv[2:]   # only the fused-attention grid (no GEMMs)
-    import torch
-
-    if not torch.cuda.is_available():
-        print("torch_bench: no CUDA device found", file=sys.stderr)
+    torch = cuda_torch("torch_bench")
+    if torch is None:
         return 4
     dev = torch.device("cuda")
     prop = torch.cuda.get_device_properties(0)
@@ -48,27 +47,19 @@ def main():
     iters = 5 if quick else 20
 
     def timed(fn, n=iters, ahead=False):
-        """Median seconds per call. ahead: a 50 ms GPU sleep first, so that the host queues all n calls before the
-        GPU starts them and the time is the GPU's alone, not the host's launch cost (small attention calls)."""
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(5):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            if ahead:
-                torch.cuda._sleep(100_000_000)
-            a.record()
-            for _ in range(n):
-                fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / 1e3 / n)
-        return statistics.median(times)
+        return gpu_seconds(torch, fn, n, ahead)
 
     def save():
         with open(out, "w") as f:
             json.dump(res, f, indent=1)
+
+    def section(name, fn):
+        """Runs one measurement; an error is recorded and the next one still runs."""
+        try:
+            fn()
+        except Exception as e:
+            res["errors"].append(f"{name}: " + repr(e)[:300])
+        save()
 
     fp8 = getattr(torch, "float8_e4m3fn", None)
 
@@ -117,9 +108,7 @@ def main():
 
     # Burst against sustained: 8192^3 BF16 GEMMs back to back for about 6 s, TF/s per block of 20 launches.
     # A GEMM-only loop draws the board's power limit; the clocks (and TF/s) settle below the first seconds' figure.
-    try:
-        if grid:
-            raise StopIteration
+    def sustained():
         a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
         b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
         torch.cuda.synchronize()
@@ -136,18 +125,14 @@ def main():
         print(f"sustained 8192^3 bf16: first block {blocks[0]} TF/s, last {blocks[-1]} TF/s, {len(blocks)} blocks",
               file=sys.stderr, flush=True)
         del a, b
-    except StopIteration:
-        pass
-    except Exception as e:
-        res["errors"].append("sustained: " + repr(e)[:300])
-    save()
+
+    if not grid:
+        section("sustained", sustained)
 
     # Run-to-run jitter of a compute span (the simulator's variation.span_sigma): one "span" is the 12 GEMMs of a
     # layer's forward and backward at the paper's 22B shapes on one GPU of t = 8 (sb = 8192) plus a GeLU, timed one
     # by one with CUDA events, 1,500 spans back to back on the heat-soaked GPU.
-    try:
-        if grid:
-            raise StopIteration
+    def span_jitter():
         h, t, sb = 6144, 8, 8192
         dims = [(sb, 3 * h // t, h), (sb, h, h // t), (sb, 4 * h // t, h), (sb, h, 4 * h // t)]
         mats = []
@@ -184,11 +169,9 @@ def main():
         print(f"span jitter: mean {mean:.3f} ms, sd {sd:.4f} ms (cv {sd / mean:.4f}), p01 {q(0.01):.3f}, "
               f"p99 {q(0.99):.3f}, max {ts[-1]:.3f}", file=sys.stderr, flush=True)
         del mats, act
-    except StopIteration:
-        pass
-    except Exception as e:
-        res["errors"].append("span jitter: " + repr(e)[:300])
-    save()
+
+    if not grid:
+        section("span jitter", span_jitter)
 
     # Fused attention, causal, BF16: q, k, v [b, heads per GPU, s, d].
     from torch.nn.attention import SDPBackend, sdpa_kernel

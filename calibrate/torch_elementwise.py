@@ -9,44 +9,28 @@ the Megatron-LM H100 rows' and the paper's 22B shapes. Each time: median of 5 re
 queued ahead (50 ms GPU sleep first). Usage: torch_elementwise.py OUT.json
 """
 import json
-import statistics
 import sys
 import time
+
+from torch_common import cuda_torch, gpu_seconds
 
 
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
-    import torch
+    torch = cuda_torch("torch_elementwise")
+    if torch is None:
+        return 4
     import torch.nn.functional as F
 
-    if not torch.cuda.is_available():
-        print("torch_elementwise: no CUDA device found", file=sys.stderr)
-        return 4
     dev = torch.device("cuda")
     res = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "ops": []}
 
-    def timed(fn, n=20):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(5):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda._sleep(100_000_000)
-            a.record()
-            for _ in range(n):
-                fn()
-            b.record()
-            b.synchronize()
-            ts.append(a.elapsed_time(b) / 1e3 / n)
-        return statistics.median(ts)
-
     def rec(op, shape, nbytes, fn):
         try:
-            t = timed(fn)
+            t = gpu_seconds(torch, fn, ahead=True)
             res["ops"].append({"op": op, "shape": shape, "bytes": nbytes, "time_us": t * 1e6, "gbps": nbytes / t / 1e9})
             print(f"{op:22s} {str(shape):16s} {t * 1e6:8.1f} us {nbytes / t / 1e9:7.0f} GB/s", file=sys.stderr, flush=True)
         except Exception as e:

@@ -15,19 +15,19 @@ import statistics
 import sys
 import time
 
+from torch_common import cuda_torch
+
 
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
-    import torch
+    torch = cuda_torch("torch_host")
+    if torch is None:
+        return 4
     import torch.nn as nn
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    if not torch.cuda.is_available():
-        print("torch_host: no CUDA device found", file=sys.stderr)
-        return 4
     dev = torch.device("cuda")
     res = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__, "rows": []}
 
