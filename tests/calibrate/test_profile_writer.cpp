@@ -374,20 +374,16 @@ TEST_CASE("calibrate: no GPU gives the documented error and exit code 4", "[cali
 #include "strata/scenario.hpp"
 
 TEST_CASE("calibrate: gemm_shape_factor is the simulator's GEMM model without its ceiling", "[calibrate]") {
-    strata::DeviceProfile d;
-    d.peak_flops = 989.4e12;
-    d.hbm_bandwidth = 3.35e12;
-    d.sm_count = 132;
-    d.gemm_tile_m = 256;
-    d.gemm_tile_n = 128;
-    d.gemm_efficiency_ceiling = 0.75;
-    d.gemm_k_half = 192;
+    const strata::DeviceProfile d =
+        strata::load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/h100-sxm5-80gb.yaml");
     const strata::CostModel cost(d);
     const std::int64_t shapes[][4] = {{8192, 2304, 6144, 1}, {8192, 6144, 768, 1}, {2048, 2048, 96, 32},
                                       {4096, 131072, 2048, 1}, {1000, 37, 5, 3}};
     for (const auto& s : shapes) {
         const strata::GemmShape g{s[0], s[1], s[2], s[3]};
-        CHECK(0.75 * gemm_shape_factor(s[0], s[1], s[2], s[3], 132, 256, 128, 192) == Approx(cost.gemm_efficiency(g)));
+        CHECK(d.gemm_efficiency_ceiling * gemm_shape_factor(s[0], s[1], s[2], s[3], d.sm_count, d.gemm_tile_m,
+                                                            d.gemm_tile_n, d.gemm_k_half) ==
+              Approx(cost.gemm_efficiency(g)));
     }
 }
 
