@@ -201,3 +201,37 @@ TEST_CASE("fused attention: the shipped Hopper grid interpolates between its mea
     CHECK(e8 < e12);
     CHECK(e12 < e16);
 }
+
+TEST_CASE("SMs held by a collective: the held share without a table, the measured slowdown with one") {
+    DeviceProfile p = test_profile();  // 100 SMs
+    CHECK(speed_with_sms_held(p, 0) == 1.0);
+    CHECK(speed_with_sms_held(p, 10) == Approx(0.9));
+    CHECK(speed_with_sms_held(p, 99) == Approx(0.1));  // at least 0.1
+    p.nccl_channels = 20;
+    CHECK(CostModel(p).comm_sm_fraction() == Approx(0.2));
+    // Measured: interpolated linearly in slowdown from (0, 1), past the table scaled by the share model.
+    p.measured_sms_held = {{2, 1.10}, {10, 1.30}};
+    CHECK(speed_with_sms_held(p, 1) == Approx(1.0 / 1.05));
+    CHECK(speed_with_sms_held(p, 2) == Approx(1.0 / 1.10));
+    CHECK(speed_with_sms_held(p, 6) == Approx(1.0 / 1.20));
+    CHECK(speed_with_sms_held(p, 10) == Approx(1.0 / 1.30));
+    CHECK(speed_with_sms_held(p, 55) == Approx((0.45 / 0.90) / 1.30));
+    CHECK(speed_with_sms_held(p, 100) == Approx(0.1));
+    CHECK(CostModel(p).comm_sm_fraction() == Approx(1.0 - (0.80 / 0.90) / 1.30));
+    // Overlapped compute loses that fraction over the overlap.
+    const Time compute = Time::from_us(1000), collective = Time::from_us(400);
+    CHECK(CostModel(p).overlapped_compute(compute, collective).seconds() ==
+          Approx((1000 + 400 * (1.0 - (0.80 / 0.90) / 1.30)) * 1e-6));
+}
+
+TEST_CASE("SMs held: the shipped Hopper profiles carry the H100 measurement, the A100 profile the share model") {
+    const std::string dir = std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/";
+    const DeviceProfile h100 = load_device_profile(dir + "h100-sxm5-80gb.yaml");
+    REQUIRE(h100.measured_sms_held.size() == 4);
+    // 2 of 132 SMs held slow a GEMM far more than their share: the GEMM's clusters and waves no longer fit.
+    CHECK(1.0 / speed_with_sms_held(h100, 2) == Approx(1.100));
+    CHECK(1.0 - speed_with_sms_held(h100, 2) > 4 * (2.0 / 132.0));
+    const DeviceProfile a100 = load_device_profile(dir + "a100-sxm4-80gb.yaml");
+    CHECK(a100.measured_sms_held.empty());
+    CHECK(speed_with_sms_held(a100, 24) == Approx(1.0 - 24.0 / 108.0));
+}

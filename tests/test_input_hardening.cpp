@@ -274,6 +274,18 @@ TEST_CASE("hardening: a device profile's measured block is checked", "[hardening
     msg = profile_error_of(base + grid + "    - {heads: 16, seq_len: 2048, head_dim: 128, causal: false, forward_us: 1, backward_us: 2}\n");
     CHECK_THAT(msg, Contains("measured.flash_attention[3].causal"));
     CHECK_THAT(msg, Contains("only causal attention"));
+    // SMs held: fewer than the device's SMs, in increasing order, a slowdown of at least 1.
+    const std::string held = "measured:\n  sms_held:\n    - {sms: 2, slowdown: 1.1}\n";
+    REQUIRE_NOTHROW(load_device_profile_text(base + held + "    - {sms: 16, slowdown: 1.2}\n", kOrigin));
+    msg = profile_error_of(base + held + "    - {sms: 2, slowdown: 1.2}\n");
+    CHECK_THAT(msg, StartsWith(at(line + 3, 8)));  // the value of sms
+    CHECK_THAT(msg, Contains("measured.sms_held[1].sms: entries must be in increasing order"));
+    msg = profile_error_of(base + held + "    - {sms: 64, slowdown: 1.2}\n");
+    CHECK_THAT(msg, Contains("measured.sms_held[1].sms: must be below device.sm_count (64)"));
+    msg = profile_error_of(base + held + "    - {sms: 8, slowdown: 0.9}\n");
+    CHECK_THAT(msg, Contains("measured.sms_held[1].slowdown"));
+    msg = profile_error_of(base + held + "    - {sms: 8, slowdwn: 1.2}\n");
+    CHECK_THAT(msg, Contains("unknown key"));
 }
 
 TEST_CASE("hardening: rails larger than GPUs per node is a load error at the system file's line", "[hardening]") {

@@ -29,6 +29,14 @@ struct KernelCost {
 ///         time = steps x step_latency + per_rank_bytes / bus_bandwidth
 ///         all-reduce: 2(n-1) steps, 2(n-1)/n x message; all-gather / reduce-scatter: n-1 steps, (n-1)/n.
 /// A calibrated profile's measured GEMM shape or elementwise op class replaces the analytical value.
+/// A compute kernel's speed (0, 1] while a collective's kernels hold `sms` SMs of the GPU. Without a measured
+/// table, the share of the SMs left (1 - sms / sm_count, at least 0.1): the kernel loses the SMs the collective
+/// holds. With the profile's measured_sms_held, 1 / slowdown interpolated linearly in sms from (0, 1) through
+/// the table, past its last entry scaled by the share model from there. Measured on an H100 the loss is much
+/// larger than the share at few SMs (2 SMs held: a GEMM 12% slower, not 1.5%): the GEMM's thread-block clusters
+/// and waves no longer fit the SMs left.
+[[nodiscard]] double speed_with_sms_held(const DeviceProfile& profile, double sms);
+
 class CostModel {
 public:
     explicit CostModel(DeviceProfile profile);
@@ -41,7 +49,8 @@ public:
     /// measured ratio to the grid), else the profile's flat forward / backward efficiency.
     [[nodiscard]] double flash_efficiency(const Kernel& k) const;
     [[nodiscard]] Time tp_collective(CollectiveKind kind, int ranks, Bytes message) const;
-    /// Share of the SMs an NCCL collective occupies (nccl_channels / sm_count).
+    /// Share of the speed compute loses while an intra-node NCCL collective runs beside it:
+    /// 1 - speed_with_sms_held(nccl_channels) (without a measured table: nccl_channels / sm_count).
     [[nodiscard]] double comm_sm_fraction() const;
     /// Duration of compute that runs concurrently with a collective of the given duration.
     [[nodiscard]] Time overlapped_compute(Time compute, Time collective) const;

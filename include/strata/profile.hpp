@@ -44,6 +44,13 @@ struct MeasuredFlashAttention {
     double forward_us = 0, backward_us = 0;
 };
 
+/// A GEMM's time while another kernel holds `sms` of the SMs for the whole GEMM (an NCCL collective's channels,
+/// one SM each), over its time alone: the median over several shapes (calibrate/torch_tp_overlap.py --sweep).
+struct MeasuredSmsHeld {
+    int sms = 0;
+    double slowdown = 1;
+};
+
 /// The head_dim with the most measured fused-attention entries (ties: the larger): the grid the cost model
 /// interpolates in. Other head dims scale it by their own measured ratio (CostModel). 0 for an empty table.
 [[nodiscard]] inline std::int64_t flash_grid_head_dim(const std::vector<MeasuredFlashAttention>& table) {
@@ -96,6 +103,9 @@ struct DeviceProfile {
     /// CUDA blocks (one SM each) an NCCL collective occupies; a kernel overlapped with a collective
     /// loses that share of the SMs while the collective runs.
     int nccl_channels = 0;
+    /// Measured slowdown of a GEMM while SMs are held (sorted by sms, unique). Where present it replaces the held
+    /// share of the SMs in the interference of overlapped collectives (speed_with_sms_held).
+    std::vector<MeasuredSmsHeld> measured_sms_held;
     /// FlashAttention kernels' achieved share of peak_flops, forward and backward (0: none given).
     double peak_flops_fp8 = 0;             ///< dense FP8 tensor-core FLOP/s (0: no FP8)
     double gemm_efficiency_ceiling_fp8 = 0;  ///< the GEMM ceiling for FP8 GEMMs

@@ -189,9 +189,25 @@ Time CostModel::tp_collective(CollectiveKind kind, int ranks, Bytes message) con
            Time::from_seconds(double(per_rank.value) / bus);
 }
 
+double speed_with_sms_held(const DeviceProfile& p, double sms) {
+    if (p.sm_count <= 0 || sms <= 0) return 1.0;
+    const auto share = [&](double k) { return 1.0 - std::min(0.9, k / double(p.sm_count)); };
+    const std::vector<MeasuredSmsHeld>& t = p.measured_sms_held;
+    if (t.empty()) return share(sms);
+    double k0 = 0, s0 = 1.0;  // slowdown 1 with no SM held
+    for (const MeasuredSmsHeld& e : t) {
+        if (sms <= e.sms) return 1.0 / (s0 + (e.slowdown - s0) * (sms - k0) / (double(e.sms) - k0));
+        k0 = e.sms;
+        s0 = e.slowdown;
+    }
+    // Past the table: the last measured speed, less the further share of the SMs held.
+    return std::max(0.1, share(sms) / share(k0) / s0);
+}
+
 double CostModel::comm_sm_fraction() const {
     if (profile_.sm_count <= 0) return 0;
-    return std::min(0.9, double(profile_.nccl_channels) / double(profile_.sm_count));
+    if (profile_.measured_sms_held.empty()) return std::min(0.9, double(profile_.nccl_channels) / double(profile_.sm_count));
+    return 1.0 - speed_with_sms_held(profile_, profile_.nccl_channels);
 }
 
 Time CostModel::overlapped_compute(Time compute, Time collective) const {

@@ -52,7 +52,7 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
     if (measured && !measured.IsNull() && !measured.IsMap()) {
         throw InputError(yamlio::where_value(file, root, "measured") +
                          ": profile.measured: expected a mapping (copy_bandwidth_bytes_per_s, gemm, elementwise, "
-                         "collectives, collective_fit, layers), got " + (measured.IsSequence() ? "a list" : "'" + measured.Scalar() + "'"));
+                         "collectives, collective_fit, layers, flash_attention, sms_held), got " + (measured.IsSequence() ? "a list" : "'" + measured.Scalar() + "'"));
     }
     auto each = [&](const char* name, auto&& fn, std::span<const std::string_view> keys) {
         if (!measured || !measured.IsMap()) return;
@@ -158,6 +158,19 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
         p.measured_flash_attention.push_back(a);
     }, flash_keys);
     check_flash_grid(measured, file, p.measured_flash_attention);
+    constexpr std::array<std::string_view, 3> held_keys = {"sms", "slowdown", "note"};
+    each("sms_held", [&](const Fields& f) {
+        MeasuredSmsHeld h;
+        h.sms = static_cast<int>(f.get_int("sms", 1, 1 << 16));
+        if (p.sm_count > 0 && h.sms >= p.sm_count)
+            f.fail("sms", "must be below device.sm_count (" + std::to_string(p.sm_count) + "): SMs held by another kernel");
+        if (!p.measured_sms_held.empty() && h.sms <= p.measured_sms_held.back().sms)
+            f.fail("sms", "entries must be in increasing order of sms without repeats (the previous one has " +
+                              std::to_string(p.measured_sms_held.back().sms) + ")");
+        h.slowdown = f.get_double("slowdown", 1.0, 100.0);
+        if (f.has("note")) (void)f.get_string("note");
+        p.measured_sms_held.push_back(h);
+    }, held_keys);
 }
 
 DeviceProfile read_device(const Fields& f, const std::string& file);
@@ -167,9 +180,10 @@ DeviceProfile profile_from(const YAML::Node& root, const std::string& file) {
     // The lists under `measured` stay opaque values here (measured.gemm, ...); read_measured() reads them.
     f.reset(root, file);
     std::vector<std::string_view> known(kProfileKeys.begin(), kProfileKeys.end());
-    constexpr std::array<std::string_view, 6> lists = {"measured.gemm", "measured.elementwise",
+    constexpr std::array<std::string_view, 7> lists = {"measured.gemm", "measured.elementwise",
                                                        "measured.collectives", "measured.collective_fit",
-                                                       "measured.layers", "measured.flash_attention"};
+                                                       "measured.layers", "measured.flash_attention",
+                                                       "measured.sms_held"};
     known.insert(known.end(), lists.begin(), lists.end());
     f.check_known(known);
 

@@ -188,6 +188,8 @@ private:
     /// (one SM each) are the device's nccl_channels inside a node, and nccl_channels_per_nic per NIC the group
     /// drives on a node when it crosses nodes.
     [[nodiscard]] double dp_collective_speed(int stage) const;
+    /// The share of a layer's (forward + backward) kernel time in tensor-core kernels (GEMMs, fused attention).
+    [[nodiscard]] double tensor_core_share() const;
     /// Index in groups_ of a stage's replica (of the replicas simulated: replica 0 alone with representative
     /// replicas).
     [[nodiscard]] int group_index(int stage, int replica) const { return stage * replicas_ + replica; }

@@ -27,7 +27,26 @@ double Builder::dp_collective_speed(int stage) const {
         const NetworkSpec& n = sc_.system.network;
         channels = std::min(channels, n.nccl_channels_per_nic * std::min(n.rails, on_node));
     }
-    return 1.0 - std::min(0.9, double(channels) / double(dev.sm_count));
+    if (dev.measured_sms_held.empty()) return speed_with_sms_held(dev, channels);  // the held share of the SMs
+    // The measured table is a GEMM's slowdown; it applies to the tensor-core kernels (GEMMs, fused attention).
+    // Bandwidth-bound kernels lose at most the held share of the SMs. The stage's compute is a mix: its time
+    // under interference is each kind's time at its own speed, weighted by the layer's kernel times.
+    const double g = tensor_core_share();
+    const double share = 1.0 - std::min(0.9, double(channels) / double(dev.sm_count));
+    return 1.0 / (g / speed_with_sms_held(dev, channels) + (1.0 - g) / share);
+}
+
+double Builder::tensor_core_share() const {
+    const LayerPlan layer = build_layer(layer_config(sc_.model, e_));
+    double tensor = 0, all = 0;
+    for (const std::vector<Step>* pass : {&layer.forward, &layer.backward})
+        for (const Step& s : *pass)
+            for (const Kernel& k : s.kernels) {
+                const double t = cost_.kernel(k).time.seconds();
+                all += t;
+                if (k.kind != KernelKind::elementwise) tensor += t;
+            }
+    return all > 0 ? tensor / all : 1.0;
 }
 
 double Builder::rest_parameters(int r) const {

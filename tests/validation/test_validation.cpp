@@ -124,34 +124,37 @@ TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.5%, worst
     CHECK(s.worst_abs <= 0.0495);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 6.4%, worst <= 13.7%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 7.1%, worst <= 14.8%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
     // come out 10% fast, the 32B row 14% slow. The tolerance pins today's figure so that a regression is seen.
     // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
-    // an H200: slower than the FlashAttention-3 figure the profile had), an independent measurement, kept.
+    // an H200: slower than the FlashAttention-3 figure the profile had), an independent measurement, kept; and
+    // from 6.39% / 13.64% when the interference of overlapped collectives became the H100's measured slowdown
+    // with SMs held (measured.sms_held, 2026-11-26: 2 of 132 SMs held slow a GEMM 10%, not 1.5%), likewise kept.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.064);
-    CHECK(s.worst_abs <= 0.137);
+    CHECK(s.mean_abs <= 0.071);
+    CHECK(s.worst_abs <= 0.148);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 11.6%, worst <= 18.5%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.4%, worst <= 18.5%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
-    // MFU falls from 55.6% to 36.4% where the published one falls from 47% to 42% (README "Hopper strong scaling").
+    // MFU falls from 55.0% to 35.4% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
                                        "scenarios/validation/megatron-h100-strong.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.116);   // 11.45% before the measured fused attention (see the weak-scaling test)
+    CHECK(s.mean_abs <= 0.124);   // 11.45% before the measured fused attention, 11.56% before the measured SMs held
     CHECK(s.worst_abs <= 0.185);
 }
 
 TEST_CASE(
-    "validation: representative replicas within 1.2% of the full simulation (SC21, 530B/2240, Megatron H100)") {
+    "validation: representative replicas within 1.3% of the full simulation (SC21, 530B/2240, Megatron H100)") {
     // `--replicas representative` (README "Speed") against every GPU group, on the shipped experiments with
-    // data parallelism: today's worst is the 16B Megatron row (-1.05%: the other node's replicas' flows are
-    // not on the links its reduction ring shares, and its gradient-averaging passes run under them), the mean
-    // |difference| 0.14%. Nothing published is
+    // data parallelism: today's worst is the 16B Megatron row (-1.20%: the other node's replicas' flows are
+    // not on the links its reduction ring shares, and its gradient-averaging passes run under them; -1.05% before
+    // the H100's measured slowdown with SMs held made its overlapped reduction cost more), the mean
+    // |difference| 0.16%. Nothing published is
     // involved: the full simulation is the reference.
     std::vector<double> diffs;
     for (const char* file :
@@ -176,6 +179,6 @@ TEST_CASE(
     }
     std::cout << fmt::format("representative vs full: {} cases, mean |diff| {:.3f}%, worst {:.3f}%\n",
                              diffs.size(), 100 * mean, 100 * worst);
-    CHECK(worst <= 0.012);
+    CHECK(worst <= 0.013);
     CHECK(mean <= 0.002);
 }
