@@ -32,3 +32,36 @@ def gpu_seconds(torch, fn, n=20, ahead=False, warmup=3, repeats=5):
         b.synchronize()
         times.append(a.elapsed_time(b) / 1e3 / n)
     return statistics.median(times)
+
+
+def gpt_layer(torch, h, heads, t):
+    """One GPU's share (t-way tensor parallel, no communication) of a Megatron GPT layer in eager PyTorch: layer
+    norm, QKV, cuDNN fused causal attention, projection, dropout + residual, layer norm, fc1, GeLU (tanh), fc2,
+    dropout + residual. Input and output [s, h]."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hd = heads // t
+            self.d = h // heads
+            self.ln1 = nn.LayerNorm(h)
+            self.qkv = nn.Linear(h, 3 * h // t)
+            self.proj = nn.Linear(h // t, h)
+            self.ln2 = nn.LayerNorm(h)
+            self.fc1 = nn.Linear(h, 4 * h // t)
+            self.fc2 = nn.Linear(4 * h // t, h)
+
+        def forward(self, x):
+            s = x.shape[0]
+            q, k, v = self.qkv(self.ln1(x)).view(s, 3, self.hd, self.d).permute(1, 2, 0, 3)
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                a = F.scaled_dot_product_attention(q[None].contiguous(), k[None].contiguous(), v[None].contiguous(),
+                                                   is_causal=True)
+            a = a[0].permute(1, 0, 2).reshape(s, self.hd * self.d)
+            x = x + F.dropout(self.proj(a), 0.1, True)
+            return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh")), 0.1, True)
+
+    return Layer()

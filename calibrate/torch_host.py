@@ -15,7 +15,7 @@ import statistics
 import sys
 import time
 
-from torch_common import cuda_torch
+from torch_common import cuda_torch, gpt_layer
 
 
 def main():
@@ -26,36 +26,12 @@ def main():
     if torch is None:
         return 4
     import torch.nn as nn
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     dev = torch.device("cuda")
     res = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__, "rows": []}
 
-    class Layer(nn.Module):
-        def __init__(self, h, heads, t):
-            super().__init__()
-            self.hd = heads // t
-            self.d = h // heads
-            self.ln1 = nn.LayerNorm(h)
-            self.qkv = nn.Linear(h, 3 * h // t)
-            self.proj = nn.Linear(h // t, h)
-            self.ln2 = nn.LayerNorm(h)
-            self.fc1 = nn.Linear(h, 4 * h // t)
-            self.fc2 = nn.Linear(4 * h // t, h)
-
-        def forward(self, x):  # x: [s, h]
-            s = x.shape[0]
-            q, k, v = self.qkv(self.ln1(x)).view(s, 3, self.hd, self.d).permute(1, 2, 0, 3)
-            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                a = F.scaled_dot_product_attention(q[None].contiguous(), k[None].contiguous(), v[None].contiguous(),
-                                                   is_causal=True)
-            a = a[0].permute(1, 0, 2).reshape(s, self.hd * self.d)
-            x = x + F.dropout(self.proj(a), 0.1, True)
-            return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh")), 0.1, True)
-
     for name, h, heads, t, layers in (("1.7B", 2048, 16, 1, 8), ("7.1B", 4096, 32, 2, 8), ("70B", 8192, 64, 8, 8)):
         torch.manual_seed(0)
-        stack = nn.Sequential(*[Layer(h, heads, t) for _ in range(layers)]).to(dev, torch.bfloat16)
+        stack = nn.Sequential(*[gpt_layer(torch, h, heads, t) for _ in range(layers)]).to(dev, torch.bfloat16)
         x = torch.randn(4096, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
 
         def step():
