@@ -527,7 +527,15 @@ EmbeddingPlan build_embedding(const LayerConfig& cfg) {
         e.backward.push_back(compute({elementwise("embedding.dropout.bwd", "dropout_bwd", kDropoutBwd * d.n_sp * d.h)}));
     }
     if (d.sp) e.backward.push_back(collective("embedding.grad-all-gather", CollectiveKind::all_gather, msg));
-    e.backward.push_back(compute({elementwise("embedding.grad-scatter-add", "", 6 * d.n * d.h)}));
+    // The lookup's backward is PyTorch's embedding_dense_backward: a dense 16-bit gradient of all the rank's
+    // vocabulary rows, zero-filled, the tokens' rows added into it. Megatron's gradient hook then adds that into
+    // the main gradient (param.main_grad.add_(param.grad): the 16-bit gradient read, the main gradient read and
+    // written; megatron/core/distributed/distributed_data_parallel.py, and megatron/model/distributed.py before
+    // it), every microbatch: the embedding is no linear layer, so no GEMM fuses the accumulation. Learned
+    // positions: the same for their s rows.
+    const std::int64_t rows = (d.v / d.t + (d.rope ? 0 : d.s_kv)) * d.h;
+    e.backward.push_back(compute({elementwise("embedding.grad-scatter-add", "", 6 * d.n * d.h + 2 * rows),
+                                  elementwise("embedding.main-grad-add", "", (2 + 2 * d.main_grad_bytes) * rows)}));
     e.stored_per_microbatch = Bytes(d.dropout ? d.n_sp * d.h : 0);  // dropout mask
     return e;
 }

@@ -124,18 +124,19 @@ TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.5%, worst
     CHECK(s.worst_abs <= 0.0495);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 7.1%, worst <= 14.8%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 6.9%, worst <= 15.0%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
-    // come out 10% fast, the 32B row 14% slow. The tolerance pins today's figure so that a regression is seen.
+    // come out 8% fast, the 32B row 15% slow. The tolerance pins today's figure so that a regression is seen.
     // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
     // an H200: slower than the FlashAttention-3 figure the profile had), an independent measurement, kept; and
     // from 6.39% / 13.64% when the interference of overlapped collectives became the H100's measured slowdown
-    // with SMs held (measured.sms_held, 2026-11-26: 2 of 132 SMs held slow a GEMM 10%, not 1.5%), likewise kept.
+    // with SMs held (measured.sms_held, 2026-11-26: 2 of 132 SMs held slow a GEMM 10%, not 1.5%), likewise kept;
+    // then the embedding's dense gradient took it to 6.84% / 14.96% (the 32B row's worst by 0.2 points).
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.071);
-    CHECK(s.worst_abs <= 0.148);
+    CHECK(s.mean_abs <= 0.069);
+    CHECK(s.worst_abs <= 0.150);
 }
 
 TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.4%, worst <= 18.5%") {
