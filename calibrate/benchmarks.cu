@@ -12,8 +12,10 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace strata::calibrate {
 namespace {
@@ -197,6 +199,91 @@ void run_gemms(const Context& c, Profile& p) {
         } catch (const OutOfMemory& e) {
             skip(p, what, e);
         }
+    }
+}
+
+void run_sms_held(const Context& c, Profile& p) {
+    // The layer's GEMMs, each alone and with k SMs held by a kernel that stands for an NCCL collective's (one block
+    // per SM, all of the SM's shared memory, clusters of 4 on sm90 as NCCL launches them; 2 SMs in a cluster of 2):
+    // the slowdown for k is the median over the GEMMs of (time with k held) / (time alone). Levels alternate round
+    // by round so that clock drift falls on all alike.
+    Gpu0 g;
+    Blas blas(0);
+    int dev = 0, sms = 0, smem = 0, major = 0;
+    CAL_CUDA(cudaGetDevice(&dev));
+    CAL_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CAL_CUDA(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    CAL_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    std::vector<int> levels;
+    for (int k : c.quick ? std::vector<int>{2, 16} : std::vector<int>{2, 4, 16, 32})
+        if (k < sms / 2) levels.push_back(k);
+    if (levels.empty()) return;
+    auto cluster_of = [&](int k) { return major >= 9 ? (k == 2 ? 2 : 4) : 1; };
+    cudaStream_t side = nullptr;
+    cudaEvent_t reset = nullptr, done = nullptr;
+    CAL_CUDA(cudaStreamCreate(&side));
+    CAL_CUDA(cudaEventCreateWithFlags(&reset, cudaEventDisableTiming));
+    CAL_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    struct Cleanup {
+        cudaStream_t s;
+        cudaEvent_t a, b;
+        ~Cleanup() {
+            cudaStreamSynchronize(s);
+            cudaEventDestroy(a);
+            cudaEventDestroy(b);
+            cudaStreamDestroy(s);
+        }
+    } cleanup{side, reset, done};
+    DeviceBuffer flags(2 * sizeof(int), 0);
+    int* started = flags.as<int>();
+    int* release = started + 1;
+    bool clusters = true;
+    std::vector<GemmDesc> list = layer_gemms(ModelDims::from(c));
+    if (c.quick && list.size() > 4) list.resize(4);
+    std::map<int, std::vector<double>> ratios;
+    const TimingOpts opts{2, c.quick ? 3 : 5, 3};
+    for (const GemmDesc& d : list) {
+        try {
+            DeviceBuffer A = random_buffer(c, d.a_elems(), g.s), B = random_buffer(c, d.b_elems(), g.s);
+            DeviceBuffer C(d.c_elems() * kElem, 0);
+            Gemm gemm(blas, c.dtype, d);
+            auto call = [&](int k) {
+                kern::set_flag(started, 0, g.s);
+                kern::set_flag(release, 0, g.s);
+                CAL_CUDA(cudaEventRecord(reset, g.s));
+                CAL_CUDA(cudaStreamWaitEvent(side, reset, 0));
+                if (k > 0 && !kern::hold_sms(k, clusters ? cluster_of(k) : 1, smem, started, release, side)) {
+                    clusters = false;   // the GPU refused the clusters: plain blocks from here on
+                    (void)kern::hold_sms(k, 1, smem, started, release, side);
+                }
+                kern::wait_at_least(started, k, g.s);
+                gemm.run(A.get(), B.get(), C.get(), g.s);
+                kern::set_flag(release, 1, g.s);
+                CAL_CUDA(cudaEventRecord(done, side));
+                CAL_CUDA(cudaStreamWaitEvent(g.s, done, 0));
+            };
+            std::map<int, std::vector<double>> us;
+            std::vector<int> all = {0};
+            all.insert(all.end(), levels.begin(), levels.end());
+            for (int round = 0; round < 3; ++round)
+                for (int k : all) us[k].push_back(time_us(g.streams(), [&] { call(k); }, opts));
+            const double alone = median(us[0]);
+            std::string line = "gemm " + d.name + " with SMs held:";
+            for (int k : levels) {
+                ratios[k].push_back(median(us[k]) / alone);
+                line += " " + std::to_string(k) + " -> " + fmt("%.3f", ratios[k].back());
+            }
+            progress(line);
+        } catch (const OutOfMemory& e) {
+            skip(p, "gemm " + d.name + " with SMs held", e);
+        }
+    }
+    for (int k : levels) {
+        if (ratios[k].empty()) continue;
+        p.sms_held.push_back({k, round_sig(std::max(1.0, median(ratios[k])), 4),
+                              "median of " + std::to_string(ratios[k].size()) + " layer GEMMs; " +
+                                  (clusters && cluster_of(k) > 1 ? "clusters of " + std::to_string(cluster_of(k))
+                                                                 : std::string("no clusters"))});
     }
 }
 

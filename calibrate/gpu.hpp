@@ -105,6 +105,7 @@ void run_elementwise(const Context& c, Profile& p);
 void run_attention(const Context& c, Profile& p);
 void run_layers(const Context& c, Profile& p);
 void run_collectives(const Context& c, Profile& p);                  // needs gpus >= 2
+void run_sms_held(const Context& c, Profile& p);                     // GEMMs with SMs held (measured.sms_held)
 
 void progress(const std::string& line);                              // stderr, flushed
 

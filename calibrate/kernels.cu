@@ -69,6 +69,32 @@ __global__ void fill_k(T* p, std::size_t n, float lo, float hi, unsigned long lo
 
 __global__ void empty_k() {}
 
+// ---- SMs held (the interference of a collective's kernel) -------------------------------------------
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+constexpr unsigned long long kSpinLimitNs = 500000000ull;
+
+__global__ void hold_k(int* started, const int* release) {
+    extern __shared__ unsigned char reserved[];
+    if (threadIdx.x == 0) {
+        reserved[0] = 0;
+        atomicAdd(started, 1);
+        const unsigned long long t0 = global_ns();
+        while (*reinterpret_cast<const volatile int*>(release) == 0 && global_ns() - t0 < kSpinLimitNs) {
+        }
+    }
+    __syncthreads();
+}
+__global__ void wait_at_least_k(const int* started, int target) {
+    const unsigned long long t0 = global_ns();
+    while (*reinterpret_cast<const volatile int*>(started) < target && global_ns() - t0 < kSpinLimitNs) {
+    }
+}
+__global__ void set_flag_k(int* flag, int value) { *flag = value; }
+
 // ---- GeLU (tanh approximation) ---------------------------------------------------------------------
 constexpr float kGeluA = 0.7978845608028654f, kGeluC = 0.044715f;
 __device__ __forceinline__ float tanh_fast(float u) { return 1.f - 2.f / (__expf(2.f * u) + 1.f); }
@@ -412,6 +438,42 @@ void fill_uniform(DType dt, void* p, std::size_t n, float lo, float hi, std::uin
 
 void empty(cudaStream_t s) {
     empty_k<<<1, 32, 0, s>>>();
+    launched();
+}
+
+bool hold_sms(int blocks, int cluster, int smem_bytes, int* started, const int* release, cudaStream_t s) {
+    need(blocks > 0 && cluster > 0 && blocks % cluster == 0, "held SMs must be a multiple of the cluster size");
+    CAL_CUDA(cudaFuncSetAttribute(hold_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+    cfg.blockDim = dim3(128);
+    cfg.dynamicSmemBytes = static_cast<std::size_t>(smem_bytes);
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = cluster > 1 ? 1 : 0;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, hold_k, started, release);
+    if (e == cudaSuccess) return true;
+    if (cluster > 1 && (e == cudaErrorInvalidValue || e == cudaErrorNotSupported ||
+                        e == cudaErrorInvalidConfiguration || e == cudaErrorInvalidClusterSize)) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    CAL_CUDA(e);
+    return false;
+}
+
+void wait_at_least(const int* started, int target, cudaStream_t s) {
+    wait_at_least_k<<<1, 1, 0, s>>>(started, target);
+    launched();
+}
+
+void set_flag(int* flag, int value, cudaStream_t s) {
+    set_flag_k<<<1, 1, 0, s>>>(flag, value);
     launched();
 }
 

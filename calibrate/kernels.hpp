@@ -48,6 +48,17 @@ void softmax_fwd(DType dt, const void* x, void* y, std::int64_t rows, int cols, 
 void softmax_bwd(DType dt, const void* y, const void* dy, void* dx, std::int64_t rows, int cols, float scale,
                  cudaStream_t s);
 
+/// Holds `blocks` SMs the way an NCCL collective's kernel does while it runs: one block per SM with `smem_bytes` of
+/// dynamic shared memory (so that no GEMM block fits beside it), launched in thread-block clusters of `cluster`
+/// (1: none; NCCL launches its kernels in clusters of 4 on sm90). Each block adds one to `*started`, then spins
+/// until `*release` is non-zero (at most 0.5 s). Returns false (nothing launched) if the GPU refuses the clusters.
+bool hold_sms(int blocks, int cluster, int smem_bytes, int* started, const int* release, cudaStream_t s);
+/// Spins until `*started >= target` (at most 0.5 s): what runs after it on the stream starts once the holder's
+/// blocks are resident.
+void wait_at_least(const int* started, int target, cudaStream_t s);
+/// `*flag = value`.
+void set_flag(int* flag, int value, cudaStream_t s);
+
 /// Threshold used by the dropout kernels: an element is kept when its 16-bit random value >= this.
 std::uint32_t dropout_threshold(float p);
 

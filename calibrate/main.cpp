@@ -231,6 +231,7 @@ int main(int argc, char** argv) {
         run_checks(c);
         const ElementwiseSummary basics = run_basics(c, p);
         run_gemms(c, p);
+        run_sms_held(c, p);
         run_elementwise(c, p);
         run_attention(c, p);
         run_layers(c, p);

@@ -141,6 +141,14 @@ void write_profile(std::ostream& o, const Profile& p) {
         if (!l.note.empty()) o << ", note: " << quote(l.note);
         o << "}\n";
     }
+    if (!p.sms_held.empty()) {
+        o << "  sms_held:\n";
+        for (const auto& h : p.sms_held) {
+            o << "    - {sms: " << h.sms << ", slowdown: " << num(h.slowdown);
+            if (!h.note.empty()) o << ", note: " << quote(h.note);
+            o << "}\n";
+        }
+    }
     for (const auto& s : p.skipped) o << "  # skipped: " << one_line(s) << "\n";
 }
 

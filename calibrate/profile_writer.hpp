@@ -87,6 +87,14 @@ struct LayerResult {
     std::string note;
 };
 
+/// A GEMM's time while another kernel holds `sms` SMs (as an NCCL collective's blocks do), over its time alone:
+/// the median over the measured GEMMs (strata's measured.sms_held).
+struct SmsHeldResult {
+    int sms = 0;
+    double slowdown = 1;
+    std::string note;
+};
+
 struct Profile {
     std::string name;                 // free text, e.g. "nvidia-h100-80gb-hbm3-calibrated"
     std::vector<std::string> header_comments;   // written at the top of the file
@@ -103,6 +111,7 @@ struct Profile {
     std::vector<CollectiveResult> collectives;
     std::vector<CollectiveFit> collective_fits;
     std::vector<LayerResult> layers;
+    std::vector<SmsHeldResult> sms_held;
     std::vector<std::string> skipped;           // "what: why", written as comments under measured:
 };
 

@@ -44,6 +44,8 @@ calibrate::Profile sample(bool with_intra_node) {
     p.collectives.push_back({"all_reduce", 8, 100663296, 520.0, 193.6, 338.8});
     p.collective_fits.push_back({"all_reduce", 8, 12.0, 200e9});
     p.layers.push_back({64, 6144, 2048, 4, 8, false, "none", 3.1, 4.9, 1389363200, 1389363200, "single GPU"});
+    p.sms_held.push_back({2, 1.1, "12 GEMMs"});
+    p.sms_held.push_back({16, 1.25, ""});
     p.skipped.push_back("gemm 65536^3: does not fit in GPU memory");
     return p;
 }
@@ -72,6 +74,9 @@ TEST_CASE("a calibrated profile written by strata-calibrate loads in the simulat
     CHECK(d.measured_elementwise[0].op == "layernorm_fwd");
     REQUIRE(d.measured_collectives.size() == 1);
     CHECK(d.measured_collectives[0].alpha_us == 12.0);
+    REQUIRE(d.measured_sms_held.size() == 2);
+    CHECK(d.measured_sms_held[1].sms == 16);
+    CHECK(1.0 / speed_with_sms_held(d, 2) == Approx(1.1));
 }
 
 TEST_CASE("the simulator uses the calibrated measurements and says so") {

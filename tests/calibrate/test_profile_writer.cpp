@@ -37,6 +37,8 @@ Profile sample_profile() {
     p.collectives.push_back({"all_reduce", 8, 100663296, 780.0, 129.1, 225.9});
     p.collective_fits.push_back({"all_reduce", 8, 12.0, 129e9});
     p.layers.push_back({64, 6144, 2048, 4, 8, true, "selective", 7.7, 11.9, 352321536, 352321536, "8 GPUs"});
+    p.sms_held.push_back({2, 1.1, "median of 12 GEMMs"});
+    p.sms_held.push_back({16, 1.216, ""});
     p.skipped = {"gemm square_16384 m=16384 n=16384 k=16384: needs 1.50 GiB, 0.90 GiB free"};
     return p;
 }
@@ -129,7 +131,8 @@ const std::map<std::string, std::set<std::string>> kListKeys = {
     {"measured.collectives", {"op", "ranks", "bytes", "time_us", "algbw_gbps", "busbw_gbps"}},
     {"measured.collective_fit", {"op", "ranks", "alpha_us", "beta_bytes_per_s"}},
     {"measured.layers", {"heads", "hidden", "seq_len", "microbatch", "tensor", "sequence_parallel", "recompute",
-                         "forward_ms", "backward_ms", "activation_bytes", "formula_bytes", "note"}}};
+                         "forward_ms", "backward_ms", "activation_bytes", "formula_bytes", "note"}},
+    {"measured.sms_held", {"sms", "slowdown", "note"}}};
 
 }  // namespace
 
