@@ -69,6 +69,13 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
             }
         }
     }
+    const DeviceProfile& dev = sc.system.device;
+    const bool overlapped = std::any_of(plan.forward.begin(), plan.forward.end(), [](const Step& s) { return s.overlapped; }) ||
+                            std::any_of(plan.backward.begin(), plan.backward.end(), [](const Step& s) { return s.overlapped; });
+    if (overlapped && dev.nccl_channels > 0)
+        out << fmt::format("  compute overlapped with a collective runs at {:.1f}% speed while it holds {} SMs ({})\n",
+                           100.0 * (1.0 - cost.comm_sm_fraction()), dev.nccl_channels,
+                           dev.measured_sms_held.empty() ? "the share of the SMs left" : "the profile's measured.sms_held");
 }
 
 namespace {

@@ -95,6 +95,8 @@ cal="$root/scenarios/devices/h100-sxm5-80gb-calibrated.yaml"
 check "run --profile with a one-GPU calibrated profile takes the system's NVLink bandwidth" '[[ $rc -eq 0 ]] && grep -q "8B t2 d4 flash" "$tmp/out" && ! grep -q "error" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "1.7B on 48" --profile "$cal" >"$tmp/out" 2>&1; rc=$?
 check "explain --profile shows the calibrated profile's measured kernels" '[[ $rc -eq 0 ]] && grep -q "attn.flash .* measured" "$tmp/out"'
+"$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "177B on 2304" >"$tmp/out" 2>&1; rc=$?
+check "explain says how fast compute overlapped with a collective runs, and from what" '[[ $rc -eq 0 ]] && grep -q "runs at 74.2% speed while it holds 32 SMs (the profile.s measured.sms_held)" "$tmp/out"'
 "$strata" explain "$root/scenarios/paper/table4.yaml" --profile "$tmp/no-such-profile.yaml" >/dev/null 2>"$tmp/err"; rc=$?
 check "explain --profile with a missing file exits 2 and names it" '[[ $rc -eq 2 ]] && grep -q "no-such-profile.yaml" "$tmp/err"'
 "$strata" explain "$root/scenarios/paper/table4.yaml" --case "no such case" >/dev/null 2>"$tmp/err"; rc=$?
