@@ -19,6 +19,14 @@ struct KernelCost {
     CostSource source = CostSource::analytical;
 };
 
+/// A compute kernel's speed (0, 1] while a collective's kernels hold `sms` SMs of the GPU. Without a measured
+/// table, the share of the SMs left (1 - sms / sm_count, at least 0.1): the kernel loses the SMs the collective
+/// holds. With the profile's measured_sms_held, 1 / slowdown interpolated linearly in sms from (0, 1) through
+/// the table, past its last entry scaled by the share model from there. Measured on an H100 the loss is much
+/// larger than the share at few SMs (2 SMs held: a GEMM 10-15% slower, not 1.5%): the GEMM's thread-block clusters
+/// and waves no longer fit the SMs left.
+[[nodiscard]] double speed_with_sms_held(const DeviceProfile& profile, double sms);
+
 /// Costs from a device profile. Analytical model:
 ///   GEMM: time = launch + max(flops / (peak x eff), bytes / (HBM x eta_mem)) where
 ///         eff = ceiling x wave_efficiency x k / (k + k_half); wave_efficiency is the fraction of the
@@ -29,14 +37,6 @@ struct KernelCost {
 ///         time = steps x step_latency + per_rank_bytes / bus_bandwidth
 ///         all-reduce: 2(n-1) steps, 2(n-1)/n x message; all-gather / reduce-scatter: n-1 steps, (n-1)/n.
 /// A calibrated profile's measured GEMM shape or elementwise op class replaces the analytical value.
-/// A compute kernel's speed (0, 1] while a collective's kernels hold `sms` SMs of the GPU. Without a measured
-/// table, the share of the SMs left (1 - sms / sm_count, at least 0.1): the kernel loses the SMs the collective
-/// holds. With the profile's measured_sms_held, 1 / slowdown interpolated linearly in sms from (0, 1) through
-/// the table, past its last entry scaled by the share model from there. Measured on an H100 the loss is much
-/// larger than the share at few SMs (2 SMs held: a GEMM 12% slower, not 1.5%): the GEMM's thread-block clusters
-/// and waves no longer fit the SMs left.
-[[nodiscard]] double speed_with_sms_held(const DeviceProfile& profile, double sms);
-
 class CostModel {
 public:
     explicit CostModel(DeviceProfile profile);

@@ -45,7 +45,8 @@ struct MeasuredFlashAttention {
 };
 
 /// A GEMM's time while another kernel holds `sms` of the SMs for the whole GEMM (an NCCL collective's channels,
-/// one SM each), over its time alone: the median over several shapes (calibrate/torch_tp_overlap.py --sweep).
+/// one SM each), over its time alone: the median over several GEMMs (strata-calibrate's SMs-held stage, or
+/// calibrate/torch_tp_overlap.py --sweep).
 struct MeasuredSmsHeld {
     int sms = 0;
     double slowdown = 1;
@@ -100,8 +101,8 @@ struct DeviceProfile {
     /// NCCL's NVLink SHARP (NVLS) all-reduce inside a node (NVSwitch 3 reduces in the switch): its bus bandwidth
     /// (bytes/s); 0 where the node has none. Used for all-reduces within one node instead of the ring's.
     double intra_node_nvls_bus_bandwidth = 0;
-    /// CUDA blocks (one SM each) an NCCL collective occupies; a kernel overlapped with a collective
-    /// loses that share of the SMs while the collective runs.
+    /// CUDA blocks (one SM each) an NCCL collective occupies; a kernel overlapped with a collective runs slower
+    /// while the collective runs: by that share of the SMs, or as measured_sms_held says.
     int nccl_channels = 0;
     /// Measured slowdown of a GEMM while SMs are held (sorted by sms, unique). Where present it replaces the held
     /// share of the SMs in the interference of overlapped collectives (speed_with_sms_held).
