@@ -31,7 +31,8 @@ clocks). Before the rows: one GEMM (4096 x 8192 x 8192) with 0-66 SMs held.
 --sweep: instead of the rows, ten GEMM shapes with 2-32 SMs held for the whole GEMM by the holder launched plainly
 or in clusters of 2 or 4 (NCCL launches its kernels in clusters of 4 on sm90 by default), 16 SMs held for a quarter
 and a half of the GEMM, and cuBLASLt with the carve-out, with 16 SMs held, and both.
-Usage: torch_tp_overlap.py OUT.json [--rows N | --sweep]
+--kinds: bandwidth-bound kernels (add, copy, layer norm, GeLU) and cuDNN's fused attention with 2, 16, 32 SMs held.
+Usage: torch_tp_overlap.py OUT.json [--rows N | --sweep | --kinds]
 """
 import json
 import statistics
@@ -123,7 +124,7 @@ def main():
     hold_args = (cp.asarray(buf_src), cp.asarray(buf_dst), cp.asarray(flag), cp.asarray(go))
     side_cp = cp.cuda.ExternalStream(side.cuda_stream)
 
-    def run(ev, chunks, a, b, out, hold=None, ring_copies=None, sms=COMM_SMS, hold_ns=forever, cluster=1):
+    def run(ev, chunks, a, b, out, hold=None, ring_copies=None, sms=COMM_SMS, hold_ns=forever, cluster=1, work=None):
         """One call: hold (bytes to copy, 0 for none) = the holder on `sms` SMs on the side stream, holding them
         until the GEMMs end or hold_ns after they start; ring_copies = the ring's chunk copies on the side stream;
         the GEMM chunks on the main stream between ev[0] and ev[1]."""
@@ -144,6 +145,8 @@ def main():
             with torch.cuda.stream(side):
                 for dst, src in ring_copies:
                     dst.copy_(src)
+        if work is not None:
+            work()
         for lo, hi in chunks:
             torch.mm(a[lo:hi], b, out=out[lo:hi])
         ev[1].record(main_s)
@@ -202,6 +205,41 @@ def main():
     res["sm_sweep"] = {"m": 4096, "n": 8192, "k": 8192, "us_by_sms_held": {k: round(v, 2) for k, v in times.items()}}
     print("SMs held -> us: " + " ".join(f"{k}:{v:.1f}" for k, v in times.items()), flush=True)
     del a, b, out
+    if "--kinds" in args:
+        # Kernels other than GEMMs with SMs held (clusters as NCCL's): is a bandwidth-bound kernel slowed by the
+        # share of the SMs (or less), and is fused attention slowed like a GEMM?
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        x = torch.randn(8192, 6144, device=dev, dtype=torch.bfloat16)
+        y = torch.randn_like(x)
+        w = torch.ones(6144, device=dev, dtype=torch.bfloat16)
+        big = torch.randn(8192, 24576, device=dev, dtype=torch.bfloat16)
+        big_out = torch.empty_like(big)
+        q = torch.randn(1, 16, 4096, 128, device=dev, dtype=torch.bfloat16)
+        k_, v_ = torch.randn_like(q), torch.randn_like(q)
+
+        def attention():
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                F.scaled_dot_product_attention(q, k_, v_, is_causal=True)
+
+        ops = {"add [8192 x 6144]": lambda: x.add_(y), "copy [8192 x 24576]": lambda: big_out.copy_(big),
+               "layer_norm [8192 x 6144]": lambda: F.layer_norm(x, (6144,), w, w),
+               "gelu [8192 x 24576]": lambda: torch.nn.functional.gelu(big, approximate="tanh"),
+               "cuDNN attention fwd (16 heads, s 4096, d 128)": attention}
+        res["kinds"] = []
+        for name, op in ops.items():
+            v = {"0": lambda ev, op=op: run(ev, [], None, None, None, work=op)}
+            for held in (2, 16, 32):
+                v[str(held)] = (lambda ev, op=op, held=held:
+                                run(ev, [], None, None, None, hold=0, sms=held, cluster=2 if held == 2 else 4, work=op))
+            times = time_variants(v)
+            entry = {"op": name, "us": {key: round(us, 2) for key, us in times.items()}}
+            res["kinds"].append(entry)
+            print(f"{name}: alone {times['0']:.1f} us; held " +
+                  " ".join(f"{key} -> {us / times['0']:.3f}" for key, us in times.items() if key != "0"), flush=True)
+        with open(args[0], "w") as f:
+            json.dump(res, f, indent=1)
+
     if "--sweep" in args:
         # Per shape, all variants in one alternating loop: 2-32 SMs held for the whole GEMM by the holder launched
         # plainly or in clusters of 2 or 4; 16 SMs (clusters of 2) held for a quarter and a half of the GEMM's
@@ -242,7 +280,7 @@ def main():
             json.dump(res, f, indent=1)
 
     for row, h, t in rows:
-        if "--sweep" in args:
+        if "--sweep" in args or "--kinds" in args:
             break
         entry = {"name": row, "hidden": h, "tensor": t, "gemms": []}
         for name, method, m, n, k in gemms(h, t):

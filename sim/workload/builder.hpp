@@ -188,8 +188,11 @@ private:
     /// (one SM each) are the device's nccl_channels inside a node, and nccl_channels_per_nic per NIC the group
     /// drives on a node when it crosses nodes.
     [[nodiscard]] double dp_collective_speed(int stage) const;
-    /// The share of a layer's (forward + backward) kernel time in tensor-core kernels (GEMMs, fused attention).
-    [[nodiscard]] double tensor_core_share() const;
+    /// The shares of a layer's (forward + backward) kernel time in GEMMs and in fused attention kernels.
+    struct KernelShares {
+        double gemm = 1, attention = 0;
+    };
+    [[nodiscard]] KernelShares kernel_shares() const;
     /// Index in groups_ of a stage's replica (of the replicas simulated: replica 0 alone with representative
     /// replicas).
     [[nodiscard]] int group_index(int stage, int replica) const { return stage * replicas_ + replica; }

@@ -28,25 +28,30 @@ double Builder::dp_collective_speed(int stage) const {
         channels = std::min(channels, n.nccl_channels_per_nic * std::min(n.rails, on_node));
     }
     if (dev.measured_sms_held.empty()) return speed_with_sms_held(dev, channels);  // the held share of the SMs
-    // The measured table is a GEMM's slowdown; it applies to the tensor-core kernels (GEMMs, fused attention).
-    // Bandwidth-bound kernels lose at most the held share of the SMs. The stage's compute is a mix: its time
-    // under interference is each kind's time at its own speed, weighted by the layer's kernel times.
-    const double g = tensor_core_share();
+    // The measured table is a GEMM's slowdown. Measured on the same H100 (calibrate/torch_tp_overlap.py --kinds),
+    // bandwidth-bound kernels (add, copy, layer norm, GeLU) lose nothing with up to 32 SMs held (they need fewer
+    // SMs than the GPU has to keep HBM busy), and cuDNN's fused attention loses less than the held share (1.075 at
+    // 16 SMs, share 1.138): the stage's compute under interference is its GEMM time at the table's speed, its
+    // attention time at the share model's (a bound), its elementwise time unchanged, weighted by the layer's
+    // kernel times.
+    const KernelShares k = kernel_shares();
     const double share = 1.0 - std::min(0.9, double(channels) / double(dev.sm_count));
-    return 1.0 / (g / speed_with_sms_held(dev, channels) + (1.0 - g) / share);
+    return 1.0 / (k.gemm / speed_with_sms_held(dev, channels) + k.attention / share + (1.0 - k.gemm - k.attention));
 }
 
-double Builder::tensor_core_share() const {
+Builder::KernelShares Builder::kernel_shares() const {
     const LayerPlan layer = build_layer(layer_config(sc_.model, e_));
-    double tensor = 0, all = 0;
+    double gemm = 0, attention = 0, all = 0;
     for (const std::vector<Step>* pass : {&layer.forward, &layer.backward})
         for (const Step& s : *pass)
             for (const Kernel& k : s.kernels) {
                 const double t = cost_.kernel(k).time.seconds();
                 all += t;
-                if (k.kind != KernelKind::elementwise) tensor += t;
+                if (k.kind == KernelKind::gemm || k.kind == KernelKind::batched_gemm) gemm += t;
+                if (k.kind == KernelKind::flash_attention_fwd || k.kind == KernelKind::flash_attention_bwd) attention += t;
             }
-    return all > 0 ? tensor / all : 1.0;
+    if (all <= 0) return {1.0, 0.0};
+    return {gemm / all, attention / all};
 }
 
 double Builder::rest_parameters(int r) const {

@@ -131,7 +131,8 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // an H200: slower than the FlashAttention-3 figure the profile had), an independent measurement, kept; and
     // from 6.39% / 13.64% when the interference of overlapped collectives became the H100's measured slowdown
     // with SMs held (measured.sms_held, 2026-11-26: 2 of 132 SMs held slow a GEMM 10%, not 1.5%), likewise kept;
-    // then the embedding's dense gradient took it to 6.84% / 14.96% (the 32B row's worst by 0.2 points).
+    // then the embedding's dense gradient took it to 6.84% / 14.96% (the 32B row's worst by 0.2 points), the
+    // measured sparing of bandwidth-bound kernels and fused attention by held SMs to 6.85% / 14.86%.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
@@ -152,7 +153,7 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
 TEST_CASE(
     "validation: representative replicas within 1.3% of the full simulation (SC21, 530B/2240, Megatron H100)") {
     // `--replicas representative` (README "Speed") against every GPU group, on the shipped experiments with
-    // data parallelism: today's worst is the 16B Megatron row (-1.20%: the other node's replicas' flows are
+    // data parallelism: today's worst is the 16B Megatron row (-1.22%: the other node's replicas' flows are
     // not on the links its reduction ring shares, and its gradient-averaging passes run under them; -1.05% before
     // the H100's measured slowdown with SMs held made its overlapped reduction cost more), the mean
     // |difference| 0.16%. Nothing published is
