@@ -20,9 +20,8 @@ import json
 import os
 import statistics
 import sys
-import time
 
-from torch_common import cuda_torch
+from torch_common import cuda_torch, wall_and_host
 
 H, HEADS, FFN, LAYERS, SEQ, VOCAB, MICROBATCHES = 2048, 16, 8192, 24, 4096, 131072, 4
 
@@ -121,14 +120,9 @@ def main():
     torch.cuda.synchronize()
     wall, host = [], []
     for _ in range(5):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        c0 = time.perf_counter()
-        step()
-        host.append(time.perf_counter() - c0)
-        b.record()
-        b.synchronize()
-        wall.append(a.elapsed_time(b) / 1e3)
+        w, host_s = wall_and_host(torch, step)
+        wall.append(w)
+        host.append(host_s)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         step()
         torch.cuda.synchronize()

@@ -34,6 +34,20 @@ def gpu_seconds(torch, fn, n=20, ahead=False, warmup=3, repeats=5):
     return statistics.median(times)
 
 
+def wall_and_host(torch, fn):
+    """One call of fn as it runs: (wall seconds between CUDA events around it, host seconds until fn returned)."""
+    import time
+
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    c0 = time.perf_counter()
+    fn()
+    host = time.perf_counter() - c0
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / 1e3, host
+
+
 def gpt_layer(torch, h, heads, t):
     """One GPU's share (t-way tensor parallel, no communication) of a Megatron GPT layer in eager PyTorch: layer
     norm, QKV, cuDNN fused causal attention, projection, dropout + residual, layer norm, fc1, GeLU (tanh), fc2,

@@ -19,9 +19,8 @@ torch_gpt_step.py OUT.json
 import json
 import statistics
 import sys
-import time
 
-from torch_common import cuda_torch, gpt_layer
+from torch_common import cuda_torch, gpt_layer, wall_and_host
 
 ROWS = (("1.7B", 2048, 16, 1, 24), ("7.1B", 4096, 32, 2, 30))
 SEQ, VOCAB, MICROBATCHES = 4096, 131072, 4
@@ -111,15 +110,9 @@ def main():
                     times.append(a.elapsed_time(b) / 1e3)
                 gpu.append(sum(times) / MICROBATCHES)
                 # wall: the microbatches back to back, as a training step runs them
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                c0 = time.perf_counter()
-                for i in range(MICROBATCHES):
-                    microbatch(i)
-                host.append((time.perf_counter() - c0) / MICROBATCHES)
-                b.record()
-                b.synchronize()
-                wall.append(a.elapsed_time(b) / 1e3 / MICROBATCHES)
+                w, h_s = wall_and_host(torch, lambda: [microbatch(i) for i in range(MICROBATCHES)])
+                wall.append(w / MICROBATCHES)
+                host.append(h_s / MICROBATCHES)
             row[key] = {"gpu_ms": round(statistics.median(gpu) * 1e3, 3), "wall_ms": round(statistics.median(wall) * 1e3, 3),
                         "host_ms": round(statistics.median(host) * 1e3, 3),
                         "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}

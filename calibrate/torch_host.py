@@ -13,9 +13,8 @@ costs are a proxy for Megatron's. Usage: torch_host.py OUT.json
 import json
 import statistics
 import sys
-import time
 
-from torch_common import cuda_torch, gpt_layer
+from torch_common import cuda_torch, gpt_layer, wall_and_host
 
 
 def main():
@@ -51,14 +50,9 @@ def main():
             b.synchronize()
             gpu.append(a.elapsed_time(b) / 1e3)
             torch.cuda.synchronize()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            c0 = time.perf_counter()
-            step()
-            host.append(time.perf_counter() - c0)
-            b.record()
-            b.synchronize()
-            wall.append(a.elapsed_time(b) / 1e3)
+            w, h_s = wall_and_host(torch, step)
+            wall.append(w)
+            host.append(h_s)
         row = {"model": name, "hidden": h, "heads": heads, "tensor": t, "layers": layers, "seq": 4096,
                "gpu_s_per_layer": statistics.median(gpu) / layers, "wall_s_per_layer": statistics.median(wall) / layers,
                "host_s_per_layer": statistics.median(host) / layers}
