@@ -213,3 +213,37 @@ TEST_CASE("an overlapped data-parallel collective slows the kernels under it by 
     CHECK(b_two < b_free * (1.0 + 16.0 / 108.0));
     CHECK(r_two.iteration_time_s >= r_free.iteration_time_s);
 }
+
+TEST_CASE("a measured slowdown with SMs held sets the data-parallel interference, per kernel kind",
+          "[variation][interference]") {
+    // The same tiny GPT as above (t = 1, d = 16 over two nodes: the reduction holds 16 SMs of 108).
+    const Experiment ex = load_experiment(std::string(STRATA_SOURCE_DIR) + "/tests/golden/cases.yaml");
+    Scenario sc = ex.cases.at(0);
+    sc.execution.tensor = 1;
+    sc.execution.pipeline = 1;
+    sc.execution.interleave = 1;
+    sc.execution.schedule = Schedule::one_f_one_b;
+    sc.execution.data = 16;
+    sc.execution.microbatch = 1;
+    sc.execution.global_batch = 32;
+    sc.execution.overlap_grad_reduce = true;
+    sc.system.variation = {};
+    validate(sc);
+    auto busy = [](Scenario s, std::vector<MeasuredSmsHeld> table) {
+        s.system.device.measured_sms_held = std::move(table);
+        return simulate(s).stage_busy_s.at(0);
+    };
+    const double share = busy(sc, {});
+    // A table that says GEMMs lose nothing: only fused attention (none here: the case's attention is unfused)
+    // would keep the share, and the bandwidth-bound kernels are spared, so the kernels run as if no SM were held.
+    REQUIRE(sc.execution.attention == Attention::unfused);
+    Scenario free = sc;
+    free.system.device.nccl_channels = 0;
+    const double none = simulate(free).stage_busy_s.at(0);
+    CHECK(share > none);
+    CHECK(busy(sc, {{8, 1.0}, {32, 1.0}}) == Approx(none).epsilon(1e-9));
+    // Slowdowns above the share's slow the stage more than the share model did, and more for a larger table.
+    const double hard = busy(sc, {{8, 1.5}, {32, 2.0}});
+    CHECK(hard > share);
+    CHECK(busy(sc, {{8, 2.0}, {32, 3.0}}) > hard);
+}
