@@ -140,6 +140,9 @@ TEST_CASE("check-profile: measured whole layers against the prediction from op-l
     CHECK_THAT(out.str(), Catch::Contains("(compute only)"));
     CHECK_THAT(out.str(), Catch::Contains(fmt::format("{:.3f}", fwd.ms())));
     CHECK(worst >= std::abs(fwd.ms() / 3.1 - 1) - 1e-9);
+    // The measured slowdown with SMs held, beside the share of the SMs it replaces (2 of 132: 1.015x).
+    CHECK_THAT(out.str(), Catch::Contains("a GEMM with SMs held (measured.sms_held) of 132: 2 -> 1.100x (share 1.015x) "
+                                          "16 -> 1.250x (share 1.138x)"));
 
     // With eight GPUs the measurement includes the collectives, and so does the prediction.
     calibrate::Profile eight = sample(true);

@@ -95,6 +95,14 @@ bool not_in_calibration_layer(const Kernel& k) {
 double print_profile_check(std::ostream& out, const DeviceProfile& profile) {
     const CostModel cost(profile);
     out << fmt::format("profile {} ({}), {} measured layer(s)\n", profile.name, profile.file, profile.measured_layers.size());
+    if (!profile.measured_sms_held.empty() && profile.sm_count > 0) {
+        // What the interference of overlapped collectives will use, beside what the share of the SMs would say.
+        std::string line = fmt::format("a GEMM with SMs held (measured.sms_held) of {}:", profile.sm_count);
+        for (const MeasuredSmsHeld& e : profile.measured_sms_held)
+            line += fmt::format(" {} -> {:.3f}x (share {:.3f}x)", e.sms, e.slowdown,
+                                1.0 / (1.0 - std::min(0.9, double(e.sms) / profile.sm_count)));
+        out << line << "\n";
+    }
     if (profile.measured_layers.empty()) return 0;
     out << fmt::format("{:<34} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7} {:>14} {:>14}\n", "layer (a, h, s, b, t, SP, recompute)",
                        "meas fwd", "pred fwd", "err", "meas bwd", "pred bwd", "err", "act meas B", "act model B");
