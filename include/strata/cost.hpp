@@ -26,6 +26,9 @@ struct KernelCost {
 /// larger than the share at few SMs (2 SMs held: a GEMM 10-15% slower, not 1.5%): the GEMM's thread-block clusters
 /// and waves no longer fit the SMs left.
 [[nodiscard]] double speed_with_sms_held(const DeviceProfile& profile, double sms);
+/// The share model alone: the speed a kernel keeps when it loses the `sms` SMs held, 1 - sms / sm_count (at
+/// least 0.1; 1 without an SM count).
+[[nodiscard]] double sm_share_speed(const DeviceProfile& profile, double sms);
 
 /// Costs from a device profile. Analytical model:
 ///   GEMM: time = launch + max(flops / (peak x eff), bytes / (HBM x eta_mem)) where

@@ -189,9 +189,14 @@ Time CostModel::tp_collective(CollectiveKind kind, int ranks, Bytes message) con
            Time::from_seconds(double(per_rank.value) / bus);
 }
 
+double sm_share_speed(const DeviceProfile& p, double sms) {
+    if (p.sm_count <= 0) return 1.0;
+    return 1.0 - std::min(0.9, sms / double(p.sm_count));
+}
+
 double speed_with_sms_held(const DeviceProfile& p, double sms) {
     if (p.sm_count <= 0 || sms <= 0) return 1.0;
-    const auto share = [&](double k) { return 1.0 - std::min(0.9, k / double(p.sm_count)); };
+    const auto share = [&](double k) { return sm_share_speed(p, k); };
     const std::vector<MeasuredSmsHeld>& t = p.measured_sms_held;
     if (t.empty()) return share(sms);
     double k0 = 0, s0 = 1.0;  // slowdown 1 with no SM held

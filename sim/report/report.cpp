@@ -100,7 +100,7 @@ double print_profile_check(std::ostream& out, const DeviceProfile& profile) {
         std::string line = fmt::format("a GEMM with SMs held (measured.sms_held) of {}:", profile.sm_count);
         for (const MeasuredSmsHeld& e : profile.measured_sms_held)
             line += fmt::format(" {} -> {:.3f}x (share {:.3f}x)", e.sms, e.slowdown,
-                                1.0 / (1.0 - std::min(0.9, double(e.sms) / profile.sm_count)));
+                                1.0 / sm_share_speed(profile, e.sms));
         out << line << "\n";
     }
     if (profile.measured_layers.empty()) return 0;
