@@ -184,10 +184,10 @@ private:
         const double f = variation_.span_active() ? g.speed * variation_.span_factor(g.gpus, g.spans++) : g.speed;
         return scaled(t, f);
     }
-    /// Kernel speed of a stage's GPUs while its data-parallel collective runs: the collective's NCCL channels
+    /// Kernel speed of each stage's GPUs while its data-parallel collective runs: the collective's NCCL channels
     /// (one SM each) are the device's nccl_channels inside a node, and nccl_channels_per_nic per NIC the group
     /// drives on a node when it crosses nodes.
-    [[nodiscard]] double dp_collective_speed(int stage) const;
+    [[nodiscard]] std::vector<double> dp_collective_speeds() const;
     /// The shares of a layer's (forward + backward) kernel time in GEMMs and in fused attention kernels.
     struct KernelShares {
         double gemm = 1, attention = 0;

@@ -11,32 +11,41 @@
 
 namespace strata::workload {
 
-double Builder::dp_collective_speed(int stage) const {
+std::vector<double> Builder::dp_collective_speeds() const {
     const DeviceProfile& dev = sc_.system.device;
-    if (dev.sm_count <= 0 || dev.nccl_channels <= 0) return 1.0;
-    // One data-parallel collective's GPUs (tensor rank 0; the others' are placed alike): how many share a node.
-    const int per_node_gpus = sc_.system.gpus_per_node;
-    std::vector<int> ranks;
-    for (int k = 0; k < e_.data; ++k)
-        for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(stage, k, j, 0));
-    const int node = ranks.front() / per_node_gpus;
-    const auto on_node = static_cast<int>(
-        std::count_if(ranks.begin(), ranks.end(), [&](int r) { return r / per_node_gpus == node; }));
-    int channels = dev.nccl_channels;
-    if (on_node < static_cast<int>(ranks.size())) {
-        const NetworkSpec& n = sc_.system.network;
-        channels = std::min(channels, n.nccl_channels_per_nic * std::min(n.rails, on_node));
-    }
-    if (dev.measured_sms_held.empty()) return speed_with_sms_held(dev, channels);  // the held share of the SMs
+    std::vector<double> speeds(static_cast<std::size_t>(e_.pipeline), 1.0);
+    if (dev.sm_count <= 0 || dev.nccl_channels <= 0) return speeds;
     // The measured table is a GEMM's slowdown. Measured on the same H100 (calibrate/torch_tp_overlap.py --kinds),
     // bandwidth-bound kernels (add, copy, layer norm, GeLU) lose nothing with up to 32 SMs held (they need fewer
     // SMs than the GPU has to keep HBM busy), and cuDNN's fused attention loses less than the held share (1.075 at
     // 16 SMs, share 1.138): the stage's compute under interference is its GEMM time at the table's speed, its
     // attention time at the share model's (a bound), its elementwise time unchanged, weighted by the layer's
-    // kernel times.
-    const KernelShares k = kernel_shares();
-    const double share = 1.0 - std::min(0.9, double(channels) / double(dev.sm_count));
-    return 1.0 / (k.gemm / speed_with_sms_held(dev, channels) + k.attention / share + (1.0 - k.gemm - k.attention));
+    // kernel times (the same layer on every stage). Without a table every kernel loses the held share.
+    const bool measured = !dev.measured_sms_held.empty();
+    const KernelShares k = measured ? kernel_shares() : KernelShares{};
+    const int per_node_gpus = sc_.system.gpus_per_node;
+    for (int stage = 0; stage < e_.pipeline; ++stage) {
+        // One data-parallel collective's GPUs (tensor rank 0; the others' are placed alike): how many share a node.
+        std::vector<int> ranks;
+        for (int r = 0; r < e_.data; ++r)
+            for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(stage, r, j, 0));
+        const int node = ranks.front() / per_node_gpus;
+        const auto on_node = static_cast<int>(
+            std::count_if(ranks.begin(), ranks.end(), [&](int g) { return g / per_node_gpus == node; }));
+        int channels = dev.nccl_channels;
+        if (on_node < static_cast<int>(ranks.size())) {
+            const NetworkSpec& n = sc_.system.network;
+            channels = std::min(channels, n.nccl_channels_per_nic * std::min(n.rails, on_node));
+        }
+        double& speed = speeds[static_cast<std::size_t>(stage)];
+        if (!measured) {
+            speed = sm_share_speed(dev, channels);
+        } else {
+            speed = 1.0 / (k.gemm / speed_with_sms_held(dev, channels) + k.attention / sm_share_speed(dev, channels) +
+                           (1.0 - k.gemm - k.attention));
+        }
+    }
+    return speeds;
 }
 
 Builder::KernelShares Builder::kernel_shares() const {

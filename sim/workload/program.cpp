@@ -198,9 +198,10 @@ void Builder::make_groups() {
     std::vector<StageMemory> state;
     for (int r = 0; r < p; ++r) state.push_back(stage_state(sc_.model, e_, sc_.system.device_memory(), r));
     groups_.resize(static_cast<std::size_t>(p * replicas_));
+    const std::vector<double> dp_speeds = dp_collective_speeds();
     for (int r = 0; r < p; ++r) {
         dp_streams_.push_back(sim_.add_stream(fmt::format("stage {} data-parallel", r)));
-        const double dp_speed = dp_collective_speed(r);
+        const double dp_speed = dp_speeds[static_cast<std::size_t>(r)];
         for (int k = 0; k < replicas_; ++k) {
             Group& g = groups_[static_cast<std::size_t>(group_index(r, k))];
             g.stage = r;
@@ -249,9 +250,9 @@ void Builder::make_groups() {
         for (int r = 0; r < p; ++r) {
             const StreamId stream = sim_.add_stream(fmt::format("stage {} parameter all-gather (overlapped)", r));
             gather_streams_.push_back(stream);
-            const double speed = dp_collective_speed(r);
             for (int k = 0; k < replicas_; ++k)
-                sim_.slow_while_busy(stream, groups_[static_cast<std::size_t>(group_index(r, k))].compute, speed);
+                sim_.slow_while_busy(stream, groups_[static_cast<std::size_t>(group_index(r, k))].compute,
+                                     dp_speeds[static_cast<std::size_t>(r)]);
         }
     }
 }
