@@ -183,9 +183,10 @@ TEST_CASE("variation: the system file's block is checked", "[variation][errors]"
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("an overlapped data-parallel collective slows the kernels under it by its SMs",
-          "[variation][interference]") {
-    // tiny GPT, t = 1, d = 16 over two nodes, gradient reduction overlapped with the backward.
+namespace {
+/// The golden cases' tiny GPT at t = 1, d = 16 over two nodes, its gradient reduction overlapped with the
+/// backward (16 SMs of 108 held: 2 channels per NIC x 8 NICs), no variation.
+Scenario overlapped_dp_scenario() {
     const Experiment ex = load_experiment(std::string(STRATA_SOURCE_DIR) + "/tests/golden/cases.yaml");
     Scenario sc = ex.cases.at(0);
     sc.execution.tensor = 1;
@@ -198,6 +199,13 @@ TEST_CASE("an overlapped data-parallel collective slows the kernels under it by 
     sc.execution.overlap_grad_reduce = true;
     sc.system.variation = {};
     validate(sc);
+    return sc;
+}
+}  // namespace
+
+TEST_CASE("an overlapped data-parallel collective slows the kernels under it by its SMs",
+          "[variation][interference]") {
+    Scenario sc = overlapped_dp_scenario();
     Scenario free = sc;
     free.system.device.nccl_channels = 0;  // collectives that hold no SMs
     // The kernels' busy time grows by the SMs the overlapped collectives hold (the iteration itself may be
@@ -216,19 +224,7 @@ TEST_CASE("an overlapped data-parallel collective slows the kernels under it by 
 
 TEST_CASE("a measured slowdown with SMs held sets the data-parallel interference, per kernel kind",
           "[variation][interference]") {
-    // The same tiny GPT as above (t = 1, d = 16 over two nodes: the reduction holds 16 SMs of 108).
-    const Experiment ex = load_experiment(std::string(STRATA_SOURCE_DIR) + "/tests/golden/cases.yaml");
-    Scenario sc = ex.cases.at(0);
-    sc.execution.tensor = 1;
-    sc.execution.pipeline = 1;
-    sc.execution.interleave = 1;
-    sc.execution.schedule = Schedule::one_f_one_b;
-    sc.execution.data = 16;
-    sc.execution.microbatch = 1;
-    sc.execution.global_batch = 32;
-    sc.execution.overlap_grad_reduce = true;
-    sc.system.variation = {};
-    validate(sc);
+    Scenario sc = overlapped_dp_scenario();
     auto busy = [](Scenario s, std::vector<MeasuredSmsHeld> table) {
         s.system.device.measured_sms_held = std::move(table);
         return simulate(s).stage_busy_s.at(0);
