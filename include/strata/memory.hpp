@@ -28,6 +28,9 @@ Bytes stage_weight_bytes(const ModelSpec& model, const ExecutionSpec& exec, int 
 double parameters_on_stage(const ModelSpec& model, const ExecutionSpec& exec, int stage);
 /// Parameters of one transformer layer held by one GPU of a t-way tensor-parallel group.
 double layer_parameters_per_gpu(const ModelSpec& model, int tensor);
+/// Parameters of the input embedding held by one GPU of the first stage: its vocabulary shard (and a learned
+/// position table).
+double embedding_parameters_per_gpu(const ModelSpec& model, int tensor);
 /// All parameters of the model (unsharded).
 double total_parameters(const ModelSpec& model);
 

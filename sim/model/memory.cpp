@@ -38,6 +38,10 @@ double position_table(const ModelSpec& m) {
 double final_norm(const ModelSpec& m) { return m.norm == Norm::layernorm ? 2.0 * m.hidden : double(m.hidden); }
 }  // namespace
 
+double embedding_parameters_per_gpu(const ModelSpec& m, int t) {
+    return double(m.vocab) * m.hidden / t + position_table(m);
+}
+
 double total_parameters(const ModelSpec& m) {
     const double word = double(m.vocab) * m.hidden;
     return m.layers * layer_parameters_per_gpu(m, 1) + word + position_table(m) + final_norm(m) +
@@ -55,7 +59,7 @@ double parameters_on_stage(const ModelSpec& m, const ExecutionSpec& e, int stage
     const int p = e.pipeline;
     double params = double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
     const double word = double(m.vocab) * m.hidden / e.tensor;
-    if (stage == 0) params += word + position_table(m);           // word (+ learned position) embeddings
+    if (stage == 0) params += embedding_parameters_per_gpu(m, e.tensor);  // word (+ learned position) embeddings
     if (stage == p - 1) {
         params += final_norm(m);
         if (p > 1 || !m.tied_embeddings) params += word;           // output layer (a tied copy if p > 1)

@@ -171,11 +171,20 @@ private:
         std::vector<TaskId> held_optimizers;            // optimizers generated before `ready`
         std::vector<TaskId> optimizers;
         bool gathered = false;
-        std::optional<Plan> plans[4];                   // by DpMessage, made on first use
+        std::optional<Plan> plans[7];                   // by DpMessage, made on first use
     };
     /// A stage's data-parallel collectives: its whole gradient, one layer's bucket, what the buckets leave
-    /// (embeddings, final norm), the distributed optimizer's parameter all-gather.
-    enum class DpMessage { whole = 0, bucket, rest, gather };
+    /// (embeddings, final norm), the distributed optimizer's parameter all-gather: whole, or by bucket when
+    /// overlapped (a layer's, the input embedding's, the output layer's and final norm's).
+    enum class DpMessage { whole = 0, bucket, rest, gather, gather_layer, gather_embedding, gather_output };
+    /// A stage's overlapped parameter all-gather (--overlap-param-gather), bucket by bucket in forward order from the
+    /// iteration's start; the first forward of each chunk runs each piece (embedding, layer, output layer) once its
+    /// bucket has arrived: a GEMM cannot use a weight before it is there.
+    struct GatherChain {
+        std::vector<DpMessage> buckets;     // in forward order over the stage's chunks
+        std::vector<std::size_t> chunk_offset;  // each chunk's first bucket
+        std::vector<TaskId> gathered;       // per bucket: its gather's last task
+    };
     /// A (route, latency) interned in the engine.
     using RouteAndLatency = std::pair<engine::RouteId, Time>;
 
@@ -237,6 +246,15 @@ private:
     /// The last microbatch's backward of a chunk, layer by layer, so that each layer's gradient bucket can
     /// start its data-parallel reduction as soon as it is complete (overlap_grad_reduce).
     UnitTasks emit_backward_by_layer(Group& g, int virtual_stage, std::optional<TaskId> after, std::uint32_t label);
+    /// The first microbatch's forward of a chunk, piece by piece (embedding, layers, output layer), each piece
+    /// waiting for its parameter bucket's all-gather (overlap_param_gather).
+    UnitTasks emit_forward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label);
+    /// A chunk's passes as separate units (built once per direction and virtual stage).
+    struct Pieces {
+        std::vector<Unit> pieces;
+        std::vector<bool> is_layer;
+    };
+    const Pieces& pieces_of(bool forward, int virtual_stage);
 
     // program.cpp
     void make_groups();
@@ -257,6 +275,7 @@ private:
     /// after `after` (returned: what the reduction waits for); otherwise `after`.
     TaskId average_gradients(Group& g, TaskId after, double params);
     void emit_optimizer(Group& g);
+    /// Sets each stage's GatherChain up and generates its gathers (overlap_param_gather).
     void emit_overlapped_param_gathers();
     void stage_reduced(int stage, TaskId done);
     void release_optimizers(int stage);
@@ -303,11 +322,8 @@ private:
     engine::RouteId empty_route_{};
     std::uint64_t expected_tasks_ = 0;
     std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both; layers)
-    struct BackwardPieces {
-        std::vector<Unit> pieces;
-        std::vector<bool> is_layer;
-    };
-    std::map<int, BackwardPieces> backward_pieces_;     // by virtual stage, for emit_backward_by_layer
+    std::map<std::pair<bool, int>, Pieces> pieces_;     // by (forward, virtual stage), for emit_*_by_layer
+    std::vector<GatherChain> gathers_;                   // per stage, with overlap_param_gather
     // Read from finished tasks (metrics.cpp).
     bool want_detail_ = false;
     // Non-overlapped TP collectives of replica 0 not finished yet: per engine task slot, the generation + 1 of the
@@ -318,6 +334,11 @@ private:
     std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0, g0_optimizer_end_ = 0;
     std::int64_t g0_average_ps_ = 0;  // stage 0's gradient-averaging pass after its last backward (compute, not comm)
     std::int64_t g0_gather_end_ = -1;             // stage 0's non-overlapped parameter all-gather, once it ended
+    // Stage 0, replica 0, overlapped parameter gather: the first tasks that wait for a bucket (they run in this order on
+    // its streams), the next one to end, the compute stream's last end so far, the time they waited in all.
+    std::vector<TaskId> g0_gather_waiters_;
+    std::size_t g0_next_waiter_ = 0;
+    std::int64_t g0_compute_end_ = 0, g0_gather_wait_ps_ = 0;
     std::vector<std::int32_t> p2p_stage_;         // stream -> stage of replica 0's send or tp stream, or -1
     std::vector<std::int32_t> p2p_peer_;          // stream -> stage a replica-0 send stream delivers to, or -1
     /// Per stage (replica 0): its current pipeline call's transfers so far, merged into disjoint intervals (ps).

@@ -73,11 +73,15 @@ double Builder::rest_parameters(int r) const {
 const Plan& Builder::dp_plan(int r, DpMessage which) {
     std::optional<Plan>& cached = reductions_[static_cast<std::size_t>(r)].plans[static_cast<int>(which)];
     if (cached) return *cached;
-    if (which == DpMessage::gather) {
+    if (which >= DpMessage::gather) {
         std::vector<int> ranks;
         for (int k = 0; k < e_.data; ++k)
             for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(r, k, j, 0));
-        const double params = parameters_on_stage(sc_.model, e_, r);
+        const double embedding = r == 0 ? embedding_parameters_per_gpu(sc_.model, e_.tensor) : 0.0;
+        const double params = which == DpMessage::gather         ? parameters_on_stage(sc_.model, e_, r)
+                              : which == DpMessage::gather_layer ? layer_parameters_per_gpu(sc_.model, e_.tensor)
+                              : which == DpMessage::gather_embedding ? embedding
+                                                                     : std::max(0.0, rest_parameters(r) - embedding);
         return cached.emplace(intern(
             fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks, Bytes(std::llround(params * 2)), coll_params_)));
     }
@@ -233,15 +237,32 @@ void Builder::maybe_gather_parameters(int r) {
 }
 
 void Builder::emit_overlapped_param_gathers() {
-    // Overlapped (--overlap-param-gather): the previous iteration's gather, under this iteration's forward.
+    // Overlapped (--overlap-param-gather): the previous iteration's gather, bucket by bucket in forward order under
+    // this iteration's first forward of each chunk (GatherChain), which waits for each bucket. Buckets are the
+    // forward's pieces: the input embedding, each layer, the output layer with the final norm. Megatron-Core
+    // (megatron/core/optimizer/distrib_optimizer.py, r0.8) also holds each bucket back until the forward pre-hook of
+    // the bucket before it has run; not modelled (README "Hopper: Megatron-LM's H100 weak scaling").
     if (gather_streams_.empty()) return;
     gather_stage_.assign(sim_.stream_count(), -1);
     gather_left_.assign(gather_streams_.size(), 0);
+    gathers_.resize(gather_streams_.size());
     for (std::size_t r = 0; r < gather_streams_.size(); ++r) {
-        const Plan& plan = dp_plan(static_cast<int>(r), DpMessage::gather);
-        emit_phases(gather_streams_[r], plan, {}, make_label(TaskKind::dp, 1, 0), nullptr);
+        GatherChain& ch = gathers_[r];
+        for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
+            const int v = schedule::virtual_stage(shape_, static_cast<int>(r), chunk);
+            ch.chunk_offset.push_back(ch.buckets.size());
+            const Pieces& fp = pieces_of(true, v);
+            for (std::size_t i = 0; i < fp.pieces.size(); ++i)
+                ch.buckets.push_back(fp.is_layer[i]          ? DpMessage::gather_layer
+                                     : v == 0 && i == 0 ? DpMessage::gather_embedding
+                                                        : DpMessage::gather_output);
+        }
         gather_stage_[gather_streams_[r]] = static_cast<std::int32_t>(r);
-        gather_left_[r] = static_cast<std::uint32_t>(std::max<std::size_t>(1, plan.size()));  // a marker when empty
+        for (const DpMessage m : ch.buckets) {
+            const Plan& plan = dp_plan(static_cast<int>(r), m);
+            ch.gathered.push_back(emit_phases(gather_streams_[r], plan, {}, make_label(TaskKind::dp, 1, 0), nullptr));
+            gather_left_[r] += static_cast<std::uint32_t>(std::max<std::size_t>(1, plan.size()));
+        }
     }
 }
 

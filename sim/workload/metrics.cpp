@@ -53,6 +53,12 @@ void Builder::observe(const engine::TaskRecord& r) {
         }
     }
     const Group& g0 = groups_[0];
+    if (g0_next_waiter_ < g0_gather_waiters_.size() && r.task == g0_gather_waiters_[g0_next_waiter_]) {
+        // A first module waited for its parameter bucket from the end of the compute before it.
+        g0_gather_wait_ps_ += std::max<std::int64_t>(0, r.start.ps() - g0_compute_end_);
+        ++g0_next_waiter_;
+    }
+    if (r.stream == g0.compute) g0_compute_end_ = r.end.ps();
     if (r.task == g0.last_backward) g0_last_backward_end_ = r.end.ps();
     if (r.task == g0.optimizer) {
         g0_optimizer_start_ = r.start.ps();
@@ -118,13 +124,15 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     // stages waits for in its calls; both per stage on average, rounded to the picosecond. Data-parallel: on
     // stage 0, replica 0, from the end of the last backward to the start of the optimizer step (the gradient
     // reduction, the replicas it waits for, the embedding sync; less the gradient-averaging pass, which computes) and from the end of the step to the end of the
-    // stage's parameter all-gather (distributed optimizer, not overlapped). The rest of the idle time is bubble.
+    // stage's parameter all-gather (distributed optimizer, not overlapped), or, overlapped, the time its first forwards
+    // wait for parameter buckets. The rest of the idle time is bubble.
     const Group& g0 = groups_[0];
     auto per_stage = [p](std::int64_t ps) { return Time::from_ps((ps + p / 2) / p); };
     r.exposed_comm.tensor = per_stage(exposed_tp_ps_);
     r.exposed_comm.pipeline = per_stage(exposed_p2p_ps_);
     std::int64_t dp_ps = std::max<std::int64_t>(0, g0_optimizer_start_ - g0_last_backward_end_ - g0_average_ps_);
     if (g0_gather_end_ >= 0) dp_ps += std::max<std::int64_t>(0, g0_gather_end_ - g0_optimizer_end_);
+    dp_ps += g0_gather_wait_ps_;
     r.exposed_comm.data_parallel = Time::from_ps(dp_ps);
     r.exposed_comm_s = r.exposed_comm.total().seconds();
     r.bubble_fraction = std::max(0.0, 1.0 - (busy_mean + r.exposed_comm_s) / T);

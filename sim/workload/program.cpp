@@ -245,8 +245,9 @@ void Builder::make_groups() {
         }
     }
     if (e_.distributed_optimizer && e_.overlap_param_gather && weight_replicas() > 1) {
-        // The previous iteration's parameter all-gather, under this iteration's forward: a stream of its own per stage,
-        // so that the in-order data-parallel stream's reduction does not hold it back.
+        // The previous iteration's parameter all-gather, by bucket under this iteration's first forward of each chunk
+        // (emit_overlapped_param_gathers): a stream of its own per stage, so that the in-order data-parallel stream's
+        // reduction does not hold it back.
         for (int r = 0; r < p; ++r) {
             const StreamId stream = sim_.add_stream(fmt::format("stage {} parameter all-gather (overlapped)", r));
             gather_streams_.push_back(stream);
@@ -340,8 +341,11 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     const std::uint32_t label = make_label(s.forward ? TaskKind::forward : TaskKind::backward, s.chunk, s.microbatch);
     const bool split = !s.forward && e_.overlap_grad_reduce && weight_replicas() > 1 && s.microbatch == n - 1;
     const Bytes workspace = s.forward ? Bytes(0) : activations_.recompute_workspace(g.stage);
-    const UnitTasks ut = split ? emit_backward_by_layer(g, v, g.prev_last, label)
-                               : emit_unit(g, unit_for(s.forward, v), g.prev_last, label, workspace.value > 0);
+    // The first forward of each chunk waits for its parameters' buckets, with the gather overlapped.
+    const bool gathering = s.forward && s.microbatch == 0 && !gathers_.empty();
+    const UnitTasks ut = split       ? emit_backward_by_layer(g, v, g.prev_last, label)
+                         : gathering ? emit_forward_by_layer(g, s.chunk, g.prev_last, label)
+                                     : emit_unit(g, unit_for(s.forward, v), g.prev_last, label, workspace.value > 0);
     g.prev_last = ut.last;
     g.prev_unit = true;
     const UnitActivations a = activations_.of(g.stage, s.chunk);

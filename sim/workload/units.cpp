@@ -255,19 +255,23 @@ const Unit& Builder::unit_for(bool forward, int v) {
     return units_.emplace(key, std::move(u)).first->second;
 }
 
-Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optional<TaskId> after, std::uint32_t label) {
-    // The chunk's backward as one piece per pass (built once per virtual stage, shared by its replicas).
-    auto it = backward_pieces_.find(v);
-    if (it == backward_pieces_.end()) {
-        BackwardPieces bp;
-        for_each_pass(false, v, [&](const std::vector<Step>& pass, bool layer) {
-            bp.pieces.emplace_back();
-            append(bp.pieces.back().steps, pass, cost_);
-            bp.is_layer.push_back(layer);
+const Builder::Pieces& Builder::pieces_of(bool forward, int v) {
+    // The chunk's pass as one piece per pass (built once per direction and virtual stage, shared by its replicas).
+    auto it = pieces_.find({forward, v});
+    if (it == pieces_.end()) {
+        Pieces ps;
+        for_each_pass(forward, v, [&](const std::vector<Step>& pass, bool layer) {
+            ps.pieces.emplace_back();
+            append(ps.pieces.back().steps, pass, cost_);
+            ps.is_layer.push_back(layer);
         });
-        it = backward_pieces_.emplace(v, std::move(bp)).first;
+        it = pieces_.emplace(std::pair{forward, v}, std::move(ps)).first;
     }
-    const BackwardPieces& bp = it->second;
+    return it->second;
+}
+
+Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optional<TaskId> after, std::uint32_t label) {
+    const Pieces& bp = pieces_of(false, v);
     UnitTasks all;
     std::optional<TaskId> prev = after;
     for (std::size_t i = 0; i < bp.pieces.size(); ++i) {
@@ -279,6 +283,26 @@ Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optiona
         all.last = ut.last;
         prev = ut.last;
         if (bp.is_layer[i]) on_bucket(g, ut.last);
+    }
+    return all;
+}
+
+Builder::UnitTasks Builder::emit_forward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label) {
+    const Pieces& fp = pieces_of(true, schedule::virtual_stage(shape_, g.stage, chunk));
+    const GatherChain& ch = gathers_[static_cast<std::size_t>(g.stage)];
+    std::size_t j = ch.chunk_offset[static_cast<std::size_t>(chunk)];
+    UnitTasks all;
+    std::optional<TaskId> prev = after;
+    for (std::size_t i = 0; i < fp.pieces.size(); ++i, ++j) {
+        const UnitTasks ut = emit_unit(g, fp.pieces[i], prev, label, true, false);
+        sim_.add_dependency(ch.gathered[j], ut.first);  // its parameters are there (Megatron's forward pre-hook waits)
+        if (&g == &groups_.front()) g0_gather_waiters_.push_back(ut.first);
+        if (!all.valid) {
+            all.first = ut.first;
+            all.valid = true;
+        }
+        all.last = ut.last;
+        prev = ut.last;
     }
     return all;
 }

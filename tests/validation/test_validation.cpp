@@ -124,29 +124,34 @@ TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.5%, worst
     CHECK(s.worst_abs <= 0.0495);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 6.9%, worst <= 15.0%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 9.3%, worst <= 22.0%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
-    // come out 8% fast, the 32B row 15% slow. The tolerance pins today's figure so that a regression is seen.
+    // come out 7% fast, the 32B row 22% slow. The tolerance pins today's figure so that a regression is seen.
     // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
     // an H200: slower than the FlashAttention-3 figure the profile had), an independent measurement, kept; and
     // from 6.39% / 13.64% when the interference of overlapped collectives became the H100's measured slowdown
     // with SMs held (measured.sms_held, 2026-11-26: 2 of 132 SMs held slow a GEMM 10%, not 1.5%), likewise kept;
     // then the embedding's dense gradient took it to 6.84% / 14.96% (the 32B row's worst by 0.2 points), the
-    // measured sparing of bandwidth-bound kernels and fused attention by held SMs to 6.85% / 14.86%.
+    // measured sparing of bandwidth-bound kernels and fused attention by held SMs to 6.85% / 14.86%; the first
+    // forward's layers waiting for their parameters' all-gather buckets (physics: a GEMM cannot use a weight before
+    // it arrives; README "Hopper") to 9.26% / 21.98%, kept: the published 32B row is below what its stated
+    // configuration allows on one NDR rail per GPU even without it.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.069);
-    CHECK(s.worst_abs <= 0.150);
+    CHECK(s.mean_abs <= 0.093);
+    CHECK(s.worst_abs <= 0.220);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.4%, worst <= 18.5%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 14.6%, worst <= 18.5%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
-    // MFU falls from 55.0% to 35.4% where the published one falls from 47% to 42% (README "Hopper strong scaling").
+    // MFU falls from 55.0% to 34.3% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
                                        "scenarios/validation/megatron-h100-strong.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.124);   // 11.45% before the measured fused attention, 11.56% before the measured SMs held
+    // 11.45% before the measured fused attention, 11.56% before the measured SMs held, 12.31% before the first
+    // forward waited for its parameters' buckets.
+    CHECK(s.mean_abs <= 0.146);
     CHECK(s.worst_abs <= 0.185);
 }
 
