@@ -15,6 +15,7 @@ namespace strata {
 /// Bytes per parameter held by each GPU (Megatron-LM mixed precision with Adam):
 ///   bf16: 2 (weights) + 4 (fp32 gradients) + 12 (fp32 master weights, Adam m and v)          = 18
 ///   fp16: 2 (weights) + 2 (fp16 gradients) + 16 (fp32 master weights and gradients, m, v)   = 20
+///   bf16 with 16-bit main gradients (ExecutionSpec::grad_reduce_in_fp32 false): as fp16         = 20
 /// A distributed optimizer shards the optimizer part over the d x c data- (and context-) parallel ranks.
 struct BytesPerParam {
     double weights = 2, gradients = 4, optimizer = 12;

@@ -104,7 +104,8 @@ struct ExecutionSpec {
     bool overlap_grad_reduce = false;   ///< overlap the data-parallel gradient reduction with backward
     /// With the distributed optimizer, the updated parameters' all-gather overlaps the next iteration's forward
     /// (Megatron-LM's --overlap-param-gather): simulated as the previous iteration's gather running under this
-    /// iteration's forward (its flows share the links from time zero), off the critical path.
+    /// iteration's first forward of each chunk (its flows share the links from time zero), bucket by bucket in forward
+    /// order, each piece of that forward (embedding, layer, output layer) waiting for its bucket.
     bool overlap_param_gather = false;
     GradientAverage gradient_average = GradientAverage::scale;
     /// Whether the gradients are averaged by a pass over the buffer (see GradientAverage).
@@ -113,6 +114,13 @@ struct ExecutionSpec {
                (gradient_average == GradientAverage::scale && data * context > 1);
     }
     bool gradient_accumulation_fusion = true;  ///< weight-gradient GEMMs add into the main gradient
+    /// Megatron-Core's grad_reduce_in_fp32 (its DDP config): the main-gradient buffer, the accumulation into it and the
+    /// data-parallel reduction in fp32 (true: Megatron-LM forces it for BF16 until 2025's --grad-reduce-in-bf16), or in
+    /// the parameters' 16 bits (false: NeMo's and Megatron-Bridge's performance recipes). FP16 training keeps 16-bit
+    /// gradients whatever this says (see fp32_gradients).
+    bool grad_reduce_in_fp32 = true;
+    /// Whether the main gradients (buffer, accumulation, data-parallel reduction) are fp32.
+    [[nodiscard]] bool fp32_gradients() const { return grad_reduce_in_fp32 && precision != Precision::fp16; }
     bool async_tp_comm = true;          ///< backward tensor-parallel collectives overlap the GEMMs
     /// Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers): the sequence-parallel all-gathers and
     /// reduce-scatters of the forward (and the backward's output-gradient all-gathers) overlap their GEMMs.
@@ -224,10 +232,15 @@ struct SystemSpec {
     /// (all of them without the distributed optimizer), without the fixed overhead: the step's bytes per parameter
     /// at the device's elementwise bandwidth, over the shard, except the zeroing of the gradient buffer for the next
     /// iteration (one write of each gradient, `gradient_bytes_per_param`, part of those bytes), which covers every
-    /// parameter the GPU holds (Megatron zeroes its whole buffer: `grad_data.zero_()`, `buffer_.zero()`).
+    /// parameter the GPU holds (Megatron zeroes its whole buffer: `grad_data.zero_()`, `buffer_.zero()`). With 16-bit
+    /// main gradients outside FP16 training (ExecutionSpec::grad_reduce_in_fp32 false) the BF16 step first copies them
+    /// to fp32 (read 2, write 4 bytes: Megatron's _copy_model_grads_to_main_grads, as FP16's step does) and its
+    /// zeroing writes 2 bytes, not 4.
     [[nodiscard]] double optimizer_step_seconds(double shard, double params, Precision precision,
                                                 double gradient_bytes_per_param) const {
-        const double bytes = optimizer.bytes_per_param(precision);
+        double bytes = optimizer.bytes_per_param(precision);
+        if (precision != Precision::fp16 && gradient_bytes_per_param < 4)
+            bytes += (gradient_bytes_per_param + 4) - (4 - gradient_bytes_per_param);
         const double zero = std::min(bytes, gradient_bytes_per_param);
         return (shard * (bytes - zero) + params * zero) / (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
     }

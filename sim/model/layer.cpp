@@ -472,7 +472,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.microbatch = e.microbatch;
     c.gradient_accumulation_fusion = e.gradient_accumulation_fusion;
     c.async_tp_comm = e.async_tp_comm;
-    c.fp32_main_grads = e.precision != Precision::fp16;
+    c.fp32_main_grads = e.fp32_gradients();
     c.attention = e.attention;
     c.context = e.context;
     c.modules = e.recompute_modules;

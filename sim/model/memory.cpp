@@ -10,7 +10,7 @@ namespace strata {
 
 BytesPerParam bytes_per_param(const ExecutionSpec& e) {
     BytesPerParam b;
-    if (e.precision == Precision::fp16) {
+    if (!e.fp32_gradients()) {  // 16-bit main gradients; the step keeps an fp32 copy of them with the master weights
         b.gradients = 2;
         b.optimizer = 16;
     }

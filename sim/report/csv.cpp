@@ -73,6 +73,7 @@ const std::vector<CsvColumn>& csv_columns() {
                      exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_param_gather); })});
         c.push_back({"gradient_average",
                      exec([](const ExecutionSpec& e) { return std::string(to_string(e.gradient_average)); })});
+        c.push_back({"grad_reduce_in_fp32", exec([](const ExecutionSpec& e) { return csv_bool(e.fp32_gradients()); })});
         c.push_back({"tp_comm_overlap", exec([](const ExecutionSpec& e) { return csv_bool(e.tp_comm_overlap); })});
         c.push_back({"gradient_accumulation_fusion",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.gradient_accumulation_fusion); })});

@@ -277,6 +277,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"overlap_grad_reduce", e.overlap_grad_reduce},
                           {"overlap_param_gather", e.overlap_param_gather},
                           {"gradient_average", to_string(e.gradient_average)},
+                          {"grad_reduce_in_fp32", e.fp32_gradients()},
                           {"gradient_accumulation_fusion", e.gradient_accumulation_fusion},
                           {"async_tp_comm", e.async_tp_comm},
                           {"tp_comm_overlap", e.tp_comm_overlap},

@@ -1,0 +1,119 @@
+// Main gradients in 16 bits (ExecutionSpec::grad_reduce_in_fp32 false: Megatron-Core's grad_reduce_in_fp32, which
+// NeMo's and Megatron-Bridge's performance recipes turn off): the gradient buffer, the accumulation into it and the
+// data-parallel reduction in bf16; the step first copies the shard's gradients to fp32. FP16 keeps 16-bit gradients.
+#include "fixtures.hpp"
+#include "strata/errors.hpp"
+#include "strata/layer.hpp"
+#include "strata/memory.hpp"
+#include "strata/scenario.hpp"
+#include "strata/simulate.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+using namespace strata;
+using Catch::Contains;
+
+namespace {
+
+const std::string kOrigin = std::string(STRATA_SOURCE_DIR) + "/tests/data/valid/grad-reduce.yaml";
+
+Experiment load(const std::string& execution_extra) {
+    return load_experiment_text("model: model-small.yaml\n"
+                                "system: system-small.yaml\n"
+                                "execution: {tensor: 1, pipeline: 1, recompute: none, microbatch: 1, global_batch: 8" +
+                                    execution_extra + "}\n",
+                                kOrigin);
+}
+
+/// A data-parallel case whose reduction dominates: 4 replicas on 4 nodes, the reduction after the backward.
+Scenario reduction_bound(bool fp32) {
+    Scenario sc = strata::testing::with_data(strata::testing::small_22b(1, 1, 1, true, Recompute::selective), 4);
+    sc.system.gpus_per_node = 8;  // t = 8: each replica on a node of its own
+    sc.system.variation.gpu_sigma = 0;
+    sc.execution.grad_reduce_in_fp32 = fp32;
+    validate(sc);
+    return sc;
+}
+
+}  // namespace
+
+TEST_CASE("grad_reduce_in_fp32: the key, its default and its conflict with fp16", "[grad_reduce]") {
+    CHECK(load("").cases.at(0).execution.grad_reduce_in_fp32);
+    CHECK(load("").cases.at(0).execution.fp32_gradients());
+    const Experiment off = load(", grad_reduce_in_fp32: false");
+    CHECK_FALSE(off.cases.at(0).execution.fp32_gradients());
+    // fp16 keeps 16-bit gradients: saying it is false is fine, true is not modelled and says so.
+    CHECK_FALSE(load(", precision: fp16").cases.at(0).execution.fp32_gradients());
+    CHECK_NOTHROW(load(", precision: fp16, grad_reduce_in_fp32: false"));
+    try {
+        (void)load(", precision: fp16, grad_reduce_in_fp32: true");
+        FAIL("fp16 with fp32 gradient reduction loaded");
+    } catch (const InputError& e) {
+        CHECK_THAT(e.what(), Contains("grad-reduce.yaml:3:") && Contains("grad_reduce_in_fp32") && Contains("fp16"));
+    }
+    try {
+        (void)load(", grad_reduce_in_fp32: maybe");
+        FAIL("a non-boolean loaded");
+    } catch (const InputError& e) {
+        CHECK_THAT(e.what(), Contains("grad_reduce_in_fp32"));
+    }
+}
+
+TEST_CASE("grad_reduce_in_fp32 false: 2-byte gradients in memory, the reduction and the accumulation", "[grad_reduce]") {
+    ExecutionSpec e;
+    CHECK(bytes_per_param(e).gradients == 4);
+    e.grad_reduce_in_fp32 = false;
+    CHECK(bytes_per_param(e).gradients == 2);
+    CHECK(bytes_per_param(e).optimizer == 16);  // the fp32 copy of the gradients joins the master weights, m and v
+    e.precision = Precision::fp8;
+    CHECK(bytes_per_param(e).gradients == 2);
+
+    // The embedding's main-gradient add (no GEMM fuses it) reads and writes 2-byte main gradients.
+    const Scenario sc = reduction_bound(true);
+    Scenario half = sc;
+    half.execution.grad_reduce_in_fp32 = false;
+    auto add_bytes = [](const Scenario& s) {
+        const EmbeddingPlan emb = build_embedding(layer_config(s.model, s.execution));
+        for (const Step& st : emb.backward)
+            for (const Kernel& k : st.kernels)
+                if (k.name == "embedding.main-grad-add") return k.bytes.value;
+        return std::int64_t{-1};
+    };
+    // 2 + 2 x (main-gradient bytes) per element of the rank's rows (vocabulary shard and learned positions).
+    REQUIRE(add_bytes(sc) > 0);
+    CHECK(add_bytes(sc) % 10 == 0);
+    CHECK(add_bytes(half) == add_bytes(sc) / 10 * 6);
+}
+
+TEST_CASE("grad_reduce_in_fp32 false: the step copies the shard's gradients to fp32, the zeroing writes 2 bytes",
+          "[grad_reduce]") {
+    const Scenario sc = reduction_bound(true);
+    const SystemSpec& sys = sc.system;
+    const double shard = 1e9, params = 4e9;
+    const double bw = sys.device.hbm_bandwidth * sys.device.elementwise_bandwidth_efficiency;
+    const double b = sys.optimizer.bytes_per_param_step;
+    CHECK(sys.optimizer_step_seconds(shard, params, Precision::bf16, 4) == Approx((shard * (b - 4) + params * 4) / bw));
+    CHECK(sys.optimizer_step_seconds(shard, params, Precision::bf16, 2) ==
+          Approx((shard * (b + 4 - 2) + params * 2) / bw));
+    // fp16 has its own step (loss scaling): unchanged.
+    const double f = sys.optimizer.bytes_per_param_step_fp16;
+    CHECK(sys.optimizer_step_seconds(shard, params, Precision::fp16, 2) == Approx((shard * (f - 2) + params * 2) / bw));
+}
+
+TEST_CASE("grad_reduce_in_fp32 false: the data-parallel reduction moves half the bytes", "[grad_reduce]") {
+    const Scenario a = reduction_bound(true), b = reduction_bound(false);
+    const Bytes grads_fp32 = stage_state(a.model, a.execution, a.system.device_memory(), 0).gradients;
+    const Bytes grads_half = stage_state(b.model, b.execution, b.system.device_memory(), 0).gradients;
+    CHECK(std::llabs(2 * grads_half.value - grads_fp32.value) <= 1);
+    const IterationResult fp32 = simulate(a);
+    const IterationResult half = simulate(b);
+    REQUIRE(fp32.exposed_comm.data_parallel > Time::zero());
+    // The reduction after the backward is bandwidth-bound: about half as long (its latencies do not halve).
+    const double ratio = half.exposed_comm.data_parallel.seconds() / fp32.exposed_comm.data_parallel.seconds();
+    CHECK(ratio > 0.45);
+    CHECK(ratio < 0.6);
+    CHECK(half.iteration_time < fp32.iteration_time);
+}
