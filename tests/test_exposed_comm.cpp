@@ -273,3 +273,45 @@ TEST_CASE("exposed communication by kind is in the JSON, the CSV and the table",
                                                         pct * it.exposed_comm.pipeline.seconds(),
                                                         pct * it.exposed_comm.data_parallel.seconds())));
 }
+
+TEST_CASE("overlapped parameter gather: the first forward's pieces wait for their buckets", "[exposed]") {
+    // Two replicas on two nodes, the distributed optimizer's gather overlapped with the first forward.
+    Scenario sc = with_data(small_22b(1, 1, 2, true, Recompute::selective), 2);
+    sc.execution.distributed_optimizer = true;
+    sc.execution.overlap_grad_reduce = true;
+    sc.execution.overlap_param_gather = true;
+    sc.system.variation.gpu_sigma = 0;
+    auto first_forward = [](const Trace& tr) {
+        // Stage 0 replica 0's first forward (microbatch 0) on its compute lane, and the stage's gather spans.
+        struct Spans {
+            std::int64_t forward_start = -1, forward_end = -1, last_piece_start = -1, gather_end = -1, gather_busy = 0;
+        } s;
+        for (const TraceSpan& span : tr.spans) {
+            const std::string lane = lane_name(tr, span.lane);
+            if (lane == "stage 0 parameter all-gather (overlapped)") {
+                s.gather_end = std::max(s.gather_end, span.end.ps());
+                s.gather_busy += (span.end - span.start).ps();
+            }
+            if (span.process == 0 && lane == "compute" && std::string(span.kind) == "forward" && span.microbatch == 0) {
+                if (s.forward_start < 0) s.forward_start = span.start.ps();
+                s.forward_end = std::max(s.forward_end, span.end.ps());
+                s.last_piece_start = std::max(s.last_piece_start, span.start.ps());
+            }
+        }
+        REQUIRE(s.gather_end > 0);
+        REQUIRE(s.forward_end > 0);
+        return s;
+    };
+    const auto fast = first_forward(traced(sc).detail.trace);
+    // The output layer's piece (the last) waits for the last bucket.
+    CHECK(fast.last_piece_start >= fast.gather_end);
+    // On a network ten times slower the gather paces the first forward: it cannot end before every bucket arrived,
+    // and the time it takes grows with the gather's.
+    sc.system.network.nic_bandwidth = BytesPerSecond{sc.system.network.nic_bandwidth.value / 10};
+    const Traced slow_run = traced(sc);
+    const auto slow = first_forward(slow_run.detail.trace);
+    CHECK(slow.forward_end >= slow.gather_end);
+    CHECK(slow.forward_end - slow.forward_start > fast.forward_end - fast.forward_start);
+    CHECK(slow.forward_end - slow.forward_start >= slow.gather_busy * 9 / 10);
+    CHECK(slow_run.result.exposed_comm.data_parallel.ps() >= gather_waits(slow_run.detail.trace));
+}
