@@ -64,7 +64,7 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
                 const std::string& attention, const std::string& precision, std::vector<int> microbatches,
                 int max_interleave, int simulate_top, int top, int jobs, const std::vector<std::string>& fix,
                 double margin_pct, int simulate_max, std::uint64_t max_tasks_millions,
-                bool representative_replicas, const std::string& gradient_average) {
+                bool representative_replicas, const std::string& gradient_average, bool grad_reduce_in_fp32) {
     strata::SearchRequest req;
     req.model = model;
     req.system = system;
@@ -81,6 +81,7 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
         throw strata::InputError("search: gradient_average '" + gradient_average +
                                  "': expected scale, scale_always or in_collective");
     req.base.gradient_average = *g;
+    req.base.grad_reduce_in_fp32 = grad_reduce_in_fp32;
     std::string list;
     for (int b : microbatches) list += (list.empty() ? "" : ",") + std::to_string(b);
     strata::apply_constraint(req.space, "microbatch=" + list, "microbatches");

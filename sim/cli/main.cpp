@@ -13,6 +13,7 @@
 #include "huge_heap.hpp"
 #include "plot.hpp"
 #include "provenance.hpp"
+#include "search_report.hpp"
 #include "trace_groups.hpp"
 
 #include <fmt/format.h>
@@ -202,6 +203,7 @@ struct SearchOptions {
     double margin_pct = 10;
     std::uint64_t max_tasks_millions = 1000;
     std::string replicas = "all";
+    bool grad_reduce_bf16 = false;
 };
 
 int search_command(const strata::mpi::Session& session, const SearchOptions& o, char** argv) {
@@ -226,6 +228,7 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o, 
     req.base.attention = *attention;
     req.base.precision = *precision;
     req.base.gradient_average = *strata::gradient_average_named(o.gradient_average);  // CLI11 checked the name
+    req.base.grad_reduce_in_fp32 = !o.grad_reduce_bf16;
     req.simulate_top = std::max(o.top, o.simulate_top);
     req.simulate_max = o.simulate_max;
     req.margin = o.margin_pct / 100;
@@ -250,67 +253,7 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o, 
     if (tty && session.rank() == 0) std::cerr << "\r\033[K";
     if (session.rank() != 0) return 0;   // rank 0 reports and writes
     if (session.distributed()) print_ranks(distributed);
-    human << fmt::format("search: {} on {} GPUs of {}, global batch {}\n", req.model.name, req.gpus, req.system.name,
-                         req.global_batch);
-    std::string constraints;
-    for (const std::string& f : o.fix) constraints += " " + f;
-    if (!constraints.empty()) human << "constraints:" << constraints << "\n";
-    human << fmt::format("{} configurations enumerated; {} fit in memory and were ranked by the analytical estimate\n",
-                         r.enumerated, r.screened);
-    for (const auto& [reason, count] : r.rejected) human << fmt::format("  rejected: {} x {}\n", count, reason);
-    if (r.simulated.empty()) {
-        std::cerr << fmt::format("error: no execution of {} on {} GPUs with global batch {} is feasible and fits in memory "
-                                 "(the rejections above say why{})\n", req.model.name, req.gpus, req.global_batch,
-                                 constraints.empty() ? "" : "; so do the constraints");
-        return 2;
-    }
-    human << fmt::format("simulated {} of {}: the best {} estimates and every other within {:g}% of the best estimate "
-                         "({} within it), at most {}\n", r.simulated.size(), r.screened,
-                         std::min<std::size_t>(r.screened, std::size_t(req.simulate_top)), o.margin_pct, r.within_margin,
-                         std::max(req.simulate_top, req.simulate_max));
-    if (r.within_margin > r.simulated.size())
-        human << fmt::format("note: {} candidates are within the margin; only the best {} estimates were simulated "
-                             "(raise --simulate-max, or narrow --margin)\n", r.within_margin, r.simulated.size());
-    human << "t tensor, c context (when > 1), p pipeline, d data-parallel; m interleave (model chunks per stage), "
-             "b microbatch;\nSP sequence parallelism, dopt distributed optimizer, ogr overlap_grad_reduce; "
-             "estim s the analytical screen, sim s simulated,\nerr% estimate vs simulated, est# rank by estimate; "
-             "tok/s tokens per second, TF/s model TFLOP/s per GPU\n";
-    const bool cp = std::any_of(r.simulated.begin(), r.simulated.end(), [](const auto& c) { return c.execution.context > 1; });
-    human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3} {:>9} {:>9} {:>6} {:>4} {:>9} {:>6} {:>6} "
-                         "{:>8}\n", "rank", "t", cp ? fmt::format(" {:>3}", "c") : "", "p", "d", "m", "b", "recompute", "SP",
-                         "dopt", "ogr", "estim s", "sim s", "err%", "est#", "tok/s", "TF/s", "MFU%", "peak GiB");
-    int rank = 0;
-    for (const auto& c : r.simulated) {
-        if (rank >= o.top) break;
-        const auto& e = c.execution;
-        const auto& it = *c.result.iteration;
-        const strata::Scenario& sc = c.result.scenario;
-        human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3} {:>9.3f} {:>9.3f} {:>+6.1f} {:>4} "
-                             "{:>9.0f} {:>6.1f} {:>6.1f} {:>8.2f}{}\n",
-                             ++rank, e.tensor, cp ? fmt::format(" {:>3}", e.context) : "", e.pipeline, e.data, e.interleave,
-                             e.microbatch, strata::to_string(e.recompute), e.sequence_parallel ? "on" : "off",
-                             e.distributed_optimizer ? "on" : "off", e.overlap_grad_reduce ? "on" : "off", c.estimate_s,
-                             it.iteration_time_s, 100 * (c.estimate_s / it.iteration_time_s - 1), c.estimate_rank,
-                             strata::tokens_per_s(sc, it), strata::tflops_per_gpu(sc, it), 100 * it.mfu,
-                             it.peak_memory.gib(), it.oom ? "  OOM" : "");
-    }
-    if (const int by = strata::screen_overturned(r)) {
-        const auto best_estimate = std::find_if(r.simulated.begin(), r.simulated.end(),
-                                                [](const auto& c) { return c.estimate_rank == 1; });
-        human << fmt::format("screen ranking overturned: #{} by estimate is fastest simulated ({:.3f} s); the best "
-                             "estimate simulated {:.3f} s, rank {}\n", by, r.simulated.front().result.iteration->iteration_time_s,
-                             best_estimate->result.iteration->iteration_time_s, best_estimate - r.simulated.begin() + 1);
-    } else {
-        human << "screen ranking held at the top: the best estimate is also the fastest simulated\n";
-    }
-    if (r.best_in_full) {
-        const double full = r.best_in_full->iteration->iteration_time_s;
-        const double rep = r.simulated.front().result.iteration->iteration_time_s;
-        human << fmt::format(
-            "simulated with representative replicas (--replicas representative); rank 1 again with "
-            "every GPU group: {:.3f} s ({:+.2f}% representative vs full)\n",
-            full, 100 * (rep / full - 1));
-    }
+    if (!strata::cli::print_search(human, req, r, o.fix, o.top, o.margin_pct)) return 2;
     const std::vector<strata::CaseResult> results = strata::ranked_results(r, int(r.simulated.size()));
     const strata::SearchSummary summary = strata::search_summary(req, r, o.fix);
     human << fmt::format("search took {:.2f} s\n", r.wall_s);
@@ -432,6 +375,7 @@ int main(int argc, char** argv) {
         ->capture_default_str()->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
     srch->add_option("--gradient-average", so.gradient_average, "gradient averaging of every candidate: scale (Megatron-Core), scale_always (Megatron-LM's local DDP, 2021-2023: the paper's), in_collective")
         ->capture_default_str()->check(CLI::IsMember({"scale", "scale_always", "in_collective"}));
+    srch->add_flag("--grad-reduce-in-bf16", so.grad_reduce_bf16, "every candidate's main gradients, their accumulation and data-parallel reduction in bf16 (Megatron-Core grad_reduce_in_fp32: false; NeMo's performance recipes); default fp32");
     srch->add_option("--json", so.json_path, "write every simulated candidate (estimate, ranks, tokens/s, TF/s per GPU) as JSON; - for standard output");
     srch->add_option("--csv", so.csv_path, "write every simulated candidate as CSV (the run CSV's columns, then estimate_s, estimate_rank, simulated_rank, estimate_error); - for standard output");
     std::string check_file;

@@ -184,6 +184,14 @@ check "search --gradient-average scale_always: the paper's 22B configuration as 
   '[[ $rc -eq 0 ]] && python3 -c "import json,sys; r = json.load(open(sys.argv[1]))[\"results\"][0]; assert r[\"execution\"][\"gradient_average\"] == \"scale_always\", r[\"execution\"]" "$tmp/ga.json"'
 "$strata" search --model "$m22" --system "$sel" --gpus 8 --global-batch 4 --gradient-average mean >/dev/null 2>"$tmp/err"; rc=$?
 check "search --gradient-average with a bad value exits 2 and lists the choices" '[[ $rc -eq 2 ]] && grep -q "scale_always" "$tmp/err"'
+"$strata" search --model "$m22" --system "$sel" --gpus 16 --global-batch 16 --fix tensor=8 --fix pipeline=1 --fix microbatch=1 \
+  --fix recompute=selective --fix sequence_parallel=on --fix distributed_optimizer=off --fix overlap_grad_reduce=off \
+  --top 1 --simulate-top 1 --margin 0 --json "$tmp/g32.json" >/dev/null 2>&1; rc32=$?
+"$strata" search --model "$m22" --system "$sel" --gpus 16 --global-batch 16 --fix tensor=8 --fix pipeline=1 --fix microbatch=1 \
+  --fix recompute=selective --fix sequence_parallel=on --fix distributed_optimizer=off --fix overlap_grad_reduce=off \
+  --top 1 --simulate-top 1 --margin 0 --grad-reduce-in-bf16 --json "$tmp/g16.json" >/dev/null 2>&1; rc16=$?
+check "search --grad-reduce-in-bf16: 16-bit gradient reduction, faster than fp32's on two nodes" \
+  '[[ $rc32 -eq 0 && $rc16 -eq 0 ]] && python3 -c "import json,sys; a, b = (json.load(open(f))[\"results\"][0] for f in sys.argv[1:]); assert a[\"execution\"][\"grad_reduce_in_fp32\"] and not b[\"execution\"][\"grad_reduce_in_fp32\"], (a, b); assert b[\"iteration_time_s\"] < a[\"iteration_time_s\"]" "$tmp/g32.json" "$tmp/g16.json"'
 "$strata" search --help >"$tmp/help"; rc=$?
 check "search --help shows the defaults and the --fix keys" '[[ $rc -eq 0 ]] && grep -q -- "--margin FLOAT.*=10" "$tmp/help" && grep -q -- "--simulate-top INT.*=8" "$tmp/help" && grep -q "overlap_grad_reduce: off,on" "$tmp/help"'
 

@@ -153,6 +153,19 @@ def test_search_gradient_average():
         strata.search(model, system, gpus=8, global_batch=4, gradient_average="mean")
 
 
+def test_search_grad_reduce_in_fp32():
+    model = os.path.join(SRC, "scenarios", "models", "gpt-22b.yaml")
+    system = os.path.join(SRC, "scenarios", "systems", "selene-a100.yaml")
+    fix = {"tensor": 8, "pipeline": 1, "microbatch": 1, "recompute": "selective", "sequence_parallel": True,
+           "distributed_optimizer": False, "overlap_grad_reduce": False}  # d = 2 on two nodes, reduced after backward
+    fp32 = strata.search(model, system, gpus=16, global_batch=16, top=1, simulate_top=1, jobs=1, fix=fix)
+    half = strata.search(model, system, gpus=16, global_batch=16, top=1, simulate_top=1, jobs=1, fix=fix,
+                         grad_reduce_in_fp32=False)
+    assert fp32["results"][0]["execution"]["grad_reduce_in_fp32"]
+    assert not half["results"][0]["execution"]["grad_reduce_in_fp32"]
+    assert half["results"][0]["iteration_time_s"] < fp32["results"][0]["iteration_time_s"]
+
+
 def test_representative_replicas():
     model = os.path.join(SRC, "scenarios", "models", "gpt-22b.yaml")
     system = os.path.join(SRC, "scenarios", "systems", "selene-a100.yaml")

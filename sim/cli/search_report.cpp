@@ -1,0 +1,79 @@
+// `strata search`'s human-readable report.
+#include "search_report.hpp"
+
+#include "strata/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+
+namespace strata::cli {
+
+bool print_search(std::ostream& human, const SearchRequest& req, const SearchResult& r,
+                  const std::vector<std::string>& fix, int top, double margin_pct) {
+    human << fmt::format("search: {} on {} GPUs of {}, global batch {}\n", req.model.name, req.gpus, req.system.name,
+                         req.global_batch);
+    std::string constraints;
+    for (const std::string& f : fix) constraints += " " + f;
+    if (!constraints.empty()) human << "constraints:" << constraints << "\n";
+    human << fmt::format("{} configurations enumerated; {} fit in memory and were ranked by the analytical estimate\n",
+                         r.enumerated, r.screened);
+    for (const auto& [reason, count] : r.rejected) human << fmt::format("  rejected: {} x {}\n", count, reason);
+    if (r.simulated.empty()) {
+        std::cerr << fmt::format("error: no execution of {} on {} GPUs with global batch {} is feasible and fits in memory "
+                                 "(the rejections above say why{})\n", req.model.name, req.gpus, req.global_batch,
+                                 constraints.empty() ? "" : "; so do the constraints");
+        return false;
+    }
+    human << fmt::format("simulated {} of {}: the best {} estimates and every other within {:g}% of the best estimate "
+                         "({} within it), at most {}\n", r.simulated.size(), r.screened,
+                         std::min<std::size_t>(r.screened, std::size_t(req.simulate_top)), margin_pct, r.within_margin,
+                         std::max(req.simulate_top, req.simulate_max));
+    if (r.within_margin > r.simulated.size())
+        human << fmt::format("note: {} candidates are within the margin; only the best {} estimates were simulated "
+                             "(raise --simulate-max, or narrow --margin)\n", r.within_margin, r.simulated.size());
+    human << "t tensor, c context (when > 1), p pipeline, d data-parallel; m interleave (model chunks per stage), "
+             "b microbatch;\nSP sequence parallelism, dopt distributed optimizer, ogr overlap_grad_reduce; "
+             "estim s the analytical screen, sim s simulated,\nerr% estimate vs simulated, est# rank by estimate; "
+             "tok/s tokens per second, TF/s model TFLOP/s per GPU\n";
+    const bool cp = std::any_of(r.simulated.begin(), r.simulated.end(), [](const auto& c) { return c.execution.context > 1; });
+    human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3} {:>9} {:>9} {:>6} {:>4} {:>9} {:>6} {:>6} "
+                         "{:>8}\n", "rank", "t", cp ? fmt::format(" {:>3}", "c") : "", "p", "d", "m", "b", "recompute", "SP",
+                         "dopt", "ogr", "estim s", "sim s", "err%", "est#", "tok/s", "TF/s", "MFU%", "peak GiB");
+    int rank = 0;
+    for (const auto& c : r.simulated) {
+        if (rank >= top) break;
+        const auto& e = c.execution;
+        const auto& it = *c.result.iteration;
+        const Scenario& sc = c.result.scenario;
+        human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3} {:>9.3f} {:>9.3f} {:>+6.1f} {:>4} "
+                             "{:>9.0f} {:>6.1f} {:>6.1f} {:>8.2f}{}\n",
+                             ++rank, e.tensor, cp ? fmt::format(" {:>3}", e.context) : "", e.pipeline, e.data, e.interleave,
+                             e.microbatch, to_string(e.recompute), e.sequence_parallel ? "on" : "off",
+                             e.distributed_optimizer ? "on" : "off", e.overlap_grad_reduce ? "on" : "off", c.estimate_s,
+                             it.iteration_time_s, 100 * (c.estimate_s / it.iteration_time_s - 1), c.estimate_rank,
+                             tokens_per_s(sc, it), tflops_per_gpu(sc, it), 100 * it.mfu,
+                             it.peak_memory.gib(), it.oom ? "  OOM" : "");
+    }
+    if (const int by = screen_overturned(r)) {
+        const auto best_estimate = std::find_if(r.simulated.begin(), r.simulated.end(),
+                                                [](const auto& c) { return c.estimate_rank == 1; });
+        human << fmt::format("screen ranking overturned: #{} by estimate is fastest simulated ({:.3f} s); the best "
+                             "estimate simulated {:.3f} s, rank {}\n", by, r.simulated.front().result.iteration->iteration_time_s,
+                             best_estimate->result.iteration->iteration_time_s, best_estimate - r.simulated.begin() + 1);
+    } else {
+        human << "screen ranking held at the top: the best estimate is also the fastest simulated\n";
+    }
+    if (r.best_in_full) {
+        const double full = r.best_in_full->iteration->iteration_time_s;
+        const double rep = r.simulated.front().result.iteration->iteration_time_s;
+        human << fmt::format(
+            "simulated with representative replicas (--replicas representative); rank 1 again with "
+            "every GPU group: {:.3f} s ({:+.2f}% representative vs full)\n",
+            full, 100 * (rep / full - 1));
+    }
+    return true;
+}
+
+}  // namespace strata::cli
