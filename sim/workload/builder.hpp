@@ -334,11 +334,12 @@ private:
     std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0, g0_optimizer_end_ = 0;
     std::int64_t g0_average_ps_ = 0;  // stage 0's gradient-averaging pass after its last backward (compute, not comm)
     std::int64_t g0_gather_end_ = -1;             // stage 0's non-overlapped parameter all-gather, once it ended
-    // Stage 0, replica 0, overlapped parameter gather: the first tasks that wait for a bucket (they run in this order on
-    // its streams), the next one to end, the compute stream's last end so far, the time they waited in all.
-    std::vector<TaskId> g0_gather_waiters_;
-    std::size_t g0_next_waiter_ = 0;
-    std::int64_t g0_compute_end_ = 0, g0_gather_wait_ps_ = 0;
+    // Stage 0, replica 0, overlapped parameter gather: the first tasks that wait for a bucket and the task before each
+    // (kNoTask: none; both run in this order), the next of each to end, the last predecessor's end, the time the
+    // first tasks waited beyond their predecessors in all.
+    std::vector<TaskId> g0_gather_waiters_, g0_gather_preds_;
+    std::size_t g0_next_waiter_ = 0, g0_next_pred_ = 0;
+    std::int64_t g0_pred_end_ = 0, g0_gather_wait_ps_ = 0;
     std::vector<std::int32_t> p2p_stage_;         // stream -> stage of replica 0's send or tp stream, or -1
     std::vector<std::int32_t> p2p_peer_;          // stream -> stage a replica-0 send stream delivers to, or -1
     /// Per stage (replica 0): its current pipeline call's transfers so far, merged into disjoint intervals (ps).

@@ -53,12 +53,24 @@ void Builder::observe(const engine::TaskRecord& r) {
         }
     }
     const Group& g0 = groups_[0];
-    if (g0_next_waiter_ < g0_gather_waiters_.size() && r.task == g0_gather_waiters_[g0_next_waiter_]) {
-        // A first module waited for its parameter bucket from the end of the compute before it.
-        g0_gather_wait_ps_ += std::max<std::int64_t>(0, r.start.ps() - g0_compute_end_);
-        ++g0_next_waiter_;
+    if (g0_next_waiter_ < g0_gather_waiters_.size()) {
+        // A first module waits for its parameter bucket from the end of the task before it (none: the start). Each
+        // predecessor ends before its waiter starts; a one-task piece's waiter is the next piece's predecessor.
+        auto predecessor = [&] {
+            const std::size_t i = g0_next_pred_;
+            if (i == g0_next_waiter_ && i < g0_gather_preds_.size() &&
+                (g0_gather_preds_[i] == kNoTask || r.task == g0_gather_preds_[i])) {
+                g0_pred_end_ = g0_gather_preds_[i] == kNoTask ? 0 : r.end.ps();
+                ++g0_next_pred_;
+            }
+        };
+        predecessor();
+        if (g0_next_pred_ == g0_next_waiter_ + 1 && r.task == g0_gather_waiters_[g0_next_waiter_]) {
+            g0_gather_wait_ps_ += std::max<std::int64_t>(0, r.start.ps() - g0_pred_end_);
+            ++g0_next_waiter_;
+            predecessor();
+        }
     }
-    if (r.stream == g0.compute) g0_compute_end_ = r.end.ps();
     if (r.task == g0.last_backward) g0_last_backward_end_ = r.end.ps();
     if (r.task == g0.optimizer) {
         g0_optimizer_start_ = r.start.ps();

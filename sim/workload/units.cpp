@@ -296,7 +296,10 @@ Builder::UnitTasks Builder::emit_forward_by_layer(Group& g, int chunk, std::opti
     for (std::size_t i = 0; i < fp.pieces.size(); ++i, ++j) {
         const UnitTasks ut = emit_unit(g, fp.pieces[i], prev, label, true, false);
         sim_.add_dependency(ch.gathered[j], ut.first);  // its parameters are there (Megatron's forward pre-hook waits)
-        if (&g == &groups_.front()) g0_gather_waiters_.push_back(ut.first);
+        if (&g == &groups_.front()) {
+            g0_gather_waiters_.push_back(ut.first);
+            g0_gather_preds_.push_back(prev.value_or(kNoTask));
+        }
         if (!all.valid) {
             all.first = ut.first;
             all.valid = true;
