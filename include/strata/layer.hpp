@@ -98,6 +98,7 @@ struct LayerConfig {
     RecomputeModules modules{};   ///< what selective recompute re-runs
     bool tp_comm_overlap = false; ///< forward SP collectives (and backward output-gradient gathers) overlap GEMMs
     bool fp8 = false;             ///< the linear layers' GEMMs in FP8, their saved inputs in FP8
+    CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (output layer)
 };
 
 /// The layer configuration of a scenario's execution.

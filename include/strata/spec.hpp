@@ -24,6 +24,10 @@ enum class Mlp { gelu, swiglu };
 enum class Norm { layernorm, rmsnorm };
 enum class PositionEmbedding { learned, rope };
 enum class Attention { unfused, flash };
+/// The loss: Megatron-LM's vocabulary-parallel cross-entropy in eager PyTorch on fp32 logits (unfused, the default),
+/// or Transformer Engine's fused Triton kernels (te: Megatron-Core's --cross-entropy-loss-fusion
+/// --cross-entropy-fusion-impl te, as Megatron-Bridge's recipes run it).
+enum class CrossEntropy { unfused, te };
 enum class RecomputeMethod { uniform, block };
 /// How the data-parallel gradients are averaged. scale: the gradient buffer is multiplied by 1 / replicas in place
 /// before the reduction when there is more than one replica (Megatron-Core's DDP, gradient_scaling_factor);
@@ -49,12 +53,14 @@ struct RecomputeModules {
 [[nodiscard]] const char* to_string(Norm n);
 [[nodiscard]] const char* to_string(PositionEmbedding p);
 [[nodiscard]] const char* to_string(Attention a);
+[[nodiscard]] const char* to_string(CrossEntropy c);
 [[nodiscard]] const char* to_string(RecomputeMethod m);
 [[nodiscard]] const char* to_string(GradientAverage g);
 
 /// The value whose to_string is `name`, if any (one table of names for the loader and the command line).
 [[nodiscard]] std::optional<Precision> precision_named(std::string_view name);
 [[nodiscard]] std::optional<Attention> attention_named(std::string_view name);
+[[nodiscard]] std::optional<CrossEntropy> cross_entropy_named(std::string_view name);
 [[nodiscard]] std::optional<GradientAverage> gradient_average_named(std::string_view name);
 
 /// Megatron-Core's names of the selective-recompute modules, in RecomputeModules' order.
@@ -127,6 +133,7 @@ struct ExecutionSpec {
     bool tp_comm_overlap = false;
     Precision precision = Precision::bf16;
     Attention attention = Attention::unfused;  ///< flash: one fused kernel each way (FlashAttention)
+    CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (see CrossEntropy)
     /// Uneven pipeline split (Megatron-LM's decoder_first / _last_pipeline_num_layers): transformer layers on the
     /// first and on the last stage (0: an even share); the middle stages share the rest evenly.
     int first_stage_layers = 0;

@@ -478,6 +478,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.modules = e.recompute_modules;
     c.tp_comm_overlap = e.tp_comm_overlap;
     c.fp8 = e.precision == Precision::fp8;
+    c.cross_entropy = e.cross_entropy;
     return c;
 }
 
@@ -553,13 +554,25 @@ OutputPlan build_output(const LayerConfig& cfg) {
     //   logits.float() 2 + 4, max 4 | max all-reduce | logits -= max 4 + 4, exp in place 4 + 4, sum 4
     //   | target and sum all-reduces | softmax = exp / sum in place 4 + 4: 38 forward;
     //   backward: softmax * grad_output in place 4 + 4, the cast's backward to 16 bits 4 + 2: 14.
-    add(o.forward, {gemm("logits", d.n, d.v / d.t, d.h), elementwise("cross-entropy.cast-max", "", 10 * logits)});
-    o.forward.push_back(collective("cross-entropy.max-all-reduce", CollectiveKind::all_reduce, stat));
-    add(o.forward, {elementwise("cross-entropy.sub-exp-sum", "", 20 * logits)});
-    o.forward.push_back(collective("cross-entropy.target-all-reduce", CollectiveKind::all_reduce, stat));
-    o.forward.push_back(collective("cross-entropy.sum-all-reduce", CollectiveKind::all_reduce, stat));
-    add(o.forward, {elementwise("cross-entropy.normalize", "", 8 * logits)});
-    add(o.backward, {elementwise("cross-entropy.bwd", "", 14 * logits), gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+    const bool te = cfg.cross_entropy == CrossEntropy::te;
+    if (!te) {
+        add(o.forward, {gemm("logits", d.n, d.v / d.t, d.h), elementwise("cross-entropy.cast-max", "", 10 * logits)});
+        o.forward.push_back(collective("cross-entropy.max-all-reduce", CollectiveKind::all_reduce, stat));
+        add(o.forward, {elementwise("cross-entropy.sub-exp-sum", "", 20 * logits)});
+        o.forward.push_back(collective("cross-entropy.target-all-reduce", CollectiveKind::all_reduce, stat));
+        o.forward.push_back(collective("cross-entropy.sum-all-reduce", CollectiveKind::all_reduce, stat));
+        add(o.forward, {elementwise("cross-entropy.normalize", "", 8 * logits)});
+        add(o.backward, {elementwise("cross-entropy.bwd", "", 14 * logits), gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+    } else {
+        // Transformer Engine's Triton cross-entropy (transformer_engine/pytorch/triton/cross_entropy.py): an online
+        // softmax reads each 16-bit logit once (a running max and sum per token); each rank's (max, sum, target
+        // logit), 3 fp32 per token, are all-gathered over the tensor-parallel group and the loss comes from them;
+        // the backward reads each logit again and writes its gradient in place: 2 bytes per logit forward, 4
+        // backward.
+        add(o.forward, {gemm("logits", d.n, d.v / d.t, d.h), elementwise("cross-entropy.online-softmax", "", 2 * logits)});
+        o.forward.push_back(collective("cross-entropy.stats-all-gather", CollectiveKind::all_gather, 3 * stat * d.t));
+        add(o.backward, {elementwise("cross-entropy.bwd", "", 4 * logits), gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+    }
     const auto logits_reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const char* logits_reduce_name = d.sp ? "logits.grad-reduce-scatter" : "logits.grad-all-reduce";
     if (d.async_comm) {
@@ -570,8 +583,9 @@ OutputPlan build_output(const LayerConfig& cfg) {
         o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg));
     }
     add(o.backward, {elementwise("final-ln.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h)});
-    // Final layer-norm input and logits-GEMM input (2 bytes each), fp32 logits: 4sbh/t + 4sbv/t with SP.
-    o.stored_per_microbatch = Bytes(4 * d.n_sp * d.h + 4 * logits);
+    // Final layer-norm input and logits-GEMM input (2 bytes each), fp32 logits: 4sbh/t + 4sbv/t with SP; Transformer
+    // Engine's kernels keep the 16-bit logits (their gradient is written over them): 2sbv/t.
+    o.stored_per_microbatch = Bytes(4 * d.n_sp * d.h + (te ? 2 : 4) * logits);
     return o;
 }
 

@@ -283,6 +283,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"tp_comm_overlap", e.tp_comm_overlap},
                           {"precision", to_string(e.precision)},
                           {"attention", to_string(e.attention)},
+                          {"cross_entropy", to_string(e.cross_entropy)},
                           {"context_parallel", e.context},
                           {"recompute_modules", names_of(e.recompute_modules)},
                           {"recompute_layers", e.recompute_layers},

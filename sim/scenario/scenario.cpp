@@ -20,12 +20,12 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 25> kExecutionKeys = {
+constexpr std::array<std::string_view, 26> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
-    "tp_comm_overlap", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32"};
+    "tp_comm_overlap", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy"};
 constexpr std::array<std::string_view, 7> kExperimentKeys = {"name",   "description", "model", "execution",
                                                              "system", "cases",       "sweep"};
 constexpr std::array<std::string_view, 5> kCaseKeys = {"name", "description", "model", "execution", "system"};
@@ -139,6 +139,8 @@ ExecutionSpec read_execution(const Fields& f) {
                                       "16-bit gradients (Megatron's --accumulate-allreduce-grads-in-fp32 with fp16 is not modelled)");
     constexpr std::array<std::string_view, 2> at = {"unfused", "flash"};
     e.attention = *attention_named(f.get_choice("attention", at, "unfused"));
+    constexpr std::array<std::string_view, 2> ce = {"unfused", "te"};
+    e.cross_entropy = *cross_entropy_named(f.get_choice("cross_entropy", ce, "unfused"));
     e.first_stage_layers = static_cast<int>(f.get_int("first_stage_layers", 1, 1 << 16, 0));
     e.last_stage_layers = static_cast<int>(f.get_int("last_stage_layers", 1, 1 << 16, 0));
     e.recompute_layers = static_cast<int>(f.get_int("recompute_layers", 1, 1 << 16, 0));

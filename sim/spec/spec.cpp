@@ -39,6 +39,7 @@ const char* to_string(Mlp m) { return m == Mlp::gelu ? "gelu" : "swiglu"; }
 const char* to_string(Norm n) { return n == Norm::layernorm ? "layernorm" : "rmsnorm"; }
 const char* to_string(PositionEmbedding p) { return p == PositionEmbedding::learned ? "learned" : "rope"; }
 const char* to_string(Attention a) { return a == Attention::unfused ? "unfused" : "flash"; }
+const char* to_string(CrossEntropy c) { return c == CrossEntropy::unfused ? "unfused" : "te"; }
 const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::uniform ? "uniform" : "block"; }
 const char* to_string(GradientAverage g) {
     switch (g) {
@@ -57,6 +58,12 @@ std::optional<Precision> precision_named(std::string_view name) {
 std::optional<GradientAverage> gradient_average_named(std::string_view name) {
     for (const GradientAverage g : {GradientAverage::scale, GradientAverage::scale_always, GradientAverage::in_collective})
         if (name == to_string(g)) return g;
+    return std::nullopt;
+}
+
+std::optional<CrossEntropy> cross_entropy_named(std::string_view name) {
+    for (const CrossEntropy c : {CrossEntropy::unfused, CrossEntropy::te})
+        if (name == to_string(c)) return c;
     return std::nullopt;
 }
 

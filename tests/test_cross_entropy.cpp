@@ -1,0 +1,95 @@
+// The loss's kernels (ExecutionSpec::cross_entropy): Megatron-LM's eager fp32 vocabulary-parallel cross-entropy
+// (unfused, 38 + 14 bytes per logit) or Transformer Engine's fused Triton kernels (te: an online softmax reading each
+// 16-bit logit once, the per-token statistics all-gathered over the tensor-parallel group, a backward pass reading
+// each logit and writing its gradient in place: 2 + 4 bytes per logit; the 16-bit logits kept instead of fp32).
+#include "fixtures.hpp"
+#include "strata/errors.hpp"
+#include "strata/layer.hpp"
+#include "strata/memory.hpp"
+#include "strata/scenario.hpp"
+#include "strata/simulate.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using namespace strata;
+using Catch::Contains;
+
+namespace {
+
+const std::string kOrigin = std::string(STRATA_SOURCE_DIR) + "/tests/data/valid/cross-entropy.yaml";
+
+Experiment load(const std::string& execution_extra) {
+    return load_experiment_text("model: model-small.yaml\n"
+                                "system: system-small.yaml\n"
+                                "execution: {tensor: 1, pipeline: 1, recompute: none, microbatch: 1, global_batch: 8" +
+                                    execution_extra + "}\n",
+                                kOrigin);
+}
+
+struct LossBytes {
+    std::int64_t forward = 0, backward = 0, gathered = 0;
+};
+
+LossBytes loss_bytes(const OutputPlan& o) {
+    LossBytes b;
+    for (const Step& s : o.forward) {
+        for (const Kernel& k : s.kernels)
+            if (k.name.rfind("cross-entropy", 0) == 0) b.forward += k.bytes.value;
+        if (s.kind == Step::Kind::collective && s.collective.name == "cross-entropy.stats-all-gather")
+            b.gathered = s.collective.message.value;
+    }
+    for (const Step& s : o.backward)
+        for (const Kernel& k : s.kernels)
+            if (k.name.rfind("cross-entropy", 0) == 0) b.backward += k.bytes.value;
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("cross_entropy: the key, its default and its choices", "[cross_entropy]") {
+    CHECK(load("").cases.at(0).execution.cross_entropy == CrossEntropy::unfused);
+    CHECK(load(", cross_entropy: te").cases.at(0).execution.cross_entropy == CrossEntropy::te);
+    CHECK(std::string(to_string(CrossEntropy::te)) == "te");
+    CHECK(cross_entropy_named("unfused") == CrossEntropy::unfused);
+    CHECK_FALSE(cross_entropy_named("fused").has_value());
+    try {
+        (void)load(", cross_entropy: fused");
+        FAIL("an unknown cross_entropy loaded");
+    } catch (const InputError& e) {
+        CHECK_THAT(e.what(), Contains("cross-entropy.yaml:3:") && Contains("cross_entropy") && Contains("unfused") &&
+                                 Contains("te"));
+    }
+}
+
+TEST_CASE("cross_entropy te: 2 bytes per logit forward, 4 backward, statistics gathered, 16-bit logits kept",
+          "[cross_entropy]") {
+    Scenario sc = strata::testing::small_22b(1, 1, 1, true, Recompute::selective);  // t = 8, SP
+    const LayerConfig unfused = layer_config(sc.model, sc.execution);
+    sc.execution.cross_entropy = CrossEntropy::te;
+    const LayerConfig te = layer_config(sc.model, sc.execution);
+    const std::int64_t logits = std::int64_t{sc.model.seq_len} * sc.execution.microbatch * sc.model.vocab / sc.execution.tensor;
+    const OutputPlan a = build_output(unfused), b = build_output(te);
+    const LossBytes la = loss_bytes(a), lb = loss_bytes(b);
+    CHECK(la.forward == 38 * logits);
+    CHECK(la.backward == 14 * logits);
+    CHECK(la.gathered == 0);
+    CHECK(lb.forward == 2 * logits);
+    CHECK(lb.backward == 4 * logits);
+    CHECK(lb.gathered == 3 * 4 * std::int64_t{sc.model.seq_len} * sc.execution.microbatch * sc.execution.tensor);
+    CHECK(a.stored_per_microbatch.value - b.stored_per_microbatch.value == 2 * logits);
+}
+
+TEST_CASE("cross_entropy te: a large-vocabulary model at t = 1 runs faster and keeps less", "[cross_entropy]") {
+    Scenario sc = strata::testing::small_22b(1, 1, 2, false, Recompute::selective);
+    sc.execution.tensor = 1;
+    sc.model.vocab = 128256;
+    sc.system.variation.gpu_sigma = 0;
+    validate(sc);
+    Scenario te = sc;
+    te.execution.cross_entropy = CrossEntropy::te;
+    const IterationResult a = simulate(sc), b = simulate(te);
+    CHECK(b.iteration_time < a.iteration_time);
+    CHECK(b.peak_memory < a.peak_memory);
+}
