@@ -379,3 +379,52 @@ TEST_CASE("fp8: linear GEMMs in FP8 with their casts, inputs saved in FP8, FP8 w
     a100.execution.precision = Precision::fp8;
     CHECK_THROWS_WITH(validate(a100), Catch::Contains("execution.precision") && Catch::Contains("peak_flops_fp8"));
 }
+
+TEST_CASE("fp8 current scaling: an amax read before each cast; fp8_param_gather: layer parameters gathered in FP8") {
+    const ModelSpec m = small_llama();
+    LayerConfig c{&m, 2, true, Recompute::none, 1};
+    c.attention = Attention::flash;
+    c.fp8 = true;
+    auto cast_bytes = [](const LayerPlan& p) {
+        std::int64_t bytes = 0;
+        for (const auto* pass : {&p.forward, &p.backward})
+            for (const Step& st : *pass)
+                for (const Kernel& k : st.kernels)
+                    if (k.name.find(".fp8-cast") != std::string::npos) bytes += k.bytes.value;
+        return bytes;
+    };
+    const std::int64_t delayed = cast_bytes(build_layer(c));
+    c.fp8_current_scaling = true;
+    const std::int64_t current = cast_bytes(build_layer(c));
+    REQUIRE(delayed > 0);
+    CHECK(current * 3 == delayed * 5);  // read 2 + write 1, plus the amax read 2, per element
+
+    // The keys: fp8_recipe only with fp8; fp8_param_gather needs fp8 and the distributed optimizer.
+    const std::string origin = kRoot + "tests/data/valid/fp8-options.yaml";
+    auto load = [&](const std::string& extra) {
+        return load_experiment_text("model: model-small.yaml\nsystem: ../../../scenarios/systems/dgx-h100.yaml\n"
+                                    "execution: {tensor: 1, pipeline: 1, data: 2, recompute: none, microbatch: 1, "
+                                    "global_batch: 8" + extra + "}\n", origin);
+    };
+    CHECK_FALSE(load(", precision: fp8").cases.at(0).execution.fp8_current_scaling);
+    CHECK(load(", precision: fp8, fp8_recipe: current").cases.at(0).execution.fp8_current_scaling);
+    CHECK_THROWS_WITH(load(", fp8_recipe: current"), Catch::Contains("fp8-options.yaml:3:") && Catch::Contains("fp8_recipe"));
+    CHECK_THROWS_WITH(load(", precision: fp8, fp8_recipe: now"), Catch::Contains("delayed") && Catch::Contains("current"));
+    CHECK_THROWS_WITH(load(", precision: fp8, fp8_param_gather: true"), Catch::Contains("distributed_optimizer"));
+    CHECK(load(", precision: fp8, distributed_optimizer: true, fp8_param_gather: true").cases.at(0).execution.fp8_param_gather);
+
+    // The gather of a pipelined 70B with FP8 parameters is shorter, so the first forward waits less.
+    Scenario sc = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml").cases[2];
+    sc.execution.precision = Precision::fp8;
+    sc.execution.overlap_param_gather = true;
+    sc.system.variation.gpu_sigma = 0;
+    validate(sc);
+    const IterationResult bf16_gather = simulate(sc);
+    sc.execution.fp8_param_gather = true;
+    validate(sc);
+    const IterationResult fp8_gather = simulate(sc);
+    INFO("exposed data-parallel " << bf16_gather.exposed_comm.data_parallel.seconds() << " s -> "
+                                  << fp8_gather.exposed_comm.data_parallel.seconds() << " s");
+    CHECK(fp8_gather.exposed_comm.data_parallel < bf16_gather.exposed_comm.data_parallel);
+    CHECK(fp8_gather.iteration_time < bf16_gather.iteration_time);
+}

@@ -99,6 +99,7 @@ struct LayerConfig {
     bool tp_comm_overlap = false; ///< forward SP collectives (and backward output-gradient gathers) overlap GEMMs
     bool fp8 = false;             ///< the linear layers' GEMMs in FP8, their saved inputs in FP8
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (output layer)
+    bool fp8_current_scaling = false;  ///< with fp8: each cast reads its operand once more for the amax
 };
 
 /// The layer configuration of a scenario's execution.

@@ -134,6 +134,12 @@ struct ExecutionSpec {
     Precision precision = Precision::bf16;
     Attention attention = Attention::unfused;  ///< flash: one fused kernel each way (FlashAttention)
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (see CrossEntropy)
+    /// With FP8: Transformer Engine's current (tensorwise) scaling instead of delayed scaling: each cast first reads
+    /// its 16-bit operand for the amax (2 more bytes per element).
+    bool fp8_current_scaling = false;
+    /// With FP8 and the distributed optimizer: the parameter all-gather moves the transformer layers' parameters in
+    /// FP8 (1 byte each; Megatron-Core's --fp8-param-gather); embeddings, output layer and norms stay 16-bit.
+    bool fp8_param_gather = false;
     /// Uneven pipeline split (Megatron-LM's decoder_first / _last_pipeline_num_layers): transformer layers on the
     /// first and on the last stage (0: an even share); the middle stages share the rest evenly.
     int first_stage_layers = 0;

@@ -38,6 +38,7 @@ struct Dims {
     RecomputeModules modules;
     bool tp_overlap;       ///< tp_comm_overlap (with SP)
     bool fp8;              ///< FP8 linear layers
+    bool fp8_current;      ///< current (tensorwise) scaling: an amax pass before each cast
     bool sp;
     bool fused_wgrad;              ///< gradient-accumulation fusion
     bool async_comm;               ///< backward collectives overlapped with the GEMMs
@@ -75,6 +76,7 @@ Dims dims_of(const LayerConfig& c) {
     d.modules = c.modules;
     d.tp_overlap = c.tp_comm_overlap && c.sequence_parallel && c.tensor > 1;
     d.fp8 = c.fp8;
+    d.fp8_current = c.fp8_current_scaling;
     d.fused_wgrad = c.gradient_accumulation_fusion;
     d.async_comm = c.async_tp_comm;
     d.main_grad_bytes = c.fp32_main_grads ? 4 : 2;
@@ -385,15 +387,17 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
 /// recomputed fc1) take FP8 operands; each forward and data-gradient GEMM's 16-bit operand is cast first (amax
 /// and scale with it: read 2 bytes, write 1, per element); the weight-gradient GEMMs reuse those casts (TE's fused
 /// cast-transpose). Weights are cast once per iteration (see stage memory). The attention core, the norms and
-/// the output layer stay in 16 bits.
-void apply_fp8(std::vector<Step>& pass) {
+/// the output layer stay in 16 bits. Current (tensorwise) scaling computes each operand's amax before its cast
+/// (TE's Float8CurrentScaling: one more read, 2 bytes per element).
+void apply_fp8(std::vector<Step>& pass, bool current) {
+    const std::int64_t cast_bytes = current ? 5 : 3;
     for (Step& st : pass) {
         if (st.kind != Step::Kind::compute) continue;
         std::vector<Kernel> out;
         for (Kernel& k : st.kernels) {
             if (k.linear != Kernel::Linear::none) {
                 if (k.linear != Kernel::Linear::weight_grad)
-                    out.push_back(elementwise(k.name + ".fp8-cast", "", 3 * k.gemm.m * k.gemm.k));
+                    out.push_back(elementwise(k.name + ".fp8-cast", "", cast_bytes * k.gemm.m * k.gemm.k));
                 k.gemm.fp8 = true;
                 k.bytes = k.gemm.bytes();
             }
@@ -479,6 +483,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.tp_comm_overlap = e.tp_comm_overlap;
     c.fp8 = e.precision == Precision::fp8;
     c.cross_entropy = e.cross_entropy;
+    c.fp8_current_scaling = e.fp8_current_scaling;
     return c;
 }
 
@@ -489,8 +494,8 @@ LayerPlan build_layer(const LayerConfig& cfg) {
     plan.forward = forward_pass(d);
     plan.backward = backward_pass(d, cfg.recompute);
     if (d.fp8) {
-        apply_fp8(plan.forward);
-        apply_fp8(plan.backward);
+        apply_fp8(plan.forward, d.fp8_current);
+        apply_fp8(plan.backward, d.fp8_current);
     }
     plan.stored_bytes = stored_under(plan.ops, d, cfg.recompute);
     if (cfg.recompute == Recompute::full) {

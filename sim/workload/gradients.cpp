@@ -78,12 +78,15 @@ const Plan& Builder::dp_plan(int r, DpMessage which) {
         for (int k = 0; k < e_.data; ++k)
             for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(r, k, j, 0));
         const double embedding = r == 0 ? embedding_parameters_per_gpu(sc_.model, e_.tensor) : 0.0;
-        const double params = which == DpMessage::gather         ? parameters_on_stage(sc_.model, e_, r)
-                              : which == DpMessage::gather_layer ? layer_parameters_per_gpu(sc_.model, e_.tensor)
-                              : which == DpMessage::gather_embedding ? embedding
-                                                                     : std::max(0.0, rest_parameters(r) - embedding);
+        // 16-bit parameters; with fp8_param_gather the transformer layers' in FP8 (1 byte).
+        const double layer_bytes = e_.fp8_param_gather ? 1.0 : 2.0;
+        const double layers = parameters_on_stage(sc_.model, e_, r) - rest_parameters(r);
+        const double bytes = which == DpMessage::gather         ? layers * layer_bytes + rest_parameters(r) * 2
+                             : which == DpMessage::gather_layer ? layer_parameters_per_gpu(sc_.model, e_.tensor) * layer_bytes
+                             : which == DpMessage::gather_embedding ? embedding * 2
+                                                                    : std::max(0.0, rest_parameters(r) - embedding) * 2;
         return cached.emplace(intern(
-            fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks, Bytes(std::llround(params * 2)), coll_params_)));
+            fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks, Bytes(std::llround(bytes)), coll_params_)));
     }
     const double gbpp = bytes_per_param(e_).gradients;
     const Bytes message = which == DpMessage::whole  ? stage_state(sc_.model, e_, sc_.system.device_memory(), r).gradients
