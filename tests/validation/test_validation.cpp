@@ -155,6 +155,29 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     CHECK(s.worst_abs <= 0.185);
 }
 
+TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B, FP8 current scaling) tokens/s per GPU within 4.5%") {
+    // Hopper, today's software (Megatron-Bridge 26.04: bf16 gradient reduction, TE's fused cross-entropy, FP8
+    // parameter gather). Today's figure, -4.30%, pinned so that a change is seen: strata's pipeline calls block where
+    // the run overlapped them (overlap_p2p_comm, not modelled: 5.1% of strata's iteration).
+    const nlohmann::json paper = published()["megatron_bridge_h100"];
+    const Experiment ex = load_experiment(kRoot + "scenarios/validation/megatron-bridge-h100.yaml");
+    const auto tokens = paper["tokens_per_s_per_gpu"].get<std::vector<double>>();
+    const auto gpus = paper["gpus"].get<std::vector<int>>();
+    REQUIRE(ex.cases.size() == tokens.size());
+    const std::vector<IterationResult> sim = simulate_all(ex);
+    std::vector<std::string> names;
+    std::vector<double> errors;
+    for (std::size_t i = 0; i < ex.cases.size(); ++i) {
+        const Scenario& sc = ex.cases[i];
+        REQUIRE(sc.execution.gpus() == gpus[i]);
+        const double per_gpu = double(sc.execution.global_batch) * sc.model.seq_len / sim[i].iteration_time_s / gpus[i];
+        names.push_back(sc.name);
+        errors.push_back(per_gpu / tokens[i] - 1);
+    }
+    const Summary s = summarize("Megatron-Bridge H100", names, errors);
+    CHECK(s.worst_abs <= 0.045);
+}
+
 TEST_CASE(
     "validation: representative replicas within 1.3% of the full simulation (SC21, 530B/2240, Megatron H100)") {
     // `--replicas representative` (README "Speed") against every GPU group, on the shipped experiments with

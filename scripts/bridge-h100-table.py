@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Prints simulated vs published Megatron-Bridge DGX-H100 pre-training throughput (tokens/s per GPU) with signed errors.
+
+usage: scripts/bridge-h100-table.py out/megatron-bridge-h100.json   (scenarios/validation/megatron-bridge-h100.yaml)
+Published values: Megatron-Bridge's performance summary (plots/paper_values.json "megatron_bridge_h100").
+Tokens per second per GPU need no FLOPs convention: global batch x sequence / (iteration time x GPUs).
+Validation only: nothing in strata is fitted to them.
+"""
+import json, os, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PUB = json.load(open(os.path.join(HERE, "..", "plots", "paper_values.json")))["megatron_bridge_h100"]
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__); return 2
+    results = json.load(open(argv[1]))["results"]
+    if len(results) != len(PUB["tokens_per_s_per_gpu"]):
+        print(f"expected the {len(PUB['tokens_per_s_per_gpu'])} cases of scenarios/validation/megatron-bridge-h100.yaml, "
+              f"got {len(results)}")
+        return 2
+    print("Megatron-Bridge DGX-H100 pre-training (validation). Error = simulated / published - 1.")
+    print(f"{'case':<20} {'t':>2} {'p':>2} {'v':>2} {'d':>3} {'GPUs':>5} {'iter s':>8} {'tok/s/GPU pub':>14} {'sim':>8} {'err':>7}")
+    errs = []
+    for r, pub, gpus in zip(results, PUB["tokens_per_s_per_gpu"], PUB["gpus"]):
+        if "error" in r:
+            print(f"{r['name']:<20} error: {r['error']}"); return 3
+        e = r["execution"]
+        if e["gpus"] != gpus:
+            print(f"{r['name']}: {e['gpus']} GPUs, the published row has {gpus}"); return 3
+        sim = r["tokens_per_s"] / e["gpus"]
+        err = sim / pub - 1
+        errs.append(err)
+        print(f"{r['name']:<20} {e['tensor']:>2} {e['pipeline']:>2} {e['interleave']:>2} {e['data']:>3} {e['gpus']:>5} "
+              f"{r['iteration_time_s']:>8.3f} {pub:>14.1f} {sim:>8.1f} {100*err:>+6.1f}%")
+    print(f"mean |error| {100*sum(abs(x) for x in errs)/len(errs):.2f}%, worst {100*max(abs(x) for x in errs):.2f}%, "
+          f"mean signed {100*sum(errs)/len(errs):+.2f}% over {len(errs)} rows")
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
