@@ -30,7 +30,7 @@ std::vector<Unit> units_of(const std::vector<Instruction>& prog) {
 
 std::string name(const Shape& s) {
     return std::string(to_string(s.kind)) + " p=" + std::to_string(s.stages) + " m=" + std::to_string(s.chunks) +
-           " n=" + std::to_string(s.microbatches);
+           " n=" + std::to_string(s.microbatches) + (s.overlap_p2p ? " overlapped" : "");
 }
 
 /// Every schedule shape the grid covers: p in 1..4 (GPipe, 1F1B) with n from 1 to 2p + 1, and the interleaved
@@ -44,7 +44,10 @@ std::vector<Shape> grid() {
         }
         if (p < 2) continue;
         for (int m = 2; m <= 3; ++m)
-            for (int k = 1; k <= 3; ++k) out.push_back({Schedule::interleaved, p, m, k * p});
+            for (int k = 1; k <= 3; ++k) {
+                out.push_back({Schedule::interleaved, p, m, k * p});
+                out.push_back({Schedule::interleaved, p, m, k * p, true});  // overlapped pipeline communication
+            }
     }
     return out;
 }

@@ -19,6 +19,9 @@ struct Shape {
     int stages = 1;        ///< p
     int chunks = 1;        ///< m (interleave)
     int microbatches = 1;  ///< n
+    /// Interleaved only: Megatron's overlapped pipeline communication (ExecutionSpec::overlap_p2p_comm): a call after
+    /// every unit, sending its output and receiving the next unit of its direction's input.
+    bool overlap_p2p = false;
     [[nodiscard]] int virtual_stages() const { return stages * chunks; }
 };
 [[nodiscard]] Shape shape_of(const ExecutionSpec& execution);

@@ -140,6 +140,10 @@ struct ExecutionSpec {
     /// With FP8 and the distributed optimizer: the parameter all-gather moves the transformer layers' parameters in
     /// FP8 (1 byte each; Megatron-Core's --fp8-param-gather); embeddings, output layer and norms stay 16-bit.
     bool fp8_param_gather = false;
+    /// Megatron's --overlap-p2p-communication with the interleaved schedule (its default there since Megatron-Core):
+    /// pipeline sends and receives are posted asynchronously; a unit waits only for the transfer bringing its input
+    /// and, on the sender, for its previous send of the same direction (the schedule's wait handles).
+    bool overlap_p2p_comm = false;
     /// Uneven pipeline split (Megatron-LM's decoder_first / _last_pipeline_num_layers): transformer layers on the
     /// first and on the last stage (0: an even share); the middle stages share the rest evenly.
     int first_stage_layers = 0;

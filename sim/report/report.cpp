@@ -286,6 +286,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"cross_entropy", to_string(e.cross_entropy)},
                           {"fp8_recipe", e.fp8_current_scaling ? "current" : "delayed"},
                           {"fp8_param_gather", e.fp8_param_gather},
+                          {"overlap_p2p_comm", e.overlap_p2p_comm},
                           {"context_parallel", e.context},
                           {"recompute_modules", names_of(e.recompute_modules)},
                           {"recompute_layers", e.recompute_layers},

@@ -20,12 +20,12 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 28> kExecutionKeys = {
+constexpr std::array<std::string_view, 29> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
-    "tp_comm_overlap", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather"};
+    "tp_comm_overlap", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "overlap_p2p_comm"};
 constexpr std::array<std::string_view, 7> kExperimentKeys = {"name",   "description", "model", "execution",
                                                              "system", "cases",       "sweep"};
 constexpr std::array<std::string_view, 5> kCaseKeys = {"name", "description", "model", "execution", "system"};
@@ -146,6 +146,7 @@ ExecutionSpec read_execution(const Fields& f) {
     if (f.has("fp8_recipe") && e.precision != Precision::fp8)
         f.fail("fp8_recipe", "fp8_recipe applies to precision: fp8");
     e.fp8_param_gather = f.get_bool("fp8_param_gather", false);
+    e.overlap_p2p_comm = f.get_bool("overlap_p2p_comm", false);
     if (e.fp8_param_gather && (e.precision != Precision::fp8 || !e.distributed_optimizer))
         f.fail("fp8_param_gather", "fp8_param_gather: true needs precision: fp8 and distributed_optimizer: true");
     e.first_stage_layers = static_cast<int>(f.get_int("first_stage_layers", 1, 1 << 16, 0));

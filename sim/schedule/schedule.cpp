@@ -9,7 +9,8 @@
 namespace strata::schedule {
 
 Shape shape_of(const ExecutionSpec& e) {
-    return Shape{e.schedule, e.pipeline, e.interleave, e.microbatches()};
+    return Shape{e.schedule, e.pipeline, e.interleave, e.microbatches(),
+                 e.overlap_p2p_comm && e.schedule == Schedule::interleaved};
 }
 
 bool sends_output(const Shape& s, int stage, const Unit& u) {
@@ -77,6 +78,33 @@ std::vector<Instruction> stage_program(const Shape& s, int r) {
         if (c.call.send_count + c.call.receive_count > 0) out.push_back(c);
     };
     const bool interleaved = s.kind == Schedule::interleaved;
+    if (interleaved && s.overlap_p2p) {
+        // Megatron-Core's interleaved schedule with overlap_p2p_comm: after each unit, its output is sent and the
+        // input of the next unit of its direction is received, both posted asynchronously (send_forward_recv_forward
+        // after a forward, send_backward_recv_backward after a backward); the first backward's input is received
+        // with the exchange after the unit before it.
+        std::size_t first_backward = units.size();
+        for (std::size_t u = 0; u < units.size(); ++u)
+            if (!units[u].forward) {
+                first_backward = u;
+                break;
+            }
+        call({}, {0});
+        for (std::size_t u = 0; u < units.size(); ++u) {
+            Instruction ins;
+            ins.unit = units[u];
+            out.push_back(ins);
+            std::vector<std::size_t> in;
+            for (std::size_t v = u + 1; v < units.size(); ++v)
+                if (units[v].forward == units[u].forward) {
+                    in.push_back(v);
+                    break;
+                }
+            if (u + 1 == first_backward && units[u].forward) in.push_back(first_backward);
+            call({u}, in);
+        }
+        return out;
+    }
     // Megatron: with as many microbatches as stages every forward is warm-up, then one receive before the
     // backwards (no steady forward-backward pairs).
     const bool all_warmup = interleaved && s.microbatches == s.stages;

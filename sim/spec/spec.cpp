@@ -261,6 +261,10 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
     if (e.overlap_param_gather && !e.distributed_optimizer)
         return SpecProblem{"execution", "overlap_param_gather",
                            "overlap_param_gather needs distributed_optimizer: true (only a sharded optimizer gathers parameters)"};
+    if (e.overlap_p2p_comm && (e.schedule != Schedule::interleaved || (!e.sequence_parallel && e.tensor > 1)))
+        return SpecProblem{"execution", "overlap_p2p_comm",
+                           "overlap_p2p_comm needs the interleaved schedule (interleave > 1; Megatron overlaps pipeline "
+                           "communication only there) and sequence_parallel: true when tensor > 1"};
     if (e.tp_comm_overlap && (!e.sequence_parallel || e.tensor < 2))
         return SpecProblem{"execution", "tp_comm_overlap",
                            "tp_comm_overlap needs tensor > 1 and sequence_parallel: true (Megatron-LM overlaps the "

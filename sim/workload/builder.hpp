@@ -144,6 +144,9 @@ private:
         /// Pipeline messages to it whose other side is not generated yet, by message index (a few at a time: each
         /// group's calls block, so none runs far ahead of its neighbours; searched in place, next to the group).
         std::vector<std::pair<std::uint64_t, PendingMessage>> pending;
+        /// With overlap_p2p_comm: the messages of its sends since its last unit of each direction (forward, backward)
+        /// that its next unit of that direction waits for (overlap_msgs_ keys).
+        std::vector<std::uint64_t> outstanding_sends[2];
         /// Pipeline routes to its forward and backward receivers (route, latency), made on first use.
         std::optional<std::pair<engine::RouteId, Time>> p2p_routes[2];
         /// Fused units it ran before (without run-to-run jitter): where each one's fused part starts, and its length.
@@ -267,7 +270,7 @@ private:
     void on_send(std::size_t gi, const schedule::Unit& s, TaskId post, TaskId wait);
     void on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, TaskId target);
     void emit_pipeline_transfer(const PendingMessage& sender, std::size_t receiver_group, TaskId receiver_post,
-                                TaskId receiver_target);
+                                TaskId receiver_target, std::uint64_t message);
     // gradients.cpp
     void on_bucket(Group& g, TaskId layer_end);
     void on_last_backward(Group& g, TaskId last);
@@ -324,6 +327,19 @@ private:
     std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both; layers)
     std::map<std::pair<bool, int>, Pieces> pieces_;     // by (forward, virtual stage), for emit_*_by_layer
     std::vector<GatherChain> gathers_;                   // per stage, with overlap_param_gather
+    /// overlap_p2p_comm: a pipeline message's transfer (once both calls are posted) and the first tasks waiting for it
+    /// (held until it exists), by receiving group x message index; erased once both sides' units have attached.
+    struct OverlapMessage {
+        TaskId transfer = ~TaskId{0};
+        std::vector<TaskId> waiting;
+        int attached = 0;
+    };
+    std::unordered_map<std::uint64_t, OverlapMessage> overlap_msgs_;
+    [[nodiscard]] std::uint64_t overlap_key(std::size_t receiver_group, std::uint64_t message) const {
+        return static_cast<std::uint64_t>(receiver_group) * (2 * std::uint64_t(shape_.chunks) * std::uint64_t(shape_.microbatches)) + message;
+    }
+    /// A unit's first task waits for the message's transfer (now, or when it is created).
+    void attach_overlap(std::uint64_t key, TaskId first);
     // Read from finished tasks (metrics.cpp).
     bool want_detail_ = false;
     // Non-overlapped TP collectives of replica 0 not finished yet: per engine task slot, the generation + 1 of the

@@ -40,7 +40,9 @@ void Builder::observe(const engine::TaskRecord& r) {
             exposed_tp_ps_ += (r.end - r.start).ps();
         }
     }
-    if (label_kind(r.label) == TaskKind::p2p) {
+    // With overlap_p2p_comm the transfers run beside the compute; the time a unit waits for one is counted as
+    // bubble (not attributed), so only the blocking calls' transfers are read here.
+    if (label_kind(r.label) == TaskKind::p2p && !e_.overlap_p2p_comm) {
         const std::int32_t s = p2p_stage_[r.stream];
         if (s >= 0 && r.end > r.start) {
             // A pipeline transfer blocks the calls of both its groups while it moves (it starts once both are

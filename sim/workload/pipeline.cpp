@@ -29,10 +29,16 @@ void Builder::on_send(std::size_t gi, const schedule::Unit& s, TaskId post, Task
     const auto to_gi = static_cast<std::size_t>(group_index(to_v % p, g.replica));
     const std::uint64_t key = message_index({s.forward, to_v / p, s.microbatch});
     const PendingMessage me{true, post, wait, static_cast<int>(gi), s.forward, s.chunk, s.microbatch};
+    const bool overlap = e_.overlap_p2p_comm;
+    if (overlap) {
+        // Posted asynchronously: the sender's next unit of this direction waits for the transfer, not the call.
+        groups_[gi].outstanding_sends[s.forward ? 0 : 1].push_back(overlap_key(to_gi, key));
+        overlap_msgs_.try_emplace(overlap_key(to_gi, key));
+    }
     auto& pending = groups_[to_gi].pending;
     const auto it = find_pending(pending, key);
     if (it == pending.end()) {
-        sim_.add_hold(wait);
+        if (!overlap) sim_.add_hold(wait);
         pending.emplace_back(key, me);
         return;
     }
@@ -40,16 +46,18 @@ void Builder::on_send(std::size_t gi, const schedule::Unit& s, TaskId post, Task
     const PendingMessage receiver = it->second;
     *it = pending.back();
     pending.pop_back();
-    emit_pipeline_transfer(me, to_gi, receiver.post, receiver.target);
-    sim_.release_hold(receiver.target);
+    emit_pipeline_transfer(me, to_gi, receiver.post, receiver.target, key);
+    if (!overlap) sim_.release_hold(receiver.target);
 }
 
 void Builder::on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, TaskId target) {
     const std::uint64_t key = message_index(u);
+    const bool overlap = e_.overlap_p2p_comm;
+    if (overlap) overlap_msgs_.try_emplace(overlap_key(gi, key));  // the consuming unit waits for it (emit_instruction)
     auto& pending = groups_[gi].pending;
     const auto it = find_pending(pending, key);
     if (it == pending.end()) {
-        sim_.add_hold(target);
+        if (!overlap) sim_.add_hold(target);
         pending.emplace_back(key, PendingMessage{false, post, target, 0, u.forward, u.chunk, u.microbatch});
         return;
     }
@@ -57,12 +65,12 @@ void Builder::on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, T
     const PendingMessage sender = it->second;
     *it = pending.back();
     pending.pop_back();
-    emit_pipeline_transfer(sender, gi, post, target);
-    sim_.release_hold(sender.target);
+    emit_pipeline_transfer(sender, gi, post, target, key);
+    if (!overlap) sim_.release_hold(sender.target);
 }
 
 void Builder::emit_pipeline_transfer(const PendingMessage& sender, std::size_t receiver_group, TaskId receiver_post,
-                                     TaskId receiver_target) {
+                                     TaskId receiver_target, std::uint64_t message) {
     Group& a = groups_[static_cast<std::size_t>(sender.sender_group)];
     const Group& b = groups_[receiver_group];
     const RouteAndLatency& route = p2p_route(a, sender.forward);
@@ -72,8 +80,21 @@ void Builder::emit_pipeline_transfer(const PendingMessage& sender, std::size_t r
                                        make_label(TaskKind::p2p, sender.chunk, sender.microbatch));
     sim_.add_dependency(sender.post, x);
     sim_.add_dependency(receiver_post, x);
-    sim_.add_dependency(x, sender.target);
-    sim_.add_dependency(x, receiver_target);
+    if (e_.overlap_p2p_comm) {
+        // The calls do not wait: the units that need the transfer (attach_overlap) do.
+        const std::uint64_t key = overlap_key(receiver_group, message);
+        OverlapMessage& m = overlap_msgs_[key];
+        m.transfer = x;
+        for (const TaskId w : m.waiting) {
+            sim_.add_dependency(x, w);
+            sim_.release_hold(w);
+        }
+        m.waiting.clear();
+        if (m.attached == 2) overlap_msgs_.erase(key);
+    } else {
+        sim_.add_dependency(x, sender.target);
+        sim_.add_dependency(x, receiver_target);
+    }
     if (traced(a.stage, a.replica) && traced(b.stage, b.replica)) p2p_receiver_.emplace(x, static_cast<std::uint32_t>(receiver_group));
 }
 
@@ -88,6 +109,20 @@ const Builder::RouteAndLatency& Builder::p2p_route(Group& a, bool forward) {
         cached.emplace(sim_.add_route(route.links), route.latency);
     }
     return *cached;
+}
+
+void Builder::attach_overlap(std::uint64_t key, TaskId first) {
+    const auto it = overlap_msgs_.find(key);
+    if (it == overlap_msgs_.end()) return;
+    OverlapMessage& m = it->second;
+    if (m.transfer != ~TaskId{0}) {
+        sim_.add_dependency(m.transfer, first);
+    } else {
+        sim_.add_hold(first);
+        m.waiting.push_back(first);
+    }
+    // Its two waiters: the receiver's consuming unit and the sender's next unit of that direction.
+    if (++m.attached == 2 && m.transfer != ~TaskId{0}) overlap_msgs_.erase(it);
 }
 
 }  // namespace strata::workload

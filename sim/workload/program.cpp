@@ -346,6 +346,14 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     const UnitTasks ut = split       ? emit_backward_by_layer(g, v, g.prev_last, label)
                          : gathering ? emit_forward_by_layer(g, s.chunk, g.prev_last, label)
                                      : emit_unit(g, unit_for(s.forward, v), g.prev_last, label, workspace.value > 0);
+    if (e_.overlap_p2p_comm) {
+        // Asynchronous pipeline calls: the unit waits for the transfer bringing its input and for this group's
+        // sends of its direction since its last unit of that direction (Megatron's wait handles).
+        attach_overlap(overlap_key(gi, message_index(s)), ut.first);
+        auto& sends = g.outstanding_sends[s.forward ? 0 : 1];
+        for (const std::uint64_t key : sends) attach_overlap(key, ut.first);
+        sends.clear();
+    }
     g.prev_last = ut.last;
     g.prev_unit = true;
     const UnitActivations a = activations_.of(g.stage, s.chunk);
