@@ -13,6 +13,17 @@ inline std::string source_path(const std::string& rel) { return std::string(STRA
 /// A file under tests/data/.
 inline std::string data_path(const std::string& rel) { return source_path("tests/data/" + rel); }
 
+/// An experiment text with tests/data/valid/'s small model and system, t = p = 1, no recompute, microbatch 1, global
+/// batch 8, and `execution_extra` (", key: value, ...") in its execution mapping, read as if from tests/data/valid/`file`
+/// (its error messages name that file; the mapping is on line 3).
+inline Experiment load_small(const std::string& file, const std::string& execution_extra) {
+    return load_experiment_text("model: model-small.yaml\n"
+                                "system: system-small.yaml\n"
+                                "execution: {tensor: 1, pipeline: 1, recompute: none, microbatch: 1, global_batch: 8" +
+                                    execution_extra + "}\n",
+                                data_path("valid/" + file));
+}
+
 /// Case `index` of scenarios/paper/table4.yaml (22B, t = 8, b = 4, one microbatch, Selene A100).
 inline Scenario table4_case(int index) {
     return load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table4.yaml").cases.at(index);

@@ -18,15 +18,7 @@ using Catch::Contains;
 
 namespace {
 
-const std::string kOrigin = std::string(STRATA_SOURCE_DIR) + "/tests/data/valid/grad-reduce.yaml";
-
-Experiment load(const std::string& execution_extra) {
-    return load_experiment_text("model: model-small.yaml\n"
-                                "system: system-small.yaml\n"
-                                "execution: {tensor: 1, pipeline: 1, recompute: none, microbatch: 1, global_batch: 8" +
-                                    execution_extra + "}\n",
-                                kOrigin);
-}
+Experiment load(const std::string& execution_extra) { return strata::testing::load_small("grad-reduce.yaml", execution_extra); }
 
 /// A data-parallel case whose reduction dominates: 4 replicas on 4 nodes, the reduction after the backward.
 Scenario reduction_bound(bool fp32) {
