@@ -406,8 +406,8 @@ TEST_CASE("fp8 current scaling: an amax read before each cast; fp8_param_gather:
                                     "execution: {tensor: 1, pipeline: 1, data: 2, recompute: none, microbatch: 1, "
                                     "global_batch: 8" + extra + "}\n", origin);
     };
-    CHECK_FALSE(load(", precision: fp8").cases.at(0).execution.fp8_current_scaling);
-    CHECK(load(", precision: fp8, fp8_recipe: current").cases.at(0).execution.fp8_current_scaling);
+    CHECK(load(", precision: fp8").cases.at(0).execution.fp8_recipe == Fp8Recipe::delayed);
+    CHECK(load(", precision: fp8, fp8_recipe: current").cases.at(0).execution.fp8_recipe == Fp8Recipe::current);
     CHECK_THROWS_WITH(load(", fp8_recipe: current"), Catch::Contains("fp8-options.yaml:3:") && Catch::Contains("fp8_recipe"));
     CHECK_THROWS_WITH(load(", precision: fp8, fp8_recipe: now"), Catch::Contains("delayed") && Catch::Contains("current"));
     CHECK_THROWS_WITH(load(", precision: fp8, fp8_param_gather: true"), Catch::Contains("distributed_optimizer"));

@@ -28,6 +28,9 @@ enum class Attention { unfused, flash };
 /// or Transformer Engine's fused Triton kernels (te: Megatron-Core's --cross-entropy-loss-fusion
 /// --cross-entropy-fusion-impl te, as Megatron-Bridge's recipes run it).
 enum class CrossEntropy { unfused, te };
+/// FP8 scaling (Transformer Engine): delayed (from the amax history) or current (tensorwise: each cast first reads its
+/// 16-bit operand for the amax, 2 more bytes per element).
+enum class Fp8Recipe { delayed, current };
 enum class RecomputeMethod { uniform, block };
 /// How the data-parallel gradients are averaged. scale: the gradient buffer is multiplied by 1 / replicas in place
 /// before the reduction when there is more than one replica (Megatron-Core's DDP, gradient_scaling_factor);
@@ -54,6 +57,7 @@ struct RecomputeModules {
 [[nodiscard]] const char* to_string(PositionEmbedding p);
 [[nodiscard]] const char* to_string(Attention a);
 [[nodiscard]] const char* to_string(CrossEntropy c);
+[[nodiscard]] const char* to_string(Fp8Recipe r);
 [[nodiscard]] const char* to_string(RecomputeMethod m);
 [[nodiscard]] const char* to_string(GradientAverage g);
 
@@ -61,6 +65,7 @@ struct RecomputeModules {
 [[nodiscard]] std::optional<Precision> precision_named(std::string_view name);
 [[nodiscard]] std::optional<Attention> attention_named(std::string_view name);
 [[nodiscard]] std::optional<CrossEntropy> cross_entropy_named(std::string_view name);
+[[nodiscard]] std::optional<Fp8Recipe> fp8_recipe_named(std::string_view name);
 [[nodiscard]] std::optional<GradientAverage> gradient_average_named(std::string_view name);
 
 /// Megatron-Core's names of the selective-recompute modules, in RecomputeModules' order.
@@ -134,9 +139,7 @@ struct ExecutionSpec {
     Precision precision = Precision::bf16;
     Attention attention = Attention::unfused;  ///< flash: one fused kernel each way (FlashAttention)
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (see CrossEntropy)
-    /// With FP8: Transformer Engine's current (tensorwise) scaling instead of delayed scaling: each cast first reads
-    /// its 16-bit operand for the amax (2 more bytes per element).
-    bool fp8_current_scaling = false;
+    Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  ///< with FP8: the scaling recipe (see Fp8Recipe)
     /// With FP8 and the distributed optimizer: the parameter all-gather moves the transformer layers' parameters in
     /// FP8 (1 byte each; Megatron-Core's --fp8-param-gather); embeddings, output layer and norms stay 16-bit.
     bool fp8_param_gather = false;

@@ -483,7 +483,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.tp_comm_overlap = e.tp_comm_overlap;
     c.fp8 = e.precision == Precision::fp8;
     c.cross_entropy = e.cross_entropy;
-    c.fp8_current_scaling = e.fp8_current_scaling;
+    c.fp8_current_scaling = e.fp8_recipe == Fp8Recipe::current;
     return c;
 }
 

@@ -67,7 +67,7 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"precision", exec([](const ExecutionSpec& e) { return std::string(to_string(e.precision)); })});
         c.push_back({"attention", exec([](const ExecutionSpec& e) { return std::string(to_string(e.attention)); })});
         c.push_back({"cross_entropy", exec([](const ExecutionSpec& e) { return std::string(to_string(e.cross_entropy)); })});
-        c.push_back({"fp8_recipe", exec([](const ExecutionSpec& e) { return std::string(e.fp8_current_scaling ? "current" : "delayed"); })});
+        c.push_back({"fp8_recipe", exec([](const ExecutionSpec& e) { return std::string(to_string(e.fp8_recipe)); })});
         c.push_back({"fp8_param_gather", exec([](const ExecutionSpec& e) { return csv_bool(e.fp8_param_gather); })});
         c.push_back({"overlap_p2p_comm", exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_p2p_comm); })});
         c.push_back({"distributed_optimizer",

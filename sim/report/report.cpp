@@ -284,7 +284,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"precision", to_string(e.precision)},
                           {"attention", to_string(e.attention)},
                           {"cross_entropy", to_string(e.cross_entropy)},
-                          {"fp8_recipe", e.fp8_current_scaling ? "current" : "delayed"},
+                          {"fp8_recipe", to_string(e.fp8_recipe)},
                           {"fp8_param_gather", e.fp8_param_gather},
                           {"overlap_p2p_comm", e.overlap_p2p_comm},
                           {"context_parallel", e.context},

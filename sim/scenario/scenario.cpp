@@ -142,13 +142,9 @@ ExecutionSpec read_execution(const Fields& f) {
     constexpr std::array<std::string_view, 2> ce = {"unfused", "te"};
     e.cross_entropy = *cross_entropy_named(f.get_choice("cross_entropy", ce, "unfused"));
     constexpr std::array<std::string_view, 2> fr = {"delayed", "current"};
-    e.fp8_current_scaling = f.get_choice("fp8_recipe", fr, "delayed") == "current";
-    if (f.has("fp8_recipe") && e.precision != Precision::fp8)
-        f.fail("fp8_recipe", "fp8_recipe applies to precision: fp8");
+    e.fp8_recipe = *fp8_recipe_named(f.get_choice("fp8_recipe", fr, "delayed"));
     e.fp8_param_gather = f.get_bool("fp8_param_gather", false);
     e.overlap_p2p_comm = f.get_bool("overlap_p2p_comm", false);
-    if (e.fp8_param_gather && (e.precision != Precision::fp8 || !e.distributed_optimizer))
-        f.fail("fp8_param_gather", "fp8_param_gather: true needs precision: fp8 and distributed_optimizer: true");
     e.first_stage_layers = static_cast<int>(f.get_int("first_stage_layers", 1, 1 << 16, 0));
     e.last_stage_layers = static_cast<int>(f.get_int("last_stage_layers", 1, 1 << 16, 0));
     e.recompute_layers = static_cast<int>(f.get_int("recompute_layers", 1, 1 << 16, 0));

@@ -40,6 +40,7 @@ const char* to_string(Norm n) { return n == Norm::layernorm ? "layernorm" : "rms
 const char* to_string(PositionEmbedding p) { return p == PositionEmbedding::learned ? "learned" : "rope"; }
 const char* to_string(Attention a) { return a == Attention::unfused ? "unfused" : "flash"; }
 const char* to_string(CrossEntropy c) { return c == CrossEntropy::unfused ? "unfused" : "te"; }
+const char* to_string(Fp8Recipe r) { return r == Fp8Recipe::delayed ? "delayed" : "current"; }
 const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::uniform ? "uniform" : "block"; }
 const char* to_string(GradientAverage g) {
     switch (g) {
@@ -64,6 +65,12 @@ std::optional<GradientAverage> gradient_average_named(std::string_view name) {
 std::optional<CrossEntropy> cross_entropy_named(std::string_view name) {
     for (const CrossEntropy c : {CrossEntropy::unfused, CrossEntropy::te})
         if (name == to_string(c)) return c;
+    return std::nullopt;
+}
+
+std::optional<Fp8Recipe> fp8_recipe_named(std::string_view name) {
+    for (const Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current})
+        if (name == to_string(r)) return r;
     return std::nullopt;
 }
 
@@ -258,6 +265,11 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
         return SpecProblem{"execution", "precision",
                            "precision: fp8 needs device.peak_flops_fp8 in the device profile " + sc.system.device.file +
                                " (a GPU with FP8 tensor cores)"};
+    if (e.fp8_recipe != Fp8Recipe::delayed && e.precision != Precision::fp8)
+        return SpecProblem{"execution", "fp8_recipe", "fp8_recipe applies to precision: fp8"};
+    if (e.fp8_param_gather && (e.precision != Precision::fp8 || !e.distributed_optimizer))
+        return SpecProblem{"execution", "fp8_param_gather",
+                           "fp8_param_gather: true needs precision: fp8 and distributed_optimizer: true"};
     if (e.overlap_param_gather && !e.distributed_optimizer)
         return SpecProblem{"execution", "overlap_param_gather",
                            "overlap_param_gather needs distributed_optimizer: true (only a sharded optimizer gathers parameters)"};
