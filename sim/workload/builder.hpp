@@ -184,9 +184,8 @@ private:
     /// iteration's start; the first forward of each chunk runs each piece (embedding, layer, output layer) once its
     /// bucket has arrived: a GEMM cannot use a weight before it is there.
     struct GatherChain {
-        std::vector<DpMessage> buckets;     // in forward order over the stage's chunks
         std::vector<std::size_t> chunk_offset;  // each chunk's first bucket
-        std::vector<TaskId> gathered;       // per bucket: its gather's last task
+        std::vector<TaskId> gathered;           // per bucket, in forward order over the stage's chunks: its gather's last task
     };
     /// A (route, latency) interned in the engine.
     using RouteAndLatency = std::pair<engine::RouteId, Time>;
@@ -258,6 +257,10 @@ private:
         std::vector<bool> is_layer;
     };
     const Pieces& pieces_of(bool forward, int virtual_stage);
+    /// Emits the pieces one after the other on group g (each its own unit, never fused), after `after`; `each` sees
+    /// every piece's index and tasks as it is emitted.
+    UnitTasks emit_pieces(Group& g, const Pieces& pieces, std::optional<TaskId> after, std::uint32_t label,
+                          const std::function<void(std::size_t, const UnitTasks&)>& each);
 
     // program.cpp
     void make_groups();

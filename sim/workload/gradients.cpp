@@ -251,20 +251,19 @@ void Builder::emit_overlapped_param_gathers() {
     gathers_.resize(gather_streams_.size());
     for (std::size_t r = 0; r < gather_streams_.size(); ++r) {
         GatherChain& ch = gathers_[r];
+        gather_stage_[gather_streams_[r]] = static_cast<std::int32_t>(r);
         for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
             const int v = schedule::virtual_stage(shape_, static_cast<int>(r), chunk);
-            ch.chunk_offset.push_back(ch.buckets.size());
+            ch.chunk_offset.push_back(ch.gathered.size());
             const Pieces& fp = pieces_of(true, v);
-            for (std::size_t i = 0; i < fp.pieces.size(); ++i)
-                ch.buckets.push_back(fp.is_layer[i]          ? DpMessage::gather_layer
-                                     : v == 0 && i == 0 ? DpMessage::gather_embedding
-                                                        : DpMessage::gather_output);
-        }
-        gather_stage_[gather_streams_[r]] = static_cast<std::int32_t>(r);
-        for (const DpMessage m : ch.buckets) {
-            const Plan& plan = dp_plan(static_cast<int>(r), m);
-            ch.gathered.push_back(emit_phases(gather_streams_[r], plan, {}, make_label(TaskKind::dp, 1, 0), nullptr));
-            gather_left_[r] += static_cast<std::uint32_t>(std::max<std::size_t>(1, plan.size()));
+            for (std::size_t i = 0; i < fp.pieces.size(); ++i) {
+                const DpMessage m = fp.is_layer[i]          ? DpMessage::gather_layer
+                                    : v == 0 && i == 0 ? DpMessage::gather_embedding
+                                                       : DpMessage::gather_output;
+                const Plan& plan = dp_plan(static_cast<int>(r), m);
+                ch.gathered.push_back(emit_phases(gather_streams_[r], plan, {}, make_label(TaskKind::dp, 1, 0), nullptr));
+                gather_left_[r] += static_cast<std::uint32_t>(std::max<std::size_t>(1, plan.size()));
+            }
         }
     }
 }

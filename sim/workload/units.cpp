@@ -270,44 +270,44 @@ const Builder::Pieces& Builder::pieces_of(bool forward, int v) {
     return it->second;
 }
 
-Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optional<TaskId> after, std::uint32_t label) {
-    const Pieces& bp = pieces_of(false, v);
+Builder::UnitTasks Builder::emit_pieces(Group& g, const Pieces& pieces, std::optional<TaskId> after, std::uint32_t label,
+                                        const std::function<void(std::size_t, const UnitTasks&)>& each) {
     UnitTasks all;
     std::optional<TaskId> prev = after;
-    for (std::size_t i = 0; i < bp.pieces.size(); ++i) {
-        const UnitTasks ut = emit_unit(g, bp.pieces[i], prev, label, true, false);
+    for (std::size_t i = 0; i < pieces.pieces.size(); ++i) {
+        const UnitTasks ut = emit_unit(g, pieces.pieces[i], prev, label, true, false);
         if (!all.valid) {
             all.first = ut.first;
             all.valid = true;
         }
         all.last = ut.last;
         prev = ut.last;
-        if (bp.is_layer[i]) on_bucket(g, ut.last);
+        each(i, ut);
     }
     return all;
 }
 
+Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optional<TaskId> after, std::uint32_t label) {
+    const Pieces& bp = pieces_of(false, v);
+    return emit_pieces(g, bp, after, label, [&](std::size_t i, const UnitTasks& ut) {
+        if (bp.is_layer[i]) on_bucket(g, ut.last);
+    });
+}
+
 Builder::UnitTasks Builder::emit_forward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label) {
-    const Pieces& fp = pieces_of(true, schedule::virtual_stage(shape_, g.stage, chunk));
     const GatherChain& ch = gathers_[static_cast<std::size_t>(g.stage)];
-    std::size_t j = ch.chunk_offset[static_cast<std::size_t>(chunk)];
-    UnitTasks all;
+    const std::size_t first_bucket = ch.chunk_offset[static_cast<std::size_t>(chunk)];
     std::optional<TaskId> prev = after;
-    for (std::size_t i = 0; i < fp.pieces.size(); ++i, ++j) {
-        const UnitTasks ut = emit_unit(g, fp.pieces[i], prev, label, true, false);
-        sim_.add_dependency(ch.gathered[j], ut.first);  // its parameters are there (Megatron's forward pre-hook waits)
-        if (&g == &groups_.front()) {
-            g0_gather_waiters_.push_back(ut.first);
-            g0_gather_preds_.push_back(prev.value_or(kNoTask));
-        }
-        if (!all.valid) {
-            all.first = ut.first;
-            all.valid = true;
-        }
-        all.last = ut.last;
-        prev = ut.last;
-    }
-    return all;
+    return emit_pieces(g, pieces_of(true, schedule::virtual_stage(shape_, g.stage, chunk)), after, label,
+                       [&](std::size_t i, const UnitTasks& ut) {
+                           // Its parameters are there (Megatron's forward pre-hook waits for the bucket).
+                           sim_.add_dependency(ch.gathered[first_bucket + i], ut.first);
+                           if (&g == &groups_.front()) {
+                               g0_gather_waiters_.push_back(ut.first);
+                               g0_gather_preds_.push_back(prev.value_or(kNoTask));
+                           }
+                           prev = ut.last;
+                       });
 }
 
 }  // namespace strata::workload
