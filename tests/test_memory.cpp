@@ -111,16 +111,16 @@ TEST_CASE("partial full recompute: block keeps the rest, uniform groups keep one
     const Bytes all = activation_bytes_per_layer(sc.model, 8, true, Recompute::none, 1);
     const ActivationPlan every = activation_plan(sc.model, sc.execution);
     CHECK(every.chunk_layers[0] == input * 12);
-    CHECK(every.recompute_workspace(0) == all);
+    CHECK(every.recompute_workspace(0, 0) == all);
     sc.execution.recompute_layers = 4;
     sc.execution.recompute_method = RecomputeMethod::block;   // layers 0-3 recomputed, 4-11 keep everything
     const ActivationPlan block = activation_plan(sc.model, sc.execution);
     CHECK(block.chunk_layers[0] == input * 4 + all * 8);
-    CHECK(block.recompute_workspace(0) == all);
+    CHECK(block.recompute_workspace(0, 0) == all);
     sc.execution.recompute_method = RecomputeMethod::uniform;  // 3 groups of 4: 3 inputs, 4 layers live at once
     const ActivationPlan uniform = activation_plan(sc.model, sc.execution);
     CHECK(uniform.chunk_layers[0] == input * 3);
-    CHECK(uniform.recompute_workspace(0) == all * 4);
+    CHECK(uniform.recompute_workspace(0, 0) == all * 4);
     sc.execution.recompute_layers = 5;                         // 12 = 5 + 5 + 2: three groups
     CHECK(activation_plan(sc.model, sc.execution).chunk_layers[0] == input * 3);
 }

@@ -293,6 +293,104 @@ TEST_CASE("uneven split: Megatron's rule, and clear errors for splits that do no
     CHECK_THROWS_WITH(validate(sc), Catch::Contains("divisible by interleave (2)"));
 }
 
+TEST_CASE("property: the embedding and the loss counted in the pipeline split hold too") {
+    // 70 or 71 layers plus the counted ends: 72 places over the grid's p x m chunks.
+    struct Ends { bool embedding, loss; };
+    int i = 0;
+    for (const Shape& s : {Shape{Schedule::one_f_one_b, 4, 1, 6}, Shape{Schedule::interleaved, 4, 2, 8},
+                           Shape{Schedule::interleaved, 4, 3, 4}, Shape{Schedule::interleaved, 2, 3, 4},
+                           Shape{Schedule::gpipe, 4, 1, 3}}) {
+        for (const Ends ends : {Ends{true, true}, Ends{true, false}, Ends{false, true}}) {
+            Scenario sc = tiny(s, 2, 2, true, i % 3 == 2 ? Recompute::full : Recompute::selective);
+            sc.model.layers = 72 - int(ends.embedding) - int(ends.loss);
+            sc.execution.embedding_in_pipeline_split = ends.embedding;
+            sc.execution.loss_in_pipeline_split = ends.loss;
+            if (i % 3 == 2) sc.execution.recompute_layers = 2;
+            ++i;
+            validate(sc);
+            int total = 0;
+            for (int r = 0; r < s.stages; ++r) total += sc.execution.layers_on_stage(sc.model.layers, r);
+            CHECK(total == sc.model.layers);
+            check_equal(sc);
+        }
+    }
+}
+
+TEST_CASE("embedding and loss in the split: Megatron-Core's rule, the same as the per-stage split without interleaving") {
+    // Llama 3.1 405B as Megatron-Bridge runs it: 126 layers + 2 over 8 x 8 chunks of 2; the first and the last 1.
+    Scenario sc = tiny({Schedule::interleaved, 4, 2, 8}, 8, 1, true, Recompute::none);
+    sc.model.layers = 126;
+    sc.execution.pipeline = 8;
+    sc.execution.interleave = 8;
+    sc.execution.embedding_in_pipeline_split = true;
+    sc.execution.loss_in_pipeline_split = true;
+    REQUIRE_FALSE(find_problem(sc));
+    CHECK(sc.execution.layers_in_chunk(126, 0) == 1);
+    CHECK(sc.execution.layers_in_chunk(126, 1) == 2);
+    CHECK(sc.execution.layers_in_chunk(126, 62) == 2);
+    CHECK(sc.execution.layers_in_chunk(126, 63) == 1);
+    CHECK(sc.execution.layers_on_stage(126, 0) == 15);
+    CHECK(sc.execution.layers_on_stage(126, 3) == 16);
+    CHECK(sc.execution.layers_on_stage(126, 7) == 15);
+    // The first stage holds one layer fewer than the second, the embedding besides.
+    const double layer = layer_parameters_per_gpu(sc.model, 8);
+    CHECK(parameters_on_stage(sc.model, sc.execution, 1) - parameters_on_stage(sc.model, sc.execution, 0) ==
+          Approx(layer - embedding_parameters_per_gpu(sc.model, 8)));
+
+    // Without interleaving the rule is Megatron-LM's per-stage split with one layer fewer at each counted end:
+    // the same simulation, to the picosecond and the byte.
+    Scenario counted = tiny({Schedule::one_f_one_b, 4, 1, 6}, 2, 1, true, Recompute::selective);
+    counted.model.layers = 70;
+    Scenario staged = counted;
+    counted.execution.embedding_in_pipeline_split = true;
+    counted.execution.loss_in_pipeline_split = true;
+    staged.execution.first_stage_layers = 17;
+    staged.execution.last_stage_layers = 17;
+    validate(counted);
+    validate(staged);
+    SimulationOptions opt;
+    opt.keep_timeline = false;
+    const IterationResult a = simulate(counted, opt), b = simulate(staged, opt);
+    CHECK(a.iteration_time == b.iteration_time);
+    CHECK(a.peak_memory == b.peak_memory);
+    CHECK(a.first_stage_activation_peak == b.first_stage_activation_peak);
+
+    // Errors name the key and say what would fit.
+    sc.model.layers = 125;  // 127 places over 64 chunks
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("execution.account_for_embedding_in_pipeline_split") &&
+                                        Catch::Contains("= 127 must be divisible by pipeline x interleave (8 x 8)"));
+    sc.model.layers = 62;   // 64 places: one per chunk, none left for the first chunk's layers
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("model chunk 0 would hold no transformer layer"));
+    sc.model.layers = 126;
+    sc.execution.embedding_in_pipeline_split = false;  // 127 places
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("execution.account_for_loss_in_pipeline_split"));
+    staged.execution.loss_in_pipeline_split = true;
+    CHECK_THROWS_WITH(validate(staged), Catch::Contains("cannot be combined with first_stage_layers"));
+}
+
+TEST_CASE("embedding and loss in the split: the YAML keys, and a bad one at its file and line") {
+    const std::string head = "model: model-small.yaml\nsystem: system-small.yaml\n";
+    const auto load = [&](const std::string& exec) {
+        return load_experiment_text(head + "execution: {tensor: 1, pipeline: 2, interleave: 3, recompute: none, microbatch: 1, "
+                                           "global_batch: 4" + exec + "}\n",
+                                    strata::testing::data_path("valid/x.yaml"));
+    };
+    // The small model's 8 layers cannot be split over 6 chunks; counting both ends (10 places) cannot either.
+    CHECK_THROWS_WITH(load(""), Catch::Contains("divisible by pipeline x interleave"));
+    CHECK_THROWS_WITH(load(", account_for_embedding_in_pipeline_split: true, account_for_loss_in_pipeline_split: true"),
+                      Catch::Contains("x.yaml:3:") && Catch::Contains("= 10 must be divisible"));
+    // 8 + 1 + 1 places over 2 stages of 5: 4 layers and the embedding, 4 layers and the loss.
+    const Experiment ok = load_experiment_text(head + "execution: {tensor: 1, pipeline: 2, recompute: none, microbatch: 1, "
+                                                      "global_batch: 4, account_for_loss_in_pipeline_split: true, "
+                                                      "account_for_embedding_in_pipeline_split: true}\n",
+                                               strata::testing::data_path("valid/x.yaml"));
+    const ExecutionSpec& e = ok.cases.at(0).execution;
+    CHECK(e.embedding_in_pipeline_split);
+    CHECK(e.loss_in_pipeline_split);
+    CHECK(e.layers_on_stage(8, 1) == 4);
+    CHECK(e.layers_on_stage(8, 0) == 4);
+}
+
 TEST_CASE("property: partial full recompute (recompute_layers, uniform and block) holds too") {
     for (const Shape& s : {Shape{Schedule::one_f_one_b, 4, 1, 6}, Shape{Schedule::interleaved, 4, 2, 8}}) {
         for (const RecomputeMethod method : {RecomputeMethod::uniform, RecomputeMethod::block}) {

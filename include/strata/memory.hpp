@@ -64,13 +64,15 @@ struct UnitActivations {
 struct ActivationPlan {
     schedule::Shape shape;
     Bytes per_layer;              ///< one layer, one microbatch, under the recompute policy (Table 2)
-    std::vector<Bytes> chunk_layers;     ///< per stage: one chunk's transformer layers (uneven splits and partial
-                                         ///< recompute make stages differ)
+    std::vector<Bytes> chunk_layers;     ///< per virtual stage (chunk x pipeline + stage): the chunk's transformer
+                                         ///< layers (uneven splits and partial recompute make chunks differ)
     Bytes embedding;              ///< per microbatch, first virtual stage
     Bytes output;                 ///< per microbatch, last virtual stage
-    std::vector<Bytes> workspace;        ///< per stage: live while a backward recomputes (one layer, or a group)
+    std::vector<Bytes> workspace;        ///< per virtual stage: live while a backward recomputes (one layer, or a group)
     [[nodiscard]] UnitActivations of(int stage, int chunk) const;
-    [[nodiscard]] Bytes recompute_workspace(int stage) const { return workspace[static_cast<std::size_t>(stage)]; }
+    [[nodiscard]] Bytes recompute_workspace(int stage, int chunk) const {
+        return workspace[static_cast<std::size_t>(schedule::virtual_stage(shape, stage, chunk))];
+    }
 };
 [[nodiscard]] ActivationPlan activation_plan(const ModelSpec& model, const ExecutionSpec& exec);
 

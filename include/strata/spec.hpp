@@ -151,6 +151,12 @@ struct ExecutionSpec {
     /// first and on the last stage (0: an even share); the middle stages share the rest evenly.
     int first_stage_layers = 0;
     int last_stage_layers = 0;
+    /// Megatron-Core's account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split: the input
+    /// embedding (the output layer and loss) counts as one layer when the transformer layers are split evenly over
+    /// the pipeline x interleave model chunks, so the model's first (last) chunk holds one transformer layer fewer
+    /// (Llama 3.1 405B: 126 layers + 2 over 8 x 8 chunks, 2 each, 1 in the first and in the last chunk).
+    bool embedding_in_pipeline_split = false;
+    bool loss_in_pipeline_split = false;
     /// Megatron-LM's partial full recompute (recompute_num_layers, recompute_method), with recompute: full.
     /// uniform: every layer is recomputed, in groups of recompute_layers whose inputs alone are kept;
     /// block: only the first recompute_layers layers of each model chunk are recomputed, the rest keep everything.
@@ -164,8 +170,11 @@ struct ExecutionSpec {
     /// Transformer layers of pipeline stage `stage` when the model has `layers` (the split is validated by
     /// find_problem: whole numbers that add up, each stage's divisible by the interleave).
     [[nodiscard]] int layers_on_stage(int layers, int stage) const;
-    /// Transformer layers of one model chunk of `stage` (its layers over the interleave).
-    [[nodiscard]] int layers_per_chunk(int layers, int stage) const { return layers_on_stage(layers, stage) / interleave; }
+    /// Transformer layers of the model chunk at virtual stage `v` (chunk x pipeline + stage): a stage's layers over
+    /// the interleave, less the embedding's or the loss's place when they count in the split.
+    [[nodiscard]] int layers_in_chunk(int layers, int v) const;
+    /// Whether the embedding or the loss takes a layer's place in the pipeline split.
+    [[nodiscard]] bool split_counts_ends() const { return embedding_in_pipeline_split || loss_in_pipeline_split; }
     /// Of a chunk's `chunk_layers` layers, how many full recompute re-runs (all, or the block's first ones).
     [[nodiscard]] int recomputed_layers(int chunk_layers) const {
         if (recompute != Recompute::full) return 0;

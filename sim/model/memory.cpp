@@ -102,7 +102,7 @@ Bytes StageMemory::bytes(MemoryCategory c) const {
 UnitActivations ActivationPlan::of(int stage, int chunk) const {
     const int v = schedule::virtual_stage(shape, stage, chunk);
     UnitActivations a;
-    a.layers = chunk_layers[static_cast<std::size_t>(stage)];
+    a.layers = chunk_layers[static_cast<std::size_t>(v)];
     if (v == 0) a.embedding = embedding;
     if (v == shape.virtual_stages() - 1) a.output = output;
     return a;
@@ -118,16 +118,15 @@ ActivationPlan activation_plan(const ModelSpec& m, const ExecutionSpec& e) {
     a.output = build_output(lc).stored_per_microbatch;
     // Full recompute keeps a recomputed layer's input only (layer.stored_bytes); a layer it leaves alone (block
     // method) keeps everything; a uniform group of G layers keeps one input and recomputes G layers at once.
+    const int chunks = a.shape.virtual_stages();
     if (e.recompute != Recompute::full) {
-        a.chunk_layers.assign(static_cast<std::size_t>(e.pipeline), Bytes(0));
-        for (int st = 0; st < e.pipeline; ++st)
-            a.chunk_layers[static_cast<std::size_t>(st)] = layer.stored_bytes * e.layers_per_chunk(m.layers, st);
-        a.workspace.assign(static_cast<std::size_t>(e.pipeline), layer.recompute_peak_bytes);
+        for (int v = 0; v < chunks; ++v) a.chunk_layers.push_back(layer.stored_bytes * e.layers_in_chunk(m.layers, v));
+        a.workspace.assign(static_cast<std::size_t>(chunks), layer.recompute_peak_bytes);
         return a;
     }
     const Bytes all = build_layer_left_alone(lc).stored_bytes;
-    for (int st = 0; st < e.pipeline; ++st) {
-        const int n = e.layers_per_chunk(m.layers, st);
+    for (int v = 0; v < chunks; ++v) {
+        const int n = e.layers_in_chunk(m.layers, v);
         const int recomputed = e.recomputed_layers(n), group = e.recompute_group(n);
         const int inputs = group > 0 ? (recomputed + group - 1) / group : 0;
         a.chunk_layers.push_back(layer.stored_bytes * inputs + all * (n - recomputed));
@@ -178,7 +177,7 @@ StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const Devic
             ++units;
             consider(Bytes(0));
         } else {
-            consider(plan.recompute_workspace(s));
+            consider(plan.recompute_workspace(s, u.chunk));
             held.layers -= a.layers;
             held.embedding -= a.embedding;
             held.output -= a.output;

@@ -89,6 +89,10 @@ const std::vector<CsvColumn>& csv_columns() {
                          const ExecutionSpec& e = r.scenario.execution;
                          return num(e.layers_on_stage(r.scenario.model.layers, e.pipeline - 1));
                      }});
+        c.push_back({"account_for_embedding_in_pipeline_split",
+                     exec([](const ExecutionSpec& e) { return csv_bool(e.embedding_in_pipeline_split); })});
+        c.push_back({"account_for_loss_in_pipeline_split",
+                     exec([](const ExecutionSpec& e) { return csv_bool(e.loss_in_pipeline_split); })});
         c.push_back({"nvlink_bandwidth_bytes_per_s",
                      net([](const NetworkSpec& n) { return fmt::format("{:g}", n.nvlink_bandwidth.value); })});
         c.push_back({"nic_bandwidth_bytes_per_s",

@@ -293,6 +293,8 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"recompute_method", to_string(e.recompute_method)},
                           {"first_stage_layers", e.layers_on_stage(m.layers, 0)},
                           {"last_stage_layers", e.layers_on_stage(m.layers, e.pipeline - 1)},
+                          {"account_for_embedding_in_pipeline_split", e.embedding_in_pipeline_split},
+                          {"account_for_loss_in_pipeline_split", e.loss_in_pipeline_split},
                           {"gpus", e.gpus()}};
         j["system"] = r.scenario.system.name;
         j["device_profile"] = {{"name", r.scenario.system.device.name}, {"kind", r.scenario.system.device.kind}};

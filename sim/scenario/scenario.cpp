@@ -20,12 +20,13 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 29> kExecutionKeys = {
+constexpr std::array<std::string_view, 31> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
-    "tp_comm_overlap", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "overlap_p2p_comm"};
+    "tp_comm_overlap", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "overlap_p2p_comm",
+    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"};
 constexpr std::array<std::string_view, 7> kExperimentKeys = {"name",   "description", "model", "execution",
                                                              "system", "cases",       "sweep"};
 constexpr std::array<std::string_view, 5> kCaseKeys = {"name", "description", "model", "execution", "system"};
@@ -147,6 +148,8 @@ ExecutionSpec read_execution(const Fields& f) {
     e.overlap_p2p_comm = f.get_bool("overlap_p2p_comm", false);
     e.first_stage_layers = static_cast<int>(f.get_int("first_stage_layers", 1, 1 << 16, 0));
     e.last_stage_layers = static_cast<int>(f.get_int("last_stage_layers", 1, 1 << 16, 0));
+    e.embedding_in_pipeline_split = f.get_bool("account_for_embedding_in_pipeline_split", false);
+    e.loss_in_pipeline_split = f.get_bool("account_for_loss_in_pipeline_split", false);
     e.recompute_layers = static_cast<int>(f.get_int("recompute_layers", 1, 1 << 16, 0));
     constexpr std::array<std::string_view, 2> rm = {"uniform", "block"};
     e.recompute_method = f.get_choice("recompute_method", rm, "uniform") == "uniform" ? RecomputeMethod::uniform : RecomputeMethod::block;

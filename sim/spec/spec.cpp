@@ -110,6 +110,11 @@ const char* to_string(CollectiveKind k) {
 
 int ExecutionSpec::layers_on_stage(int layers, int stage) const {
     const int p = pipeline;
+    if (split_counts_ends()) {
+        int n = 0;
+        for (int chunk = 0; chunk < interleave; ++chunk) n += layers_in_chunk(layers, chunk * p + stage);
+        return n;
+    }
     if (p == 1) return layers;
     if (first_stage_layers == 0 && last_stage_layers == 0) return layers / p;
     // Megatron-LM: the given ends, the middle stages share the rest evenly; an end not given takes an even
@@ -119,6 +124,17 @@ int ExecutionSpec::layers_on_stage(int layers, int stage) const {
     if (stage == 0) return first_stage_layers > 0 ? first_stage_layers : share;
     if (stage == p - 1) return last_stage_layers > 0 ? last_stage_layers : share;
     return share;
+}
+
+int ExecutionSpec::layers_in_chunk(int layers, int v) const {
+    if (!split_counts_ends()) return layers_on_stage(layers, v % pipeline) / interleave;
+    // Megatron-Core (transformer_layer.py, get_transformer_layer_offset): (layers + 1 + 1) / (p x m) places per
+    // chunk, the first chunk's first place the embedding's, the last chunk's last place the loss's.
+    const int chunks = pipeline * interleave;
+    int n = (layers + (embedding_in_pipeline_split ? 1 : 0) + (loss_in_pipeline_split ? 1 : 0)) / chunks;
+    if (embedding_in_pipeline_split && v == 0) --n;
+    if (loss_in_pipeline_split && v == chunks - 1) --n;
+    return n;
 }
 
 namespace {
@@ -141,6 +157,31 @@ std::optional<SpecProblem> uneven_problem(const ModelSpec& m, const ExecutionSpe
             return SpecProblem{"execution", key, "stage " + s(st) + "'s " + s(e.layers_on_stage(m.layers, st)) +
                                                      " layers must be divisible by interleave (" + s(e.interleave) + ")"};
     }
+    return std::nullopt;
+}
+
+/// The problem, if any, of a split that counts the embedding or the loss as a layer (Megatron-Core's checks in
+/// transformer_config.py, and one layer at least in every chunk).
+std::optional<SpecProblem> ends_in_split_problem(const ModelSpec& m, const ExecutionSpec& e) {
+    auto s = [](long long v) { return std::to_string(v); };
+    const char* key = e.embedding_in_pipeline_split ? "account_for_embedding_in_pipeline_split"
+                                                    : "account_for_loss_in_pipeline_split";
+    if (e.first_stage_layers > 0 || e.last_stage_layers > 0)
+        return SpecProblem{"execution", key,
+                           std::string(key) + " cannot be combined with first_stage_layers / last_stage_layers (as in "
+                                              "Megatron-Core: one way of splitting the layers at a time)"};
+    const int ends = (e.embedding_in_pipeline_split ? 1 : 0) + (e.loss_in_pipeline_split ? 1 : 0);
+    const int places = m.layers + ends, chunks = e.pipeline * e.interleave;
+    if (places % chunks != 0)
+        return SpecProblem{"execution", key,
+                           "model.layers (" + s(m.layers) + ") + " + s(ends) + " (the embedding and/or the loss counted as layers) = " +
+                               s(places) + " must be divisible by pipeline x interleave (" + s(e.pipeline) + " x " +
+                               s(e.interleave) + ")"};
+    for (int v = 0; v < chunks; ++v)
+        if (e.layers_in_chunk(m.layers, v) < 1)
+            return SpecProblem{"execution", key,
+                               "model chunk " + s(v) + " would hold no transformer layer (" + s(places) + " places over " +
+                                   s(chunks) + " chunks); chunks without layers are not modelled"};
     return std::nullopt;
 }
 
@@ -240,7 +281,9 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
     if (m.vocab % e.tensor != 0)
         return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.vocab (" + s(m.vocab) +
                                                   "); pad the vocabulary to a multiple of tensor"};
-    if (e.first_stage_layers > 0 || e.last_stage_layers > 0) {
+    if (e.split_counts_ends()) {
+        if (auto p = ends_in_split_problem(m, e)) return p;
+    } else if (e.first_stage_layers > 0 || e.last_stage_layers > 0) {
         if (auto p = uneven_problem(m, e)) return p;
     } else if (m.layers % (e.pipeline * e.interleave) != 0)
         return SpecProblem{"execution", "pipeline", "model.layers (" + s(m.layers) + ") must be divisible by pipeline x interleave (" +
@@ -300,9 +343,13 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
             return SpecProblem{"execution", "recompute_layers",
                                "recompute_layers (" + s(e.recompute_layers) + ") needs recompute: full (got " + to_string(e.recompute) + ")"};
         for (int st = 0; st < e.pipeline; ++st) {
-            if (e.recompute_layers > e.layers_per_chunk(m.layers, st))
+            // Against the stage's largest chunk (a chunk one layer short for the embedding or the loss recomputes all).
+            int largest = 0;
+            for (int chunk = 0; chunk < e.interleave; ++chunk)
+                largest = std::max(largest, e.layers_in_chunk(m.layers, chunk * e.pipeline + st));
+            if (e.recompute_layers > largest)
                 return SpecProblem{"execution", "recompute_layers",
-                                   "recompute_layers (" + s(e.recompute_layers) + ") exceeds the " + s(e.layers_per_chunk(m.layers, st)) +
+                                   "recompute_layers (" + s(e.recompute_layers) + ") exceeds the " + s(largest) +
                                        " layers of a model chunk on stage " + s(st)};
         }
     }

@@ -66,7 +66,7 @@ Builder::KernelShares Builder::kernel_shares() const {
 double Builder::rest_parameters(int r) const {
     int layers = 0;
     for (int chunk = 0; chunk < shape_.chunks; ++chunk)
-        layers += e_.layers_per_chunk(sc_.model.layers, schedule::virtual_stage(shape_, r, chunk) % e_.pipeline);
+        layers += e_.layers_in_chunk(sc_.model.layers, schedule::virtual_stage(shape_, r, chunk));
     return parameters_on_stage(sc_.model, e_, r) - layer_parameters_per_gpu(sc_.model, e_.tensor) * double(layers);
 }
 

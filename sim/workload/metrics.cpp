@@ -120,8 +120,7 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     const double peak = sc_.system.device.peak_flops * e_.gpus();
     r.mfu = model_flops_per_iteration(sc_.model, e_.global_batch).value / (T * peak);
     int recomputed = 0;
-    for (int st = 0; st < e_.pipeline; ++st)
-        recomputed += e_.recomputed_layers(e_.layers_per_chunk(sc_.model.layers, st)) * e_.interleave;
+    for (int v = 0; v < shape_.virtual_stages(); ++v) recomputed += e_.recomputed_layers(e_.layers_in_chunk(sc_.model.layers, v));
     const double fraction = e_.recompute == Recompute::full ? double(recomputed) / sc_.model.layers : 1.0;
     r.hfu = hardware_flops_per_iteration(sc_.model, e_.global_batch, e_.recompute, e_.attention, fraction,
                                          e_.recompute_modules).value / (T * peak);

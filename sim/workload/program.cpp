@@ -183,7 +183,7 @@ void Builder::fuse_units() {
         for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
             const int v = schedule::virtual_stage(shape_, g.stage, chunk);
             for (const bool forward : {true, false}) {
-                const bool keep_first = !forward && activations_.recompute_workspace(g.stage).value > 0;
+                const bool keep_first = !forward && activations_.recompute_workspace(g.stage, chunk).value > 0;
                 estimate += (unit_tasks(unit_for(forward, v), g.fused, keep_first, 1.0) + (g.fused ? 2.0 : 3.0)) *
                             shape_.microbatches;
             }
@@ -340,7 +340,7 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     const int v = schedule::virtual_stage(shape_, g.stage, s.chunk);
     const std::uint32_t label = make_label(s.forward ? TaskKind::forward : TaskKind::backward, s.chunk, s.microbatch);
     const bool split = !s.forward && e_.overlap_grad_reduce && weight_replicas() > 1 && s.microbatch == n - 1;
-    const Bytes workspace = s.forward ? Bytes(0) : activations_.recompute_workspace(g.stage);
+    const Bytes workspace = s.forward ? Bytes(0) : activations_.recompute_workspace(g.stage, s.chunk);
     // The first forward of each chunk waits for its parameters' buckets, with the gather overlapped.
     const bool gathering = s.forward && s.microbatch == 0 && !gathers_.empty();
     const UnitTasks ut = split       ? emit_backward_by_layer(g, v, g.prev_last, label)

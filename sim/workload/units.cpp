@@ -227,7 +227,7 @@ void Builder::for_each_pass(bool forward, int v,
                             const std::function<void(const std::vector<Step>&, bool layer)>& fn) const {
     const LayerConfig lc = layer_config(sc_.model, e_);
     const int last_v = shape_.virtual_stages() - 1;
-    const int layers = e_.layers_per_chunk(sc_.model.layers, v % e_.pipeline);
+    const int layers = e_.layers_in_chunk(sc_.model.layers, v);
     const LayerPlan layer = build_layer(lc);
     if (forward) {
         if (v == 0) fn(build_embedding(lc).forward, false);
@@ -246,7 +246,7 @@ void Builder::for_each_pass(bool forward, int v,
 const Unit& Builder::unit_for(bool forward, int v) {
     const int last_v = shape_.virtual_stages() - 1;
     const int kind = (v == 0 ? 1 : 0) | (v == last_v ? 2 : 0);
-    const int layers = e_.layers_per_chunk(sc_.model.layers, v % e_.pipeline);
+    const int layers = e_.layers_in_chunk(sc_.model.layers, v);
     auto key = std::tuple{forward, kind, layers};
     auto it = units_.find(key);
     if (it != units_.end()) return it->second;
