@@ -20,18 +20,18 @@ def main(argv):
               f"got {len(results)}")
         return 2
     print("Megatron-Bridge DGX-H100 pre-training (validation). Error = simulated / published - 1.")
-    print(f"{'case':<20} {'t':>2} {'p':>2} {'v':>2} {'d':>3} {'GPUs':>5} {'iter s':>8} {'tok/s/GPU pub':>14} {'sim':>8} {'err':>7}")
+    print(f"{'case':<24} {'t':>2} {'c':>2} {'p':>2} {'v':>2} {'d':>3} {'GPUs':>5} {'iter s':>8} {'tok/s/GPU pub':>14} {'sim':>8} {'err':>7}")
     errs = []
     for r, pub, gpus in zip(results, PUB["tokens_per_s_per_gpu"], PUB["gpus"]):
         if "error" in r:
-            print(f"{r['name']:<20} error: {r['error']}"); return 3
+            print(f"{r['name']:<24} error: {r['error']}"); return 3
         e = r["execution"]
         if e["gpus"] != gpus:
             print(f"{r['name']}: {e['gpus']} GPUs, the published row has {gpus}"); return 3
         sim = r["tokens_per_s"] / e["gpus"]
         err = sim / pub - 1
         errs.append(err)
-        print(f"{r['name']:<20} {e['tensor']:>2} {e['pipeline']:>2} {e['interleave']:>2} {e['data']:>3} {e['gpus']:>5} "
+        print(f"{r['name']:<24} {e['tensor']:>2} {e['context_parallel']:>2} {e['pipeline']:>2} {e['interleave']:>2} {e['data']:>3} {e['gpus']:>5} "
               f"{r['iteration_time_s']:>8.3f} {pub:>14.1f} {sim:>8.1f} {100*err:>+6.1f}%")
     print(f"mean |error| {100*sum(abs(x) for x in errs)/len(errs):.2f}%, worst {100*max(abs(x) for x in errs):.2f}%, "
           f"mean signed {100*sum(errs)/len(errs):+.2f}% over {len(errs)} rows")

@@ -155,10 +155,11 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     CHECK(s.worst_abs <= 0.185);
 }
 
-TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B, FP8 current scaling) tokens/s per GPU within 1.0%") {
-    // Hopper, today's software (Megatron-Bridge 26.04: bf16 gradient reduction, TE's fused cross-entropy, FP8
-    // current scaling and parameter gather, overlapped pipeline communication). Today's figure, +0.29%, pinned so that
-    // a change is seen (-4.30% with blocking pipeline calls, before overlap_p2p_comm was modelled).
+TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B and 3.1 405B, FP8 current scaling) tokens/s per GPU within 1.0% / 3.5%") {
+    // Hopper, today's software (Megatron-Bridge 26.04 and 26.04.01: bf16 gradient reduction, TE's fused cross-entropy,
+    // FP8 current scaling and parameter gather, overlapped pipeline communication; 405B: context parallelism and the
+    // embedding and loss counted in the pipeline split). Today's figures, 70B +0.29%, 405B +2.99%, pinned so that a
+    // change is seen (70B -4.30%, 405B -0.42% with blocking pipeline calls, before overlap_p2p_comm was modelled).
     const nlohmann::json paper = published()["megatron_bridge_h100"];
     const Experiment ex = load_experiment(kRoot + "scenarios/validation/megatron-bridge-h100.yaml");
     const auto tokens = paper["tokens_per_s_per_gpu"].get<std::vector<double>>();
@@ -174,8 +175,10 @@ TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B, FP8 current scaling) t
         names.push_back(sc.name);
         errors.push_back(per_gpu / tokens[i] - 1);
     }
-    const Summary s = summarize("Megatron-Bridge H100", names, errors);
-    CHECK(s.worst_abs <= 0.010);
+    summarize("Megatron-Bridge H100", names, errors);
+    REQUIRE(errors.size() == 2);
+    CHECK(std::abs(errors[0]) <= 0.010);
+    CHECK(std::abs(errors[1]) <= 0.035);
 }
 
 TEST_CASE(
