@@ -86,7 +86,8 @@ TEST_CASE("search keys: every key --fix takes, with what is tried without it") {
     }
     CHECK(names == std::vector<std::string>{"tensor", "context_parallel", "pipeline", "data", "interleave", "microbatch",
                                             "recompute", "sequence_parallel", "distributed_optimizer",
-                                            "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"});
+                                            "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
+                                            "ends_in_split"});
 }
 
 TEST_CASE("simulated: the best estimates, and every one within the margin up to the cap") {
@@ -167,6 +168,37 @@ TEST_CASE("search: overlap_grad_reduce is in the space where d > 1 and only ther
     req.global_batch = 8;
     const SearchResult one = search(req);
     CHECK(one.enumerated == 1);   // d = 1: nothing to reduce, no overlap tried
+}
+
+TEST_CASE("search: layers that do not split over the chunks are split with the embedding or the loss counted") {
+    SearchRequest req = small_request();
+    req.model.layers = 47;  // over 2 stages: 48 places with the embedding or the loss counted
+    req.space = constrained({"tensor=8", "pipeline=2", "microbatch=1", "interleave=1", "recompute=selective",
+                             "sequence_parallel=on"});
+    req.simulate_top = 4;
+    req.margin = 0;
+    const SearchResult r = search(req);
+    // d = 1: off (infeasible: 47 over 2), on with the embedding, on with the loss.
+    CHECK(r.enumerated == 3);
+    CHECK(r.screened == 2);
+    REQUIRE(r.simulated.size() == 2);
+    std::set<std::pair<bool, bool>> ways;
+    for (const auto& c : r.simulated) {
+        const ExecutionSpec& e = c.execution;
+        ways.insert({e.embedding_in_pipeline_split, e.loss_in_pipeline_split});
+        CHECK(e.layers_on_stage(47, 0) + e.layers_on_stage(47, 1) == 47);
+        CHECK(e.layers_on_stage(47, e.embedding_in_pipeline_split ? 0 : 1) == 23);
+        REQUIRE(c.result.iteration);
+        CHECK(c.result.iteration->iteration_time_s > 0);
+    }
+    CHECK(ways == std::set<std::pair<bool, bool>>{{true, false}, {false, true}});
+    // ends_in_split=off: nothing splits.
+    req.space = constrained({"tensor=8", "pipeline=2", "microbatch=1", "interleave=1", "recompute=selective",
+                             "sequence_parallel=on", "ends_in_split=off"});
+    const SearchResult off = search(req);
+    CHECK(off.enumerated == 1);
+    CHECK(off.screened == 0);
+    CHECK(off.rejected.at("infeasible sizes (divisibility, schedule)") == 1);
 }
 
 TEST_CASE("search: a candidate over the task limit names strata search --max-tasks and the inputs") {

@@ -29,6 +29,9 @@ struct SearchSpace {
     std::vector<bool> overlap_grad_reduce = {false, true};      ///< on only where d x c > 1
     std::vector<bool> overlap_param_gather = {false};           ///< on only with the distributed optimizer
     std::vector<bool> tp_comm_overlap = {false};                ///< on only with t > 1 and SP
+    /// on: where model.layers do not split evenly over pipeline x interleave chunks, count the embedding and the loss
+    /// (or one of them) as layers (Megatron-Core's account_for_*_in_pipeline_split) when that makes them split.
+    std::vector<bool> ends_in_split = {false, true};
 };
 
 /// A key `--fix` accepts: its name (the scenario file's execution key) and what the search tries by default.

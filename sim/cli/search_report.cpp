@@ -38,8 +38,20 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
              "estim s the analytical screen, sim s simulated,\nerr% estimate vs simulated, est# rank by estimate; "
              "tok/s tokens per second, TF/s model TFLOP/s per GPU\n";
     const bool cp = std::any_of(r.simulated.begin(), r.simulated.end(), [](const auto& c) { return c.execution.context > 1; });
+    const bool ends = std::any_of(r.simulated.begin(), r.simulated.end(),
+                                  [](const auto& c) { return c.execution.split_counts_ends(); });
+    if (ends)
+        human << "split: the embedding (e) and / or the loss (l) counted as layers in the pipeline split "
+                 "(account_for_*_in_pipeline_split), - none\n";
+    // The split's column, where a candidate counts the embedding or the loss.
+    auto split = [&](const ExecutionSpec& e) -> std::string {
+        if (!ends) return "";
+        const char* v = e.embedding_in_pipeline_split ? (e.loss_in_pipeline_split ? "e+l" : "e")
+                                                      : (e.loss_in_pipeline_split ? "l" : "-");
+        return fmt::format(" {:>5}", v);
+    };
     human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3} {:>9} {:>9} {:>6} {:>4} {:>9} {:>6} {:>6} "
-                         "{:>8}\n", "rank", "t", cp ? fmt::format(" {:>3}", "c") : "", "p", "d", "m", "b", "recompute", "SP",
+                         "{:>8}\n", "rank", "t", cp ? fmt::format(" {:>3}", "c") : "", "p", "d", fmt::format("{:>2}{}", "m", ends ? fmt::format(" {:>5}", "split") : ""), "b", "recompute", "SP",
                          "dopt", "ogr", "estim s", "sim s", "err%", "est#", "tok/s", "TF/s", "MFU%", "peak GiB");
     int rank = 0;
     for (const auto& c : r.simulated) {
@@ -49,8 +61,8 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
         const Scenario& sc = c.result.scenario;
         human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3} {:>9.3f} {:>9.3f} {:>+6.1f} {:>4} "
                              "{:>9.0f} {:>6.1f} {:>6.1f} {:>8.2f}{}\n",
-                             ++rank, e.tensor, cp ? fmt::format(" {:>3}", e.context) : "", e.pipeline, e.data, e.interleave,
-                             e.microbatch, to_string(e.recompute), e.sequence_parallel ? "on" : "off",
+                             ++rank, e.tensor, cp ? fmt::format(" {:>3}", e.context) : "", e.pipeline, e.data,
+                             fmt::format("{:>2}{}", e.interleave, split(e)), e.microbatch, to_string(e.recompute), e.sequence_parallel ? "on" : "off",
                              e.distributed_optimizer ? "on" : "off", e.overlap_grad_reduce ? "on" : "off", c.estimate_s,
                              it.iteration_time_s, 100 * (c.estimate_s / it.iteration_time_s - 1), c.estimate_rank,
                              tokens_per_s(sc, it), tflops_per_gpu(sc, it), 100 * it.mfu,

@@ -36,7 +36,9 @@ double estimate(const Scenario& sc, const CostModel& cost) {
     const double per_layer = cost.pass_time(layer.forward, e.tensor).seconds() + layer_backward;
     const OutputPlan out = build_output(lc);
     const double output = (cost.pass_time(out.forward, e.tensor) + cost.pass_time(out.backward, e.tensor)).seconds();
-    const int layers_per_stage = sc.model.layers / e.pipeline;
+    // The pipeline runs at its fullest stage's pace.
+    int layers_per_stage = 0;
+    for (int r = 0; r < e.pipeline; ++r) layers_per_stage = std::max(layers_per_stage, e.layers_on_stage(sc.model.layers, r));
     const double stage = layers_per_stage * per_layer + (e.pipeline == 1 ? output : output / 2);
     const double n = e.microbatches();
     double t = (n + double(e.pipeline - 1) / e.interleave) * stage;
@@ -96,6 +98,9 @@ const std::vector<KeyDef>& key_defs() {
         {"overlap_param_gather", KeyKind::boolean, nullptr, &SearchSpace::overlap_param_gather,
          "off (on only with the distributed optimizer)"},
         {"tp_comm_overlap", KeyKind::boolean, nullptr, &SearchSpace::tp_comm_overlap, "off (on only with t > 1 and SP)"},
+        {"ends_in_split", KeyKind::boolean, nullptr, &SearchSpace::ends_in_split,
+         "off,on (on only where the layers do not split evenly over pipeline x interleave: the embedding and/or the "
+         "loss counted as layers, account_for_*_in_pipeline_split)"},
     };
     return defs;
 }
@@ -133,6 +138,9 @@ std::string describe(const ExecutionSpec& e) {
     if (e.overlap_grad_reduce) s += " overlap_grad_reduce";
     if (e.overlap_param_gather) s += " overlap_param_gather";
     if (e.tp_comm_overlap) s += " tp_comm_overlap";
+    if (e.embedding_in_pipeline_split && e.loss_in_pipeline_split) s += " split+embedding+loss";
+    else if (e.embedding_in_pipeline_split) s += " split+embedding";
+    else if (e.loss_in_pipeline_split) s += " split+loss";
     return s;
 }
 
@@ -252,7 +260,41 @@ SearchResult search(const SearchRequest& req) {
             if (!b || applies) out.push_back(b);
         return out;
     };
+    // How the layers split over `chunks` model chunks: evenly (off), or (on, only where the even split does not divide)
+    // with the embedding and the loss counted as layers, or one of them (both ways tried).
+    struct Split {
+        bool embedding = false, loss = false;
+    };
+    auto splits = [&](int chunks) {
+        const int L = req.model.layers;
+        std::vector<Split> out;
+        for (bool ends : values(sp.ends_in_split, L % chunks != 0)) {
+            if (!ends) out.push_back({});
+            else if ((L + 2) % chunks == 0) out.push_back({true, true});
+            else if ((L + 1) % chunks == 0) {
+                out.push_back({true, false});
+                out.push_back({false, true});
+            }
+        }
+        return out;
+    };
     std::vector<SearchCandidate> fits;
+    // A candidate kept if its sizes fit together and its memory fits the device, with its estimate.
+    auto screen = [&](const ExecutionSpec& e) {
+        ++res.enumerated;
+        const Scenario sc = candidate(e);
+        try {
+            validate(sc);
+        } catch (const InputError&) {
+            ++res.rejected["infeasible sizes (divisibility, schedule)"];
+            return;
+        }
+        if (!estimate_memory(sc.model, sc.execution, sc.system.device_memory()).fits()) {
+            ++res.rejected["out of memory (analytical)"];
+            return;
+        }
+        fits.push_back({e, estimate(sc, cost), 0, {}});
+    };
     for (int t : divisors(req.gpus)) {
         if (t > req.system.gpus_per_node) break;
         if (!allowed(sp.tensor, t)) continue;
@@ -264,41 +306,33 @@ SearchResult search(const SearchRequest& req) {
                 if (!allowed(sp.pipeline, p) || !allowed(sp.data, d)) continue;
                 const bool replicated = d * c > 1;
                 for (int m : sp.interleave) {
-                    for (int b : sp.microbatch) {
-                        for (Recompute rc : sp.recompute) {
-                            for (bool seq : values(sp.sequence_parallel, t > 1)) {
-                                for (bool dopt : values(sp.distributed_optimizer, replicated)) {
-                                    for (bool ogr : values(sp.overlap_grad_reduce, replicated)) {
-                                        for (bool opg : values(sp.overlap_param_gather, dopt)) {
-                                            for (bool tpo : values(sp.tp_comm_overlap, t > 1 && seq)) {
-                                                ++res.enumerated;
-                                                ExecutionSpec e = req.base;
-                                                e.tensor = t;
-                                                e.context = c;
-                                                e.pipeline = p;
-                                                e.data = d;
-                                                e.interleave = m;
-                                                e.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
-                                                e.microbatch = b;
-                                                e.global_batch = req.global_batch;
-                                                e.recompute = rc;
-                                                e.sequence_parallel = seq;
-                                                e.distributed_optimizer = dopt;
-                                                e.overlap_grad_reduce = ogr;
-                                                e.overlap_param_gather = opg;
-                                                e.tp_comm_overlap = tpo;
-                                                Scenario sc = candidate(e);
-                                                try {
-                                                    validate(sc);
-                                                } catch (const InputError&) {
-                                                    ++res.rejected["infeasible sizes (divisibility, schedule)"];
-                                                    continue;
+                    for (const Split split : splits(p * m)) {
+                        for (int b : sp.microbatch) {
+                            for (Recompute rc : sp.recompute) {
+                                for (bool seq : values(sp.sequence_parallel, t > 1)) {
+                                    for (bool dopt : values(sp.distributed_optimizer, replicated)) {
+                                        for (bool ogr : values(sp.overlap_grad_reduce, replicated)) {
+                                            for (bool opg : values(sp.overlap_param_gather, dopt)) {
+                                                for (bool tpo : values(sp.tp_comm_overlap, t > 1 && seq)) {
+                                                    ExecutionSpec e = req.base;
+                                                    e.tensor = t;
+                                                    e.context = c;
+                                                    e.pipeline = p;
+                                                    e.data = d;
+                                                    e.interleave = m;
+                                                    e.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+                                                    e.microbatch = b;
+                                                    e.global_batch = req.global_batch;
+                                                    e.recompute = rc;
+                                                    e.sequence_parallel = seq;
+                                                    e.distributed_optimizer = dopt;
+                                                    e.overlap_grad_reduce = ogr;
+                                                    e.overlap_param_gather = opg;
+                                                    e.tp_comm_overlap = tpo;
+                                                    e.embedding_in_pipeline_split = split.embedding;
+                                                    e.loss_in_pipeline_split = split.loss;
+                                                    screen(e);
                                                 }
-                                                if (!estimate_memory(sc.model, sc.execution, sc.system.device_memory()).fits()) {
-                                                    ++res.rejected["out of memory (analytical)"];
-                                                    continue;
-                                                }
-                                                fits.push_back({e, estimate(sc, cost), 0, {}});
                                             }
                                         }
                                     }
