@@ -118,6 +118,13 @@ struct ExecutionSpec {
     /// iteration's first forward of each chunk (its flows share the links from time zero), bucket by bucket in forward
     /// order, each piece of that forward (embedding, layer, output layer) waiting for its bucket.
     bool overlap_param_gather = false;
+    /// Megatron-Core's --overlap-param-gather-with-optimizer-step (interleaved schedule, with overlap_param_gather):
+    /// the optimizer steps each stage's first model chunk first and launches that chunk's parameter all-gather at
+    /// once, under the step of the other chunks (megatron/core/optimizer: ChainedOptimizer._step, force_dispatch).
+    /// Simulated by cutting the steady-state iteration there: each GPU begins with the previous step's later-chunk
+    /// part (the step's time over those chunks' share of the stage's parameters) while the first chunk's buckets
+    /// are gathered, and ends with the rest of the step.
+    bool overlap_param_gather_with_optimizer_step = false;
     GradientAverage gradient_average = GradientAverage::scale;
     /// Whether the gradients are averaged by a pass over the buffer (see GradientAverage).
     [[nodiscard]] bool averages_by_pass() const {

@@ -287,6 +287,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"fp8_recipe", to_string(e.fp8_recipe)},
                           {"fp8_param_gather", e.fp8_param_gather},
                           {"overlap_p2p_comm", e.overlap_p2p_comm},
+                          {"overlap_param_gather_with_optimizer_step", e.overlap_param_gather_with_optimizer_step},
                           {"context_parallel", e.context},
                           {"recompute_modules", names_of(e.recompute_modules)},
                           {"recompute_layers", e.recompute_layers},

@@ -20,13 +20,14 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 31> kExecutionKeys = {
+constexpr std::array<std::string_view, 32> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
     "tp_comm_overlap", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "overlap_p2p_comm",
-    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"};
+    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+    "overlap_param_gather_with_optimizer_step"};
 constexpr std::array<std::string_view, 7> kExperimentKeys = {"name",   "description", "model", "execution",
                                                              "system", "cases",       "sweep"};
 constexpr std::array<std::string_view, 5> kCaseKeys = {"name", "description", "model", "execution", "system"};
@@ -127,6 +128,7 @@ ExecutionSpec read_execution(const Fields& f) {
     e.distributed_optimizer = f.get_bool("distributed_optimizer", false);
     e.overlap_grad_reduce = f.get_bool("overlap_grad_reduce", false);
     e.overlap_param_gather = f.get_bool("overlap_param_gather", false);
+    e.overlap_param_gather_with_optimizer_step = f.get_bool("overlap_param_gather_with_optimizer_step", false);
     constexpr std::array<std::string_view, 3> ga = {"scale", "scale_always", "in_collective"};
     e.gradient_average = *gradient_average_named(f.get_choice("gradient_average", ga, "scale"));
     e.gradient_accumulation_fusion = f.get_bool("gradient_accumulation_fusion", true);

@@ -316,6 +316,10 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
     if (e.overlap_param_gather && !e.distributed_optimizer)
         return SpecProblem{"execution", "overlap_param_gather",
                            "overlap_param_gather needs distributed_optimizer: true (only a sharded optimizer gathers parameters)"};
+    if (e.overlap_param_gather_with_optimizer_step && (!e.overlap_param_gather || e.schedule != Schedule::interleaved))
+        return SpecProblem{"execution", "overlap_param_gather_with_optimizer_step",
+                           "overlap_param_gather_with_optimizer_step needs overlap_param_gather: true and the interleaved "
+                           "schedule (interleave > 1), as Megatron-Core requires"};
     if (e.overlap_p2p_comm && (e.schedule != Schedule::interleaved || (!e.sequence_parallel && e.tensor > 1)))
         return SpecProblem{"execution", "overlap_p2p_comm",
                            "overlap_p2p_comm needs the interleaved schedule (interleave > 1; Megatron overlaps pipeline "

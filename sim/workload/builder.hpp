@@ -281,6 +281,11 @@ private:
     /// after `after` (returned: what the reduction waits for); otherwise `after`.
     TaskId average_gradients(Group& g, TaskId after, double params);
     void emit_optimizer(Group& g);
+    /// Stage r's optimizer step on one GPU (HBM-bound bytes and the fixed overhead), before variation.
+    [[nodiscard]] Time optimizer_step(int stage) const;
+    /// With overlap_param_gather_with_optimizer_step: the part of stage r's step after its first chunk's, which the
+    /// simulated iteration begins with (zero without the option).
+    [[nodiscard]] Time later_chunks_step(int stage) const;
     /// Sets each stage's GatherChain up and generates its gathers (overlap_param_gather).
     void emit_overlapped_param_gathers();
     void stage_reduced(int stage, TaskId done);

@@ -208,13 +208,25 @@ void Builder::release_optimizers(int r) {
     maybe_gather_parameters(r);
 }
 
+Time Builder::optimizer_step(int r) const {
+    const double params = parameters_on_stage(sc_.model, e_, r);
+    const double shard = e_.distributed_optimizer ? params / weight_replicas() : params;
+    return Time::from_seconds(sc_.system.optimizer_step_seconds(shard, params, e_.precision, bytes_per_param(e_).gradients)) +
+           sc_.system.optimizer.fixed_overhead;
+}
+
+Time Builder::later_chunks_step(int r) const {
+    if (!e_.overlap_param_gather_with_optimizer_step) return Time::zero();
+    // The first chunk's parameters: its layers, and the input embedding on stage 0 (the output layer is in the last).
+    double first = layer_parameters_per_gpu(sc_.model, e_.tensor) * e_.layers_in_chunk(sc_.model.layers, r);
+    if (r == 0) first += embedding_parameters_per_gpu(sc_.model, e_.tensor);
+    const double share = 1.0 - first / parameters_on_stage(sc_.model, e_, r);
+    return scaled(optimizer_step(r) - sc_.system.optimizer.fixed_overhead, share);
+}
+
 void Builder::emit_optimizer(Group& g) {
     StageReduction& sr = reductions_[static_cast<std::size_t>(g.stage)];
-    const double params = parameters_on_stage(sc_.model, e_, g.stage);
-    const double shard = e_.distributed_optimizer ? params / weight_replicas() : params;
-    const Time step = Time::from_seconds(sc_.system.optimizer_step_seconds(shard, params, e_.precision,
-                                                                           bytes_per_param(e_).gradients)) +
-                      sc_.system.optimizer.fixed_overhead;
+    const Time step = optimizer_step(g.stage) - later_chunks_step(g.stage);
     const TaskId o = sim_.add_compute(g.compute, span_time(g, step), make_label(TaskKind::optimizer, 0, 0));
     if (sr.ready) {
         sim_.add_dependency(*sr.ready, o);

@@ -286,6 +286,12 @@ void Builder::check_task_limit() {
 bool Builder::emit_next(std::size_t gi) {
     Group& g = groups_[gi];
     const auto& program = programs_[static_cast<std::size_t>(g.stage)];
+    if (g.pc == 0 && !g.prev_last && e_.overlap_param_gather_with_optimizer_step) {
+        // The iteration is cut after the first chunk's step: it begins with the previous step's later chunks, while
+        // the first chunk's parameter buckets are gathered (Builder::later_chunks_step).
+        g.prev_last = sim_.add_compute(g.compute, span_time(g, later_chunks_step(g.stage)), make_label(TaskKind::optimizer, 0, 0));
+        return true;
+    }
     if (g.pc < program.size()) {
         emit_instruction(gi, program[g.pc++]);
         return true;
