@@ -1,5 +1,5 @@
 // The loss's kernels (ExecutionSpec::cross_entropy): Megatron-LM's eager fp32 vocabulary-parallel cross-entropy
-// (unfused, 38 + 14 bytes per logit) or Transformer Engine's fused Triton kernels (te: an online softmax reading each
+// (unfused, 38 + 14 bytes per logit), Megatron-Core's compiled version of it (fused, 22 + 10) or Transformer Engine's fused Triton kernels (te: an online softmax reading each
 // 16-bit logit once, the per-token statistics all-gathered over the tensor-parallel group, a backward pass reading
 // each logit and writing its gradient in place: 2 + 4 bytes per logit; the 16-bit logits kept instead of fp32).
 #include "fixtures.hpp"
@@ -44,14 +44,16 @@ TEST_CASE("cross_entropy: the key, its default and its choices", "[cross_entropy
     CHECK(load("").cases.at(0).execution.cross_entropy == CrossEntropy::unfused);
     CHECK(load(", cross_entropy: te").cases.at(0).execution.cross_entropy == CrossEntropy::te);
     CHECK(std::string(to_string(CrossEntropy::te)) == "te");
+    CHECK(load(", cross_entropy: fused").cases.at(0).execution.cross_entropy == CrossEntropy::fused);
     CHECK(cross_entropy_named("unfused") == CrossEntropy::unfused);
-    CHECK_FALSE(cross_entropy_named("fused").has_value());
+    CHECK(cross_entropy_named("fused") == CrossEntropy::fused);
+    CHECK_FALSE(cross_entropy_named("triton").has_value());
     try {
-        (void)load(", cross_entropy: fused");
+        (void)load(", cross_entropy: triton");
         FAIL("an unknown cross_entropy loaded");
     } catch (const InputError& e) {
         CHECK_THAT(e.what(), Contains("cross-entropy.yaml:3:") && Contains("cross_entropy") && Contains("unfused") &&
-                                 Contains("te"));
+                                 Contains("fused") && Contains("te"));
     }
 }
 
@@ -71,6 +73,20 @@ TEST_CASE("cross_entropy te: 2 bytes per logit forward, 4 backward, statistics g
     CHECK(lb.backward == 4 * logits);
     CHECK(lb.gathered == 3 * 4 * std::int64_t{sc.model.seq_len} * sc.execution.microbatch * sc.execution.tensor);
     CHECK(a.stored_per_microbatch.value - b.stored_per_microbatch.value == 2 * logits);
+}
+
+TEST_CASE("cross_entropy fused (Megatron-Core's native fusion): 22 bytes per logit forward, 10 backward, fp32 kept",
+          "[cross_entropy]") {
+    Scenario sc = strata::testing::small_22b(1, 1, 1, true, Recompute::selective);  // t = 8, SP
+    const OutputPlan unfused = build_output(layer_config(sc.model, sc.execution));
+    sc.execution.cross_entropy = CrossEntropy::fused;
+    const OutputPlan fused = build_output(layer_config(sc.model, sc.execution));
+    const std::int64_t logits = std::int64_t{sc.model.seq_len} * sc.execution.microbatch * sc.model.vocab / sc.execution.tensor;
+    const LossBytes lf = loss_bytes(fused);
+    CHECK(lf.forward == 22 * logits);
+    CHECK(lf.backward == 10 * logits);
+    CHECK(lf.gathered == 0);
+    CHECK(fused.stored_per_microbatch == unfused.stored_per_microbatch);  // the fp32 softmax is saved as unfused
 }
 
 TEST_CASE("cross_entropy te: a large-vocabulary model at t = 1 runs faster and keeps less", "[cross_entropy]") {

@@ -1,6 +1,7 @@
 // Today's transformers: grouped-query attention, SwiGLU, RMSNorm, no biases, no dropout, RoPE, untied output
 // layer and FlashAttention. Parameter counts against the published ones, per-op activation bytes derived by hand,
 // FLOPs in Megatron-LM's general convention, strict validation, and Llama 3 simulated end to end on DGX H100.
+#include "strata/cost.hpp"
 #include "strata/errors.hpp"
 #include "strata/layer.hpp"
 #include "strata/memory.hpp"
@@ -427,4 +428,77 @@ TEST_CASE("fp8 current scaling: an amax read before each cast; fp8_param_gather:
                                   << fp8_gather.exposed_comm.data_parallel.seconds() << " s");
     CHECK(fp8_gather.exposed_comm.data_parallel < bf16_gather.exposed_comm.data_parallel);
     CHECK(fp8_gather.iteration_time < bf16_gather.iteration_time);
+}
+
+TEST_CASE("squared_relu: Nemotron's MLP, two matrices and GeLU's bytes; loaded by name; the same memory") {
+    const ModelSpec gelu = model("gpt-22b");
+    ModelSpec relu2 = gelu;
+    relu2.mlp = Mlp::squared_relu;
+    CHECK(std::string(to_string(Mlp::squared_relu)) == "squared_relu");
+    CHECK(total_parameters(relu2) == total_parameters(gelu));
+    ExecutionSpec e;
+    e.tensor = 8;
+    e.sequence_parallel = true;
+    e.microbatch = 1;
+    e.global_batch = 1;
+    const LayerPlan a = build_layer(layer_config(gelu, e)), b = build_layer(layer_config(relu2, e));
+    CHECK(a.stored_bytes == b.stored_bytes);
+    // Kernel by kernel the same shapes and bytes; the activation named for what it is.
+    std::int64_t bytes_a = 0, bytes_b = 0;
+    bool named = false;
+    for (const auto& [pass_a, pass_b] : {std::pair{&a.forward, &b.forward}, std::pair{&a.backward, &b.backward}}) {
+        REQUIRE(pass_a->size() == pass_b->size());
+        for (std::size_t i = 0; i < pass_a->size(); ++i)
+            for (std::size_t k = 0; k < (*pass_a)[i].kernels.size(); ++k) {
+                bytes_a += (*pass_a)[i].kernels[k].bytes.value;
+                bytes_b += (*pass_b)[i].kernels[k].bytes.value;
+                named = named || (*pass_b)[i].kernels[k].name == "squared_relu";
+            }
+    }
+    CHECK(bytes_a == bytes_b);
+    CHECK(named);
+    const Experiment ex = load_experiment_text("model: {name: n, heads: 8, hidden: 512, layers: 2, seq_len: 256, vocab: 1024, "
+                                               "mlp: squared_relu}\nsystem: system-small.yaml\n"
+                                               "execution: {tensor: 1, pipeline: 1, recompute: none, microbatch: 1, global_batch: 1}\n",
+                                               strata::testing::data_path("valid/x.yaml"));
+    CHECK(ex.cases.at(0).model.mlp == Mlp::squared_relu);
+    CHECK_THROWS_WITH(load_experiment_text("model: {name: n, heads: 8, hidden: 512, layers: 2, seq_len: 256, vocab: 1024, "
+                                           "mlp: relu}\nsystem: system-small.yaml\n"
+                                           "execution: {tensor: 1, pipeline: 1, recompute: none, microbatch: 1, global_batch: 1}\n",
+                                           strata::testing::data_path("valid/x.yaml")),
+                      Catch::Contains("squared_relu"));
+}
+
+TEST_CASE("attention flash2: FlashAttention-2's kernels at the profile's flash2 ratios; 1.0 on A100; an error without") {
+    const Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
+    Scenario sc = ex.cases[0];
+    REQUIRE(sc.execution.attention == Attention::flash);
+    auto attention_time = [](const Scenario& s) {
+        const CostModel cost(s.system.device);
+        const LayerPlan plan = build_layer(layer_config(s.model, s.execution));
+        double t = 0;
+        for (const auto* pass : {&plan.forward, &plan.backward})
+            for (const Step& st : *pass)
+                for (const Kernel& k : st.kernels)
+                    if (k.kind == KernelKind::flash_attention_fwd || k.kind == KernelKind::flash_attention_bwd)
+                        t += (cost.kernel(k).time - Time::from_seconds(s.system.device.kernel_launch_us * 1e-6)).seconds();
+        return t;
+    };
+    const double cudnn = attention_time(sc);
+    sc.execution.attention = Attention::flash2;
+    validate(sc);
+    REQUIRE(sc.system.device.flash2_forward_ratio == Approx(0.62));
+    CHECK(attention_time(sc) == Approx(cudnn / 0.62).epsilon(1e-3));   // compute-bound: time over the ratio
+    CHECK(simulate(sc).iteration_time > simulate(ex.cases[0]).iteration_time);
+    // A profile without the ratios cannot run it; the message names the keys.
+    sc.system.device.flash2_forward_ratio = sc.system.device.flash2_backward_ratio = 0;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("flash2_forward_ratio") && Catch::Contains("execution.attention"));
+    // On the A100 profile the fused-attention figures are FlashAttention-2's own: the same time.
+    Scenario a100 = strata::testing::table4_case(0);
+    a100.execution.attention = Attention::flash;
+    validate(a100);
+    const double fa = attention_time(a100);
+    a100.execution.attention = Attention::flash2;
+    validate(a100);
+    CHECK(attention_time(a100) == Approx(fa));
 }

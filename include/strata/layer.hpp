@@ -41,6 +41,8 @@ struct Kernel {
     /// A transformer layer's linear GEMM (QKV, projection, fc1, fc2) and its role: what FP8 training casts and runs
     /// in FP8 (the attention core and the output layer are none).
     enum class Linear : std::uint8_t { none, forward, data_grad, weight_grad } linear = Linear::none;
+    /// A fused-attention kernel of FlashAttention-2 (attention: flash2), not the profile's own fused attention.
+    bool flash2 = false;
 };
 
 /// A tensor-parallel collective over the t GPUs of the group, on a buffer of `message` bytes

@@ -112,6 +112,10 @@ struct DeviceProfile {
     double gemm_efficiency_ceiling_fp8 = 0;  ///< the GEMM ceiling for FP8 GEMMs
     double flash_forward_efficiency = 0;
     double flash_backward_efficiency = 0;
+    /// FlashAttention-2's kernels' speed against the fused attention above (and the measured grid), forward and
+    /// backward (attention: flash2; 0: not given).
+    double flash2_forward_ratio = 0;
+    double flash2_backward_ratio = 0;
     std::vector<MeasuredGemm> measured_gemms;
     std::vector<MeasuredElementwise> measured_elementwise;
     std::vector<MeasuredCollectiveFit> measured_collectives;
@@ -122,6 +126,7 @@ struct DeviceProfile {
     [[nodiscard]] bool has_flash_attention() const {
         return flash_forward_efficiency > 0 || !measured_flash_attention.empty();
     }
+    [[nodiscard]] bool has_flash2() const { return has_flash_attention() && flash2_forward_ratio > 0; }
     int gpus_used = 0;                ///< provenance: GPUs the calibration ran on (0 if not given)
     /// The profile's kernel times are those of the slowest of this many GPUs running in step (1: one GPU's
     /// microbenchmarks; 8: layer times measured on a tensor-parallel group of 8). See VariationSpec.

@@ -20,14 +20,22 @@ enum class Schedule { one_f_one_b, interleaved, gpipe };
 /// fp8: Transformer Engine's FP8 training as Megatron-Core uses it (delayed scaling, per tensor): the transformer
 /// layers' linear GEMMs in FP8, everything else and the optimizer as with bf16.
 enum class Precision { bf16, fp16, fp8 };
-enum class Mlp { gelu, swiglu };
+/// The MLP: GeLU (two matrices), SwiGLU (gated: three), or squared ReLU (Nemotron: two matrices, relu(x)^2).
+enum class Mlp { gelu, swiglu, squared_relu };
 enum class Norm { layernorm, rmsnorm };
 enum class PositionEmbedding { learned, rope };
-enum class Attention { unfused, flash };
+/// The attention core: unfused (GEMMs, softmax, dropout as separate kernels), flash (one fused kernel each way at the
+/// device profile's fused-attention figures: cuDNN's on Hopper, as Transformer Engine prefers there), or flash2
+/// (FlashAttention-2's kernels: Transformer Engine with NVTE_FUSED_ATTN=0, or the flash-attn package; the profile's
+/// fused-attention figures times its flash2 ratios).
+enum class Attention { unfused, flash, flash2 };
+/// Whether the attention core is one fused kernel each way (flash or flash2).
+[[nodiscard]] inline bool fused_attention(Attention a) { return a != Attention::unfused; }
 /// The loss: Megatron-LM's vocabulary-parallel cross-entropy in eager PyTorch on fp32 logits (unfused, the default),
-/// or Transformer Engine's fused Triton kernels (te: Megatron-Core's --cross-entropy-loss-fusion
-/// --cross-entropy-fusion-impl te, as Megatron-Bridge's recipes run it).
-enum class CrossEntropy { unfused, te };
+/// Megatron-Core's own fused version of it (fused: --cross-entropy-loss-fusion with the native implementation, each
+/// step one compiled kernel, still on fp32 logits; NeMo's 2024-25 recipes), or Transformer Engine's fused Triton
+/// kernels (te: --cross-entropy-fusion-impl te, as Megatron-Bridge's recipes run it).
+enum class CrossEntropy { unfused, fused, te };
 /// FP8 scaling (Transformer Engine): delayed (from the amax history) or current (tensorwise: each cast first reads its
 /// 16-bit operand for the amax, 2 more bytes per element).
 enum class Fp8Recipe { delayed, current };
@@ -86,7 +94,7 @@ struct ModelSpec {
     int ffn_hidden = 0;      ///< 4h unless given; with swiglu the gated width (Llama's intermediate size)
     bool tied_embeddings = true;
     int kv_heads = 0;        ///< g, query groups (GQA / MQA); 0 means one per head (g = a)
-    Mlp mlp = Mlp::gelu;     ///< gelu: two matrices h x f; swiglu: three (gate, up, down)
+    Mlp mlp = Mlp::gelu;     ///< gelu, squared_relu: two matrices h x f; swiglu: three (gate, up, down)
     Norm norm = Norm::layernorm;
     bool linear_bias = true; ///< biases on the linear layers (GPT yes, Llama no)
     double dropout = 0.1;    ///< attention and hidden dropout probability; 0 removes the kernels and masks

@@ -223,7 +223,7 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o, 
     std::ostream& human = to_stdout ? std::cerr : std::cout;
     const auto attention = strata::attention_named(o.attention);
     const auto precision = strata::precision_named(o.precision);
-    if (!attention) throw strata::InputError("search: --attention " + o.attention + ": expected unfused or flash");
+    if (!attention) throw strata::InputError("search: --attention " + o.attention + ": expected unfused, flash or flash2");
     if (!precision) throw strata::InputError("search: --precision " + o.precision + ": expected bf16, fp16 or fp8");
     req.base.attention = *attention;
     req.base.precision = *precision;
@@ -370,7 +370,7 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"all", "representative"}));
     srch->add_option("--attention", so.attention, "attention kernel of every candidate: unfused or flash")
-        ->capture_default_str()->check(CLI::IsMember({"unfused", "flash"}));
+        ->capture_default_str()->check(CLI::IsMember({"unfused", "flash", "flash2"}));
     srch->add_option("--precision", so.precision, "training precision of every candidate: bf16, fp16 or fp8")
         ->capture_default_str()->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
     srch->add_option("--gradient-average", so.gradient_average, "gradient averaging of every candidate: scale (Megatron-Core), scale_always (Megatron-LM's local DDP, 2021-2023: the paper's), in_collective")

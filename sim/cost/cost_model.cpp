@@ -90,12 +90,13 @@ double CostModel::FlashGrid::head_dim_ratio(std::int64_t d, int dir) const {
 
 double CostModel::flash_efficiency(const Kernel& k) const {
     const bool forward = k.kind == KernelKind::flash_attention_fwd;
-    if (flash_grid_.xs.empty()) return forward ? profile_.flash_forward_efficiency : profile_.flash_backward_efficiency;
+    const double ratio = !k.flash2 ? 1.0 : forward ? profile_.flash2_forward_ratio : profile_.flash2_backward_ratio;
+    if (flash_grid_.xs.empty()) return ratio * (forward ? profile_.flash_forward_efficiency : profile_.flash_backward_efficiency);
     const int dir = forward ? 0 : 1;
     // Queries against keys (context parallelism: a rank's queries against the ring's keys): the geometric mean
     // stands for the sequence length of the measured square kernels.
     const double s = 0.5 * (std::log2(double(k.gemm.m)) + std::log2(double(k.gemm.n)));
-    return flash_grid_.at(std::log2(double(k.gemm.batch)), s, dir) * flash_grid_.head_dim_ratio(k.gemm.k, dir);
+    return ratio * flash_grid_.at(std::log2(double(k.gemm.batch)), s, dir) * flash_grid_.head_dim_ratio(k.gemm.k, dir);
 }
 
 double CostModel::gemm_efficiency(const GemmShape& g) const {

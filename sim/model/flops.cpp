@@ -49,7 +49,7 @@ Flops hardware_flops_per_iteration(const ModelSpec& m, int global_batch, Recompu
                                    double recomputed_fraction, RecomputeModules modules) {
     const FlopTerms t = flop_terms(m);
     // FlashAttention's backward recomputes the scores: one attention GEMM of the core's six (2 forward, 4 backward).
-    const Flops flash = attention == Attention::flash ? Flops(base(m, global_batch) * t.core / 6.0) : Flops(0);
+    const Flops flash = fused_attention(attention) ? Flops(base(m, global_batch) * t.core / 6.0) : Flops(0);
     if (paper_shaped(m) && recomputed_fraction == 1.0 && modules == RecomputeModules{}) {
         const double B = global_batch, s = m.seq_len, L = m.layers, h = m.hidden, v = m.vocab;
         switch (recompute) {

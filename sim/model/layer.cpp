@@ -34,7 +34,7 @@ struct Dims {
     std::int64_t kv_w;     ///< width of K (or V) per rank: g d / t
     std::int64_t qkv_out;  ///< QKV GEMM output per rank: (h + 2 g d) / t
     std::int64_t fc1_out;  ///< fc1 output per rank: f / t, or 2 f / t for swiglu (gate and up)
-    bool swiglu, rms, bias, dropout, rope, flash;
+    bool swiglu, squared_relu, rms, bias, dropout, rope, flash, flash2;
     RecomputeModules modules;
     bool tp_overlap;       ///< tp_comm_overlap (with SP)
     bool fp8;              ///< FP8 linear layers
@@ -67,12 +67,14 @@ Dims dims_of(const LayerConfig& c) {
     d.kv_w = d.g * d.d / d.t;
     d.qkv_out = (d.h + 2 * d.g * d.d) / d.t;
     d.swiglu = m.mlp == Mlp::swiglu;
+    d.squared_relu = m.mlp == Mlp::squared_relu;
     d.fc1_out = (d.swiglu ? 2 : 1) * d.f / d.t;
     d.rms = m.norm == Norm::rmsnorm;
     d.bias = m.linear_bias;
     d.dropout = m.has_dropout();
     d.rope = m.position_embedding == PositionEmbedding::rope;
-    d.flash = c.attention == Attention::flash;
+    d.flash = fused_attention(c.attention);
+    d.flash2 = c.attention == Attention::flash2;
     d.modules = c.modules;
     d.tp_overlap = c.tp_comm_overlap && c.sequence_parallel && c.tensor > 1;
     d.fp8 = c.fp8;
@@ -164,6 +166,7 @@ Kernel flash(std::string name, const Dims& d, bool forward) {
     Kernel kr;
     kr.name = std::move(name);
     kr.kind = forward ? KernelKind::flash_attention_fwd : KernelKind::flash_attention_bwd;
+    kr.flash2 = d.flash2;
     kr.gemm = GemmShape{d.s, d.s_kv, d.d, d.b * d.heads_t};  // local queries against every key (ring)
     // HBM traffic: q, k, v and o (and their gradients backward), 2 bytes each, plus the fp32 row statistics.
     const std::int64_t qkvo = 2 * d.n * (2 * d.h / d.t + 2 * d.kv_w);
@@ -233,13 +236,16 @@ std::vector<Kernel> attention_core_backward(const Dims& d) {
     return k;
 }
 
-/// The MLP's activation: bias-GeLU, or SwiGLU on the gate and up halves of fc1's output.
+/// The MLP's activation: bias-GeLU, SwiGLU on the gate and up halves of fc1's output, or squared ReLU (Transformer
+/// Engine's srelu: the same bytes as GeLU, an element read and one written forward, two read and one written back).
 Kernel activation_forward(const Dims& d) {
     if (d.swiglu) return elementwise("swiglu", "swiglu_fwd", kSwigluFwd * d.n * d.f / d.t);
+    if (d.squared_relu) return elementwise("squared_relu", "squared_relu_fwd", kGeluFwd * d.n * d.f / d.t);
     return elementwise("gelu", "gelu_fwd", kGeluFwd * d.n * d.f / d.t);
 }
 Kernel activation_backward(const Dims& d) {
     if (d.swiglu) return elementwise("swiglu.bwd", "swiglu_bwd", kSwigluBwd * d.n * d.f / d.t);
+    if (d.squared_relu) return elementwise("squared_relu.bwd", "squared_relu_bwd", kGeluBwd * d.n * d.f / d.t);
     return elementwise("gelu.bwd", "gelu_bwd", kGeluBwd * d.n * d.f / d.t);
 }
 
@@ -439,7 +445,7 @@ std::vector<LayerOp> layer_ops(const Dims& d) {
     if (d.dropout) ops.push_back({"attn.bias-dropout-add.mask", Bytes(sp_nh), M::none});
     ops.push_back({"ln2.input", Bytes(2 * sp_nh), M::none});
     ops.push_back({"fc1.input", Bytes(lin * sp_nh), M::layernorm});
-    ops.push_back({d.swiglu ? "swiglu.input" : "gelu.input", Bytes(2 * d.n * d.fc1_out), M::mlp});
+    ops.push_back({d.swiglu ? "swiglu.input" : d.squared_relu ? "squared_relu.input" : "gelu.input", Bytes(2 * d.n * d.fc1_out), M::mlp});
     ops.push_back({"fc2.input", Bytes(lin * d.n * d.f / d.t), M::mlp});
     if (d.dropout) ops.push_back({"mlp.bias-dropout-add.mask", Bytes(sp_nh), M::none});
     return ops;
@@ -560,7 +566,18 @@ OutputPlan build_output(const LayerConfig& cfg) {
     //   | target and sum all-reduces | softmax = exp / sum in place 4 + 4: 38 forward;
     //   backward: softmax * grad_output in place 4 + 4, the cast's backward to 16 bits 4 + 2: 14.
     const bool te = cfg.cross_entropy == CrossEntropy::te;
-    if (!te) {
+    if (cfg.cross_entropy == CrossEntropy::fused) {
+        // Megatron-Core's native fusion (megatron/core/fusions/fused_cross_entropy.py: the same steps, each function
+        // one torch.compile kernel, its in-place results written back), HBM bytes per logit: cast to fp32 with the max
+        // 2 + 4 | subtract, exp in place and sum 4 + 4 | normalise in place 4 + 4: 22 forward; backward: the target's
+        // update and the multiply by grad_output in place 4 + 4, the 16-bit copy 2: 10.
+        add(o.forward, {gemm("logits", d.n, d.v / d.t, d.h), elementwise("cross-entropy.cast-max", "", 6 * logits)});
+        o.forward.push_back(collective("cross-entropy.max-all-reduce", CollectiveKind::all_reduce, stat));
+        add(o.forward, {elementwise("cross-entropy.sub-exp-sum", "", 8 * logits)});
+        o.forward.push_back(collective("cross-entropy.target-sum-all-reduce", CollectiveKind::all_reduce, 2 * stat));
+        add(o.forward, {elementwise("cross-entropy.normalize", "", 8 * logits)});
+        add(o.backward, {elementwise("cross-entropy.bwd", "", 10 * logits), gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+    } else if (!te) {
         add(o.forward, {gemm("logits", d.n, d.v / d.t, d.h), elementwise("cross-entropy.cast-max", "", 10 * logits)});
         o.forward.push_back(collective("cross-entropy.max-all-reduce", CollectiveKind::all_reduce, stat));
         add(o.forward, {elementwise("cross-entropy.sub-exp-sum", "", 20 * logits)});

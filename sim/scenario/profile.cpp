@@ -13,7 +13,7 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 35> kProfileKeys = {
+constexpr std::array<std::string_view, 37> kProfileKeys = {
     "format", "name", "kind",
     "provenance.gpu", "provenance.sm_count", "provenance.memory_bytes", "provenance.driver",
     "provenance.cuda_runtime", "provenance.cublas", "provenance.nccl", "provenance.gpus_used",
@@ -25,6 +25,7 @@ constexpr std::array<std::string_view, 35> kProfileKeys = {
     "intra_node.bus_bandwidth_bytes_per_s", "intra_node.step_latency_us",
     "measured.copy_bandwidth_bytes_per_s", "measured",
     "flash_attention.forward_efficiency", "flash_attention.backward_efficiency",
+    "flash_attention.flash2_forward_ratio", "flash_attention.flash2_backward_ratio",
     "device.peak_flops_fp8", "gemm.efficiency_ceiling_fp8", "intra_node.nvls_bus_bandwidth_bytes_per_s"};
 
 /// The cost model interpolates a fused-attention kernel's efficiency bilinearly over the entries of the most
@@ -234,6 +235,11 @@ DeviceProfile read_device(const Fields& f, const std::string& file) {
     if ((p.flash_forward_efficiency > 0) != (p.flash_backward_efficiency > 0))
         f.fail(p.flash_forward_efficiency > 0 ? "flash_attention.backward_efficiency" : "flash_attention.forward_efficiency",
                "missing: the flash_attention block needs both forward_efficiency and backward_efficiency");
+    p.flash2_forward_ratio = f.get_double("flash_attention.flash2_forward_ratio", 0.05, 2.0, 0.0);
+    p.flash2_backward_ratio = f.get_double("flash_attention.flash2_backward_ratio", 0.05, 2.0, 0.0);
+    if ((p.flash2_forward_ratio > 0) != (p.flash2_backward_ratio > 0))
+        f.fail(p.flash2_forward_ratio > 0 ? "flash_attention.flash2_backward_ratio" : "flash_attention.flash2_forward_ratio",
+               "missing: FlashAttention-2 needs both flash2_forward_ratio and flash2_backward_ratio");
     if (f.has("measured.copy_bandwidth_bytes_per_s"))
         (void)f.get_double("measured.copy_bandwidth_bytes_per_s", 1e6, 1e15);
     return p;

@@ -96,8 +96,9 @@ ModelSpec read_model(const Fields& f) {
     m.ffn_hidden = static_cast<int>(f.get_int("ffn_hidden", 1, 1 << 26, 4LL * m.hidden));
     m.tied_embeddings = f.get_bool("tied_embeddings", true);
     m.kv_heads = f.has("kv_heads") ? static_cast<int>(f.get_int("kv_heads", 1, m.heads)) : 0;  // 0: one group per head
-    constexpr std::array<std::string_view, 2> mlp = {"gelu", "swiglu"};
-    m.mlp = f.get_choice("mlp", mlp, "gelu") == "gelu" ? Mlp::gelu : Mlp::swiglu;
+    constexpr std::array<std::string_view, 3> mlp = {"gelu", "swiglu", "squared_relu"};
+    const std::string mlp_name = f.get_choice("mlp", mlp, "gelu");
+    m.mlp = mlp_name == "gelu" ? Mlp::gelu : mlp_name == "swiglu" ? Mlp::swiglu : Mlp::squared_relu;
     constexpr std::array<std::string_view, 2> norm = {"layernorm", "rmsnorm"};
     m.norm = f.get_choice("norm", norm, "layernorm") == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
     m.linear_bias = f.get_bool("linear_bias", true);
@@ -140,9 +141,9 @@ ExecutionSpec read_execution(const Fields& f) {
     if (f.has("grad_reduce_in_fp32") && e.grad_reduce_in_fp32 && e.precision == Precision::fp16)
         f.fail("grad_reduce_in_fp32", "grad_reduce_in_fp32: true applies to bf16 and fp8 training; fp16 training keeps "
                                       "16-bit gradients (Megatron's --accumulate-allreduce-grads-in-fp32 with fp16 is not modelled)");
-    constexpr std::array<std::string_view, 2> at = {"unfused", "flash"};
+    constexpr std::array<std::string_view, 3> at = {"unfused", "flash", "flash2"};
     e.attention = *attention_named(f.get_choice("attention", at, "unfused"));
-    constexpr std::array<std::string_view, 2> ce = {"unfused", "te"};
+    constexpr std::array<std::string_view, 3> ce = {"unfused", "fused", "te"};
     e.cross_entropy = *cross_entropy_named(f.get_choice("cross_entropy", ce, "unfused"));
     constexpr std::array<std::string_view, 2> fr = {"delayed", "current"};
     e.fp8_recipe = *fp8_recipe_named(f.get_choice("fp8_recipe", fr, "delayed"));

@@ -236,7 +236,7 @@ int screen_overturned(const SearchResult& result) {
 SearchResult search(const SearchRequest& req) {
     if (req.gpus <= 0) throw InputError("search: --gpus must be positive");
     if (req.global_batch <= 0) throw InputError("search: --global-batch must be positive");
-    if (req.base.attention == Attention::flash && !req.system.device.has_flash_attention())
+    if (fused_attention(req.base.attention) && !req.system.device.has_flash_attention())
         throw InputError("search: --attention flash needs a flash_attention block in the device profile " + req.system.device.file);
     if (req.base.precision == Precision::fp8 && req.system.device.peak_flops_fp8 <= 0)
         throw InputError("search: --precision fp8 needs device.peak_flops_fp8 in the device profile " + req.system.device.file);

@@ -35,11 +35,32 @@ const char* to_string(Precision p) {
     }
     return "?";
 }
-const char* to_string(Mlp m) { return m == Mlp::gelu ? "gelu" : "swiglu"; }
+const char* to_string(Mlp m) {
+    switch (m) {
+        case Mlp::gelu: return "gelu";
+        case Mlp::swiglu: return "swiglu";
+        case Mlp::squared_relu: return "squared_relu";
+    }
+    return "?";
+}
 const char* to_string(Norm n) { return n == Norm::layernorm ? "layernorm" : "rmsnorm"; }
 const char* to_string(PositionEmbedding p) { return p == PositionEmbedding::learned ? "learned" : "rope"; }
-const char* to_string(Attention a) { return a == Attention::unfused ? "unfused" : "flash"; }
-const char* to_string(CrossEntropy c) { return c == CrossEntropy::unfused ? "unfused" : "te"; }
+const char* to_string(Attention a) {
+    switch (a) {
+        case Attention::unfused: return "unfused";
+        case Attention::flash: return "flash";
+        case Attention::flash2: return "flash2";
+    }
+    return "?";
+}
+const char* to_string(CrossEntropy c) {
+    switch (c) {
+        case CrossEntropy::unfused: return "unfused";
+        case CrossEntropy::fused: return "fused";
+        case CrossEntropy::te: return "te";
+    }
+    return "?";
+}
 const char* to_string(Fp8Recipe r) { return r == Fp8Recipe::delayed ? "delayed" : "current"; }
 const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::uniform ? "uniform" : "block"; }
 const char* to_string(GradientAverage g) {
@@ -63,7 +84,7 @@ std::optional<GradientAverage> gradient_average_named(std::string_view name) {
 }
 
 std::optional<CrossEntropy> cross_entropy_named(std::string_view name) {
-    for (const CrossEntropy c : {CrossEntropy::unfused, CrossEntropy::te})
+    for (const CrossEntropy c : {CrossEntropy::unfused, CrossEntropy::fused, CrossEntropy::te})
         if (name == to_string(c)) return c;
     return std::nullopt;
 }
@@ -75,7 +96,7 @@ std::optional<Fp8Recipe> fp8_recipe_named(std::string_view name) {
 }
 
 std::optional<Attention> attention_named(std::string_view name) {
-    for (const Attention a : {Attention::unfused, Attention::flash})
+    for (const Attention a : {Attention::unfused, Attention::flash, Attention::flash2})
         if (name == to_string(a)) return a;
     return std::nullopt;
 }
@@ -266,9 +287,14 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
         return SpecProblem{"model", "hidden", "hidden (" + s(m.hidden) + ") must be divisible by heads (" + s(m.heads) + ")"};
     if (m.heads % m.query_groups() != 0)
         return SpecProblem{"model", "kv_heads", "heads (" + s(m.heads) + ") must be divisible by kv_heads (" + s(m.query_groups()) + ")"};
-    if (e.attention == Attention::flash && !sc.system.device.has_flash_attention())
-        return SpecProblem{"execution", "attention", "attention: flash needs a flash_attention block in the device profile " +
+    if (fused_attention(e.attention) && !sc.system.device.has_flash_attention())
+        return SpecProblem{"execution", "attention", std::string("attention: ") + to_string(e.attention) +
+                                                         " needs a flash_attention block in the device profile " +
                                                          sc.system.device.file + " (FlashAttention efficiencies)"};
+    if (e.attention == Attention::flash2 && !sc.system.device.has_flash2())
+        return SpecProblem{"execution", "attention", "attention: flash2 needs flash_attention.flash2_forward_ratio and "
+                                                     "flash2_backward_ratio in the device profile " + sc.system.device.file +
+                                                     " (FlashAttention-2's speed against the profile's fused attention)"};
     if (m.heads % e.tensor != 0)
         return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") must divide model.heads (" + s(m.heads) + ")"};
     if (m.query_groups() % e.tensor != 0)
@@ -329,7 +355,7 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                            "tp_comm_overlap needs tensor > 1 and sequence_parallel: true (Megatron-LM overlaps the "
                            "sequence-parallel all-gathers and reduce-scatters with the GEMMs)"};
     if (e.context > 1) {
-        if (e.attention != Attention::flash)
+        if (!fused_attention(e.attention))
             return SpecProblem{"execution", "context_parallel",
                                "context_parallel (" + s(e.context) + ") needs attention: flash (Megatron-Core's ring attention runs "
                                "fused attention kernels)"};
