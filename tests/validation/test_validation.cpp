@@ -155,13 +155,13 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     CHECK(s.worst_abs <= 0.185);
 }
 
-TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B and 3.1 405B, FP8 current scaling) tokens/s per GPU within 1.0% / 3.5%") {
-    // Hopper, today's software (Megatron-Bridge 26.04 and 26.04.01: bf16 gradient reduction, TE's fused cross-entropy,
-    // FP8 current scaling and parameter gather, overlapped pipeline communication; 405B: context parallelism and the
-    // embedding and loss counted in the pipeline split). Today's figures, 70B +0.29%, 405B +3.02%, pinned so that a
-    // change is seen (70B -4.30%, 405B -0.42% with blocking pipeline calls, before overlap_p2p_comm was modelled).
-    const nlohmann::json paper = published()["megatron_bridge_h100"];
-    const Experiment ex = load_experiment(kRoot + "scenarios/validation/megatron-bridge-h100.yaml");
+namespace {
+
+/// Simulated against published tokens/s per GPU of plots/paper_values.json's table `key`, for the experiment `file`:
+/// the signed errors, printed.
+std::vector<double> tokens_errors(const std::string& key, const std::string& file) {
+    const nlohmann::json paper = published()[key];
+    const Experiment ex = load_experiment(kRoot + file);
     const auto tokens = paper["tokens_per_s_per_gpu"].get<std::vector<double>>();
     const auto gpus = paper["gpus"].get<std::vector<int>>();
     REQUIRE(ex.cases.size() == tokens.size());
@@ -175,10 +175,35 @@ TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B and 3.1 405B, FP8 curre
         names.push_back(sc.name);
         errors.push_back(per_gpu / tokens[i] - 1);
     }
-    summarize("Megatron-Bridge H100", names, errors);
+    summarize(paper["title"].get<std::string>(), names, errors);
+    return errors;
+}
+
+}  // namespace
+
+TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B and 3.1 405B, FP8 current scaling) tokens/s per GPU within 1.0% / 3.5%") {
+    // Hopper, today's software (Megatron-Bridge 26.04 and 26.04.01: bf16 gradient reduction, TE's fused cross-entropy,
+    // FP8 current scaling and parameter gather, overlapped pipeline communication; 405B: context parallelism and the
+    // embedding and loss counted in the pipeline split). Today's figures, 70B +0.29%, 405B +3.02%, pinned so that a
+    // change is seen (70B -4.30%, 405B -0.42% with blocking pipeline calls, before overlap_p2p_comm was modelled).
+    const std::vector<double> errors = tokens_errors("megatron_bridge_h100", "scenarios/validation/megatron-bridge-h100.yaml");
     REQUIRE(errors.size() == 2);
     CHECK(std::abs(errors[0]) <= 0.010);
     CHECK(std::abs(errors[1]) <= 0.035);
+}
+
+TEST_CASE("validation: NeMo 24.07 H100 (ten dense FP8 rows) tokens/s per GPU, mean |error| <= 3.5%, worst <= 6.5%") {
+    // NeMo's 2024 launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
+    // optimizer). Today's figures: mean 3.37%, worst 6.11% (Nemotron-22B), signed +3.32% (strata fast); with
+    // cuDNN's attention in place of FlashAttention-2 the mean would be 10.6%.
+    const std::vector<double> errors = tokens_errors("nemo_h100", "scenarios/validation/nemo-h100.yaml");
+    double mean = 0, worst = 0;
+    for (double e : errors) {
+        mean += std::abs(e) / double(errors.size());
+        worst = std::max(worst, std::abs(e));
+    }
+    CHECK(mean <= 0.035);
+    CHECK(worst <= 0.065);
 }
 
 TEST_CASE(
