@@ -761,11 +761,54 @@ def plot_crosscheck(xc, paper, save):
     save(fig, "crosscheck_sc21")
 
 
+def plot_hopper_validation(tables, paper, save):
+    """Hopper validation: each published row's signed error, grouped by table (Megatron-LM's TFLOP/s per GPU,
+    Megatron-Bridge's and NeMo's tokens/s per GPU). `tables`: (title, results file, paper_values key, measure)."""
+    rows = []   # (group, label, error)
+    for title, data, key, measure in tables:
+        ref = paper[key]
+        pub = ref["tflops_per_gpu"] if measure == "tflops" else ref["tokens_per_s_per_gpu"]
+        res = data.get("results", [])
+        if len(res) != len(pub):
+            die("%s: %d results, expected the %d published rows of %s" % (title, len(res), len(pub), key))
+        for r, p_, case in zip(res, pub, ref["cases"]):
+            if "iteration_time_s" not in r:
+                die("%s case '%s' has no simulated result (%s)" % (title, r.get("name"), r.get("error", "")))
+            sim = r["tflops_per_gpu"] if measure == "tflops" else r["tokens_per_s"] / r["execution"]["gpus"]
+            rows.append((title, case, sim / p_ - 1))
+    colors = ["#0072B2", "#D55E00", "#009E73", "#CC79A7"]
+    groups = list(dict.fromkeys(g for g, _, _ in rows))
+    fig, ax = plt.subplots(figsize=(max(8, 0.42 * len(rows) + 2), 4.8))
+    ax.axhspan(-5, 5, color="#DDDDDD", alpha=0.5, lw=0, label="within 5%")
+    ax.axhline(0, color="black", lw=0.8)
+    for i, (g, case, e) in enumerate(rows):
+        ax.bar(i, 100 * e, color=colors[groups.index(g) % len(colors)],
+               label=g if i == [k for k, r in enumerate(rows) if r[0] == g][0] else None)
+        ax.annotate("%+.1f" % (100 * e), (i, 100 * e), xytext=(0, 2 if e >= 0 else -9), textcoords="offset points",
+                    ha="center", fontsize=7)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([c for _, c, _ in rows], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("simulated / published - 1 (%)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.legend(loc="lower right", fontsize=8, frameon=False)
+    errs = [e for _, _, e in rows]
+    ax.set_title("Hopper validation, %d published rows (positive: strata fast): mean |error| %.1f%%, signed %+.1f%%"
+                 % (len(errs), 100 * sum(abs(e) for e in errs) / len(errs), 100 * sum(errs) / len(errs)), fontsize=10)
+    fig.tight_layout()
+    save(fig, "validation_hopper")
+
+
 # ----------------------------------------------------------------------------------------------
 # The paper's figures from a directory (table5.json, table2.json, timeline.json and the optional files)
 # ----------------------------------------------------------------------------------------------
 PAPER_REQUIRED = ["table5.json", "table2.json", "timeline.json"]
-PAPER_OPTIONAL = ["530b-2240.json", "table4.json", "sc21-table1.json", "table2-hopper.json", "sweep.json"]
+PAPER_OPTIONAL = ["530b-2240.json", "table4.json", "sc21-table1.json", "table2-hopper.json", "sweep.json",
+                  "megatron-h100.json", "megatron-bridge-h100.json", "nemo-h100.json"]
+# The Hopper validation figure's tables: results file, title, paper_values key, measure.
+HOPPER_TABLES = [("megatron-h100.json", "Megatron-LM weak scaling (TFLOP/s, BF16)", "megatron_h100", "tflops"),
+                 ("megatron-bridge-h100.json", "Megatron-Bridge (tokens/s, FP8)", "megatron_bridge_h100", "tokens"),
+                 ("nemo-h100.json", "NeMo (tokens/s, FP8)", "nemo_h100", "tokens")]
 
 
 def plot_paper(inputs, out, formats, written=None):
@@ -811,6 +854,12 @@ def plot_paper(inputs, out, formats, written=None):
         plot_sweep(load_input(inputs, "sweep.json"), save)
     else:
         print("no %s; skipping sweep.png" % sweep_path)
+    hopper = [(title, load_input(inputs, f), key, measure) for f, title, key, measure in HOPPER_TABLES
+              if os.path.isfile(os.path.join(inputs, f))]
+    if hopper:
+        plot_hopper_validation(hopper, paper, save)
+    else:
+        print("no %s in %s; skipping validation_hopper.png" % (" / ".join(f for f, _, _, _ in HOPPER_TABLES), inputs))
 
 
 # ----------------------------------------------------------------------------------------------

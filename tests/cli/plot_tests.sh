@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `strata plot` on results files and directories (plots/make_plots.py, python3 + matplotlib): the figures each kind
 # of file gives, the message and exit status 2 when nothing can be plotted, and where the script is found.
-# usage: tests/cli/plot_tests.sh path/to/strata sweep|search|timeline|directory|unrecognised|script
+# usage: tests/cli/plot_tests.sh path/to/strata sweep|search|timeline|directory|hopper|unrecognised|script
 # Exit 77 (CTest SKIP_RETURN_CODE) when a test that draws finds no matplotlib; scripts/install-deps installs it.
 set -u
 strata=$1
@@ -93,6 +93,31 @@ case $what in
     check "a .json that is not JSON is named" 'grep -q "notes.json: not plotted: not JSON" "$tmp/err"'
     check "files not ending in .json are left alone" '! grep -q "table.csv" "$tmp/err"'
     check "the paper figures are named as missing their other files" 'grep -q "the paper.s figures need table5.json, table2.json, timeline.json (missing: table5.json, timeline.json)" "$tmp/out"'
+    ;;
+  hopper)
+    # The paper's directory with the Hopper validation results: the Hopper validation figure beside the paper's.
+    d=$tmp/paper
+    mkdir "$d"
+    "$strata" run "$root/scenarios/paper/table5.yaml" --json "$d/table5.json" >/dev/null &&
+      "$strata" run "$root/scenarios/paper/table2.yaml" --analytical-only --json "$d/table2.json" >/dev/null &&
+      "$strata" run "$root/scenarios/paper/table5.yaml" --case "22B present work" --timeline "$d/timeline.json" >/dev/null &&
+      "$strata" run "$root/scenarios/validation/nemo-h100.yaml" --json "$d/nemo-h100.json" >/dev/null &&
+      "$strata" run "$root/scenarios/validation/megatron-bridge-h100.yaml" --json "$d/megatron-bridge-h100.json" >/dev/null
+    rc=$?
+    check "the inputs are written" '[[ $rc -eq 0 ]]'
+    "$strata" plot "$d" --format png >"$tmp/out" 2>"$tmp/err"; rc=$?
+    check "the paper's directory plots with exit 0" '[[ $rc -eq 0 ]]'
+    check "the Hopper validation figure is written" 'is_png "$d/validation_hopper.png"'
+    check "the missing Megatron-LM table is no error" '[[ $rc -eq 0 ]] && ! grep -q "megatron-h100.json" "$tmp/err"'
+    python3 - "$d/nemo-h100.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["results"] = d["results"][:-1]
+json.dump(d, open(sys.argv[1], "w"))
+PY
+    "$strata" plot "$d" --format png >"$tmp/out" 2>"$tmp/err"; rc=$?
+    check "a results file that does not match its published table is an error that names both" \
+      '[[ $rc -ne 0 ]] && grep -q "NeMo (tokens/s, FP8): 10 results, expected the 11 published rows of nemo_h100" "$tmp/err"'
     ;;
   unrecognised)
     printf '{"name": "not strata", "values": [1, 2]}\n' >"$tmp/other.json"
