@@ -268,3 +268,24 @@ def test_a_missing_key_is_named_with_its_part():
     with pytest.raises(strata.InputError) as e:
         strata.load({"execution": {"microbatch": 1}})
     assert e.value.key == "model.heads" and e.value.line == 1
+
+
+def test_search_flash2_and_ends_in_split():
+    # FlashAttention-2's kernels and the embedding / loss counted in the pipeline split reach the search from Python.
+    model = os.path.join(SRC, "scenarios", "models", "llama3-8b.yaml")
+    system = os.path.join(SRC, "scenarios", "systems", "dgx-h100.yaml")
+    fix = {"tensor": 1, "pipeline": 3, "microbatch": 1, "interleave": 1, "recompute": "none", "context_parallel": 1}
+    r = strata.search(model, system, gpus=3, global_batch=3, top=2, simulate_top=2, jobs=1, attention="flash2", fix=fix)
+    assert r["results"], r["rejected"]
+    # 32 layers do not split over 3 stages; 33 places do, with the embedding or the loss counted: both ways tried.
+    # Counting the loss leaves 11 layers and the embedding on stage 0, which holds 3 microbatches at 8k tokens: it does
+    # not fit on an 80 GB H100; counting the embedding (10 layers there) does.
+    assert r["enumerated"] == 3 and r["screened"] == 1
+    assert r["rejected"] == {"infeasible sizes (divisibility, schedule)": 1, "out of memory (analytical)": 1}
+    e = r["results"][0]["execution"]
+    assert e["attention"] == "flash2"
+    assert e["account_for_embedding_in_pipeline_split"] and not e["account_for_loss_in_pipeline_split"], e
+    assert (e["first_stage_layers"], e["last_stage_layers"]) == (10, 11), e
+    off = strata.search(model, system, gpus=3, global_batch=3, top=2, simulate_top=2, jobs=1, attention="flash2",
+                        fix=dict(fix, ends_in_split=False))
+    assert not off["results"] and off["screened"] == 0
