@@ -142,7 +142,8 @@ def search(model, system, gpus, global_batch, *, attention="unfused", precision=
            max_interleave=4, top=10, simulate_top=8, jobs=0, fix=(), margin=10.0, simulate_max=64, max_tasks=1000,
            base_dir=None, replicas="all", gradient_average="scale", grad_reduce_in_fp32=True):
     """The fastest executions of `model` (path or dict) on `gpus` GPUs of `system` that fit in memory, as in
-    `strata search`. fix: constraints as `--fix` takes them, a dict ({"tensor": 8, "pipeline": "4..16",
+    `strata search`. attention: "unfused", "flash" (the device profile's fused attention) or "flash2"
+    (FlashAttention-2's kernels), as `--attention`. fix: constraints as `--fix` takes them, a dict ({"tensor": 8, "pipeline": "4..16",
     "recompute": "selective,full"}) or strings ("tensor=8"); margin: percent of the best estimate within which
     every candidate is simulated (`--margin`); replicas: "all" (every GPU group, the default) or "representative"
     (the data-parallel replicas of replica 0's node only, then rank 1 again in full: search["best_in_full_s"]), as

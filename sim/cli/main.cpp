@@ -369,7 +369,7 @@ int main(int argc, char** argv) {
             "of replica 0's node only (about d times faster), then rank 1 again in full")
         ->capture_default_str()
         ->check(CLI::IsMember({"all", "representative"}));
-    srch->add_option("--attention", so.attention, "attention kernel of every candidate: unfused or flash")
+    srch->add_option("--attention", so.attention, "attention kernel of every candidate: unfused, flash (the profile's fused attention) or flash2 (FlashAttention-2)")
         ->capture_default_str()->check(CLI::IsMember({"unfused", "flash", "flash2"}));
     srch->add_option("--precision", so.precision, "training precision of every candidate: bf16, fp16 or fp8")
         ->capture_default_str()->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
