@@ -854,12 +854,17 @@ def plot_paper(inputs, out, formats, written=None):
         plot_sweep(load_input(inputs, "sweep.json"), save)
     else:
         print("no %s; skipping sweep.png" % sweep_path)
+    if not draw_hopper(inputs, paper, save):
+        print("no %s in %s; skipping validation_hopper.png" % (" / ".join(f for f, _, _, _ in HOPPER_TABLES), inputs))
+
+
+def draw_hopper(inputs, paper, save):
+    """The Hopper validation figure from the tables' results files in `inputs` that are there; False if none is."""
     hopper = [(title, load_input(inputs, f), key, measure) for f, title, key, measure in HOPPER_TABLES
               if os.path.isfile(os.path.join(inputs, f))]
     if hopper:
         plot_hopper_validation(hopper, paper, save)
-    else:
-        print("no %s in %s; skipping validation_hopper.png" % (" / ".join(f for f, _, _, _ in HOPPER_TABLES), inputs))
+    return bool(hopper)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1377,10 +1382,21 @@ class Run:
             except PlotProblem as e:
                 self.problem("%s: the paper's figures not plotted: %s" % (d, e))
             skip = set(PAPER_REQUIRED + PAPER_OPTIONAL)
-        elif paper:
-            print("%s: the paper's figures need %s (missing: %s); plotting %s as results files"
-                  % (d, ", ".join(PAPER_REQUIRED), ", ".join(n for n in PAPER_REQUIRED if n not in names),
-                     ", ".join(paper)))
+        else:
+            if paper:
+                print("%s: the paper's figures need %s (missing: %s); plotting %s as results files"
+                      % (d, ", ".join(PAPER_REQUIRED), ", ".join(n for n in PAPER_REQUIRED if n not in names),
+                         ", ".join(paper)))
+            if any(f in names for f, _, _, _ in HOPPER_TABLES):
+                # The Hopper validation figure needs none of the paper's files (its tables are plotted as results too).
+                try:
+                    before = len(self.written)
+                    setup_matplotlib()
+                    draw_hopper(d, load_paper(), Saver(out, self.formats, source="the Hopper validation",
+                                                       written=self.written))
+                    self.plotted += len(self.written) > before
+                except PlotProblem as e:
+                    self.problem("%s: the Hopper validation figure not plotted: %s" % (d, e))
         rest = [n for n in names if n not in skip]
         if not names:
             self.problem("%s: nothing to plot: no .json file in it\n  %s\n  the paper's figures need %s there "
