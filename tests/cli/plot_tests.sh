@@ -99,15 +99,15 @@ case $what in
     # files) beside each file's own figures.
     d=$tmp/hopper
     mkdir "$d"
-    "$strata" run "$root/scenarios/validation/nemo-h100.yaml" --json "$d/nemo-h100.json" >/dev/null &&
-      "$strata" run "$root/scenarios/validation/megatron-bridge-h100.yaml" --json "$d/megatron-bridge-h100.json" >/dev/null
+    # NeMo's table alone (a fifth of a second; Megatron-Bridge's 1,024-GPU row takes minutes under the sanitizers).
+    "$strata" run "$root/scenarios/validation/nemo-h100.yaml" --json "$d/nemo-h100.json" >/dev/null
     rc=$?
     check "the inputs are written" '[[ $rc -eq 0 ]]'
     "$strata" plot "$d" --format png >"$tmp/out" 2>"$tmp/err"; rc=$?
     check "the directory plots with exit 0" '[[ $rc -eq 0 ]]'
     check "the Hopper validation figure is written" 'is_png "$d/validation_hopper.png" && grep -qx "$d/validation_hopper.png" "$tmp/out"'
-    check "each table is also plotted as results" 'is_png "$d/nemo-h100-memory.png" && is_png "$d/megatron-bridge-h100-memory.png"'
-    check "the missing Megatron-LM table is no error" '! grep -q "megatron-h100.json" "$tmp/err"'
+    check "the table is also plotted as results" 'is_png "$d/nemo-h100-memory.png"'
+    check "the missing tables are no error" '! grep -q "megatron-h100.json\|megatron-bridge-h100.json" "$tmp/err"'
     rm "$d"/*.png
     python3 - "$d/nemo-h100.json" <<'PY'
 import json, sys
