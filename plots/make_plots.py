@@ -781,9 +781,10 @@ def plot_hopper_validation(tables, paper, save):
     fig, ax = plt.subplots(figsize=(max(8, 0.42 * len(rows) + 2), 4.8))
     ax.axhspan(-5, 5, color="#DDDDDD", alpha=0.5, lw=0, label="within 5%")
     ax.axhline(0, color="black", lw=0.8)
+    labelled = set()
     for i, (g, case, e) in enumerate(rows):
-        ax.bar(i, 100 * e, color=colors[groups.index(g) % len(colors)],
-               label=g if i == [k for k, r in enumerate(rows) if r[0] == g][0] else None)
+        ax.bar(i, 100 * e, color=colors[groups.index(g) % len(colors)], label=None if g in labelled else g)
+        labelled.add(g)
         ax.annotate("%+.1f" % (100 * e), (i, 100 * e), xytext=(0, 2 if e >= 0 else -9), textcoords="offset points",
                     ha="center", fontsize=7)
     ax.set_xticks(range(len(rows)))

@@ -201,6 +201,16 @@ TEST_CASE("search: layers that do not split over the chunks are split with the e
     CHECK(off.rejected.at("infeasible sizes (divisibility, schedule)") == 1);
 }
 
+TEST_CASE("search: an attention kernel the device profile cannot cost is an error up front, not an empty search") {
+    SearchRequest req = small_request();
+    req.base.attention = Attention::flash2;
+    req.system.device.flash2_forward_ratio = req.system.device.flash2_backward_ratio = 0;
+    CHECK_THROWS_WITH(search(req), Contains("--attention flash2 needs flash_attention.flash2_forward_ratio"));
+    req.system.device.flash_forward_efficiency = req.system.device.flash_backward_efficiency = 0;
+    req.system.device.measured_flash_attention.clear();
+    CHECK_THROWS_WITH(search(req), Contains("--attention flash2 needs a flash_attention block"));
+}
+
 TEST_CASE("search: a candidate over the task limit names strata search --max-tasks and the inputs") {
     SearchRequest req = small_request();
     req.space = constrained({"tensor=8", "microbatch=1"});

@@ -237,7 +237,12 @@ SearchResult search(const SearchRequest& req) {
     if (req.gpus <= 0) throw InputError("search: --gpus must be positive");
     if (req.global_batch <= 0) throw InputError("search: --global-batch must be positive");
     if (fused_attention(req.base.attention) && !req.system.device.has_flash_attention())
-        throw InputError("search: --attention flash needs a flash_attention block in the device profile " + req.system.device.file);
+        throw InputError(std::string("search: --attention ") + to_string(req.base.attention) +
+                         " needs a flash_attention block in the device profile " + req.system.device.file);
+    // Without this every candidate would fail validation and the search would end with none, the reason unsaid.
+    if (req.base.attention == Attention::flash2 && !req.system.device.has_flash2())
+        throw InputError("search: --attention flash2 needs flash_attention.flash2_forward_ratio and flash2_backward_ratio "
+                         "in the device profile " + req.system.device.file);
     if (req.base.precision == Precision::fp8 && req.system.device.peak_flops_fp8 <= 0)
         throw InputError("search: --precision fp8 needs device.peak_flops_fp8 in the device profile " + req.system.device.file);
     const auto t0 = std::chrono::steady_clock::now();
