@@ -389,6 +389,23 @@ TEST_CASE("overlap_p2p_comm: asynchronous pipeline calls run every interleaved s
                 faster = faster || overlapped.iteration_time < blocking.iteration_time;
             }
     CHECK(faster);
+    // One NCCL stream per pair of ranks (p2p_pair_order, the default): the pair's transfers run in the order both
+    // ranks posted them (the simulation checks that the orders agree), never earlier than with a stream per direction;
+    // in Megatron's schedule no later either: each rank posts the pair's next op one unit after the transfer before it.
+    for (int p = 2; p <= 4; ++p)
+        for (int m = 2; m <= 3; ++m) {
+            Scenario base = strata::testing::table4_case(0);
+            base.model.layers = 72;
+            base.model.seq_len = 1024;
+            Scenario sc = strata::testing::with_pipeline(base, p, m, 2 * p, true, Recompute::selective);
+            sc.system.variation.gpu_sigma = 0;
+            sc.execution.overlap_p2p_comm = true;
+            const IterationResult pair = simulate(sc);
+            sc.execution.p2p_pair_order = false;
+            const IterationResult per_direction = simulate(sc);
+            INFO("p=" << p << " m=" << m);
+            CHECK(pair.iteration_time == per_direction.iteration_time);
+        }
     // Megatron overlaps pipeline communication only in the interleaved schedule.
     Scenario plain = small_22b(2, 1, 4, true, Recompute::selective);
     plain.execution.overlap_p2p_comm = true;

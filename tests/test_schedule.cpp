@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <map>
 #include <set>
 #include <string>
@@ -143,6 +144,77 @@ TEST_CASE("schedule: warm-up depth and units in flight as Megatron-LM orders the
     CHECK(u[3] == Unit{true, 1, 1});
     CHECK(u[4] == Unit{true, 0, 2});
     CHECK(u[5] == Unit{false, 1, 0});
+}
+
+TEST_CASE("schedule: overlapped interleaved calls as Megatron-Core posts them, in one order on both ranks of a pair") {
+    // PyTorch runs the single isend / irecv ops between two ranks on one NCCL stream and NCCL matches a pair's sends
+    // and receives by their order, so both ranks must post a pair's ops in the same order. With p > 2 a pair's
+    // stream carries both directions; with p = 2 Megatron-Core puts one direction on the world group (a stream each).
+    for (int p = 2; p <= 6; ++p)
+        for (int m = 2; m <= 4; ++m)
+            for (int k = 1; k <= 3; ++k) {
+                const Shape s{Schedule::interleaved, p, m, k * p, true};
+                INFO(name(s));
+                using Message = std::tuple<bool, int, int>;  // forward, destination virtual stage, microbatch
+                // [channel][side]: the messages in the order each side posted its op.
+                std::vector<std::array<std::vector<Message>, 2>> posted(static_cast<std::size_t>(p));
+                for (int r = 0; r < p; ++r) {
+                    const std::vector<Instruction> prog = schedule::stage_program(s, r);
+                    const int total = m * s.microbatches, warm = schedule::interleaved_warmup(s, r);
+                    const bool steady = warm < total;
+                    const int cooldown = 2 * total - warm;  // the index of its first cool-down backward
+                    int units = 0;
+                    const std::vector<Unit> order = schedule::unit_order(s, r);
+                    const Unit first_backward = order[std::size_t(steady ? warm + 1 : warm)];
+                    REQUIRE(!first_backward.forward);
+                    bool first_backward_received = false;
+                    for (std::size_t i = 0; i < prog.size(); ++i) {
+                        const Instruction& ins = prog[i];
+                        if (ins.kind == Instruction::Kind::unit) {
+                            ++units;
+                            continue;
+                        }
+                        bool expect_async = units > 0 && units - 1 < cooldown;  // after a warm-up or steady unit
+                        for (int j = 0; j < ins.call.receive_count; ++j) {
+                            if (!(ins.call.receives[std::size_t(j)] == first_backward)) continue;
+                            first_backward_received = true;
+                            // The first backward's receive has a call of its own: right after the last warm-up
+                            // forward's exchange, or, with every forward warm-up, blocking before the first backward.
+                            CHECK(ins.call.send_count == 0);
+                            CHECK(ins.call.receive_count == 1);
+                            if (steady) {
+                                CHECK(units == warm);
+                                CHECK(prog[i - 1].kind == Instruction::Kind::call);
+                            } else {
+                                expect_async = false;
+                                REQUIRE(i + 1 < prog.size());
+                                CHECK(prog[i + 1].kind == Instruction::Kind::unit);
+                                CHECK(!prog[i + 1].unit.forward);
+                            }
+                        }
+                        CHECK(ins.call.asynchronous == expect_async);
+                        auto record = [&](const Unit& u, bool send) {
+                            const int v = schedule::virtual_stage(s, r, u.chunk);
+                            const Message msg{u.forward, send ? (u.forward ? v + 1 : v - 1) : v, u.microbatch};
+                            const int peer = u.forward == send ? (r + 1) % p : (r + p - 1) % p;
+                            if (p == 2) {  // a stream per direction: the channel of the sender
+                                posted[std::size_t(send ? r : peer)][send ? 0 : 1].push_back(msg);
+                            } else {       // a stream per pair: the channel of its lower stage (p - 1 for the wrap)
+                                const bool lower = peer == (r + 1) % p;
+                                posted[std::size_t(lower ? r : peer)][lower ? 0 : 1].push_back(msg);
+                            }
+                        };
+                        for (int j = 0; j < ins.call.send_count; ++j) record(ins.call.sends[std::size_t(j)], true);
+                        for (int j = 0; j < ins.call.receive_count; ++j) record(ins.call.receives[std::size_t(j)], false);
+                    }
+                    CHECK(first_backward_received == schedule::needs_input(s, r, first_backward));
+                }
+                for (int c = 0; c < p; ++c) {
+                    INFO("channel " << c);
+                    CHECK(!posted[std::size_t(c)][0].empty());
+                    CHECK(posted[std::size_t(c)][0] == posted[std::size_t(c)][1]);
+                }
+            }
 }
 
 TEST_CASE("schedule: an impossible shape is an error, not a crash") {

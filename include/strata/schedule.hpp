@@ -41,14 +41,16 @@ struct Unit {
 /// The unit needs an input received from the neighbouring virtual stage.
 [[nodiscard]] bool needs_input(const Shape& s, int stage, const Unit& u);
 
-/// One blocking pipeline call (Megatron-LM 2022: batch_isend_irecv, then a device synchronize): it sends the
-/// outputs of up to two units that ran before it and receives the inputs of up to two units that follow.
+/// One pipeline call: it sends the outputs of up to two units that ran before it and receives the inputs of up to
+/// two units that follow. Blocking (Megatron-LM 2022: batch_isend_irecv, then a device synchronize; Megatron-Core:
+/// the requests waited for at once), or asynchronous (overlap_p2p_comm: the units that need its transfers wait).
 /// Only units that have something to send or receive are listed; a call with nothing is not emitted.
 struct Call {
     std::array<Unit, 2> sends{};
     std::array<Unit, 2> receives{};
     std::uint8_t send_count = 0;
     std::uint8_t receive_count = 0;
+    bool asynchronous = false;
 };
 
 /// One instruction of a stage's program: a unit, or a call.
@@ -66,12 +68,20 @@ struct Instruction {
 ///   cool-down; virtual microbatch k is chunk (k mod pm) / p, microbatch (k / pm) p + k mod p, and the
 ///   backwards visit the chunks in reverse.
 [[nodiscard]] std::vector<Unit> unit_order(const Shape& shape, int stage);
+/// How many warm-up forwards the interleaved schedule runs on stage `stage` before its forward-backward pairs
+/// (Megatron's num_warmup_microbatches, capped at all n m of them).
+[[nodiscard]] int interleaved_warmup(const Shape& shape, int stage);
 
 /// The stage's whole program: its units with Megatron-LM's call boundaries between them. The interleaved
 /// schedule runs a steady forward and backward back to back and exchanges once after the pair (the exchange
 /// before a pair also brings the pair's backward its input); with n = p every forward is warm-up and one
 /// receive precedes the backwards. 1F1B combines a send with the next unit's receive between a forward and a
 /// backward, and sends, then receives, between two units of the same direction. GPipe as 1F1B.
+/// With overlap_p2p_comm (Megatron-Core's interleaved schedule, r0.8 and later): a blocking receive before the first
+/// unit; after each warm-up and steady unit an asynchronous call sends its output and receives the input of the next
+/// unit of its direction, and after the last warm-up forward another receives the first backward's input; the
+/// cool-down's calls block (send_backward_recv_backward without overlap), and with every forward warm-up a blocking
+/// receive precedes the first backward.
 [[nodiscard]] std::vector<Instruction> stage_program(const Shape& shape, int stage);
 
 /// The most units whose activations a stage holds at once (forwards started, their backwards not yet

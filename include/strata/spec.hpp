@@ -162,6 +162,12 @@ struct ExecutionSpec {
     /// pipeline sends and receives are posted asynchronously; a unit waits only for the transfer bringing its input
     /// and, on the sender, for its previous send of the same direction (the schedule's wait handles).
     bool overlap_p2p_comm = false;
+    /// With overlap_p2p_comm: the pipeline calls are single isend / irecv ops (Megatron-Core's _p2p_ops, batch_p2p_comm
+    /// off), and PyTorch runs the ops between a pair of ranks on one NCCL stream in the order posted, both directions
+    /// together (one stream per peer key; pytorch/pytorch#132852), so a transfer waits for the pair's earlier ones,
+    /// a receive posted early holding back the sends posted after it. With two stages Megatron-Core puts one direction
+    /// on the world group, so each direction has its own stream. Off: each transfer starts once both sides posted it.
+    bool p2p_pair_order = true;
     /// Uneven pipeline split (Megatron-LM's decoder_first / _last_pipeline_num_layers): transformer layers on the
     /// first and on the last stage (0: an even share); the middle stages share the rest evenly.
     int first_stage_layers = 0;

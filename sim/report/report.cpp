@@ -287,6 +287,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"fp8_recipe", to_string(e.fp8_recipe)},
                           {"fp8_param_gather", e.fp8_param_gather},
                           {"overlap_p2p_comm", e.overlap_p2p_comm},
+                          {"p2p_pair_order", e.p2p_pair_order},
                           {"overlap_param_gather_with_optimizer_step", e.overlap_param_gather_with_optimizer_step},
                           {"context_parallel", e.context},
                           {"recompute_modules", names_of(e.recompute_modules)},

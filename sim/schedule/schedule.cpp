@@ -46,7 +46,7 @@ std::vector<Unit> unit_order(const Shape& s, int r) {
         return prog;
     }
     const int m = s.chunks, total = n * m;
-    const int warm = n == p ? total : std::min(2 * (p - r - 1) + (m - 1) * p, total);
+    const int warm = interleaved_warmup(s, r);
     auto fwd = [&](int k) { return Unit{true, (k % (p * m)) / p, (k / (p * m)) * p + (k % p)}; };
     auto bwd = [&](int k) { return Unit{false, m - 1 - (k % (p * m)) / p, (k / (p * m)) * p + (k % p)}; };
     for (int k = 0; k < warm; ++k) prog.push_back(fwd(k));
@@ -56,6 +56,11 @@ std::vector<Unit> unit_order(const Shape& s, int r) {
     }
     for (int i = total - warm; i < total; ++i) prog.push_back(bwd(i));
     return prog;
+}
+
+int interleaved_warmup(const Shape& s, int r) {
+    const int p = s.stages, n = s.microbatches, m = s.chunks, total = n * m;
+    return n == p ? total : std::min(2 * (p - r - 1) + (m - 1) * p, total);
 }
 
 std::vector<Instruction> stage_program(const Shape& s, int r) {
@@ -79,18 +84,29 @@ std::vector<Instruction> stage_program(const Shape& s, int r) {
     };
     const bool interleaved = s.kind == Schedule::interleaved;
     if (interleaved && s.overlap_p2p) {
-        // Megatron-Core's interleaved schedule with overlap_p2p_comm: after each unit, its output is sent and the
-        // input of the next unit of its direction is received, both posted asynchronously (send_forward_recv_forward
-        // after a forward, send_backward_recv_backward after a backward); the first backward's input is received
-        // with the exchange after the unit before it.
+        // Megatron-Core's interleaved schedule with overlap_p2p_comm (schedules.py, r0.8): a blocking recv_forward
+        // first; after each warm-up or steady unit its output is sent and the input of the next unit of its direction
+        // received, posted asynchronously (send_forward_recv_forward after a forward, send_backward_recv_backward
+        // after a backward); after the last warm-up forward's exchange a second asynchronous call receives the first
+        // backward's input. The cool-down exchanges block; with every forward warm-up, a blocking recv_backward
+        // comes before the first backward.
+        const int warm = interleaved_warmup(s, r);
+        const bool steady = static_cast<std::size_t>(2 * warm) < units.size();
         std::size_t first_backward = units.size();
         for (std::size_t u = 0; u < units.size(); ++u)
             if (!units[u].forward) {
                 first_backward = u;
                 break;
             }
-        call({}, {0});
+        const std::size_t cooldown = units.size() - static_cast<std::size_t>(warm);  // its first backward
+        auto exchange = [&](const std::vector<std::size_t>& outs, const std::vector<std::size_t>& ins, bool async) {
+            const std::size_t before = out.size();
+            call(outs, ins);
+            if (out.size() > before) out.back().call.asynchronous = async;
+        };
+        exchange({}, {0}, false);
         for (std::size_t u = 0; u < units.size(); ++u) {
+            if (!steady && u == first_backward) exchange({}, {first_backward}, false);
             Instruction ins;
             ins.unit = units[u];
             out.push_back(ins);
@@ -100,8 +116,8 @@ std::vector<Instruction> stage_program(const Shape& s, int r) {
                     in.push_back(v);
                     break;
                 }
-            if (u + 1 == first_backward && units[u].forward) in.push_back(first_backward);
-            call({u}, in);
+            exchange({u}, in, u < cooldown);
+            if (steady && u + 1 == static_cast<std::size_t>(warm)) exchange({}, {first_backward}, true);
         }
         return out;
     }

@@ -121,6 +121,8 @@ private:
         int sender_group = 0;    // the sender's group, unit direction, chunk and microbatch (for the transfer)
         bool forward = true;
         int chunk = 0, microbatch = 0;
+        std::uint64_t order = 0; // its place among the calls its side posted to the pair (pair_channel)
+        bool blocking = true;    // its call waits for the transfer (else the unit that needs it does)
     };
     /// A GPU group's record. What generating an instruction reads comes first (one aligned record, its hot fields in
     /// its first cache lines); what only the set-up and the reports read comes last.
@@ -147,6 +149,9 @@ private:
         /// With overlap_p2p_comm: the messages of its sends since its last unit of each direction (forward, backward)
         /// that its next unit of that direction waits for (overlap_msgs_ keys).
         std::vector<std::uint64_t> outstanding_sends[2];
+        /// Ops posted so far on each of its pipeline pairs' NCCL streams (pair_channel): [0] the pair with its next
+        /// stage, [1] with its previous one (with two stages: [0] its sends, [1] its receives).
+        std::uint64_t pair_posts[2] = {0, 0};
         /// Pipeline routes to its forward and backward receivers (route, latency), made on first use.
         std::optional<std::pair<engine::RouteId, Time>> p2p_routes[2];
         /// Fused units it ran before (without run-to-run jitter): where each one's fused part starts, and its length.
@@ -270,10 +275,10 @@ private:
     void emit_instruction(std::size_t gi, const schedule::Instruction& ins);
     // pipeline.cpp
     /// Group gi's call (post, wait) sends unit s / receives unit u (target: the task that needs the data).
-    void on_send(std::size_t gi, const schedule::Unit& s, TaskId post, TaskId wait);
-    void on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, TaskId target);
+    void on_send(std::size_t gi, const schedule::Unit& s, TaskId post, TaskId wait, bool blocking);
+    void on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, TaskId target, bool blocking);
     void emit_pipeline_transfer(const PendingMessage& sender, std::size_t receiver_group, TaskId receiver_post,
-                                TaskId receiver_target, std::uint64_t message);
+                                TaskId receiver_target, bool receiver_blocking, std::uint64_t message);
     // gradients.cpp
     void on_bucket(Group& g, TaskId layer_end);
     void on_last_backward(Group& g, TaskId last);
@@ -297,6 +302,14 @@ private:
     [[nodiscard]] double rest_parameters(int stage) const;
     /// Group a's pipeline route to its forward or backward receiver (the interleaved schedule wraps around), made once.
     const RouteAndLatency& p2p_route(Group& a, bool forward);
+    /// With overlap_p2p_comm: which of group `gi`'s pair streams (Group::pair_posts) an op of a message of direction
+    /// `forward` uses, as a sender or a receiver.
+    [[nodiscard]] int pair_channel(bool forward, bool sender) const;
+    /// Both sides of a pair must post its ops in one order (NCCL matches sends and receives by it).
+    void check_pair_order(const PendingMessage& sender, std::uint64_t receiver_order) const;
+    /// The engine stream a pipeline transfer from group `a` runs on: with the pair order, the pair's one stream (the
+    /// lower stage's send-forward stream; with two stages the sender's), else the sender's stream of its direction.
+    [[nodiscard]] StreamId transfer_stream(const Group& a, bool forward) const;
     /// The tied-embedding sync's route between the first and the last stage, both ways, made once.
     const RouteAndLatency& embedding_route();
     /// Groups whose tensor-parallel links nothing else ever crosses move their tp-stream collectives without flows

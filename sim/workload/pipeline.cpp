@@ -3,9 +3,15 @@
 // together as one flow over the union of their routes. Streamed: whichever call is generated first waits in
 // the receiving group's `pending` list with the task that needs the data held; the second creates the transfer and
 // releases the hold.
+// With overlap_p2p_comm the calls are single isend / irecv ops (Megatron-Core's _p2p_ops), which PyTorch runs on one
+// NCCL stream per pair of ranks in the order posted (p2p_pair_order): the pair's transfers share one engine stream.
+// Both sides post a pair's ops in the same order (NCCL matches them by it), so the transfers are created in that
+// order too: the n-th is created once both sides posted their n-th, after both posted their (n-1)-th.
 #include "builder.hpp"
 
 #include "strata/errors.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -20,7 +26,7 @@ auto find_pending(Pending& pending, std::uint64_t key) {
 
 }  // namespace
 
-void Builder::on_send(std::size_t gi, const schedule::Unit& s, TaskId post, TaskId wait) {
+void Builder::on_send(std::size_t gi, const schedule::Unit& s, TaskId post, TaskId wait, bool blocking) {
     const Group& g = groups_[gi];
     const int p = e_.pipeline;
     const int v = schedule::virtual_stage(shape_, g.stage, s.chunk);
@@ -28,8 +34,9 @@ void Builder::on_send(std::size_t gi, const schedule::Unit& s, TaskId post, Task
     if (to_v < 0 || to_v > shape_.virtual_stages() - 1) throw SimulationError("internal: a pipeline send without a receiver");
     const auto to_gi = static_cast<std::size_t>(group_index(to_v % p, g.replica));
     const std::uint64_t key = message_index({s.forward, to_v / p, s.microbatch});
-    const PendingMessage me{true, post, wait, static_cast<int>(gi), s.forward, s.chunk, s.microbatch};
     const bool overlap = e_.overlap_p2p_comm;
+    const std::uint64_t order = overlap ? groups_[gi].pair_posts[pair_channel(s.forward, true)]++ : 0;
+    const PendingMessage me{true, post, wait, static_cast<int>(gi), s.forward, s.chunk, s.microbatch, order, blocking};
     if (overlap) {
         // Posted asynchronously: the sender's next unit of this direction waits for the transfer, not the call.
         groups_[gi].outstanding_sends[s.forward ? 0 : 1].push_back(overlap_key(to_gi, key));
@@ -38,50 +45,53 @@ void Builder::on_send(std::size_t gi, const schedule::Unit& s, TaskId post, Task
     auto& pending = groups_[to_gi].pending;
     const auto it = find_pending(pending, key);
     if (it == pending.end()) {
-        if (!overlap) sim_.add_hold(wait);
+        if (blocking) sim_.add_hold(wait);
         pending.emplace_back(key, me);
         return;
     }
     if (it->second.sender) throw SimulationError("internal: a pipeline message sent twice");
     const PendingMessage receiver = it->second;
+    check_pair_order(me, receiver.order);
     *it = pending.back();
     pending.pop_back();
-    emit_pipeline_transfer(me, to_gi, receiver.post, receiver.target, key);
-    if (!overlap) sim_.release_hold(receiver.target);
+    emit_pipeline_transfer(me, to_gi, receiver.post, receiver.target, receiver.blocking, key);
+    if (receiver.blocking) sim_.release_hold(receiver.target);
 }
 
-void Builder::on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, TaskId target) {
+void Builder::on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, TaskId target, bool blocking) {
     const std::uint64_t key = message_index(u);
     const bool overlap = e_.overlap_p2p_comm;
+    const std::uint64_t order = overlap ? groups_[gi].pair_posts[pair_channel(u.forward, false)]++ : 0;
     if (overlap) overlap_msgs_.try_emplace(overlap_key(gi, key));  // the consuming unit waits for it (emit_instruction)
     auto& pending = groups_[gi].pending;
     const auto it = find_pending(pending, key);
     if (it == pending.end()) {
-        if (!overlap) sim_.add_hold(target);
-        pending.emplace_back(key, PendingMessage{false, post, target, 0, u.forward, u.chunk, u.microbatch});
+        if (blocking) sim_.add_hold(target);
+        pending.emplace_back(key, PendingMessage{false, post, target, 0, u.forward, u.chunk, u.microbatch, order, blocking});
         return;
     }
     if (!it->second.sender) throw SimulationError("internal: a pipeline message received twice");
     const PendingMessage sender = it->second;
+    check_pair_order(sender, order);
     *it = pending.back();
     pending.pop_back();
-    emit_pipeline_transfer(sender, gi, post, target, key);
-    if (!overlap) sim_.release_hold(sender.target);
+    emit_pipeline_transfer(sender, gi, post, target, blocking, key);
+    if (sender.blocking) sim_.release_hold(sender.target);
 }
 
 void Builder::emit_pipeline_transfer(const PendingMessage& sender, std::size_t receiver_group, TaskId receiver_post,
-                                     TaskId receiver_target, std::uint64_t message) {
+                                     TaskId receiver_target, bool receiver_blocking, std::uint64_t message) {
     Group& a = groups_[static_cast<std::size_t>(sender.sender_group)];
     const Group& b = groups_[receiver_group];
     const RouteAndLatency& route = p2p_route(a, sender.forward);
     const Bytes per_rank(activation_message_.value / e_.tensor);
-    const TaskId x = sim_.add_transfer_on(sender.forward ? a.send_fwd : a.send_bwd, route.first, per_rank,
+    const TaskId x = sim_.add_transfer_on(transfer_stream(a, sender.forward), route.first, per_rank,
                                        route.second + sc_.system.network.p2p_latency,
                                        make_label(TaskKind::p2p, sender.chunk, sender.microbatch));
     sim_.add_dependency(sender.post, x);
     sim_.add_dependency(receiver_post, x);
     if (e_.overlap_p2p_comm) {
-        // The calls do not wait: the units that need the transfer (attach_overlap) do.
+        // The units that need the transfer wait for it (attach_overlap), whether or not a call did already.
         const std::uint64_t key = overlap_key(receiver_group, message);
         OverlapMessage& m = overlap_msgs_[key];
         m.transfer = x;
@@ -91,11 +101,32 @@ void Builder::emit_pipeline_transfer(const PendingMessage& sender, std::size_t r
         }
         m.waiting.clear();
         if (m.attached == 2) overlap_msgs_.erase(key);
-    } else {
-        sim_.add_dependency(x, sender.target);
-        sim_.add_dependency(x, receiver_target);
     }
+    // A blocking call returns once its transfers have arrived.
+    if (sender.blocking) sim_.add_dependency(x, sender.target);
+    if (receiver_blocking) sim_.add_dependency(x, receiver_target);
     if (traced(a.stage, a.replica) && traced(b.stage, b.replica)) p2p_receiver_.emplace(x, static_cast<std::uint32_t>(receiver_group));
+}
+
+int Builder::pair_channel(bool forward, bool sender) const {
+    if (e_.pipeline == 2) return sender ? 0 : 1;  // Megatron-Core: one direction on the world group's communicator
+    return forward == sender ? 0 : 1;             // sends forward / receives backward: the pair with the next stage
+}
+
+void Builder::check_pair_order(const PendingMessage& sender, std::uint64_t receiver_order) const {
+    if (!e_.overlap_p2p_comm || sender.order == receiver_order) return;
+    throw SimulationError(fmt::format("internal: pipeline ops posted in different orders by the two ranks of a pair "
+                                      "({} microbatch {} chunk {}: the sender's op {}, the receiver's {}): NCCL would "
+                                      "match them wrongly",
+                                      sender.forward ? "forward" : "backward", sender.microbatch, sender.chunk,
+                                      sender.order, receiver_order));
+}
+
+StreamId Builder::transfer_stream(const Group& a, bool forward) const {
+    if (!e_.overlap_p2p_comm || !e_.p2p_pair_order) return forward ? a.send_fwd : a.send_bwd;
+    const int p = e_.pipeline;
+    if (forward || p == 2) return a.send_fwd;
+    return groups_[static_cast<std::size_t>(group_index((a.stage + p - 1) % p, a.replica))].send_fwd;
 }
 
 const Builder::RouteAndLatency& Builder::p2p_route(Group& a, bool forward) {

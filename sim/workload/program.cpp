@@ -230,7 +230,14 @@ void Builder::make_groups() {
             const std::string name = fmt::format("GPUs {}-{} (stage {}, replica {})", g.gpus.front(), g.gpus.back(), r, k);
             g.compute = sim_.add_stream(name + " compute");
             g.tp = sim_.add_stream(name + " tensor-parallel");
-            g.send_fwd = sim_.add_stream(name + " send-forward");
+            if (e_.overlap_p2p_comm && e_.p2p_pair_order) {
+                // One NCCL stream per pair of ranks (transfer_stream): send_bwd stays empty.
+                g.send_fwd = sim_.add_stream(p == 2 ? name + " pipeline sends (one NCCL stream)"
+                                                    : fmt::format("{} pipeline pair with stage {} (one NCCL stream, both "
+                                                                  "directions)", name, (r + 1) % p));
+            } else {
+                g.send_fwd = sim_.add_stream(name + " send-forward");
+            }
             g.send_bwd = sim_.add_stream(name + " send-backward");
             // The stage's data-parallel collectives run NCCL kernels on these GPUs: overlapped kernels lose SMs.
             sim_.slow_while_busy(dp_streams_[static_cast<std::size_t>(r)], g.compute, dp_speed);
@@ -325,7 +332,9 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
         g.prev_unit = false;
         const TaskId wait = sim_.add_compute(g.compute, Time::zero(), make_label(TaskKind::p2p, 0, 0));
         sim_.add_dependency(post, wait);
-        for (std::size_t i = 0; i < call.send_count; ++i) on_send(gi, call.sends[i], post, wait);
+        // Without overlap_p2p_comm every call blocks; with it, the schedule says which do.
+        const bool blocking = !(e_.overlap_p2p_comm && call.asynchronous);
+        for (std::size_t i = 0; i < call.send_count; ++i) on_send(gi, call.sends[i], post, wait, blocking);
         for (std::size_t i = 0; i < call.receive_count; ++i) {
             const schedule::Unit& u = call.receives[i];
             TaskId target = wait;
@@ -337,7 +346,7 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
                 sim_.add_dependency(last, wait);
                 target = first;
             }
-            on_receive(gi, u, post, target);
+            on_receive(gi, u, post, target, blocking);
         }
         g.prev_last = wait;
         return;
