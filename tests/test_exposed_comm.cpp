@@ -411,3 +411,36 @@ TEST_CASE("overlap_p2p_comm: asynchronous pipeline calls run every interleaved s
     plain.execution.overlap_p2p_comm = true;
     CHECK_THROWS_WITH(validate(plain), Catch::Contains("overlap_p2p_comm needs the interleaved schedule"));
 }
+
+TEST_CASE("host_gap_forward_us / _backward_us: the GPU idles before each unit while the host issues it", "[exposed]") {
+    // One microbatch, no pipeline: the iteration grows by exactly one forward and one backward gap, and the GPU's busy
+    // time does not (the gaps are idle time, counted as bubble).
+    Scenario one = strata::testing::table4_case(4);  // selective + sequence parallelism, 22B, one microbatch
+    one.system.variation.gpu_sigma = 0;
+    const IterationResult base = simulate(one);
+    one.execution.host_gap_forward = Time::from_us(400);
+    one.execution.host_gap_backward = Time::from_us(150);
+    const IterationResult gapped = simulate(one);
+    CHECK(gapped.iteration_time - base.iteration_time == Time::from_us(550));
+    CHECK(gapped.stage_busy_s == base.stage_busy_s);
+    CHECK(gapped.bubble_fraction > base.bubble_fraction);
+    // Pipelined with blocking calls (the 2022 software): each stage's units run one after another, every one after its
+    // gap, so the iteration grows by at least one stage's gaps; with the interleaved schedule too.
+    for (const int m : {1, 2}) {
+        Scenario sc = small_22b(4, m, 8, true, Recompute::selective);
+        sc.system.variation.gpu_sigma = 0;
+        const IterationResult without = simulate(sc);
+        sc.execution.host_gap_forward = Time::from_us(300);
+        sc.execution.host_gap_backward = Time::from_us(100);
+        const IterationResult with = simulate(sc);
+        INFO("m=" << m);
+        CHECK(with.iteration_time - without.iteration_time >= Time::from_us(400) * (8 * m));
+        CHECK(with.peak_memory == without.peak_memory);
+    }
+    // The keys, and a negative gap refused at its file, line and key.
+    const Experiment ok = strata::testing::load_small("host-gap.yaml", ", host_gap_forward_us: 250, host_gap_backward_us: 80.5");
+    CHECK(ok.cases.at(0).execution.host_gap_forward == Time::from_us(250));
+    CHECK(ok.cases.at(0).execution.host_gap_backward == Time::from_us(80.5));
+    CHECK_THROWS_WITH(strata::testing::load_small("host-gap.yaml", ", host_gap_backward_us: -1"),
+                      Catch::Contains("host-gap.yaml:3") && Catch::Contains("host_gap_backward_us"));
+}

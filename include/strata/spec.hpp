@@ -168,6 +168,15 @@ struct ExecutionSpec {
     /// a receive posted early holding back the sends posted after it. With two stages Megatron-Core puts one direction
     /// on the world group, so each direction has its own stream. Off: each transfer starts once both sides posted it.
     bool p2p_pair_order = true;
+    /// host_gap_forward / _backward: GPU idle before every forward (backward) unit while the host, synchronised with the GPU, issues the unit's
+    /// first kernels. Megatron-LM before August 2022 (the paper's and SC21's software) timed every forward and
+    /// backward step with torch.cuda.synchronize() around it (its _Timer start / stop) and synchronised after every
+    /// pipeline call, so each unit started from an empty GPU queue; the host then ran the step's Python (get_batch's
+    /// broadcasts and masks on every stage, the autograd engine's start) before the first kernel. Zero (the default):
+    /// the host is ahead of the GPU, as with Megatron-Core, whose timers do not synchronise at the default level.
+    Time host_gap_forward{};
+    Time host_gap_backward{};
+    [[nodiscard]] bool host_gaps() const { return host_gap_forward > Time::zero() || host_gap_backward > Time::zero(); }
     /// Uneven pipeline split (Megatron-LM's decoder_first / _last_pipeline_num_layers): transformer layers on the
     /// first and on the last stage (0: an even share); the middle stages share the rest evenly.
     int first_stage_layers = 0;

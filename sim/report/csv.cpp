@@ -71,6 +71,8 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"fp8_param_gather", exec([](const ExecutionSpec& e) { return csv_bool(e.fp8_param_gather); })});
         c.push_back({"overlap_p2p_comm", exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_p2p_comm); })});
         c.push_back({"p2p_pair_order", exec([](const ExecutionSpec& e) { return csv_bool(e.p2p_pair_order); })});
+        c.push_back({"host_gap_forward_us", exec([](const ExecutionSpec& e) { return num(e.host_gap_forward.seconds() * 1e6); })});
+        c.push_back({"host_gap_backward_us", exec([](const ExecutionSpec& e) { return num(e.host_gap_backward.seconds() * 1e6); })});
         c.push_back({"overlap_param_gather_with_optimizer_step",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_param_gather_with_optimizer_step); })});
         c.push_back({"distributed_optimizer",

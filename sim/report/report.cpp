@@ -288,6 +288,8 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"fp8_param_gather", e.fp8_param_gather},
                           {"overlap_p2p_comm", e.overlap_p2p_comm},
                           {"p2p_pair_order", e.p2p_pair_order},
+                          {"host_gap_forward_us", e.host_gap_forward.seconds() * 1e6},
+                          {"host_gap_backward_us", e.host_gap_backward.seconds() * 1e6},
                           {"overlap_param_gather_with_optimizer_step", e.overlap_param_gather_with_optimizer_step},
                           {"context_parallel", e.context},
                           {"recompute_modules", names_of(e.recompute_modules)},

@@ -69,9 +69,10 @@ struct Unit {
 /// overlapped collective).
 void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost);
 
-enum class TaskKind : std::uint32_t { forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average };
+enum class TaskKind : std::uint32_t { forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average, host_gap };
 inline constexpr const char* kKindNames[] = {"forward",   "backward",  "tp-collective",       "p2p",
-                                             "dp-reduce", "optimizer", "embedding-grad-sync", "gradient-average"};
+                                             "dp-reduce", "optimizer", "embedding-grad-sync", "gradient-average",
+                                             "host-gap"};
 
 /// label = kind (4 bits) | chunk (8 bits) | microbatch (20 bits)
 inline std::uint32_t make_label(TaskKind kind, int chunk, int mb) {
@@ -129,6 +130,7 @@ private:
     struct alignas(64) Group {
         int stage = 0, replica = 0;
         StreamId compute{}, tp{}, send_fwd{}, send_bwd{};
+        StreamId host{};  // with host_gap_per_unit: the host's time before each unit (not GPU busy time)
         engine::PoolId pool{};
         bool prev_unit = false;      // prev_last ends a unit (not a call)
         /// Its units run as few tasks as the times allow (fuse_units): nothing reads its spans. A unit fuses when

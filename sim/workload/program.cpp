@@ -88,7 +88,7 @@ void Builder::build() {
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
         const Group& g = groups_[gi];
         compute_group_[g.compute] = static_cast<std::uint32_t>(gi);
-        for (const StreamId st : {g.compute, g.tp, g.send_fwd, g.send_bwd}) {
+        for (const StreamId st : {g.compute, g.tp, g.send_fwd, g.send_bwd, g.host}) {
             stream_process_[st] = static_cast<std::uint32_t>(gi);
             stream_traced_[st] = traced(g.stage, g.replica) ? 1 : 0;
         }
@@ -239,6 +239,7 @@ void Builder::make_groups() {
                 g.send_fwd = sim_.add_stream(name + " send-forward");
             }
             g.send_bwd = sim_.add_stream(name + " send-backward");
+            g.host = e_.host_gaps() ? sim_.add_stream(name + " host (before each unit)") : g.compute;
             // The stage's data-parallel collectives run NCCL kernels on these GPUs: overlapped kernels lose SMs.
             sim_.slow_while_busy(dp_streams_[static_cast<std::size_t>(r)], g.compute, dp_speed);
             g.pool = sim_.add_pool(name, sc_.system.memory_capacity, categories,
@@ -358,9 +359,17 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     const Bytes workspace = s.forward ? Bytes(0) : activations_.recompute_workspace(g.stage, s.chunk);
     // The first forward of each chunk waits for its parameters' buckets, with the gather overlapped.
     const bool gathering = s.forward && s.microbatch == 0 && !gathers_.empty();
-    const UnitTasks ut = split       ? emit_backward_by_layer(g, v, g.prev_last, label)
-                         : gathering ? emit_forward_by_layer(g, s.chunk, g.prev_last, label)
-                                     : emit_unit(g, unit_for(s.forward, v), g.prev_last, label, workspace.value > 0);
+    std::optional<TaskId> after = g.prev_last;
+    if (const Time host = s.forward ? e_.host_gap_forward : e_.host_gap_backward; host > Time::zero()) {
+        // The host's time from its synchronisation to the unit's first kernel: the GPU idles (a task off its stream).
+        const TaskId gap = sim_.add_compute(g.host, host,
+                                            make_label(TaskKind::host_gap, s.chunk, s.microbatch));
+        if (after) sim_.add_dependency(*after, gap);
+        after = gap;
+    }
+    const UnitTasks ut = split       ? emit_backward_by_layer(g, v, after, label)
+                         : gathering ? emit_forward_by_layer(g, s.chunk, after, label)
+                                     : emit_unit(g, unit_for(s.forward, v), after, label, workspace.value > 0);
     if (e_.overlap_p2p_comm) {
         // Asynchronous pipeline calls: the unit waits for the transfer bringing its input and for this group's
         // sends of its direction since its last unit of that direction (Megatron's wait handles).
