@@ -4,9 +4,12 @@ import sys
 
 
 def cuda_torch(tool):
-    """torch with a CUDA device, or None after saying so on stderr (the caller exits 4, as strata-calibrate does)."""
-    import torch
-
+    """torch with a CUDA device, or None after saying why not on stderr (the caller exits 4, as strata-calibrate does)."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{tool}: PyTorch is not installed (python3 -m pip install torch)", file=sys.stderr)
+        return None
     if not torch.cuda.is_available():
         print(f"{tool}: no CUDA device found", file=sys.stderr)
         return None

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""The GPU's idle time at the start of a pipeline unit when the host synchronises before it (strata's execution keys
+host_gap_forward_us / host_gap_backward_us), measured on the local GPU in eager PyTorch.
+
+Megatron-LM before August 2022 (the software of the paper's Table 5 and of SC21's Table 1) wrapped every forward and
+backward step in timers whose start and stop call torch.cuda.synchronize() (megatron/global_vars.py, _Timer), and
+synchronised after every pipeline call (p2p_communication.py). Each unit therefore starts from an empty GPU queue:
+the GPU waits while the host runs the step's Python before the first kernel and wherever the host issues slower
+than the GPU runs. This script replays those steps on one GPU, the host path as Megatron-LM 2022 ran it:
+  forward:  synchronise; get_batch on every stage (a DataLoader batch, the sizes broadcast, .cpu(), the tokens
+            copied and broadcast, the causal mask, loss mask and positions built on the GPU); the chunk's layers;
+            synchronise;
+  backward: synchronise; torch.autograd.backward of the chunk's output with the received gradient (full recompute:
+            each layer re-run by a reentrant checkpoint first); synchronise.
+A layer is one GPU's share (t-way tensor parallel, no communication) of a 2022 Megatron GPT layer, [s, b, h], with
+unfused attention (baddbmm, masked softmax, dropout, bmm), bf16. Each step's gap is its wall time (CUDA events from
+just after the synchronise to its end) less the GPU time of the same work queued ahead of the GPU (a sleep kernel
+first). The broadcasts run on a one-rank NCCL group (no peer to wait for): the gap measured is a lower bound for a
+group of 8. A current host and PyTorch issue faster than a 2020-22 DGX A100 host with PyTorch 1.x did.
+
+Usage: torch_sync_gap.py OUT.json [--repeats N]
+"""
+import json
+import os
+import statistics
+import sys
+
+from torch_common import cuda_torch
+
+# (name, hidden, heads, tensor, layers per chunk, microbatch, sequence): Table 5's shapes per GPU, one chunk.
+SHAPES = (("22B", 6144, 48, 8, 48, 4, 2048), ("175B", 12288, 96, 8, 4, 1, 2048), ("530B", 20480, 128, 8, 1, 1, 2048),
+          ("1T", 25600, 160, 8, 2, 1, 2048))
+
+
+def layer_2022(torch, h, heads, t):
+    """One GPU's share of Megatron-LM's 2022 ParallelTransformerLayer, [s, b, h], unfused attention."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hd, self.d = heads // t, h // heads
+            self.ln1, self.ln2 = nn.LayerNorm(h), nn.LayerNorm(h)
+            self.qkv, self.proj = nn.Linear(h, 3 * h // t), nn.Linear(h // t, h)
+            self.fc1, self.fc2 = nn.Linear(h, 4 * h // t), nn.Linear(4 * h // t, h)
+
+        def forward(self, x, mask):
+            s, b, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(s, b, self.hd, 3 * self.d).split(self.d, dim=-1)
+            q = q.reshape(s, b * self.hd, self.d).transpose(0, 1)
+            k = k.reshape(s, b * self.hd, self.d).transpose(0, 1)
+            v = v.reshape(s, b * self.hd, self.d).transpose(0, 1)
+            scores = torch.baddbmm(torch.empty(b * self.hd, s, s, dtype=x.dtype, device=x.device), q,
+                                   k.transpose(1, 2), beta=0.0, alpha=1.0 / self.d ** 0.5)
+            probs = F.dropout(torch.softmax(scores.view(b, self.hd, s, s).masked_fill(mask, -10000.0), dim=-1), 0.1,
+                              True)
+            ctx = torch.bmm(probs.view(b * self.hd, s, s), v).transpose(0, 1).reshape(s, b, self.hd * self.d)
+            x = x + F.dropout(self.proj(ctx), 0.1, True)
+            return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), 0.1, True)
+
+    return Layer()
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    repeats = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 7
+    torch = cuda_torch("torch_sync_gap")
+    if torch is None:
+        return 4
+    import torch.distributed as dist
+    import torch.utils.checkpoint as cp
+    from torch.utils.data import DataLoader, Dataset
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29531")
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    dev = torch.device("cuda")
+    res = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__, "rows": []}
+
+    for name, h, heads, t, layers, b, s in SHAPES:
+        class Tokens(Dataset):
+            def __len__(self):
+                return 1 << 20
+
+            def __getitem__(self, i):
+                return {"text": torch.randint(0, 50000, (s + 1,), dtype=torch.int64)}
+
+        loader = iter(DataLoader(Tokens(), batch_size=b, num_workers=2, pin_memory=True))  # Megatron's --num-workers 2
+
+        def get_batch():
+            """pretrain_gpt.get_batch with mpu.broadcast_data, as in 2022 (every stage calls it)."""
+            data = next(loader)
+            sizes = torch.tensor(list(data["text"].size()) + [0] * 30, dtype=torch.long, device=dev)
+            dist.broadcast(sizes, 0)
+            sizes.cpu()
+            flat = torch.cat([data["text"].contiguous().view(-1)], dim=0).cuda()
+            dist.broadcast(flat, 0)
+            tokens_ = flat.view(b, s + 1).long()
+            labels, tokens = tokens_[:, 1:].contiguous(), tokens_[:, :-1].contiguous()
+            mask = torch.tril(torch.ones((1, s, s), device=dev)).view(1, 1, s, s) < 0.5
+            loss_mask = torch.ones(tokens.size(), dtype=torch.float, device=dev)
+            positions = torch.arange(s, dtype=torch.long, device=dev).unsqueeze(0).expand_as(tokens)
+            return mask, labels, loss_mask, positions
+
+        torch.manual_seed(0)
+        stack = torch.nn.ModuleList([layer_2022(torch, h, heads, t) for _ in range(layers)]).to(dev, torch.bfloat16)
+        x = torch.randn(s, b, h, device=dev, dtype=torch.bfloat16, requires_grad=True)  # the received activation
+        row = {"model": name, "hidden": h, "heads": heads, "tensor": t, "layers": layers, "microbatch": b, "seq": s}
+        for recompute in (False, True):
+            def run(inp, mask):
+                y = inp
+                for layer in stack:
+                    y = cp.checkpoint(layer, y, mask, use_reentrant=True) if recompute else layer(y, mask)
+                return y
+
+            grad = torch.randn(s, b, h, device=dev, dtype=torch.bfloat16)
+            fwd_gap, bwd_gap = [], []
+            for i in range(repeats + 2):
+                # GPU times, queued ahead: the forward (its get_batch's kernels included) and the backward.
+                torch.cuda.synchronize()
+                e = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+                torch.cuda._sleep(200_000_000)
+                e[0].record()
+                mask = torch.tril(torch.ones((1, s, s), device=dev)).view(1, 1, s, s) < 0.5
+                y = run(x, mask)
+                e[1].record()
+                torch.autograd.backward(y, grad_tensors=grad)
+                e[2].record()
+                e[2].synchronize()
+                gpu_f, gpu_b = e[0].elapsed_time(e[1]), e[1].elapsed_time(e[2])
+                del y
+                # As Megatron-LM 2022 runs them: synchronised before and after each step.
+                torch.cuda.synchronize()
+                w = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+                w[0].record()
+                mask, _, _, _ = get_batch()
+                torch.cuda.synchronize()  # the batch-generator timer's stop
+                y = run(x, mask)
+                w[1].record()
+                torch.cuda.synchronize()  # forward-compute stop; then the pipeline call's synchronise
+                w[2].record()
+                torch.autograd.backward(y, grad_tensors=grad)
+                w[3].record()
+                torch.cuda.synchronize()
+                del y
+                if i >= 2:  # two warm-up rounds
+                    fwd_gap.append(w[0].elapsed_time(w[1]) - gpu_f)
+                    bwd_gap.append(w[2].elapsed_time(w[3]) - gpu_b)
+            key = "full_recompute" if recompute else "no_recompute"
+            row[key] = {"forward_gap_us": 1e3 * statistics.median(fwd_gap),
+                        "backward_gap_us": 1e3 * statistics.median(bwd_gap),
+                        "forward_gpu_ms": gpu_f, "backward_gpu_ms": gpu_b}
+            print(f"{name} {key}: gap forward {row[key]['forward_gap_us']:.0f} us (GPU {gpu_f:.2f} ms), "
+                  f"backward {row[key]['backward_gap_us']:.0f} us (GPU {gpu_b:.2f} ms)", flush=True)
+        res["rows"].append(row)
+        del stack, x
+        torch.cuda.empty_cache()
+    with open(sys.argv[1], "w") as f:
+        json.dump(res, f, indent=1)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
