@@ -28,9 +28,9 @@ def main(argv):
     print(f"{'case':<16} {'t':>2} {'p':>3} {'GPUs':>5} {'iter s':>8} {'TF/s pub':>9} {'sim':>7} {'err':>7} {'MFU pub':>8} {'sim':>6}")
     errs = []
     for r, pub, mfu, gpus in zip(results, PUB["tflops_per_gpu"], PUB["mfu_percent"], PUB["gpus"]):
-        e = r["execution"]
         if "error" in r:
             print(f"{r['name']:<16} error: {r['error']}"); return 3
+        e = r["execution"]
         if e["gpus"] != gpus:
             print(f"{r['name']}: {e['gpus']} GPUs, the published row has {gpus}"); return 3
         sim = r["tflops_per_gpu"]

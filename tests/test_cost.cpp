@@ -104,6 +104,30 @@ TEST_CASE("tensor-parallel collectives: ring alpha-beta") {
     CHECK(CostModel(p).tp_collective(CollectiveKind::all_reduce, 8, msg) == Time::from_us(10) + Time::from_ms(4));
 }
 
+TEST_CASE("tensor-parallel collectives: measured times inside a node, interpolated by size") {
+    DeviceProfile p = test_profile();
+    p.measured_collective_points = {{"all_gather", 8, 1 << 20, 70.0}, {"all_gather", 8, 64 << 20, 380.0},
+                                    {"all_gather", 8, 128 << 20, 700.0}};
+    const CostModel c(p);
+    // At a measured size its time; between two, on the line joining them; below the smallest, the smallest's time;
+    // above the largest, the largest's bus bandwidth.
+    CHECK(c.tp_collective(CollectiveKind::all_gather, 8, Bytes(64 << 20)) == Time::from_us(380));
+    CHECK(c.tp_collective(CollectiveKind::all_gather, 8, Bytes(96 << 20)) == Time::from_us(540));
+    CHECK(c.tp_collective(CollectiveKind::all_gather, 8, Bytes(1000)) == Time::from_us(70));
+    CHECK(c.tp_collective(CollectiveKind::all_gather, 8, Bytes(256 << 20)) == Time::from_us(1400));
+    // Another op or rank count keeps the ring model.
+    const Bytes msg(800'000'000);
+    CHECK(c.tp_collective(CollectiveKind::all_reduce, 8, msg) == Time::from_us(28) + Time::from_ms(14));
+    CHECK(c.tp_collective(CollectiveKind::all_gather, 4, Bytes(700'000'000)) == Time::from_us(6) + Time::from_us(5250));
+    // measured_collective_time says the same, and nothing where nothing was measured.
+    CHECK(measured_collective_time(p, CollectiveKind::all_gather, 8, Bytes(96 << 20)) == Time::from_us(540));
+    CHECK(!measured_collective_time(p, CollectiveKind::reduce_scatter, 8, Bytes(96 << 20)));
+    // An alpha-beta fit of the same op and ranks wins over the points.
+    p.measured_collectives.push_back({"all_gather", 8, 10.0, 100e9});
+    CHECK(measured_collective_time(p, CollectiveKind::all_gather, 8, Bytes(1'000'000'000)) ==
+          Time::from_us(10) + Time::from_ms(10));
+}
+
 TEST_CASE("pass time: an overlapped collective and the next compute step take the longer of the two") {
     CostModel c(test_profile());
     Step comm;

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -486,4 +487,32 @@ TEST_CASE("NVLS: an all-reduce inside one node moves the ring's bytes divided by
     const std::vector<int> two_nodes = {0, 8};
     CHECK(plan_collective(*b.fabric, CollectiveKind::all_reduce, two_nodes, Bytes(1 << 28), nvls)[0].bytes ==
           plan_collective(*b.fabric, CollectiveKind::all_reduce, two_nodes, Bytes(1 << 28), ring)[0].bytes);
+}
+
+TEST_CASE("measured collectives: a collective inside one node takes its measured time on the ring's links", "[fabric]") {
+    Built b(small_spec());
+    const std::vector<int> node0 = {0, 1, 2, 3, 4, 5, 6, 7};
+    CollectiveParams ring{Time::from_us(1), Time::from_us(5), true};
+    CollectiveParams measured = ring;
+    measured.measured = [](CollectiveKind kind, int ranks, Bytes message) -> std::optional<Time> {
+        if (kind != CollectiveKind::all_gather || ranks != 8) return std::nullopt;
+        return Time::from_us(100) + Time::from_seconds(double(message.value) / 150e9);
+    };
+    measured.intra_link_bandwidth = 200e9;
+    const Bytes m(1 << 26);
+    const auto a = plan_collective(*b.fabric, CollectiveKind::all_gather, node0, m, measured);
+    REQUIRE(a.size() == 1);
+    // The bytes that take the measured time at 200 GB/s, no step latency, over the ring's route.
+    const double t = 100e-6 + double(m.value) / 150e9;
+    CHECK(double(a[0].bytes.value) == Approx(t * 200e9).margin(1.0));  // picoseconds, then whole bytes
+    CHECK(a[0].latency == Time::zero());
+    CHECK(a[0].route.links.size() == plan_collective(*b.fabric, CollectiveKind::all_gather, node0, m, ring)[0].route.links.size());
+    // Not measured (another op), or across nodes: the ring as before.
+    CHECK(plan_collective(*b.fabric, CollectiveKind::reduce_scatter, node0, m, measured)[0].bytes ==
+          plan_collective(*b.fabric, CollectiveKind::reduce_scatter, node0, m, ring)[0].bytes);
+    const std::vector<int> two_nodes = {0, 1, 2, 3, 8, 9, 10, 11};
+    const auto x = plan_collective(*b.fabric, CollectiveKind::all_gather, two_nodes, m, measured);
+    const auto y = plan_collective(*b.fabric, CollectiveKind::all_gather, two_nodes, m, ring);
+    REQUIRE(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i) CHECK(x[i].bytes == y[i].bytes);
 }

@@ -417,3 +417,14 @@ TEST_CASE("hardening: an integer written with digits then a huge exponent is ref
     CHECK_THAT(msg, Contains("device.memory_capacity_bytes: expected an integer"));
     CHECK_THAT(msg, Contains("17179861e30"));
 }
+
+TEST_CASE("hardening: two times for one collective size are refused at the second", "[hardening]") {
+    std::string text = read(kValid + "../parts/profile-measured.yaml");
+    const std::string line = "    - {op: all_reduce, ranks: 8, bytes: 1048576, time_us: 20.0}\n";
+    const std::size_t at_line = text.find(line);
+    REQUIRE(at_line != std::string::npos);
+    text.insert(at_line + line.size(), "    - {op: all_reduce, ranks: 8, bytes: 1048576, time_us: 25.0}\n");
+    const std::string msg = profile_error_of(text);
+    CHECK_THAT(msg, Contains("measured.collectives[1]"));
+    CHECK_THAT(msg, Contains("one time per size"));
+}

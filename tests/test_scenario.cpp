@@ -760,6 +760,10 @@ TEST_CASE("load_device_profile reads measured tables of a calibrated profile", "
     CHECK(p.measured_collectives[0].ranks == 8);
     CHECK(p.measured_collectives[0].alpha_us == Approx(10));
     CHECK(p.measured_collectives[0].beta_bytes_per_s == Approx(2e11));
+    REQUIRE(p.measured_collective_points.size() == 1);  // measured.collectives: used inside a node
+    CHECK(p.measured_collective_points[0].op == "all_reduce");
+    CHECK(p.measured_collective_points[0].bytes == 1048576);
+    CHECK(p.measured_collective_points[0].time_us == Approx(20.0));
 }
 
 // Regression: once one measured list had been read, an absent later list made yaml-cpp throw

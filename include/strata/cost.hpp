@@ -5,6 +5,7 @@
 #include "strata/profile.hpp"
 #include "strata/units.hpp"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,13 @@ struct KernelCost {
 ///         time = steps x step_latency + per_rank_bytes / bus_bandwidth
 ///         all-reduce: 2(n-1) steps, 2(n-1)/n x message; all-gather / reduce-scatter: n-1 steps, (n-1)/n.
 /// A calibrated profile's measured GEMM shape or elementwise op class replaces the analytical value.
+/// The measured time of a collective over `ranks` GPUs of one node for a `message` of bytes (the full buffer, as
+/// nccl-tests counts its size), if the profile measured that op over that many ranks: its collective_fit's
+/// alpha + message / beta, else its measured.collectives interpolated linearly in the message size between the two
+/// nearest sizes (below the smallest: the smallest's time; above the largest: the largest's bus bandwidth).
+[[nodiscard]] std::optional<Time> measured_collective_time(const DeviceProfile& p, CollectiveKind kind, int ranks,
+                                                           Bytes message);
+
 class CostModel {
 public:
     explicit CostModel(DeviceProfile profile);

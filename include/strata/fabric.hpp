@@ -7,7 +7,9 @@
 #include "strata/spec.hpp"
 #include "strata/units.hpp"
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -64,6 +66,11 @@ struct CollectiveParams {
     /// NVLS all-reduce inside one node: its bus bandwidth over the ring's (NVLink's); 0 for none. The ring's bytes
     /// move divided by it, so the phase takes the time of the NVLS bus bandwidth over the same links.
     double nvls_speedup = 0;
+    /// A collective over the ranks of one node: its measured time, where the device profile has one for its kind,
+    /// rank count and size (measured_collective_time); the ring's bytes are then scaled to take that time over
+    /// links of `intra_link_bandwidth`, without the per-step latency (the measurement holds it).
+    std::function<std::optional<Time>(CollectiveKind, int, Bytes)> measured{};
+    double intra_link_bandwidth = 0;  ///< bytes/s per GPU and direction inside a node (NVLink)
 };
 
 /// One phase of a collective: a flow that moves `bytes` over `route` (ring edges taken together,

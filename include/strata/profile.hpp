@@ -21,6 +21,15 @@ struct MeasuredElementwise {
     double time_us = 0;
 };
 
+/// One measured collective (nccl-tests' out-of-place time): `bytes` is nccl-tests' size (the all-reduce buffer, the
+/// all-gather output, the reduce-scatter input), `ranks` GPUs on one node.
+struct MeasuredCollective {
+    std::string op;
+    int ranks = 0;
+    std::int64_t bytes = 0;
+    double time_us = 0;
+};
+
 struct MeasuredCollectiveFit {
     std::string op;
     int ranks = 0;
@@ -119,6 +128,9 @@ struct DeviceProfile {
     std::vector<MeasuredGemm> measured_gemms;
     std::vector<MeasuredElementwise> measured_elementwise;
     std::vector<MeasuredCollectiveFit> measured_collectives;
+    /// Measured collectives inside one node (measured.collectives): a collective of that op over that many ranks of
+    /// one node takes the time interpolated between them (measured_collective_time in cost.hpp).
+    std::vector<MeasuredCollective> measured_collective_points;
     std::vector<MeasuredLayer> measured_layers;
     /// Fused attention measured over a grid of (batch x heads, sequence length): where present, a FlashAttention
     /// kernel's efficiency is interpolated in it (see CostModel) instead of the flat efficiencies above.

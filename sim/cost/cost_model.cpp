@@ -166,17 +166,34 @@ Bytes CostModel::ring_bytes_per_rank(CollectiveKind kind, int n, Bytes message) 
     return Bytes((message.value * factor + n - 1) / n);
 }
 
-Time CostModel::tp_collective(CollectiveKind kind, int ranks, Bytes message) const {
-    if (ranks <= 1) return Time::zero();
-    const Bytes per_rank = ring_bytes_per_rank(kind, ranks, message);
+std::optional<Time> measured_collective_time(const DeviceProfile& p, CollectiveKind kind, int ranks, Bytes message) {
     const char* op = kind == CollectiveKind::all_reduce   ? "all_reduce"
                      : kind == CollectiveKind::all_gather ? "all_gather"
                                                           : "reduce_scatter";
-    for (const auto& m : profile_.measured_collectives) {
+    for (const auto& m : p.measured_collectives) {
         if (m.op == op && m.ranks == ranks) {
             return Time::from_seconds(m.alpha_us * 1e-6 + double(message.value) / m.beta_bytes_per_s);
         }
     }
+    const MeasuredCollective* below = nullptr;
+    const MeasuredCollective* above = nullptr;
+    for (const auto& m : p.measured_collective_points) {
+        if (m.op != op || m.ranks != ranks) continue;
+        if (m.bytes <= message.value && (!below || m.bytes > below->bytes)) below = &m;
+        if (m.bytes >= message.value && (!above || m.bytes < above->bytes)) above = &m;
+    }
+    if (!below && !above) return std::nullopt;
+    if (!below) return Time::from_us(above->time_us);
+    if (!above) return Time::from_us(below->time_us * double(message.value) / double(below->bytes));
+    if (above->bytes == below->bytes) return Time::from_us(below->time_us);
+    const double f = double(message.value - below->bytes) / double(above->bytes - below->bytes);
+    return Time::from_us(below->time_us + f * (above->time_us - below->time_us));
+}
+
+Time CostModel::tp_collective(CollectiveKind kind, int ranks, Bytes message) const {
+    if (ranks <= 1) return Time::zero();
+    const Bytes per_rank = ring_bytes_per_rank(kind, ranks, message);
+    if (const std::optional<Time> t = measured_collective_time(profile_, kind, ranks, message)) return *t;
     if (profile_.intra_node_bus_bandwidth <= 0) {
         throw InputError(profile_.file + ": device profile " + profile_.name +
                          " has no intra-node bus bandwidth (no intra_node block): give the system's "

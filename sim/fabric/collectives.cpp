@@ -104,6 +104,12 @@ std::vector<CollectivePhase> plan_collective(const Fabric& fabric, CollectiveKin
 
     if (!params.hierarchical || m < 2 || l < 2 || !uniform) {
         const Rings flat{std::vector<int>(ranks.begin(), ranks.end())};
+        if (m == 1 && params.measured && params.intra_link_bandwidth > 0) {
+            if (const std::optional<Time> t = params.measured(kind, static_cast<int>(n), message)) {
+                const Bytes bytes(static_cast<std::int64_t>(std::ceil(t->seconds() * params.intra_link_bandwidth)));
+                return {ring_phase(fabric, flat, bytes, Time::zero())};
+            }
+        }
         const Time step = m == 1 ? params.step_latency_intra : params.step_latency_inter;
         if (kind == CollectiveKind::all_reduce) {
             if (m == 1 && params.nvls_speedup > 0) {

@@ -105,14 +105,21 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
                                                            "busbw_gbps"};
     constexpr std::array<std::string_view, 4> coll_ops = {"all_reduce", "all_gather", "reduce_scatter",
                                                           "send_recv"};
-    // Not used by the simulator (the fits below are), but checked like everything else: a typo is an error.
+    // Collectives inside one node: interpolated by message size (measured_collective_time); send_recv is kept for
+    // the record only.
     each("collectives", [&](const Fields& f) {
-        (void)f.get_choice("op", coll_ops);
-        (void)f.get_int("ranks", 1, 1 << 20);
-        (void)f.get_int("bytes", 1, 1LL << 50);
-        (void)f.get_double("time_us", 1e-6, 1e12);
+        MeasuredCollective c;
+        c.op = f.get_choice("op", coll_ops);
+        c.ranks = static_cast<int>(f.get_int("ranks", 1, 1 << 20));
+        c.bytes = f.get_int("bytes", 1, 1LL << 50);
+        c.time_us = f.get_double("time_us", 1e-6, 1e12);
         if (f.has("algbw_gbps")) (void)f.get_double("algbw_gbps", 0, 1e6);
         if (f.has("busbw_gbps")) (void)f.get_double("busbw_gbps", 0, 1e6);
+        for (const MeasuredCollective& o : p.measured_collective_points)
+            if (o.op == c.op && o.ranks == c.ranks && o.bytes == c.bytes)
+                f.fail("bytes", "a second " + c.op + " over " + std::to_string(c.ranks) + " ranks of " +
+                                    std::to_string(c.bytes) + " bytes: one time per size");
+        if (c.op != "send_recv") p.measured_collective_points.push_back(c);
     }, coll_keys);
     constexpr std::array<std::string_view, 4> fit_keys = {"op", "ranks", "alpha_us", "beta_bytes_per_s"};
     each("collective_fit", [&](const Fields& f) {

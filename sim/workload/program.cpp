@@ -38,8 +38,17 @@ Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab
                           sc.model.hidden) {
     const NetworkSpec& n = sc.system.network;
     const double nvls = sc.system.device.intra_node_nvls_bus_bandwidth;
-    coll_params_ = {n.collective_step_latency_intra, n.collective_step_latency_inter, n.hierarchical_collectives,
-                    nvls > 0 ? nvls / n.nvlink_bandwidth.value : 0.0};
+    coll_params_.step_latency_intra = n.collective_step_latency_intra;
+    coll_params_.step_latency_inter = n.collective_step_latency_inter;
+    coll_params_.hierarchical = n.hierarchical_collectives;
+    coll_params_.nvls_speedup = nvls > 0 ? nvls / n.nvlink_bandwidth.value : 0.0;
+    if (!sc.system.device.measured_collective_points.empty() || !sc.system.device.measured_collectives.empty()) {
+        const DeviceProfile& device = sc.system.device;
+        coll_params_.measured = [&device](CollectiveKind kind, int ranks, Bytes message) {
+            return measured_collective_time(device, kind, ranks, message);
+        };
+        coll_params_.intra_link_bandwidth = n.nvlink_bandwidth.value;
+    }
     want_detail_ = detail;
 }
 
