@@ -67,6 +67,7 @@ TEST_CASE("golden scenarios: iteration time, peak memory and event counts are pi
 TEST_CASE("golden scenarios: the pinned cases cover the schedules' edge cases and every switch") {
     const Experiment ex = load_experiment(kDir + "cases.yaml");
     bool gpipe = false, all_warmup = false, few = false, dist_opt = false, nodes = false, switches = false;
+    bool overlap_p2p = false, overlap_all_warmup = false, host_gaps = false;
     for (const Scenario& sc : ex.cases) {
         const ExecutionSpec& e = sc.execution;
         gpipe |= e.schedule == Schedule::gpipe;
@@ -75,6 +76,9 @@ TEST_CASE("golden scenarios: the pinned cases cover the schedules' edge cases an
         dist_opt |= e.distributed_optimizer && e.overlap_grad_reduce && e.data > 1;
         nodes |= e.gpus() > sc.system.gpus_per_node && e.data > 1;
         switches |= !e.async_tp_comm && !e.gradient_accumulation_fusion;
+        overlap_p2p |= e.overlap_p2p_comm && e.microbatches() > e.pipeline;
+        overlap_all_warmup |= e.overlap_p2p_comm && e.microbatches() == e.pipeline;
+        host_gaps |= e.host_gaps();
     }
     CHECK(gpipe);
     CHECK(all_warmup);
@@ -82,4 +86,7 @@ TEST_CASE("golden scenarios: the pinned cases cover the schedules' edge cases an
     CHECK(dist_opt);
     CHECK(nodes);
     CHECK(switches);
+    CHECK(overlap_p2p);
+    CHECK(overlap_all_warmup);
+    CHECK(host_gaps);
 }
