@@ -31,6 +31,13 @@ struct KernelCost {
 /// least 0.1; 1 without an SM count).
 [[nodiscard]] double sm_share_speed(const DeviceProfile& profile, double sms);
 
+/// The measured time of a collective over `ranks` GPUs of one node for a `message` of bytes (the full buffer, as
+/// nccl-tests counts its size), if the profile measured that op over that many ranks: its collective_fit's
+/// alpha + message / beta, else its measured.collectives interpolated linearly in the message size between the two
+/// nearest sizes (below the smallest: the smallest's time; above the largest: the largest's bus bandwidth).
+[[nodiscard]] std::optional<Time> measured_collective_time(const DeviceProfile& p, CollectiveKind kind, int ranks,
+                                                           Bytes message);
+
 /// Costs from a device profile. Analytical model:
 ///   GEMM: time = launch + max(flops / (peak x eff), bytes / (HBM x eta_mem)) where
 ///         eff = ceiling x wave_efficiency x k / (k + k_half); wave_efficiency is the fraction of the
@@ -40,14 +47,8 @@ struct KernelCost {
 ///   tensor-parallel collective inside a node (ring, alpha-beta):
 ///         time = steps x step_latency + per_rank_bytes / bus_bandwidth
 ///         all-reduce: 2(n-1) steps, 2(n-1)/n x message; all-gather / reduce-scatter: n-1 steps, (n-1)/n.
-/// A calibrated profile's measured GEMM shape or elementwise op class replaces the analytical value.
-/// The measured time of a collective over `ranks` GPUs of one node for a `message` of bytes (the full buffer, as
-/// nccl-tests counts its size), if the profile measured that op over that many ranks: its collective_fit's
-/// alpha + message / beta, else its measured.collectives interpolated linearly in the message size between the two
-/// nearest sizes (below the smallest: the smallest's time; above the largest: the largest's bus bandwidth).
-[[nodiscard]] std::optional<Time> measured_collective_time(const DeviceProfile& p, CollectiveKind kind, int ranks,
-                                                           Bytes message);
-
+/// A calibrated profile's measured GEMM shape or elementwise op class replaces the analytical value, and a measured
+/// collective inside a node (measured_collective_time) the ring.
 class CostModel {
 public:
     explicit CostModel(DeviceProfile profile);

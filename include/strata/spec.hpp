@@ -168,8 +168,8 @@ struct ExecutionSpec {
     /// a receive posted early holding back the sends posted after it. With two stages Megatron-Core puts one direction
     /// on the world group, so each direction has its own stream. Off: each transfer starts once both sides posted it.
     bool p2p_pair_order = true;
-    /// host_gap_forward / _backward: GPU idle before every forward (backward) unit while the host, synchronised with the GPU, issues the unit's
-    /// first kernels. Megatron-LM before August 2022 (the paper's and SC21's software) timed every forward and
+    /// host_gap_forward / _backward: GPU idle before every forward (backward) unit while the host, synchronised with
+    /// the GPU, issues the unit's first kernels. Megatron-LM before August 2022 (the paper's and SC21's software) timed every forward and
     /// backward step with torch.cuda.synchronize() around it (its _Timer start / stop) and synchronised after every
     /// pipeline call, so each unit started from an empty GPU queue; the host then ran the step's Python (get_batch's
     /// broadcasts and masks on every stage, the autograd engine's start) before the first kernel. Zero (the default):
