@@ -1,10 +1,11 @@
 #!/bin/bash
 # One calibration session on a GPU node, as run for the committed profiles: a quick run, a full run at the paper's
 # 22B layer, whole-layer runs at two Megatron-LM H100 table shapes (t = 1 and t = 2), then calibrate/torch_bench.py
-# (FP8 GEMMs and fused attention through PyTorch). Usage: calibrate/run-node.sh OUTDIR [BINARY]
+# (FP8 GEMMs and fused attention through PyTorch) and calibrate/torch_sync_gap.py (the host gap after a synchronise).
+# Usage: calibrate/run-node.sh OUTDIR [BINARY]
 # Each step has its own time limit; a failing step is logged and the next one still runs. Everything goes to
 # OUTDIR: node.log (all output), dmon.log (power and clocks each second), quick.yaml, full.yaml, layer-1p7b.yaml,
-# layer-7b.yaml, layer-70b.yaml, torch.json.
+# layer-7b.yaml, layer-70b.yaml, torch.json, sync-gap.json.
 set -u
 out=${1:?usage: calibrate/run-node.sh OUTDIR [BINARY]}
 bin=${2:-build-cal/strata-calibrate}
@@ -32,5 +33,6 @@ step layer-1p7b 70 "$bin" --heads 16 --hidden 2048 --seq 4096 --microbatch 1 --t
 step layer-7b 70 "$bin" --heads 32 --hidden 4096 --seq 4096 --microbatch 1 --tensor 2 --out "$out/layer-7b.yaml"
 step layer-70b 70 "$bin" --heads 64 --hidden 8192 --seq 4096 --microbatch 1 --tensor 8 --out "$out/layer-70b.yaml"
 PYTHONUNBUFFERED=1 step torch 100 python3 calibrate/torch_bench.py "$out/torch.json"
+PYTHONUNBUFFERED=1 step sync-gap 180 python3 calibrate/torch_sync_gap.py "$out/sync-gap.json"
 kill $dmon 2>/dev/null
 echo "=== done $(date -u +%T)" >>"$log"

@@ -27,8 +27,9 @@ import sys
 
 from torch_common import cuda_torch
 
-# (name, hidden, heads, tensor, layers per chunk, microbatch, sequence): Table 5's shapes per GPU, one chunk.
-SHAPES = (("22B", 6144, 48, 8, 48, 4, 2048), ("175B", 12288, 96, 8, 4, 1, 2048), ("530B", 20480, 128, 8, 1, 1, 2048),
+# (name, hidden, heads, tensor, layers per chunk, microbatch, sequence): Table 5's shapes per GPU, one chunk (22B: 8 of
+# its 48 layers, so that they fit without recompute; the gap is the unit's start and wherever the host falls behind).
+SHAPES = (("22B", 6144, 48, 8, 8, 4, 2048), ("175B", 12288, 96, 8, 4, 1, 2048), ("530B", 20480, 128, 8, 1, 1, 2048),
           ("1T", 25600, 160, 8, 2, 1, 2048))
 
 
