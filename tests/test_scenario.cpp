@@ -876,3 +876,27 @@ TEST_CASE("the SC21 cross-check encodes the published models and configurations"
         CHECK(c.execution.overlap_grad_reduce == (c.execution.pipeline == 1));
     }
 }
+
+TEST_CASE("--set overrides: a key's value in every case, over the experiment's and the cases' own", "[scenario]") {
+    const std::string t4 = std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table4.yaml";
+    const Experiment plain = load_experiment(t4);
+    const Experiment set = load_experiment(t4, {"execution.recompute=none", "model.layers=24",
+                                                "system.network.rails=4", "execution.host_gap_forward_us=250"});
+    REQUIRE(set.cases.size() == plain.cases.size());
+    for (std::size_t i = 0; i < set.cases.size(); ++i) {
+        CHECK(set.cases[i].execution.recompute == Recompute::none);  // the cases set it themselves
+        CHECK(set.cases[i].model.layers == 24);
+        CHECK(set.cases[i].system.network.rails == 4);
+        CHECK(set.cases[i].execution.host_gap_forward == Time::from_us(250));
+        CHECK(set.cases[i].execution.tensor == plain.cases[i].execution.tensor);  // the rest as written
+    }
+    CHECK(plain.cases[2].execution.recompute == Recompute::full);
+    // Errors name the override: its form, its part, its key (with a hint), its value; a swept key cannot be set.
+    CHECK_THROWS_WITH(load_experiment(t4, {"execution.microbatch"}), Catch::Contains("--set 'execution.microbatch': expected PART.KEY=VALUE"));
+    CHECK_THROWS_WITH(load_experiment(t4, {"exec.microbatch=2"}), Catch::Contains("'exec' is not a part"));
+    CHECK_THROWS_WITH(load_experiment(t4, {"model.layer=2"}), Catch::Contains("Did you mean 'layers'?"));
+    CHECK_THROWS_WITH(load_experiment(t4, {"execution.tensor=eight"}),
+                      Catch::Contains("--set 'execution.tensor=eight':1:") && Catch::Contains("expected an integer"));
+    CHECK_THROWS_WITH(load_experiment(data_path("valid/sweep-system.yaml"), {"system.gpus_per_node=8"}),
+                      Catch::Contains("is swept by the experiment") && Catch::Contains("sweep-system.yaml:9:"));
+}

@@ -25,10 +25,18 @@ struct Experiment {
 /// Loads and strictly validates an experiment file (and the part files it references).
 /// Throws InputError with `file:line:col: message` on any problem.
 Experiment load_experiment(const std::filesystem::path& file);
+/// The same with `overrides`, each "PART.KEY=VALUE" (PART: model, execution or system; a system key dotted as in a
+/// sweep, e.g. system.network.rails=4; VALUE as YAML): the key takes that value in every case, over the experiment's
+/// and the cases' own. Errors name the override ("--set 'execution.microbatch=x':1:13: ..."); a key the experiment
+/// sweeps cannot be overridden.
+Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides);
 
 /// The same from YAML text in memory (JSON is YAML too, so a serialized dict loads): `origin` names it in
 /// messages (`origin:line:col: ...`) and relative part files are resolved against origin's directory.
 Experiment load_experiment_text(const std::string& text, const std::filesystem::path& origin);
+/// The same with --set overrides (see load_experiment).
+Experiment load_experiment_text(const std::string& text, const std::filesystem::path& origin,
+                                const std::vector<std::string>& overrides);
 
 /// Every key a system part accepts (a system file, an experiment's or a case's `system:` mapping, a `sweep:` over
 /// `system.KEY`), nested keys dotted (`network.rails`). docs/system-file.md documents each one.

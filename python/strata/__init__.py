@@ -66,17 +66,26 @@ def _dict_text(d):
     return json.dumps(d, indent=1)
 
 
-def load(source, base_dir=None):
+def _overrides(overrides):
+    if isinstance(overrides, dict):
+        return ["%s=%s" % (k, json.dumps(v) if not isinstance(v, str) else v) for k, v in overrides.items()]
+    return [str(o) for o in overrides]
+
+
+def load(source, base_dir=None, overrides=()):
     """An experiment from a YAML file's path, or from a dict with the same keys (name, model, execution, system,
     cases, sweep). A dict's relative part files (model: ../models/x.yaml) are resolved against base_dir (default:
-    the current directory)."""
+    the current directory). overrides: as `strata run --set`, strings "PART.KEY=VALUE" or a dict
+    {"execution.microbatch": 2, ...}: that key's value in every case, over the source's."""
     if isinstance(source, Experiment):
+        if overrides:
+            raise InputError("strata.load: overrides apply to a path or a dict, not to a loaded Experiment")
         return source
     if isinstance(source, (str, os.PathLike)):
-        return _strata.load_experiment(os.fspath(source))
+        return _strata.load_experiment(os.fspath(source), _overrides(overrides))
     if isinstance(source, dict):
         origin = os.path.join(os.path.abspath(base_dir or os.getcwd()), "<dict>")
-        return _strata.load_experiment_text(_dict_text(source), origin)
+        return _strata.load_experiment_text(_dict_text(source), origin, _overrides(overrides))
     raise TypeError("strata.load: expected a path or a dict, got %s" % type(source).__name__)
 
 
@@ -106,13 +115,13 @@ def to_dataframe(results):
 
 
 def run(source, case=None, *, analytical_only=False, jobs=0, profile=None, max_tasks=1000, base_dir=None,
-        check=True, replicas="all"):
+        check=True, replicas="all", overrides=()):
     """Runs every case of an experiment (a path, a dict or a loaded Experiment), or only `case`, on `jobs`
     threads (0: one per core). Returns Results. replicas: "all" (every GPU group) or "representative" (each
     stage's data-parallel replicas of replica 0's node only, as `strata run --replicas representative`). A case that cannot be evaluated keeps its place with an 'error'
     key; with check=True a case that failed on bad input or in simulation raises afterwards, as the strata command
-    exits non-zero (infeasible sweep combinations are not failures)."""
-    exp = load(source, base_dir)
+    exits non-zero (infeasible sweep combinations are not failures). overrides: as `strata run --set` (see load)."""
+    exp = load(source, base_dir, overrides)
     text, failures = _strata.run(exp, case or "", bool(analytical_only), int(jobs), os.fspath(profile or ""),
                                  int(max_tasks), _replicas(replicas))
     results = Results(json.loads(text))
@@ -175,6 +184,7 @@ def _fix_value(v):
     return str(v)
 
 
-def explain(source, case=None, base_dir=None):
-    """One transformer layer's kernels and collectives with their costs (`strata explain`), as text."""
-    return _strata.explain(load(source, base_dir), case or "")
+def explain(source, case=None, base_dir=None, overrides=()):
+    """One transformer layer's kernels and collectives with their costs (`strata explain`), as text. overrides: as
+    `strata explain --set` (see load)."""
+    return _strata.explain(load(source, base_dir, overrides), case or "")

@@ -50,6 +50,7 @@ struct RunOptions {
     std::optional<std::uint64_t> seed;
     int jobs = 0;
     std::uint64_t max_tasks_millions = 1000;
+    std::vector<std::string> overrides;  // --set PART.KEY=VALUE
 };
 
 /// Progress of many cases or candidates: a bar with an ETA in a terminal; under MPI, lines from rank 0 at every
@@ -108,7 +109,7 @@ void print_ranks(const strata::RunOutcome& run) {
 }
 
 int run_command(const strata::mpi::Session& session, const std::string& file, const RunOptions& opt, char** argv) {
-    strata::Experiment ex = strata::load_experiment(file);
+    strata::Experiment ex = strata::load_experiment(file, opt.overrides);
     std::optional<strata::DeviceProfile> profile;
     if (!opt.profile_path.empty()) profile = strata::load_device_profile(opt.profile_path);
     std::vector<strata::Scenario> selected = strata::select_cases(ex, opt.case_name, profile ? &*profile : nullptr);
@@ -318,6 +319,10 @@ int main(int argc, char** argv) {
                     "with --trace: only these GPU groups, e.g. 'stages=0-3,replicas=0' (inclusive ranges; default all)");
     run->add_option("--timeline", ro.timeline_path, "write the first pipeline replica's stage timeline and stage-0 memory over time as JSON (one case)");
     run->add_option("--case", ro.case_name, "run only the case with this name");
+    const char* set_help = "PART.KEY=VALUE, repeatable: that key's value in every case, over the file's (PART: model, "
+                           "execution, system; e.g. execution.microbatch=2, execution.host_gap_forward_us=300, "
+                           "system.network.rails=4)";
+    run->add_option("--set", ro.overrides, set_help);
     run->add_option("--jobs,-j", ro.jobs, "cases to run in parallel (default: one per core; under mpirun each rank runs one case at a time)")->check(CLI::Range(1, 1024));
     run->add_option("--max-tasks", ro.max_tasks_millions,
                     "refuse cases needing more than this many million tasks (a bound on run time, about a million tasks a second; memory follows the tasks in flight; default 1000)")
@@ -336,6 +341,7 @@ int main(int argc, char** argv) {
     explain->add_option("file", file, "experiment YAML")->required();
     explain->add_option("--case", case_name, "only this case (default: all)");
     explain->add_option("--profile", ro.profile_path, "device profile to use instead of the system's (e.g. a calibrated one)");
+    explain->add_option("--set", ro.overrides, set_help);
     SearchOptions so;
     CLI::App* srch = app.add_subcommand("search", "find the fastest execution of a model on N GPUs that fits in memory");
     srch->add_option("--model", so.model, "model YAML (e.g. scenarios/models/mt-nlg-530b.yaml)")->required();
@@ -416,7 +422,7 @@ int main(int argc, char** argv) {
         if (*run) return run_command(session, file, ro, argv);
         if (*explain) {  // one layer of each case, kernel by kernel
             const auto profile = ro.profile_path.empty() ? std::nullopt : std::optional(strata::load_device_profile(ro.profile_path));
-            for (const auto& sc : strata::select_cases(strata::load_experiment(file), case_name, profile ? &*profile : nullptr))
+            for (const auto& sc : strata::select_cases(strata::load_experiment(file, ro.overrides), case_name, profile ? &*profile : nullptr))
                 strata::print_layer_breakdown(std::cout, sc);
             return 0;
         }

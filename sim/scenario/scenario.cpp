@@ -242,25 +242,72 @@ SystemSpec load_system_text(const std::string& text, const fs::path& origin) {
 }
 
 namespace {
-Experiment experiment_from(const YAML::Node& root, const fs::path& path);
+/// One --set override, read: its part, its (dotted) key, and the key and value nodes of its YAML text.
+struct Override {
+    std::string part, key, origin;
+    YAML::Node key_node, value;
+};
+
+/// Reads "PART.KEY=VALUE" as YAML (`KEY: VALUE`, origin "--set 'PART.KEY=VALUE'"), checking the part and the key.
+Override read_override(const std::string& text) {
+    const std::string origin = "--set '" + text + "'";
+    const auto eq = text.find('=');
+    const auto dot = text.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq)
+        throw InputError(origin + ": expected PART.KEY=VALUE, PART one of model, execution, system (e.g. "
+                                  "execution.microbatch=2, system.network.rails=4)");
+    Override o;
+    o.part = text.substr(0, dot);
+    o.key = text.substr(dot + 1, eq - dot - 1);
+    o.origin = origin;
+    std::span<const std::string_view> known;
+    if (o.part == "model") known = kModelKeys;
+    else if (o.part == "execution") known = kExecutionKeys;
+    else if (o.part == "system") known = system_keys();
+    else
+        throw InputError(origin + ": '" + o.part + "' is not a part: model, execution or system (PART.KEY=VALUE)");
+    if (std::find(known.begin(), known.end(), o.key) == known.end()) {
+        std::string msg = origin + ": unknown " + o.part + " key '" + o.key + "'.";
+        if (auto hint = yamlio::did_you_mean(o.key, known)) msg += " Did you mean '" + *hint + "'?";
+        throw InputError(msg + " Valid keys: " + yamlio::join(known) + ".");
+    }
+    if (eq + 1 == text.size()) throw InputError(origin + ": no value after '='");
+    const YAML::Node doc = yamlio::load_text(o.key + ": " + text.substr(eq + 1), origin);
+    const auto it = doc.begin();
+    o.key_node = it->first;
+    o.value = it->second;
+    return o;
+}
+
+Experiment experiment_from(const YAML::Node& root, const fs::path& path, const std::vector<Override>& overrides);
 }  // namespace
 
-Experiment load_experiment(const fs::path& path) {
+Experiment load_experiment(const fs::path& path) { return load_experiment(path, {}); }
+
+Experiment load_experiment(const fs::path& path, const std::vector<std::string>& overrides) {
+    std::vector<Override> read;
+    for (const std::string& o : overrides) read.push_back(read_override(o));
     yamlio::InputRecorder recorder;
-    Experiment ex = experiment_from(yamlio::load_file(path), path);
+    Experiment ex = experiment_from(yamlio::load_file(path), path, read);
     ex.inputs = recorder.files();
     return ex;
 }
 
 Experiment load_experiment_text(const std::string& text, const fs::path& origin) {
+    return load_experiment_text(text, origin, {});
+}
+
+Experiment load_experiment_text(const std::string& text, const fs::path& origin, const std::vector<std::string>& overrides) {
+    std::vector<Override> read;
+    for (const std::string& o : overrides) read.push_back(read_override(o));
     yamlio::InputRecorder recorder;
-    Experiment ex = experiment_from(yamlio::load_text(text, origin.string()), origin);
+    Experiment ex = experiment_from(yamlio::load_text(text, origin.string()), origin, read);
     ex.inputs = recorder.files();
     return ex;
 }
 
 namespace {
-Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
+Experiment experiment_from(const YAML::Node& root, const fs::path& path, const std::vector<Override>& overrides) {
     const std::string file = path.string();
     for (auto it = root.begin(); it != root.end(); ++it) {
         std::string key = it->first.Scalar();
@@ -331,6 +378,12 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
         }
     }
 
+    // --set overrides: over the experiment's and every case's own values.
+    for (Base& b : bases)
+        for (const Override& o : overrides) {
+            Fields& part = o.part == "model" ? b.m : o.part == "execution" ? b.e : b.s;
+            part.set(o.key, o.key_node, o.value, o.origin);
+        }
     parts::DeviceProfiles profiles;  // each device profile file read once
     YAML::Node sweep = root["sweep"];
     if (!sweep) {
@@ -381,6 +434,10 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path) {
                                      yamlio::where(file, other.key_node.Mark()) + ")");
                 }
             }
+            for (const Override& o : overrides)
+                if (o.part == part && o.key == sub)
+                    throw InputError(o.origin + ": " + key + " is swept by the experiment (" +
+                                     yamlio::where(file, it->first.Mark()) + "): drop it from the sweep or from --set");
             Axis a{part, sub, it->first, {}};
             for (std::size_t i = 0; i < it->second.size(); ++i) a.values.push_back(it->second[i]);
             axes.push_back(std::move(a));

@@ -33,6 +33,20 @@ printf 'model: /dev/zero\nsystem: system-small.yaml\n' >"$tmp/zero.yaml"
 timeout 10 "$strata" run "$tmp/zero.yaml" >/dev/null 2>"$tmp/err"; rc=$?
 check "a part naming /dev/zero exits 2" '[[ $rc -eq 2 ]] && grep -q "not a regular file" "$tmp/err"'
 
+# --set: a key's value in every case, over the file's; a wrong one exits 2 naming the override.
+"$strata" run "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" --analytical-only --json "$tmp/set0.json" >/dev/null 2>&1
+"$strata" run "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" --analytical-only --set model.layers=24 \
+    --set execution.recompute=full --json "$tmp/set1.json" >/dev/null 2>&1; rc=$?
+check "--set overrides model and execution keys in the cases" '[[ $rc -eq 0 ]] && python3 -c "
+import json, sys
+a, b = (json.load(open(f))[\"results\"][0] for f in sys.argv[1:])
+assert a[\"model\"][\"layers\"] == 48 and b[\"model\"][\"layers\"] == 24
+assert a[\"execution\"][\"recompute\"] == \"none\" and b[\"execution\"][\"recompute\"] == \"full\"" "$tmp/set0.json" "$tmp/set1.json"'
+"$strata" run "$root/scenarios/paper/table4.yaml" --set execution.microbach=2 >/dev/null 2>"$tmp/err"; rc=$?
+check "a misspelt --set key exits 2 with a hint" '[[ $rc -eq 2 ]] && grep -q "^error: --set .execution.microbach=2.: unknown execution key .microbach.. Did you mean .microbatch." "$tmp/err"'
+"$strata" run "$root/scenarios/paper/table4.yaml" --set execution.microbatch=abc >/dev/null 2>"$tmp/err"; rc=$?
+check "a bad --set value exits 2 at the override" '[[ $rc -eq 2 ]] && grep -q "execution.microbatch=abc.:1:[0-9]*: execution.microbatch: expected an integer" "$tmp/err"'
+
 "$strata" run "$root/scenarios/paper/table4.yaml" --replicas some >/dev/null 2>"$tmp/err"; rc=$?
 check "a bad --replicas exits 2 naming the choices" '[[ $rc -eq 2 ]] && grep -q "all, representative\|{all,representative}" "$tmp/err"'
 "$strata" run "$root/scenarios/crosscheck/sc21-table1.yaml" --case "1.7B on 32 GPUs" --replicas representative >"$tmp/rep.txt" 2>&1; rc=$?

@@ -289,3 +289,19 @@ def test_search_flash2_and_ends_in_split():
     off = strata.search(model, system, gpus=3, global_batch=3, top=2, simulate_top=2, jobs=1, attention="flash2",
                         fix=dict(fix, ends_in_split=False))
     assert not off["results"] and off["screened"] == 0
+
+
+def test_overrides_as_the_commands_set():
+    args = ["execution.host_gap_forward_us=300", "model.layers=24"]
+    results = strata.run(TABLE4, case="selective + sequence", overrides=args)
+    cli = cli_json("run", TABLE4, "--case", "selective + sequence", "--set", args[0], "--set", args[1])
+    cli.pop("provenance")
+    assert {"experiment": results.experiment, "results": list(results)} == cli
+    assert results[0]["execution"]["host_gap_forward_us"] == 300 and results[0]["model"]["layers"] == 24
+    # A dict of values too; a loaded Experiment takes none; a bad key names the override.
+    same = strata.run(TABLE4, case="selective + sequence", overrides={"execution.host_gap_forward_us": 300, "model.layers": 24})
+    assert list(same) == list(results)
+    with pytest.raises(strata.InputError, match="not to a loaded Experiment"):
+        strata.load(strata.load(TABLE4), overrides=args)
+    with pytest.raises(strata.InputError, match="--set 'execution.microbach=2'.*Did you mean 'microbatch'"):
+        strata.load(TABLE4, overrides=["execution.microbach=2"])
