@@ -877,7 +877,7 @@ TEST_CASE("the SC21 cross-check encodes the published models and configurations"
     }
 }
 
-TEST_CASE("--set overrides: a key's value in every case, over the experiment's and the cases' own", "[scenario]") {
+TEST_CASE("overrides (--set): a key's value in every case, over the experiment's and the cases' own", "[scenario]") {
     const std::string t4 = std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table4.yaml";
     const Experiment plain = load_experiment(t4);
     const Experiment set = load_experiment(t4, {"execution.recompute=none", "model.layers=24",
