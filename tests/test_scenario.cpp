@@ -899,4 +899,10 @@ TEST_CASE("overrides (--set): a key's value in every case, over the experiment's
                       Catch::Contains("--set 'execution.tensor=eight':1:") && Catch::Contains("expected an integer"));
     CHECK_THROWS_WITH(load_experiment(data_path("valid/sweep-system.yaml"), {"system.gpus_per_node=8"}),
                       Catch::Contains("is swept by the experiment") && Catch::Contains("sweep-system.yaml:9:"));
+    // A device profile named in an override is relative to the working directory, as a command-line path.
+    const std::filesystem::path cwd = std::filesystem::current_path();
+    std::filesystem::current_path(STRATA_SOURCE_DIR);
+    const Experiment h100 = load_experiment(t4, {"system.device_profile=scenarios/devices/h100-sxm5-80gb.yaml"});
+    std::filesystem::current_path(cwd);
+    CHECK(h100.cases.at(0).system.device.name == "h100-sxm5-80gb");
 }

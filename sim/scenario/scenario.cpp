@@ -272,7 +272,10 @@ Override read_override(const std::string& text) {
         throw InputError(msg + " Valid keys: " + yamlio::join(known) + ".");
     }
     if (eq + 1 == text.size()) throw InputError(origin + ": no value after '='");
-    const YAML::Node doc = yamlio::load_text(o.key + ": " + text.substr(eq + 1), origin);
+    std::string value = text.substr(eq + 1);
+    // A file named on the command line is relative to the working directory (a part file's, to that file's).
+    if (o.key == "device_profile" && fs::path(value).is_relative()) value = fs::absolute(value).lexically_normal().string();
+    const YAML::Node doc = yamlio::load_text(o.key + ": " + value, origin);
     const auto it = doc.begin();
     o.key_node = it->first;
     o.value = it->second;
