@@ -6,34 +6,34 @@ Published values: Narayanan et al., "Efficient Large-Scale Language Model Traini
 Megatron-LM" (SC21), Table 1. Their FLOPs count includes the full recompute, so achieved TFLOP/s per GPU is
 strata's HFU x 312 TF/s. A cross-check only: nothing in strata is fitted to it.
 """
-import json, os, sys
+import json, sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PAPER_TFLOPS = json.load(open(os.path.join(HERE, "..", "plots", "paper_values.json")))["sc21_table1"]["tflops_per_gpu"]
+from published import PUBLISHED, count_problem, row_problem, summary
+
+PAPER_TFLOPS = PUBLISHED["sc21_table1"]["tflops_per_gpu"]
 PEAK_TFLOPS = 312
 
 def main(argv):
     if len(argv) != 2:
         print(__doc__); return 2
     results = json.load(open(argv[1]))["results"]
-    if len(results) != len(PAPER_TFLOPS):
-        print(f"expected the {len(PAPER_TFLOPS)} cases of scenarios/crosscheck/sc21-table1.yaml, got {len(results)}")
-        return 2
+    problem = count_problem(results, len(PAPER_TFLOPS), "scenarios/crosscheck/sc21-table1.yaml")
+    if problem:
+        print(problem); return 2
     print("SC21 Table 1 cross-check (A100, Selene, Megatron-LM 2021). Error = simulated / published - 1.")
     print(f"{'case':<22} {'t':>2} {'p':>3} {'d':>3} {'m':>2} {'b':>3} {'iter s':>8} {'TF/s paper':>10} {'sim':>6} {'err':>7}")
     errs = []
     for r, paper in zip(results, PAPER_TFLOPS):
+        problem = row_problem(r, 22)
+        if problem:
+            print(problem); return 3
         e = r["execution"]
-        if "error" in r:
-            print(f"{r['name']:<22} error: {r['error']}"); return 3
         sim = r["hfu"] * PEAK_TFLOPS
         err = sim / paper - 1
         errs.append(err)
         print(f"{r['name']:<22} {e['tensor']:>2} {e['pipeline']:>3} {e['data']:>3} {e['interleave']:>2} {e['microbatch']:>3} "
               f"{r['iteration_time_s']:>8.3f} {paper:>10} {sim:>6.1f} {100*err:>+6.1f}%")
-    mean_abs = sum(abs(x) for x in errs) / len(errs)
-    print(f"mean |error| {100*mean_abs:.2f}%, worst {100*max(abs(x) for x in errs):.2f}%, "
-          f"mean signed {100*sum(errs)/len(errs):+.2f}% over {len(errs)} rows")
+    print(summary(errs))
     return 0
 
 if __name__ == "__main__":

@@ -8,10 +8,9 @@ Published values: Megatron-LM README, Performance Benchmarking (plots/paper_valu
 Validation only: nothing in strata is fitted to them. Both sides use Megatron's FLOPs count, so the ratio of
 TFLOP/s per GPU is the inverse ratio of iteration times.
 """
-import json, os, sys
+import json, sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PUBLISHED = json.load(open(os.path.join(HERE, "..", "plots", "paper_values.json")))
+from published import PUBLISHED, count_problem, row_problem, summary
 
 def main(argv):
     if len(argv) != 2:
@@ -21,25 +20,23 @@ def main(argv):
     strong = "strong" in doc.get("experiment", "")
     PUB = PUBLISHED["megatron_h100_strong" if strong else "megatron_h100"]
     source = "scenarios/validation/megatron-h100" + ("-strong" if strong else "") + ".yaml"
-    if len(results) != len(PUB["tflops_per_gpu"]):
-        print(f"expected the {len(PUB['tflops_per_gpu'])} cases of {source}, got {len(results)}")
-        return 2
+    problem = count_problem(results, len(PUB["tflops_per_gpu"]), source)
+    if problem:
+        print(problem); return 2
     print(f"Megatron-LM H100 {'strong' if strong else 'weak'} scaling (validation). Error = simulated / published - 1.")
     print(f"{'case':<16} {'t':>2} {'p':>3} {'GPUs':>5} {'iter s':>8} {'TF/s pub':>9} {'sim':>7} {'err':>7} {'MFU pub':>8} {'sim':>6}")
     errs = []
     for r, pub, mfu, gpus in zip(results, PUB["tflops_per_gpu"], PUB["mfu_percent"], PUB["gpus"]):
-        if "error" in r:
-            print(f"{r['name']:<16} error: {r['error']}"); return 3
+        problem = row_problem(r, 16, gpus)
+        if problem:
+            print(problem); return 3
         e = r["execution"]
-        if e["gpus"] != gpus:
-            print(f"{r['name']}: {e['gpus']} GPUs, the published row has {gpus}"); return 3
         sim = r["tflops_per_gpu"]
         err = sim / pub - 1
         errs.append(err)
         print(f"{r['name']:<16} {e['tensor']:>2} {e['pipeline']:>3} {e['gpus']:>5} {r['iteration_time_s']:>8.3f} {pub:>9.1f} "
               f"{sim:>7.1f} {100*err:>+6.1f}% {mfu:>7}% {100*r['mfu']:>5.1f}%")
-    print(f"mean |error| {100*sum(abs(x) for x in errs)/len(errs):.2f}%, worst {100*max(abs(x) for x in errs):.2f}%, "
-          f"mean signed {100*sum(errs)/len(errs):+.2f}% over {len(errs)} rows")
+    print(summary(errs))
     if strong:
         first, last = results[0], results[-1]
         print(f"scaling efficiency {last['execution']['gpus']} vs {first['execution']['gpus']} GPUs (MFU ratio): published "

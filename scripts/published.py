@@ -1,0 +1,29 @@
+"""What the validation-table scripts share (tokens-table.py, megatron-h100-table.py, crosscheck-table.py): the
+published figures (plots/paper_values.json), the checks that a results file holds the cases of a table's scenario,
+and the summary line of the signed errors. Validation only: nothing in strata is fitted to these figures."""
+import json
+import os
+
+PUBLISHED = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots", "paper_values.json")))
+
+
+def count_problem(results, expected, source):
+    """None when `results` holds the `expected` cases of `source`, else the message."""
+    if len(results) == expected:
+        return None
+    return f"expected the {expected} cases of {source}, got {len(results)}"
+
+
+def row_problem(r, width, gpus=None):
+    """None when case `r` ran (and on `gpus` GPUs, when given), else the line to print."""
+    if "error" in r:
+        return f"{r['name']:<{width}} error: {r['error']}"
+    if gpus is not None and r["execution"]["gpus"] != gpus:
+        return f"{r['name']}: {r['execution']['gpus']} GPUs, the published row has {gpus}"
+    return None
+
+
+def summary(errs):
+    """Mean absolute, worst and mean signed error over the rows (fractions), as the tables print it."""
+    return (f"mean |error| {100*sum(abs(x) for x in errs)/len(errs):.2f}%, worst {100*max(abs(x) for x in errs):.2f}%, "
+            f"mean signed {100*sum(errs)/len(errs):+.2f}% over {len(errs)} rows")
