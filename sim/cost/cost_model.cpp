@@ -192,8 +192,8 @@ std::optional<Time> measured_collective_time(const DeviceProfile& p, CollectiveK
 
 Time CostModel::tp_collective(CollectiveKind kind, int ranks, Bytes message) const {
     if (ranks <= 1) return Time::zero();
-    const Bytes per_rank = ring_bytes_per_rank(kind, ranks, message);
     if (const std::optional<Time> t = measured_collective_time(profile_, kind, ranks, message)) return *t;
+    const Bytes per_rank = ring_bytes_per_rank(kind, ranks, message);
     if (profile_.intra_node_bus_bandwidth <= 0) {
         throw InputError(profile_.file + ": device profile " + profile_.name +
                          " has no intra-node bus bandwidth (no intra_node block): give the system's "

@@ -282,14 +282,19 @@ Override read_override(const std::string& text) {
     return o;
 }
 
+std::vector<Override> read_overrides(const std::vector<std::string>& overrides) {
+    std::vector<Override> read;
+    for (const std::string& o : overrides) read.push_back(read_override(o));
+    return read;
+}
+
 Experiment experiment_from(const YAML::Node& root, const fs::path& path, const std::vector<Override>& overrides);
 }  // namespace
 
 Experiment load_experiment(const fs::path& path) { return load_experiment(path, {}); }
 
 Experiment load_experiment(const fs::path& path, const std::vector<std::string>& overrides) {
-    std::vector<Override> read;
-    for (const std::string& o : overrides) read.push_back(read_override(o));
+    const std::vector<Override> read = read_overrides(overrides);
     yamlio::InputRecorder recorder;
     Experiment ex = experiment_from(yamlio::load_file(path), path, read);
     ex.inputs = recorder.files();
@@ -301,8 +306,7 @@ Experiment load_experiment_text(const std::string& text, const fs::path& origin)
 }
 
 Experiment load_experiment_text(const std::string& text, const fs::path& origin, const std::vector<std::string>& overrides) {
-    std::vector<Override> read;
-    for (const std::string& o : overrides) read.push_back(read_override(o));
+    const std::vector<Override> read = read_overrides(overrides);
     yamlio::InputRecorder recorder;
     Experiment ex = experiment_from(yamlio::load_text(text, origin.string()), origin, read);
     ex.inputs = recorder.files();

@@ -92,12 +92,8 @@ std::vector<Instruction> stage_program(const Shape& s, int r) {
         // comes before the first backward.
         const int warm = interleaved_warmup(s, r);
         const bool steady = static_cast<std::size_t>(2 * warm) < units.size();
-        std::size_t first_backward = units.size();
-        for (std::size_t u = 0; u < units.size(); ++u)
-            if (!units[u].forward) {
-                first_backward = u;
-                break;
-            }
+        // The warm-up forwards, then forward-backward pairs: the first backward follows the first steady forward.
+        const std::size_t first_backward = static_cast<std::size_t>(steady ? warm + 1 : warm);
         const std::size_t cooldown = units.size() - static_cast<std::size_t>(warm);  // its first backward
         auto exchange = [&](const std::vector<std::size_t>& outs, const std::vector<std::size_t>& ins, bool async) {
             const std::size_t before = out.size();
