@@ -428,6 +428,18 @@ TEST_CASE("fp8 current scaling: an amax read before each cast; fp8_param_gather:
                                   << fp8_gather.exposed_comm.data_parallel.seconds() << " s");
     CHECK(fp8_gather.exposed_comm.data_parallel < bf16_gather.exposed_comm.data_parallel);
     CHECK(fp8_gather.iteration_time < bf16_gather.iteration_time);
+    // FP8 primary weights: a layer weight is its FP8 copy and transpose (1 + 1 bytes), no 16-bit weight beside them,
+    // so a stage holds as many weight bytes as with bf16, 2 per layer parameter fewer than FP8 with 16-bit weights.
+    ExecutionSpec e16 = sc.execution, e8 = sc.execution;
+    e16.precision = Precision::bf16;
+    e16.fp8_param_gather = false;
+    e8.fp8_param_gather = false;
+    const double layer_params =
+        double(sc.execution.layers_on_stage(sc.model.layers, 1)) * layer_parameters_per_gpu(sc.model, sc.execution.tensor);
+    CHECK(stage_weight_bytes(sc.model, sc.execution, 1) == stage_weight_bytes(sc.model, e16, 1));
+    CHECK(double(stage_weight_bytes(sc.model, e8, 1).value - stage_weight_bytes(sc.model, sc.execution, 1).value) ==
+          Approx(2 * layer_params).margin(1));
+    CHECK(fp8_gather.peak_memory.value + std::int64_t(layer_params) < bf16_gather.peak_memory.value);
 }
 
 TEST_CASE("squared_relu: Nemotron's MLP, two matrices and GeLU's bytes; loaded by name; the same memory") {

@@ -23,7 +23,8 @@ struct BytesPerParam {
 BytesPerParam bytes_per_param(const ExecutionSpec& exec);
 
 /// Weight bytes one GPU of the stage holds: 16-bit weights, plus with FP8 Transformer Engine's cached FP8 copy of
-/// each transformer-layer weight and of its transpose (2 bytes per layer parameter).
+/// each transformer-layer weight and of its transpose (2 bytes per layer parameter); with FP8 primary weights
+/// (ExecutionSpec::fp8_param_gather) the layer weights are that copy and transpose alone (2 bytes, as 16-bit).
 Bytes stage_weight_bytes(const ModelSpec& model, const ExecutionSpec& exec, int stage);
 /// Parameters held by one GPU of pipeline stage `stage` (tensor sharding applied).
 double parameters_on_stage(const ModelSpec& model, const ExecutionSpec& exec, int stage);

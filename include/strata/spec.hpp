@@ -156,7 +156,8 @@ struct ExecutionSpec {
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (see CrossEntropy)
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  ///< with FP8: the scaling recipe (see Fp8Recipe)
     /// With FP8 and the distributed optimizer: the parameter all-gather moves the transformer layers' parameters in
-    /// FP8 (1 byte each; Megatron-Core's --fp8-param-gather); embeddings, output layer and norms stay 16-bit.
+    /// FP8 (1 byte each; Megatron-Core's --fp8-param-gather); embeddings, output layer and norms stay 16-bit. The
+    /// layer weights are then FP8 primary weights (TE's fp8_model_init): an FP8 copy and its transpose, no 16-bit one.
     bool fp8_param_gather = false;
     /// Megatron's --overlap-p2p-communication with the interleaved schedule (its default there since Megatron-Core):
     /// pipeline sends and receives are posted asynchronously; a unit waits only for the transfer bringing its input

@@ -50,7 +50,11 @@ double total_parameters(const ModelSpec& m) {
 
 Bytes stage_weight_bytes(const ModelSpec& m, const ExecutionSpec& e, int stage) {
     double bytes = parameters_on_stage(m, e, stage) * bytes_per_param(e).weights;
-    if (e.precision == Precision::fp8)
+    // FP8 with 16-bit primary weights: Transformer Engine caches an FP8 copy and its transpose of each layer weight
+    // (2 bytes more). With FP8 primary weights (fp8_param_gather: Megatron-Core builds the layers under TE's
+    // fp8_model_init, its config's fp8_param) a layer weight is that FP8 copy and transpose alone: 1 + 1 bytes where
+    // the 16-bit weight was, nothing more.
+    if (e.precision == Precision::fp8 && !e.fp8_param_gather)
         bytes += 2.0 * double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
     return Bytes(static_cast<std::int64_t>(std::llround(bytes)));
 }
