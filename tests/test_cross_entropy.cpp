@@ -101,3 +101,39 @@ TEST_CASE("cross_entropy te: a large-vocabulary model at t = 1 runs faster and k
     CHECK(b.iteration_time < a.iteration_time);
     CHECK(b.peak_memory < a.peak_memory);
 }
+
+TEST_CASE("output layer under SP: its input all-gathered in the forward and again in the backward, before the "
+          "data-gradient GEMM", "[cross_entropy]") {
+    // Megatron's LinearWithGradAccumulationAndAsyncCommunication keeps the output layer's input as each rank's
+    // sequence shard and all-gathers it again in its backward for the weight gradient, overlapped with the data
+    // gradient's GEMM (2022's megatron/mpu/layers.py and Megatron-Core alike).
+    auto gathers = [](const std::vector<Step>& pass) {
+        std::vector<std::pair<std::string, bool>> g;  // name, overlapped
+        for (const Step& s : pass)
+            if (s.kind == Step::Kind::collective && s.collective.kind == CollectiveKind::all_gather)
+                g.emplace_back(s.collective.name, s.overlapped);
+        return g;
+    };
+    for (const CrossEntropy ce : {CrossEntropy::unfused, CrossEntropy::fused, CrossEntropy::te}) {
+        INFO(to_string(ce));
+        Scenario sc = strata::testing::small_22b(1, 1, 1, true, Recompute::selective);  // t = 8, SP
+        sc.execution.cross_entropy = ce;
+        const OutputPlan o = build_output(layer_config(sc.model, sc.execution));
+        const std::int64_t msg = 2 * std::int64_t{sc.model.seq_len} * sc.execution.microbatch * sc.model.hidden;
+        const auto back = gathers(o.backward);
+        REQUIRE(back.size() == 1);
+        CHECK(back[0].first == "logits.input-all-gather");
+        CHECK(back[0].second);  // overlapped with the next compute step...
+        std::size_t i = 0;
+        while (o.backward[i].kind != Step::Kind::collective) ++i;
+        CHECK(o.backward[i].collective.message.value == msg);
+        REQUIRE(i + 1 < o.backward.size());
+        REQUIRE(o.backward[i + 1].kind == Step::Kind::compute);  // ...which is the data-gradient GEMM alone
+        REQUIRE(o.backward[i + 1].kernels.size() == 1);
+        CHECK(o.backward[i + 1].kernels[0].name == "logits.dgrad");
+        CHECK(gathers(o.forward).size() == std::size_t(ce == CrossEntropy::te ? 2 : 1));  // + the loss statistics
+        // Without SP nothing is gathered: the input is whole on every rank.
+        sc.execution.sequence_parallel = false;
+        CHECK(gathers(build_output(layer_config(sc.model, sc.execution)).backward).empty());
+    }
+}

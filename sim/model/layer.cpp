@@ -576,7 +576,7 @@ OutputPlan build_output(const LayerConfig& cfg) {
         add(o.forward, {elementwise("cross-entropy.sub-exp-sum", "", 8 * logits)});
         o.forward.push_back(collective("cross-entropy.target-sum-all-reduce", CollectiveKind::all_reduce, 2 * stat));
         add(o.forward, {elementwise("cross-entropy.normalize", "", 8 * logits)});
-        add(o.backward, {elementwise("cross-entropy.bwd", "", 10 * logits), gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+        add(o.backward, {elementwise("cross-entropy.bwd", "", 10 * logits)});
     } else if (!te) {
         add(o.forward, {gemm("logits", d.n, d.v / d.t, d.h), elementwise("cross-entropy.cast-max", "", 10 * logits)});
         o.forward.push_back(collective("cross-entropy.max-all-reduce", CollectiveKind::all_reduce, stat));
@@ -584,7 +584,7 @@ OutputPlan build_output(const LayerConfig& cfg) {
         o.forward.push_back(collective("cross-entropy.target-all-reduce", CollectiveKind::all_reduce, stat));
         o.forward.push_back(collective("cross-entropy.sum-all-reduce", CollectiveKind::all_reduce, stat));
         add(o.forward, {elementwise("cross-entropy.normalize", "", 8 * logits)});
-        add(o.backward, {elementwise("cross-entropy.bwd", "", 14 * logits), gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+        add(o.backward, {elementwise("cross-entropy.bwd", "", 14 * logits)});
     } else {
         // Transformer Engine's Triton cross-entropy (transformer_engine/pytorch/triton/cross_entropy.py): an online
         // softmax reads each 16-bit logit once (a running max and sum per token); each rank's (max, sum, target
@@ -593,8 +593,14 @@ OutputPlan build_output(const LayerConfig& cfg) {
         // backward.
         add(o.forward, {gemm("logits", d.n, d.v / d.t, d.h), elementwise("cross-entropy.online-softmax", "", 2 * logits)});
         o.forward.push_back(collective("cross-entropy.stats-all-gather", CollectiveKind::all_gather, 3 * stat * d.t));
-        add(o.backward, {elementwise("cross-entropy.bwd", "", 4 * logits), gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+        add(o.backward, {elementwise("cross-entropy.bwd", "", 4 * logits)});
     }
+    // The output layer is a column-parallel linear layer (Megatron's LinearWithGradAccumulationAndAsyncCommunication,
+    // megatron/mpu/layers.py in 2022, megatron/core/tensor_parallel/layers.py since): under SP it saved its input
+    // ungathered and all-gathers it again in its backward, launched before the data-gradient GEMM and waited for after
+    // it, for the weight gradient.
+    if (d.sp) o.backward.push_back(collective("logits.input-all-gather", CollectiveKind::all_gather, msg, d.async_comm));
+    add(o.backward, {gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
     const auto logits_reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const char* logits_reduce_name = d.sp ? "logits.grad-reduce-scatter" : "logits.grad-all-reduce";
     if (d.async_comm) {
