@@ -2,6 +2,7 @@
 // NeMo's and Megatron-Bridge's performance recipes turn off): the gradient buffer, the accumulation into it and the
 // data-parallel reduction in bf16; the step first copies the shard's gradients to fp32. FP16 keeps 16-bit gradients.
 #include "fixtures.hpp"
+#include "strata/cost.hpp"
 #include "strata/errors.hpp"
 #include "strata/layer.hpp"
 #include "strata/memory.hpp"
@@ -108,4 +109,67 @@ TEST_CASE("grad_reduce_in_fp32 false: the data-parallel reduction moves half the
     CHECK(ratio > 0.45);
     CHECK(ratio < 0.6);
     CHECK(half.iteration_time < fp32.iteration_time);
+}
+
+TEST_CASE("SP: the norms' and row-parallel biases' gradients are summed over the tensor-parallel group before the step") {
+    // Megatron (2022: optimizer.allreduce_layernorm_grads; Megatron-Core: finalize_model_grads) flattens the gradients
+    // of every parameter tagged sequence_parallel (the norms' gamma and beta, the row-parallel layers' biases) into
+    // one buffer (torch.cat, one kernel per 128 tensors), all-reduces it over the tensor-parallel group and copies each
+    // tensor back (one kernel each).
+    Scenario sc = strata::testing::small_22b(1, 1, 1, true, Recompute::selective);  // t = 8, SP, GPT: LayerNorm, biases
+    const LayerConfig lc = layer_config(sc.model, sc.execution);
+    const std::int64_t h = sc.model.hidden, layers = sc.model.layers;
+    const std::vector<Step> sync = build_sequence_parallel_grad_sync(lc, int(layers), true);
+    REQUIRE(sync.size() == 3);
+    const std::int64_t tensors = 6 * layers + 2, bytes = 4 * (6 * layers + 2) * h;  // fp32 main gradients
+    CHECK(sync[0].kernels.size() == std::size_t((tensors + 127) / 128));
+    REQUIRE(sync[1].kind == Step::Kind::collective);
+    CHECK(sync[1].collective.kind == CollectiveKind::all_reduce);
+    CHECK(sync[1].collective.message.value == bytes);
+    CHECK_FALSE(sync[1].overlapped);
+    CHECK(sync[2].kernels.size() == std::size_t(tensors));
+    std::int64_t flattened = 0, copied = 0;
+    for (const Kernel& k : sync[0].kernels) flattened += k.bytes.value;
+    for (const Kernel& k : sync[2].kernels) copied += k.bytes.value;
+    CHECK(flattened == 2 * bytes);
+    CHECK(copied == 2 * bytes);
+    // Without the final norm (a stage other than the last), RMSNorm without biases (Llama): one tensor per norm.
+    CHECK(build_sequence_parallel_grad_sync(lc, int(layers), false)[2].kernels.size() == std::size_t(6 * layers));
+    ModelSpec llama = sc.model;
+    llama.norm = Norm::rmsnorm;
+    llama.linear_bias = false;
+    LayerConfig ll = lc;
+    ll.model = &llama;
+    CHECK(build_sequence_parallel_grad_sync(ll, int(layers), true)[2].kernels.size() == std::size_t(2 * layers + 1));
+    // 16-bit main gradients halve the bytes.
+    LayerConfig bf16 = lc;
+    bf16.fp32_main_grads = false;
+    CHECK(build_sequence_parallel_grad_sync(bf16, int(layers), true)[1].collective.message.value == bytes / 2);
+    // Nothing without SP, or with t = 1 (SP then means nothing).
+    LayerConfig no_sp = lc;
+    no_sp.sequence_parallel = false;
+    CHECK(build_sequence_parallel_grad_sync(no_sp, int(layers), true).empty());
+    LayerConfig t1 = lc;
+    t1.tensor = 1;
+    CHECK(build_sequence_parallel_grad_sync(t1, int(layers), true).empty());
+
+    // In the simulation: the optimizer's span on the compute stream is the step and, before it, the sync (one stage,
+    // one replica, no variation).
+    sc.system.variation.gpu_sigma = 0;
+    SimulationOptions opt;
+    opt.keep_trace = true;
+    SimulationDetail detail;
+    (void)simulate(sc, opt, &detail);
+    const double params = parameters_on_stage(sc.model, sc.execution, 0);
+    const Time step = Time::from_seconds(sc.system.optimizer_step_seconds(params, params, sc.execution.precision, 4)) +
+                      sc.system.optimizer.fixed_overhead;
+    const Time sync_time = CostModel(sc.system.device).pass_time(sync, sc.execution.tensor);
+    CHECK(sync_time > Time::from_seconds(double(tensors) * sc.system.device.kernel_launch_us * 1e-6));  // launch-bound copies
+    int optimizers = 0;
+    for (const TraceSpan& sp : detail.trace.spans)
+        if (std::string(sp.kind) == "optimizer") {
+            ++optimizers;
+            CHECK(std::llabs((sp.end - sp.start - step - sync_time).ps()) <= 2);
+        }
+    CHECK(optimizers == 1);  // one per GPU group (the tensor-parallel group runs as one)
 }

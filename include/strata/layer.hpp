@@ -128,6 +128,13 @@ struct OutputPlan {
     std::vector<Step> forward, backward;  ///< final layer norm, logits GEMM, cross-entropy (last stage)
     Bytes stored_per_microbatch;          ///< 4sbh/t + 4sbv/t with SP (paper eq. in 4.5)
 };
+/// Under sequence parallelism (t > 1), after the backward and before the optimizer step: the gradients of the
+/// parameters every rank of the tensor-parallel group holds whole but computes from its own sequence shard (the
+/// norms' weights, and the row-parallel layers' biases) are summed over the group: flattened into one buffer
+/// (torch.cat, one kernel per 128 tensors), all-reduced, and copied back one kernel per tensor. Megatron-LM 2022's
+/// optimizer.allreduce_layernorm_grads; Megatron-Core's finalize_model_grads (_allreduce_layernorm_grads). For a
+/// GPU holding `layers` transformer layers, and the final norm when `final_norm`; empty without SP.
+std::vector<Step> build_sequence_parallel_grad_sync(const LayerConfig& cfg, int layers, bool final_norm);
 EmbeddingPlan build_embedding(const LayerConfig& cfg);
 OutputPlan build_output(const LayerConfig& cfg);
 

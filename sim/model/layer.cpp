@@ -552,6 +552,32 @@ EmbeddingPlan build_embedding(const LayerConfig& cfg) {
     return e;
 }
 
+std::vector<Step> build_sequence_parallel_grad_sync(const LayerConfig& cfg, int layers, bool final_norm) {
+    const Dims d = dims_of(cfg);
+    std::vector<Step> p;
+    if (!d.sp) return p;
+    // Per layer: two norms (gamma, and beta for LayerNorm) and, with biases, the projection's and fc2's (row-parallel
+    // layers' biases are whole on every rank); the final norm on the last stage.
+    const std::int64_t norm_tensors = d.rms ? 1 : 2;
+    const std::int64_t tensors = layers * (2 * norm_tensors + (d.bias ? 2 : 0)) + (final_norm ? norm_tensors : 0);
+    const std::int64_t elements = layers * (2 * norm_tensors + (d.bias ? 2 : 0)) * d.h + (final_norm ? norm_tensors * d.h : 0);
+    if (tensors == 0) return p;
+    const std::int64_t bytes = d.main_grad_bytes * elements;
+    // torch.cat (_flatten_dense_tensors) takes at most 128 inputs per kernel (CAT_ARRAY_BATCH_SIZE); each reads and
+    // writes its share.
+    const std::int64_t cats = (tensors + 127) / 128;
+    std::vector<Kernel> flatten;
+    for (std::int64_t i = 0; i < cats; ++i)
+        flatten.push_back(elementwise("sp-grad-sync.flatten", "", 2 * bytes * std::min<std::int64_t>(128, tensors - 128 * i) / tensors));
+    p.push_back(compute(std::move(flatten)));
+    p.push_back(collective("sp-grad-sync.all-reduce", CollectiveKind::all_reduce, bytes));
+    std::vector<Kernel> copies;  // buf.copy_(synced), one kernel per tensor
+    for (std::int64_t i = 0; i < tensors; ++i)
+        copies.push_back(elementwise("sp-grad-sync.copy", "", 2 * bytes * (i + 1) / tensors - 2 * bytes * i / tensors));
+    p.push_back(compute(std::move(copies)));
+    return p;
+}
+
 OutputPlan build_output(const LayerConfig& cfg) {
     const Dims d = dims_of(cfg);
     OutputPlan o;

@@ -293,6 +293,9 @@ private:
     /// With overlap_param_gather_with_optimizer_step: the part of stage r's step after its first chunk's, which the
     /// simulated iteration begins with (zero without the option).
     [[nodiscard]] Time later_chunks_step(int stage) const;
+    /// Under SP, stage r's sum of its norm and row-parallel-bias gradients over the tensor-parallel group before the
+    /// step (build_sequence_parallel_grad_sync), before variation; zero without SP.
+    [[nodiscard]] Time sequence_parallel_grad_sync(int stage) const;
     /// Sets each stage's GatherChain up and generates its gathers (overlap_param_gather).
     void emit_overlapped_param_gathers();
     void stage_reduced(int stage, TaskId done);

@@ -224,9 +224,16 @@ Time Builder::later_chunks_step(int r) const {
     return scaled(optimizer_step(r) - sc_.system.optimizer.fixed_overhead, share);
 }
 
+Time Builder::sequence_parallel_grad_sync(int r) const {
+    const std::vector<Step> sync = build_sequence_parallel_grad_sync(
+        layer_config(sc_.model, e_), e_.layers_on_stage(sc_.model.layers, r), r == e_.pipeline - 1);
+    return sync.empty() ? Time::zero() : cost_.pass_time(sync, e_.tensor);
+}
+
 void Builder::emit_optimizer(Group& g) {
     StageReduction& sr = reductions_[static_cast<std::size_t>(g.stage)];
-    const Time step = optimizer_step(g.stage) - later_chunks_step(g.stage);
+    // The SP gradient sum runs before the step (with overlap_param_gather_with_optimizer_step, before its first part).
+    const Time step = sequence_parallel_grad_sync(g.stage) + optimizer_step(g.stage) - later_chunks_step(g.stage);
     const TaskId o = sim_.add_compute(g.compute, span_time(g, step), make_label(TaskKind::optimizer, 0, 0));
     if (sr.ready) {
         sim_.add_dependency(*sr.ready, o);

@@ -124,7 +124,7 @@ TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.5%, worst
     CHECK(s.worst_abs <= 0.0495);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 9.3%, worst <= 22.0%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 9.3%, worst <= 22.1%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
     // come out 7% fast, the 32B row 22% slow. The tolerance pins today's figure so that a regression is seen.
     // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
@@ -135,12 +135,14 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // measured sparing of bandwidth-bound kernels and fused attention by held SMs to 6.85% / 14.86%; the first
     // forward's layers waiting for their parameters' all-gather buckets (physics: a GEMM cannot use a weight before
     // it arrives; README "Hopper") to 9.26% / 21.98%, kept: the published 32B row is below what its stated
-    // configuration allows on one NDR rail per GPU even without it.
+    // configuration allows on one NDR rail per GPU even without it. The SP sum of the norm and bias gradients over the
+    // tensor-parallel group before the step and the output layer's input gathered again in its backward (both in
+    // Megatron's code, session 19) to 9.29% / 22.08%.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
     CHECK(s.mean_abs <= 0.093);
-    CHECK(s.worst_abs <= 0.220);
+    CHECK(s.worst_abs <= 0.221);
 }
 
 TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 14.6%, worst <= 18.5%") {
