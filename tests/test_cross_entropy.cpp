@@ -137,3 +137,34 @@ TEST_CASE("output layer under SP: its input all-gathered in the forward and agai
         CHECK(gathers(build_output(layer_config(sc.model, sc.execution)).backward).empty());
     }
 }
+
+TEST_CASE("embedding under SP: reduce-scattered (Megatron-Core since 2024-04) or all-reduced and split (2022)",
+          "[cross_entropy]") {
+    auto forward_collectives = [](const EmbeddingPlan& e) {
+        std::vector<CollectiveKind> kinds;
+        for (const Step& s : e.forward)
+            if (s.kind == Step::Kind::collective) kinds.push_back(s.collective.kind);
+        return kinds;
+    };
+    Scenario sc = strata::testing::small_22b(1, 1, 1, true, Recompute::selective);  // t = 8, SP
+    CHECK(load("").cases.at(0).execution.embedding_reduce_scatter);  // the default (table4.yaml, behind small_22b, sets false)
+    sc.execution.embedding_reduce_scatter = true;
+    using V = std::vector<CollectiveKind>;
+    CHECK(forward_collectives(build_embedding(layer_config(sc.model, sc.execution))) == V{CollectiveKind::reduce_scatter});
+    sc.execution.embedding_reduce_scatter = false;
+    const EmbeddingPlan old = build_embedding(layer_config(sc.model, sc.execution));
+    CHECK(forward_collectives(old) == V{CollectiveKind::all_reduce});
+    // The whole output either way, and the backward gathers the shards' gradients either way.
+    std::int64_t gathered = 0;
+    for (const Step& s : old.backward)
+        if (s.kind == Step::Kind::collective && s.collective.kind == CollectiveKind::all_gather) gathered = s.collective.message.value;
+    CHECK(gathered == 2 * std::int64_t{sc.model.seq_len} * sc.execution.microbatch * sc.model.hidden);
+    // Without SP the key changes nothing: an all-reduce.
+    sc.execution.sequence_parallel = false;
+    sc.execution.embedding_reduce_scatter = true;
+    CHECK(forward_collectives(build_embedding(layer_config(sc.model, sc.execution))) == V{CollectiveKind::all_reduce});
+    // The key loads, and a non-boolean is refused at its line.
+    CHECK_FALSE(load(", embedding_reduce_scatter: false").cases.at(0).execution.embedding_reduce_scatter);
+    CHECK_THROWS_WITH(load(", embedding_reduce_scatter: maybe"),
+                      Contains("cross-entropy.yaml:3:") && Contains("execution.embedding_reduce_scatter"));
+}

@@ -67,7 +67,7 @@ TEST_CASE("golden scenarios: iteration time, peak memory and event counts are pi
 TEST_CASE("golden scenarios: the pinned cases cover the schedules' edge cases and every switch") {
     const Experiment ex = load_experiment(kDir + "cases.yaml");
     bool gpipe = false, all_warmup = false, few = false, dist_opt = false, nodes = false, switches = false;
-    bool overlap_p2p = false, overlap_all_warmup = false, host_gaps = false;
+    bool overlap_p2p = false, overlap_all_warmup = false, host_gaps = false, embedding_all_reduce = false;
     for (const Scenario& sc : ex.cases) {
         const ExecutionSpec& e = sc.execution;
         gpipe |= e.schedule == Schedule::gpipe;
@@ -79,6 +79,7 @@ TEST_CASE("golden scenarios: the pinned cases cover the schedules' edge cases an
         overlap_p2p |= e.overlap_p2p_comm && e.microbatches() > e.pipeline;
         overlap_all_warmup |= e.overlap_p2p_comm && e.microbatches() == e.pipeline;
         host_gaps |= e.host_gaps();
+        embedding_all_reduce |= e.sequence_parallel && e.tensor > 1 && !e.embedding_reduce_scatter;
     }
     CHECK(gpipe);
     CHECK(all_warmup);
@@ -89,4 +90,5 @@ TEST_CASE("golden scenarios: the pinned cases cover the schedules' edge cases an
     CHECK(overlap_p2p);
     CHECK(overlap_all_warmup);
     CHECK(host_gaps);
+    CHECK(embedding_all_reduce);
 }

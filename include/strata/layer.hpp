@@ -102,6 +102,9 @@ struct LayerConfig {
     bool fp8 = false;             ///< the linear layers' GEMMs in FP8, their saved inputs in FP8
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (output layer)
     bool fp8_current_scaling = false;  ///< with fp8: each cast reads its operand once more for the amax
+    /// Under SP the embedding's partial outputs are reduce-scattered (Megatron-Core since 2024-04), else all-reduced
+    /// and then split (Megatron-LM before: VocabParallelEmbedding's reduce, then scatter_to_sequence_parallel_region).
+    bool embedding_reduce_scatter = true;
 };
 
 /// The layer configuration of a scenario's execution.

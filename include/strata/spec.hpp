@@ -159,6 +159,9 @@ struct ExecutionSpec {
     /// FP8 (1 byte each; Megatron-Core's --fp8-param-gather); embeddings, output layer and norms stay 16-bit. The
     /// layer weights are then FP8 primary weights (TE's fp8_model_init): an FP8 copy and its transpose, no 16-bit one.
     bool fp8_param_gather = false;
+    /// Under SP the embedding's partial outputs are reduce-scattered over the tensor-parallel group (Megatron-Core
+    /// since 2024-04); false: all-reduced, then split (Megatron-LM before, the paper's software).
+    bool embedding_reduce_scatter = true;
     /// Megatron's --overlap-p2p-communication with the interleaved schedule (its default there since Megatron-Core):
     /// pipeline sends and receives are posted asynchronously; a unit waits only for the transfer bringing its input
     /// and, on the sender, for its previous send of the same direction (the schedule's wait handles).

@@ -490,6 +490,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.fp8 = e.precision == Precision::fp8;
     c.cross_entropy = e.cross_entropy;
     c.fp8_current_scaling = e.fp8_recipe == Fp8Recipe::current;
+    c.embedding_reduce_scatter = e.embedding_reduce_scatter;
     return c;
 }
 
@@ -530,10 +531,13 @@ EmbeddingPlan build_embedding(const LayerConfig& cfg) {
     const Dims d = dims_of(cfg);
     EmbeddingPlan e;
     const std::int64_t msg = 2 * d.n * d.h;
-    // Vocabulary-parallel lookup: each rank writes its rows (zeros elsewhere), then the ranks reduce.
+    // Vocabulary-parallel lookup: each rank writes its rows (zeros elsewhere), then the ranks reduce: under SP into
+    // each rank's sequence shard (Megatron-Core since 2024-04, "Do RS for embeddings instead of AR"), or, as before,
+    // all-reduced whole and then split (the split is a view: no kernel).
     e.forward.push_back(compute({elementwise("embedding.lookup", "", 4 * d.n * d.h)}));
-    e.forward.push_back(collective(d.sp ? "embedding.reduce-scatter" : "embedding.all-reduce",
-                                   d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, msg));
+    const bool scatter = d.sp && cfg.embedding_reduce_scatter;
+    e.forward.push_back(collective(scatter ? "embedding.reduce-scatter" : "embedding.all-reduce",
+                                   scatter ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, msg));
     if (d.dropout) {
         e.forward.push_back(compute({elementwise("embedding.dropout", "dropout_fwd", kDropoutFwd * d.n_sp * d.h)}));
         e.backward.push_back(compute({elementwise("embedding.dropout.bwd", "dropout_bwd", kDropoutBwd * d.n_sp * d.h)}));
