@@ -173,3 +173,50 @@ TEST_CASE("SP: the norms' and row-parallel biases' gradients are summed over the
         }
     CHECK(optimizers == 1);  // one per GPU group (the tensor-parallel group runs as one)
 }
+
+TEST_CASE("check_for_nan_in_grad: each bucket's gradients read for their norm, checked on the host, before the "
+          "reduction", "[grad_reduce]") {
+    CHECK_FALSE(load("").cases.at(0).execution.check_for_nan_in_grad);  // Megatron-Core DDP's default
+    CHECK(load(", check_for_nan_in_grad: true").cases.at(0).execution.check_for_nan_in_grad);
+    CHECK_THROWS_WITH(load(", check_for_nan_in_grad: often"),
+                      Contains("grad-reduce.yaml:3:") && Contains("execution.check_for_nan_in_grad"));
+
+    for (const bool overlap : {false, true}) {
+        INFO("overlap_grad_reduce " << overlap);
+        Scenario sc = reduction_bound(true);
+        sc.execution.overlap_grad_reduce = overlap;
+        validate(sc);
+        const double params = parameters_on_stage(sc.model, sc.execution, 0);
+        auto checks = [&](const Scenario& s, Time& total, int& count) {
+            SimulationOptions opt;
+            opt.keep_trace = true;
+            SimulationDetail detail;
+            const IterationResult r = simulate(s, opt, &detail);
+            total = Time::zero();
+            count = 0;
+            for (const TraceSpan& span : detail.trace.spans)
+                if (std::string(span.kind) == "gradient-nan-check" && span.process == detail.trace.spans.front().process) {
+                    total += span.end - span.start;
+                    ++count;
+                }
+            return r.iteration_time;
+        };
+        Time total;
+        int count = 0;
+        const Time without = checks(sc, total, count);
+        CHECK(count == 0);
+        sc.execution.check_for_nan_in_grad = true;
+        const Time with = checks(sc, total, count);
+        // One check per bucket (a layer's each, and the rest), or one over everything; each reads every gradient
+        // once (fp32: 4 bytes) and costs three launches.
+        const int buckets = overlap ? sc.model.layers + 1 : 1;
+        CHECK(count == buckets);
+        const double expected = 3e-6 * sc.system.device.kernel_launch_us * buckets +
+                                params * 4 / (sc.system.device.hbm_bandwidth * sc.system.device.elementwise_bandwidth_efficiency);
+        if (!overlap) CHECK(total.seconds() == Approx(expected).epsilon(1e-6));
+        // Overlapped, the checks run beside earlier buckets' reductions, which hold SMs (a few percent slower).
+        if (overlap) CHECK(total.seconds() >= expected * (1 - 1e-9));
+        if (overlap) CHECK(total.seconds() <= expected * 1.05);
+        CHECK(with > without);
+    }
+}

@@ -162,6 +162,10 @@ struct ExecutionSpec {
     /// Under SP the embedding's partial outputs are reduce-scattered over the tensor-parallel group (Megatron-Core
     /// since 2024-04); false: all-reduced, then split (Megatron-LM before, the paper's software).
     bool embedding_reduce_scatter = true;
+    /// Megatron-Core DDP's check_for_nan_in_grad (Megatron-LM's --check-for-nan-in-loss-and-grad, on by default for
+    /// BF16 training; NeMo 2.0's recipes): before each bucket's reduction its gradients' norm is computed and tested on
+    /// the host (`assert not norm.isnan()`), a read of every gradient and a host synchronisation per bucket.
+    bool check_for_nan_in_grad = false;
     /// Megatron's --overlap-p2p-communication with the interleaved schedule (its default there since Megatron-Core):
     /// pipeline sends and receives are posted asynchronously; a unit waits only for the transfer bringing its input
     /// and, on the sender, for its previous send of the same direction (the schedule's wait handles).
@@ -311,6 +315,13 @@ struct SystemSpec {
     /// whose gradients take `gradient_bytes_per_param` each: every gradient read and written once.
     [[nodiscard]] double gradient_average_seconds(double params, double gradient_bytes_per_param) const {
         return 2.0 * params * gradient_bytes_per_param / (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
+    }
+    /// Time of the NaN check before a bucket's reduction (ExecutionSpec::check_for_nan_in_grad) over `params`
+    /// gradients of `gradient_bytes_per_param` each: the norm reads each once (grad_data.norm(p=2)), a second kernel
+    /// tests it (isnan), and the host, synchronised by the assert, launches the next kernel only then: three launches.
+    [[nodiscard]] double gradient_check_seconds(double params, double gradient_bytes_per_param) const {
+        return 3.0 * device.kernel_launch_us * 1e-6 +
+               params * gradient_bytes_per_param / (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
     }
 };
 

@@ -287,6 +287,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"fp8_recipe", to_string(e.fp8_recipe)},
                           {"fp8_param_gather", e.fp8_param_gather},
                           {"embedding_reduce_scatter", e.embedding_reduce_scatter},
+                          {"check_for_nan_in_grad", e.check_for_nan_in_grad},
                           {"overlap_p2p_comm", e.overlap_p2p_comm},
                           {"p2p_pair_order", e.p2p_pair_order},
                           {"host_gap_forward_us", e.host_gap_forward.seconds() * 1e6},

@@ -20,12 +20,12 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 36> kExecutionKeys = {
+constexpr std::array<std::string_view, 37> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
-    "tp_comm_overlap", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "embedding_reduce_scatter", "overlap_p2p_comm", "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us",
+    "tp_comm_overlap", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "embedding_reduce_scatter", "check_for_nan_in_grad", "overlap_p2p_comm", "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "overlap_param_gather_with_optimizer_step"};
 constexpr std::array<std::string_view, 7> kExperimentKeys = {"name",   "description", "model", "execution",
@@ -149,6 +149,7 @@ ExecutionSpec read_execution(const Fields& f) {
     e.fp8_recipe = *fp8_recipe_named(f.get_choice("fp8_recipe", fr, "delayed"));
     e.fp8_param_gather = f.get_bool("fp8_param_gather", false);
     e.embedding_reduce_scatter = f.get_bool("embedding_reduce_scatter", true);
+    e.check_for_nan_in_grad = f.get_bool("check_for_nan_in_grad", false);
     e.overlap_p2p_comm = f.get_bool("overlap_p2p_comm", false);
     e.p2p_pair_order = f.get_bool("p2p_pair_order", true);
     e.host_gap_forward = Time::from_us(f.get_double("host_gap_forward_us", 0.0, 1e6, 0.0));

@@ -57,6 +57,7 @@ double estimate(const Scenario& sc, const CostModel& cost) {
     t += sc.system.optimizer_step_seconds(params / (e.distributed_optimizer ? replicas : 1), params, e.precision,
                                           bpp.gradients);
     if (e.averages_by_pass()) t += sc.system.gradient_average_seconds(params, bpp.gradients);
+    if (e.check_for_nan_in_grad) t += sc.system.gradient_check_seconds(params, bpp.gradients);
     const std::vector<Step> sp_sync = build_sequence_parallel_grad_sync(lc, layers_per_stage, e.pipeline == 1);
     if (!sp_sync.empty()) t += cost.pass_time(sp_sync, e.tensor).seconds();
     return t;

@@ -69,10 +69,12 @@ struct Unit {
 /// overlapped collective).
 void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost);
 
-enum class TaskKind : std::uint32_t { forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average, host_gap };
+enum class TaskKind : std::uint32_t {
+    forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average, host_gap, grad_check
+};
 inline constexpr const char* kKindNames[] = {"forward",   "backward",  "tp-collective",       "p2p",
                                              "dp-reduce", "optimizer", "embedding-grad-sync", "gradient-average",
-                                             "host-gap"};
+                                             "host-gap",  "gradient-nan-check"};
 
 /// label = kind (4 bits) | chunk (8 bits) | microbatch (20 bits)
 inline std::uint32_t make_label(TaskKind kind, int chunk, int mb) {
@@ -284,9 +286,10 @@ private:
     // gradients.cpp
     void on_bucket(Group& g, TaskId layer_end);
     void on_last_backward(Group& g, TaskId last);
-    /// With ExecutionSpec::averages_by_pass, the pass over `params` parameters' gradients on g's compute stream
-    /// after `after` (returned: what the reduction waits for); otherwise `after`.
-    TaskId average_gradients(Group& g, TaskId after, double params);
+    /// What Megatron runs on g's compute stream over `params` parameters' gradients before their reduction, after
+    /// `after`: the NaN check (ExecutionSpec::check_for_nan_in_grad), then the averaging pass
+    /// (ExecutionSpec::averages_by_pass). Returned: what the reduction waits for (`after` when neither runs).
+    TaskId prepare_gradients(Group& g, TaskId after, double params);
     void emit_optimizer(Group& g);
     /// Stage r's optimizer step on one GPU (HBM-bound bytes and the fixed overhead), before variation.
     [[nodiscard]] Time optimizer_step(int stage) const;
@@ -374,7 +377,7 @@ private:
     void mark_exposed_tp(TaskId t);
     std::int64_t exposed_tp_ps_ = 0;
     std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0, g0_optimizer_end_ = 0;
-    std::int64_t g0_average_ps_ = 0;  // stage 0's gradient-averaging pass after its last backward (compute, not comm)
+    std::int64_t g0_average_ps_ = 0;  // stage 0's NaN check and averaging pass after its last backward (compute, not comm)
     std::int64_t g0_gather_end_ = -1;             // stage 0's non-overlapped parameter all-gather, once it ended
     // Stage 0, replica 0, overlapped parameter gather: the first tasks that wait for a bucket and the task before each
     // (kNoTask: none; both run in this order), the next of each to end, the last predecessor's end, the time the

@@ -119,9 +119,18 @@ const Builder::RouteAndLatency& Builder::embedding_route() {
     return *embedding_route_;
 }
 
-TaskId Builder::average_gradients(Group& g, TaskId after, double params) {
-    if (!e_.averages_by_pass() || params <= 0.0) return after;
-    const Time pass = Time::from_seconds(sc_.system.gradient_average_seconds(params, bytes_per_param(e_).gradients));
+TaskId Builder::prepare_gradients(Group& g, TaskId after, double params) {
+    if (params <= 0.0) return after;
+    const double bytes = bytes_per_param(e_).gradients;
+    // Megatron-Core's start_grad_sync (param_and_grad_buffer.py, r0.8): the check, then the scaling.
+    if (e_.check_for_nan_in_grad) {
+        const Time check = Time::from_seconds(sc_.system.gradient_check_seconds(params, bytes));
+        const TaskId c = sim_.add_compute(g.compute, span_time(g, check), make_label(TaskKind::grad_check, 0, 0));
+        sim_.add_dependency(after, c);
+        after = c;
+    }
+    if (!e_.averages_by_pass()) return after;
+    const Time pass = Time::from_seconds(sc_.system.gradient_average_seconds(params, bytes));
     const TaskId a = sim_.add_compute(g.compute, span_time(g, pass), make_label(TaskKind::grad_average, 0, 0));
     sim_.add_dependency(after, a);
     return a;
@@ -132,7 +141,7 @@ void Builder::on_bucket(Group& g, TaskId layer_end) {
     StageReduction& sr = reductions_[static_cast<std::size_t>(g.stage)];
     const std::size_t j = g.buckets++;
     if (sr.bucket_ready.size() <= j) sr.bucket_ready.resize(j + 1);
-    sr.bucket_ready[j].push_back(average_gradients(g, layer_end, layer_parameters_per_gpu(sc_.model, e_.tensor)));
+    sr.bucket_ready[j].push_back(prepare_gradients(g, layer_end, layer_parameters_per_gpu(sc_.model, e_.tensor)));
     if (sr.bucket_ready[j].size() < static_cast<std::size_t>(replicas_)) return;
     std::vector<TaskId> ready;
     ready.swap(sr.bucket_ready[j]);
@@ -143,7 +152,7 @@ void Builder::on_bucket(Group& g, TaskId layer_end) {
 void Builder::on_last_backward(Group& g, TaskId last) {
     const int r = g.stage, replicas = weight_replicas();
     // The buffer is averaged before the reduction: by layer bucket as each is reduced, else all of it here.
-    last = average_gradients(g, last, g.buckets > 0 ? rest_parameters(r) : parameters_on_stage(sc_.model, e_, r));
+    last = prepare_gradients(g, last, g.buckets > 0 ? rest_parameters(r) : parameters_on_stage(sc_.model, e_, r));
     StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
     sr.last_backward.push_back(last);
     if (sr.last_backward.size() < static_cast<std::size_t>(replicas_)) return;

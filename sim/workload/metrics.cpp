@@ -78,7 +78,8 @@ void Builder::observe(const engine::TaskRecord& r) {
         g0_optimizer_start_ = r.start.ps();
         g0_optimizer_end_ = r.end.ps();
     }
-    if (r.stream == g0.compute && label_kind(r.label) == TaskKind::grad_average && r.start.ps() >= g0_last_backward_end_)
+    if (r.stream == g0.compute && (label_kind(r.label) == TaskKind::grad_average || label_kind(r.label) == TaskKind::grad_check) &&
+        r.start.ps() >= g0_last_backward_end_)
         g0_average_ps_ += (r.end - r.start).ps();
     if (r.stream == dp_streams_[0] && r.label == make_label(TaskKind::dp, 1, 0))
         g0_gather_end_ = std::max(g0_gather_end_, r.end.ps());
@@ -136,7 +137,7 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     // replica 0's stages; pipeline: the union of the transfers (and receiver all-gathers) each of replica 0's
     // stages waits for in its calls; both per stage on average, rounded to the picosecond. Data-parallel: on
     // stage 0, replica 0, from the end of the last backward to the start of the optimizer step (the gradient
-    // reduction, the replicas it waits for, the embedding sync; less the gradient-averaging pass, which computes) and from the end of the step to the end of the
+    // reduction, the replicas it waits for, the embedding sync; less the NaN check and the averaging pass, which compute) and from the end of the step to the end of the
     // stage's parameter all-gather (distributed optimizer, not overlapped), or, overlapped, the time its first forwards
     // wait for parameter buckets. The rest of the idle time is bubble.
     const Group& g0 = groups_[0];
