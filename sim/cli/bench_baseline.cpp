@@ -93,10 +93,17 @@ int bench_against_baseline(const std::vector<std::string>& files, const Baseline
     if (access(o.baseline.c_str(), X_OK) != 0)
         throw InputError("bench: --baseline " + o.baseline + ": not an executable file");
     const std::string self = self_path();
+    auto with_overrides = [&](std::vector<std::string> args) {
+        for (const std::string& s : o.overrides) args.insert(args.end(), {"--set", s});
+        return args;
+    };
     auto self_args = [&](const std::string& file, const std::string& name) {
         std::vector<std::string> args{self, "run", file, "--case", name};
         if (o.replicas != "all") args.insert(args.end(), {"--replicas", o.replicas});
-        return args;
+        return with_overrides(args);
+    };
+    auto baseline_args = [&](const std::string& file, const std::string& name) {
+        return with_overrides({o.baseline, "run", file, "--case", name});
     };
     std::cout << fmt::format(
         "A = {}{}\nB = {} (baseline)\n{} alternated pair(s) per case, whole processes (`run FILE --case "
@@ -108,7 +115,7 @@ int bench_against_baseline(const std::vector<std::string>& files, const Baseline
     double log_wall = 0, log_cpu = 0;
     int cases = 0;
     for (const auto& file : files) {
-        const Experiment ex = load_experiment(file);  // validates the file and names its cases
+        const Experiment ex = load_experiment(file, o.overrides);  // validates the file and names its cases
         for (const auto& sc : ex.cases) {
             if (!sc.infeasible.empty()) continue;
             std::vector<Sample> a, b;
@@ -118,9 +125,9 @@ int bench_against_baseline(const std::vector<std::string>& files, const Baseline
                 Sample sa, sb;
                 if (r % 2 == 0) {
                     sa = time_process(self_args(file, sc.name), "this strata");
-                    sb = time_process({o.baseline, "run", file, "--case", sc.name}, "the baseline");
+                    sb = time_process(baseline_args(file, sc.name), "the baseline");
                 } else {
-                    sb = time_process({o.baseline, "run", file, "--case", sc.name}, "the baseline");
+                    sb = time_process(baseline_args(file, sc.name), "the baseline");
                     sa = time_process(self_args(file, sc.name), "this strata");
                 }
                 a.push_back(sa);

@@ -14,9 +14,11 @@ struct BaselineOptions {
     /// so that `--replicas representative --baseline build/strata` times representative replicas against the
     /// full run.
     std::string replicas = "all";
+    /// `--set PART.KEY=VALUE` overrides: every case loaded with them, and both binaries run with them.
+    std::vector<std::string> overrides;
 };
 
-/// Runs `SELF run FILE --case NAME` and `BASELINE run FILE --case NAME` alternately `runs` times for every case of
+/// Runs `SELF run FILE --case NAME` and `BASELINE run FILE --case NAME` (each with the options' --set overrides) alternately `runs` times for every case of
 /// every file and prints per case the median wall and CPU seconds and peak RSS of each, and the median (min, max)
 /// of the per-pair wall and CPU ratios; then the geometric mean of the case ratios and the load average.
 /// Throws InputError for a baseline that cannot be executed or a case either binary fails on.

@@ -273,11 +273,12 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o, 
 }
 
 /// Simulates every case of the given experiments and reports the simulator's own speed.
-int bench_command(const strata::mpi::Session& session, const std::vector<std::string>& files, bool representative, char** argv) {
+int bench_command(const strata::mpi::Session& session, const std::vector<std::string>& files, bool representative,
+                  const std::vector<std::string>& overrides, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<strata::Scenario> cases;
     for (const auto& file : files)
-        for (auto& sc : strata::load_experiment(file).cases) cases.push_back(std::move(sc));
+        for (auto& sc : strata::load_experiment(file, overrides).cases) cases.push_back(std::move(sc));
     strata::cli::use_huge_heap_if_large(strata::cli::largest_gpus(cases), session.joined(), argv);
     std::cout << fmt::format("{:<40} {:>6} {:>10} {:>11} {:>8} {:>12} {:>9}\n", "case", "GPUs", "tasks", "events",
                              "wall s", "events/s", "iter s");
@@ -407,6 +408,7 @@ int main(int argc, char** argv) {
                      "all or representative (this binary; the baseline runs with its default)")
         ->capture_default_str()
         ->check(CLI::IsMember({"all", "representative"}));
+    bench->add_option("--set", baseline.overrides, set_help);
     bench->add_option("--runs", baseline.runs, "with --baseline: alternated pairs per case (default 5; this machine has slow phases: more runs, steadier medians)")->check(CLI::Range(1, 100));
     try {
         app.parse(argc, argv);
@@ -428,7 +430,7 @@ int main(int argc, char** argv) {
         }
         if (*bench) {
             if (!baseline.baseline.empty()) return strata::cli::bench_against_baseline(bench_files, baseline);
-            return bench_command(session, bench_files, baseline.replicas == "representative", argv);
+            return bench_command(session, bench_files, baseline.replicas == "representative", baseline.overrides, argv);
         }
         if (*srch) return search_command(session, so, argv);
         if (*plot) return strata::cli::plot_command(po);

@@ -128,6 +128,14 @@ check "bench --baseline runs both binaries and prints the ratios" '[[ $rc -eq 0 
 check "bench --replicas representative --baseline: this binary with representative replicas, the baseline in full" '[[ $rc -eq 0 ]] && grep -q "^A = .* --replicas representative$" "$tmp/bench-rep.txt" && grep -q "geometric mean over 8 case(s)" "$tmp/bench-rep.txt"'
 "$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$tmp/no-such-strata" >/dev/null 2>"$tmp/err"; rc=$?
 check "bench --baseline with a missing binary exits 2 and names it" '[[ $rc -eq 2 ]] && grep -q "no-such-strata: not an executable file" "$tmp/err"'
+"$strata" bench "$root/scenarios/paper/table4.yaml" >"$tmp/bench-plain.txt" 2>&1
+"$strata" bench "$root/scenarios/paper/table4.yaml" --set execution.microbatch=2 --set execution.global_batch=2 >"$tmp/bench-set.txt" 2>"$tmp/err"; rc=$?
+check "bench --set: every case with the override (another iteration time)" '[[ $rc -eq 0 ]] && [[ "$(grep "^selective + sequence" "$tmp/bench-set.txt" | awk "{print \$NF}")" != "$(grep "^selective + sequence" "$tmp/bench-plain.txt" | awk "{print \$NF}")" ]]'
+"$strata" bench "$root/scenarios/paper/table4.yaml" --set execution.micrbatch=2 >/dev/null 2>"$tmp/err"; rc=$?
+check "bench --set with an unknown key exits 2 and names the override" '[[ $rc -eq 2 ]] && grep -q "execution.micrbatch" "$tmp/err" && grep -q "microbatch" "$tmp/err"'
+printf '#!/bin/sh\necho "$@" >> "%s"\n' "$tmp/baseline-args" > "$tmp/args-strata"; chmod +x "$tmp/args-strata"
+"$strata" bench "$root/scenarios/paper/table4.yaml" --set execution.microbatch=2 --set execution.global_batch=2 --baseline "$tmp/args-strata" --runs 1 >/dev/null 2>"$tmp/err"; rc=$?
+check "bench --set --baseline runs the baseline with the same overrides" '[[ $rc -eq 0 ]] && grep -q "^run .*table4.yaml --case selective + sequence --set execution.microbatch=2 --set execution.global_batch=2$" "$tmp/baseline-args"'
 printf '#!/bin/sh\necho "error: x.yaml:1:1: unknown key" >&2\nexit 2\n' > "$tmp/old-strata"; chmod +x "$tmp/old-strata"
 "$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$tmp/old-strata" >/dev/null 2>"$tmp/err"; rc=$?
 check "bench --baseline reports why the baseline failed" '[[ $rc -eq 2 ]] && grep -q "the baseline exited with status 2" "$tmp/err" && grep -q "unknown key" "$tmp/err"'
