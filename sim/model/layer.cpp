@@ -561,12 +561,11 @@ std::vector<Step> build_sequence_parallel_grad_sync(const LayerConfig& cfg, int 
     std::vector<Step> p;
     if (!d.sp) return p;
     // Per layer: two norms (gamma, and beta for LayerNorm) and, with biases, the projection's and fc2's (row-parallel
-    // layers' biases are whole on every rank); the final norm on the last stage.
+    // layers' biases are whole on every rank); the final norm on the last stage. Each tensor holds h elements.
     const std::int64_t norm_tensors = d.rms ? 1 : 2;
     const std::int64_t tensors = layers * (2 * norm_tensors + (d.bias ? 2 : 0)) + (final_norm ? norm_tensors : 0);
-    const std::int64_t elements = layers * (2 * norm_tensors + (d.bias ? 2 : 0)) * d.h + (final_norm ? norm_tensors * d.h : 0);
     if (tensors == 0) return p;
-    const std::int64_t bytes = d.main_grad_bytes * elements;
+    const std::int64_t bytes = d.main_grad_bytes * tensors * d.h;
     // torch.cat (_flatten_dense_tensors) takes at most 128 inputs per kernel (CAT_ARRAY_BATCH_SIZE); each reads and
     // writes its share.
     const std::int64_t cats = (tensors + 127) / 128;
