@@ -351,6 +351,8 @@ private:
     std::vector<StageReduction> reductions_;
     std::optional<TaskId> embedding_sync_;
     std::optional<RouteAndLatency> embedding_route_;
+    /// sequence_parallel_grad_sync per stage, costed once (every group of a stage asks).
+    mutable std::vector<std::optional<Time>> sp_grad_sync_;
     engine::RouteId empty_route_{};
     std::uint64_t expected_tasks_ = 0;
     std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both; layers)

@@ -234,9 +234,14 @@ Time Builder::later_chunks_step(int r) const {
 }
 
 Time Builder::sequence_parallel_grad_sync(int r) const {
-    const std::vector<Step> sync = build_sequence_parallel_grad_sync(
-        layer_config(sc_.model, e_), e_.layers_on_stage(sc_.model.layers, r), r == e_.pipeline - 1);
-    return sync.empty() ? Time::zero() : cost_.pass_time(sync, e_.tensor);
+    if (sp_grad_sync_.empty()) sp_grad_sync_.resize(static_cast<std::size_t>(e_.pipeline));
+    std::optional<Time>& cached = sp_grad_sync_[static_cast<std::size_t>(r)];
+    if (!cached) {
+        const std::vector<Step> sync = build_sequence_parallel_grad_sync(
+            layer_config(sc_.model, e_), e_.layers_on_stage(sc_.model.layers, r), r == e_.pipeline - 1);
+        cached = sync.empty() ? Time::zero() : cost_.pass_time(sync, e_.tensor);
+    }
+    return *cached;
 }
 
 void Builder::emit_optimizer(Group& g) {
