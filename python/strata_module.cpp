@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -64,8 +65,22 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
                 const std::string& attention, const std::string& precision, std::vector<int> microbatches,
                 int max_interleave, int simulate_top, int top, int jobs, const std::vector<std::string>& fix,
                 double margin_pct, int simulate_max, std::uint64_t max_tasks_millions,
-                bool representative_replicas, const std::string& gradient_average, bool grad_reduce_in_fp32) {
+                bool representative_replicas, const std::string& gradient_average, bool grad_reduce_in_fp32,
+                const std::vector<std::string>& overrides) {
     strata::SearchRequest req;
+    // overrides: every candidate's value of keys the search does not vary; an argument naming the same key conflicts
+    // with it unless left at its default.
+    std::vector<std::string> set_keys;
+    if (!overrides.empty()) {
+        req.base = strata::read_execution_overrides(overrides, strata::search_varied_execution_keys(), "search");
+        for (const std::string& s : overrides) set_keys.push_back(s.substr(s.find('.') + 1, s.find('=') - s.find('.') - 1));
+    }
+    auto apply = [&](const char* key, bool at_default) {
+        if (std::find(set_keys.begin(), set_keys.end(), key) == set_keys.end()) return true;
+        if (!at_default)
+            throw strata::InputError(std::string("search: ") + key + "= and overrides execution." + key + " both given: keep one");
+        return false;
+    };
     req.model = model;
     req.system = system;
     req.gpus = gpus;
@@ -74,14 +89,14 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
     const auto p = strata::precision_named(precision);
     if (!a) throw strata::InputError("search: attention '" + attention + "': expected unfused or flash");
     if (!p) throw strata::InputError("search: precision '" + precision + "': expected bf16, fp16 or fp8");
-    req.base.attention = *a;
-    req.base.precision = *p;
+    if (apply("attention", attention == "unfused")) req.base.attention = *a;
+    if (apply("precision", precision == "bf16")) req.base.precision = *p;
     const auto g = strata::gradient_average_named(gradient_average);
     if (!g)
         throw strata::InputError("search: gradient_average '" + gradient_average +
                                  "': expected scale, scale_always or in_collective");
-    req.base.gradient_average = *g;
-    req.base.grad_reduce_in_fp32 = grad_reduce_in_fp32;
+    if (apply("gradient_average", gradient_average == "scale")) req.base.gradient_average = *g;
+    if (apply("grad_reduce_in_fp32", grad_reduce_in_fp32)) req.base.grad_reduce_in_fp32 = grad_reduce_in_fp32;
     std::string list;
     for (int b : microbatches) list += (list.empty() ? "" : ",") + std::to_string(b);
     strata::apply_constraint(req.space, "microbatch=" + list, "microbatches");

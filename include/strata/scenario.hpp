@@ -38,6 +38,13 @@ Experiment load_experiment_text(const std::string& text, const std::filesystem::
 Experiment load_experiment_text(const std::string& text, const std::filesystem::path& origin,
                                 const std::vector<std::string>& overrides);
 
+/// The execution part made of `overrides` alone ("execution.KEY=VALUE", as --set; every other key at its default,
+/// the required sizes at stand-ins), for a command that sets the rest itself (the search, which varies the keys in
+/// `varied`). Throws InputError naming the override for another part, a key in `varied` (`command` says what to use
+/// instead), an unknown key or a bad value.
+ExecutionSpec read_execution_overrides(const std::vector<std::string>& overrides,
+                                       std::span<const std::string_view> varied, const std::string& command);
+
 /// Every key a system part accepts (a system file, an experiment's or a case's `system:` mapping, a `sweep:` over
 /// `system.KEY`), nested keys dotted (`network.rails`). docs/system-file.md documents each one.
 std::span<const std::string_view> system_keys();

@@ -41,6 +41,9 @@ struct SearchKey {
 };
 /// Every key of SearchSpace, in the order the search nests them.
 const std::vector<SearchKey>& search_keys();
+/// The execution keys the search sets on every candidate itself (those of search_keys(), and data, global_batch,
+/// schedule and the pipeline-split options it derives): a --set of one of them is refused.
+std::vector<std::string_view> search_varied_execution_keys();
 
 /// Restricts `space` by one constraint `KEY=VALUES` (`--fix`): VALUES is a comma-separated list of values and, for
 /// the integer keys, closed ranges LO..HI (tensor=8, pipeline=4..16, microbatch=1,2,4..8, recompute=selective,full,
@@ -92,6 +95,7 @@ std::size_t simulation_count(const std::vector<double>& estimates, int top, doub
 struct SearchResult {
     std::size_t enumerated = 0;
     std::map<std::string, std::size_t> rejected;   ///< reason -> count (infeasible sizes, out of memory)
+    std::string first_infeasible;                  ///< the first infeasible candidate's error (what validation said)
     std::size_t screened = 0;                      ///< fit in memory, ranked analytically
     std::size_t within_margin = 0;                 ///< screened candidates whose estimate is within the margin
     std::vector<SearchCandidate> simulated;        ///< best first (simulated time; OOM in simulation last)

@@ -205,6 +205,8 @@ struct SearchOptions {
     std::uint64_t max_tasks_millions = 1000;
     std::string replicas = "all";
     bool grad_reduce_bf16 = false;
+    std::vector<std::string> overrides;         ///< --set execution.KEY=VALUE: every candidate's
+    std::vector<std::string> flags_given;       ///< which of the execution flags were given explicitly
 };
 
 int search_command(const strata::mpi::Session& session, const SearchOptions& o, char** argv) {
@@ -226,10 +228,25 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o, 
     const auto precision = strata::precision_named(o.precision);
     if (!attention) throw strata::InputError("search: --attention " + o.attention + ": expected unfused, flash or flash2");
     if (!precision) throw strata::InputError("search: --precision " + o.precision + ": expected bf16, fp16 or fp8");
-    req.base.attention = *attention;
-    req.base.precision = *precision;
-    req.base.gradient_average = *strata::gradient_average_named(o.gradient_average);  // CLI11 checked the name
-    req.base.grad_reduce_in_fp32 = !o.grad_reduce_bf16;
+    // --set: every candidate's value of a key the search does not vary. The flags below name four such keys: a flag
+    // given explicitly and a --set of its key conflict; otherwise the --set wins over the flag's default.
+    std::vector<std::string> set_keys;
+    if (!o.overrides.empty()) {
+        req.base = strata::read_execution_overrides(o.overrides, strata::search_varied_execution_keys(), "search");
+        for (const std::string& s : o.overrides) set_keys.push_back(s.substr(s.find('.') + 1, s.find('=') - s.find('.') - 1));
+    }
+    auto flag = [&](const char* name, const char* key) {
+        const bool given = std::find(o.flags_given.begin(), o.flags_given.end(), name) != o.flags_given.end();
+        const bool set = std::find(set_keys.begin(), set_keys.end(), key) != set_keys.end();
+        if (given && set)
+            throw strata::InputError(std::string("search: ") + name + " and --set execution." + key + " both given: keep one");
+        return !set;  // apply the flag (its value or its default) unless --set named the key
+    };
+    if (flag("--attention", "attention")) req.base.attention = *attention;
+    if (flag("--precision", "precision")) req.base.precision = *precision;
+    if (flag("--gradient-average", "gradient_average"))
+        req.base.gradient_average = *strata::gradient_average_named(o.gradient_average);  // CLI11 checked the name
+    if (flag("--grad-reduce-in-bf16", "grad_reduce_in_fp32")) req.base.grad_reduce_in_fp32 = !o.grad_reduce_bf16;
     req.simulate_top = std::max(o.top, o.simulate_top);
     req.simulate_max = o.simulate_max;
     req.margin = o.margin_pct / 100;
@@ -382,6 +399,10 @@ int main(int argc, char** argv) {
         ->capture_default_str()->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
     srch->add_option("--gradient-average", so.gradient_average, "gradient averaging of every candidate: scale (Megatron-Core), scale_always (Megatron-LM's local DDP, 2021-2023: the paper's), in_collective")
         ->capture_default_str()->check(CLI::IsMember({"scale", "scale_always", "in_collective"}));
+    srch->add_option("--set", so.overrides,
+                     "execution.KEY=VALUE, repeatable: every candidate's value of a key the search does not vary "
+                     "(e.g. execution.cross_entropy=te, execution.fp8_recipe=current, execution.embedding_reduce_scatter=false); "
+                     "the keys it varies take --fix");
     srch->add_flag("--grad-reduce-in-bf16", so.grad_reduce_bf16, "every candidate's main gradients, their accumulation and data-parallel reduction in bf16 (Megatron-Core grad_reduce_in_fp32: false; NeMo's performance recipes); default fp32");
     srch->add_option("--json", so.json_path, "write every simulated candidate (estimate, ranks, tokens/s, TF/s per GPU) as JSON; - for standard output");
     srch->add_option("--csv", so.csv_path, "write every simulated candidate as CSV (the run CSV's columns, then estimate_s, estimate_rank, simulated_rank, estimate_error); - for standard output");
@@ -432,7 +453,11 @@ int main(int argc, char** argv) {
             if (!baseline.baseline.empty()) return strata::cli::bench_against_baseline(bench_files, baseline);
             return bench_command(session, bench_files, baseline.replicas == "representative", baseline.overrides, argv);
         }
-        if (*srch) return search_command(session, so, argv);
+        if (*srch) {
+            for (const char* name : {"--attention", "--precision", "--gradient-average", "--grad-reduce-in-bf16"})
+                if (srch->count(name) > 0) so.flags_given.emplace_back(name);
+            return search_command(session, so, argv);
+        }
         if (*plot) return strata::cli::plot_command(po);
         if (*check) {
             strata::print_profile_check(std::cout, strata::load_device_profile(check_file));

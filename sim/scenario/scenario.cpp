@@ -293,6 +293,24 @@ std::vector<Override> read_overrides(const std::vector<std::string>& overrides) 
 Experiment experiment_from(const YAML::Node& root, const fs::path& path, const std::vector<Override>& overrides);
 }  // namespace
 
+ExecutionSpec read_execution_overrides(const std::vector<std::string>& overrides,
+                                       std::span<const std::string_view> varied, const std::string& command) {
+    Fields f("execution", "--set");
+    for (const Override& o : read_overrides(overrides)) {
+        if (o.part != "execution")
+            throw InputError(o.origin + ": " + command + " --set takes execution keys (execution.KEY=VALUE); the model "
+                                        "and the system come from their files");
+        if (std::find(varied.begin(), varied.end(), o.key) != varied.end())
+            throw InputError(o.origin + ": " + command + " varies '" + o.key + "': restrict it with --fix " + o.key +
+                             "=VALUES instead");
+        f.set(o.key, o.key_node, o.value, o.origin);
+    }
+    // The required sizes are the command's to set: read with stand-ins, their absence is no error here.
+    std::vector<yamlio::MissingKey> missing;
+    yamlio::CollectMissing collect(f, missing);
+    return read_execution(f);
+}
+
 Experiment load_experiment(const fs::path& path) { return load_experiment(path, {}); }
 
 Experiment load_experiment(const fs::path& path, const std::vector<std::string>& overrides) {

@@ -149,6 +149,13 @@ std::string describe(const ExecutionSpec& e) {
 
 }  // namespace
 
+std::vector<std::string_view> search_varied_execution_keys() {
+    std::vector<std::string_view> varied = {"data", "global_batch", "schedule", "account_for_embedding_in_pipeline_split",
+                                            "account_for_loss_in_pipeline_split"};
+    for (const SearchKey& k : search_keys()) varied.push_back(k.name);
+    return varied;
+}
+
 const std::vector<SearchKey>& search_keys() {
     static const std::vector<SearchKey> keys = [] {
         std::vector<SearchKey> k;
@@ -293,7 +300,8 @@ SearchResult search(const SearchRequest& req) {
         const Scenario sc = candidate(e);
         try {
             validate(sc);
-        } catch (const InputError&) {
+        } catch (const InputError& err) {
+            if (res.first_infeasible.empty()) res.first_infeasible = err.what();
             ++res.rejected["infeasible sizes (divisibility, schedule)"];
             return;
         }

@@ -128,6 +128,22 @@ check "bench --baseline runs both binaries and prints the ratios" '[[ $rc -eq 0 
 check "bench --replicas representative --baseline: this binary with representative replicas, the baseline in full" '[[ $rc -eq 0 ]] && grep -q "^A = .* --replicas representative$" "$tmp/bench-rep.txt" && grep -q "geometric mean over 8 case(s)" "$tmp/bench-rep.txt"'
 "$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$tmp/no-such-strata" >/dev/null 2>"$tmp/err"; rc=$?
 check "bench --baseline with a missing binary exits 2 and names it" '[[ $rc -eq 2 ]] && grep -q "no-such-strata: not an executable file" "$tmp/err"'
+srch=("$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" --gpus 8 --global-batch 4 --gradient-average scale_always --fix tensor=8 --fix pipeline=1 --fix microbatch=4 --fix recompute=selective --fix sequence_parallel=on --top 1 --simulate-top 1)
+"${srch[@]}" --set execution.embedding_reduce_scatter=false --json "$tmp/search-set.json" >/dev/null 2>"$tmp/err"; rc=$?
+"$strata" run "$root/scenarios/paper/table5.yaml" --case "22B present work" --json "$tmp/t5-22b.json" >/dev/null 2>&1
+check "search --set: every candidate with the override (the paper's software: Table 5's 22B row exactly)" '[[ $rc -eq 0 ]] && python3 -c "
+import json, sys
+a = json.load(open(sys.argv[1]))[\"results\"][0]; b = json.load(open(sys.argv[2]))[\"results\"][0]
+assert a[\"execution\"][\"embedding_reduce_scatter\"] is False and a[\"iteration_time_s\"] == b[\"iteration_time_s\"]
+" "$tmp/search-set.json" "$tmp/t5-22b.json"'
+"${srch[@]}" --set execution.tensor=4 >/dev/null 2>"$tmp/err"; rc=$?
+check "search --set of a key the search varies exits 2 and says to use --fix" '[[ $rc -eq 2 ]] && grep -q "varies .tensor.: restrict it with --fix tensor=VALUES" "$tmp/err"'
+"${srch[@]}" --set model.hidden=4 >/dev/null 2>"$tmp/err"; rc=$?
+check "search --set of a model key exits 2" '[[ $rc -eq 2 ]] && grep -q "search --set takes execution keys" "$tmp/err"'
+"${srch[@]}" --set execution.precision=fp16 --precision bf16 >/dev/null 2>"$tmp/err"; rc=$?
+check "search --precision with --set execution.precision exits 2" '[[ $rc -eq 2 ]] && grep -q "keep one" "$tmp/err"'
+"${srch[@]}" --set execution.fp8_recipe=current >/dev/null 2>"$tmp/err"; rc=$?
+check "search: when no candidate is feasible, the first one's error is printed" '[[ $rc -eq 2 ]] && grep -q "the first infeasible candidate: .*fp8_recipe applies to precision: fp8" "$tmp/err"'
 "$strata" bench "$root/scenarios/paper/table4.yaml" >"$tmp/bench-plain.txt" 2>&1
 "$strata" bench "$root/scenarios/paper/table4.yaml" --set execution.microbatch=2 --set execution.global_batch=2 >"$tmp/bench-set.txt" 2>"$tmp/err"; rc=$?
 check "bench --set: every case with the override (another iteration time)" '[[ $rc -eq 0 ]] && [[ "$(grep "^selective + sequence" "$tmp/bench-set.txt" | awk "{print \$NF}")" != "$(grep "^selective + sequence" "$tmp/bench-plain.txt" | awk "{print \$NF}")" ]]'

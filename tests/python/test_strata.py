@@ -146,11 +146,18 @@ def test_search_gradient_average():
     assert core["results"][0]["execution"]["gradient_average"] == "scale"
     # One replica: only the paper's software averages (a pass over the gradients), so it is slower.
     assert paper["results"][0]["iteration_time_s"] > core["results"][0]["iteration_time_s"]
-    # Table 5's file also names the paper's embedding all-reduce, which the search does not vary.
+    # Table 5's file also names the paper's embedding all-reduce: the search takes it as an override.
     table5 = {r["name"]: r for r in strata.run(os.path.join(SRC, "scenarios", "paper", "table5.yaml"),
-                                                 case="22B present work",
-                                                 overrides={"execution.embedding_reduce_scatter": True})}
-    assert paper["results"][0]["iteration_time_s"] == table5["22B present work"]["iteration_time_s"]
+                                                 case="22B present work")}
+    assert paper["results"][0]["iteration_time_s"] != table5["22B present work"]["iteration_time_s"]
+    exact = strata.search(model, system, gpus=8, global_batch=4, top=1, simulate_top=1, jobs=1, fix=fix,
+                          gradient_average="scale_always", overrides={"execution.embedding_reduce_scatter": False})
+    assert exact["results"][0]["iteration_time_s"] == table5["22B present work"]["iteration_time_s"]
+    assert exact["results"][0]["execution"]["embedding_reduce_scatter"] is False
+    with pytest.raises(strata.InputError, match="varies 'tensor': restrict it with --fix"):
+        strata.search(model, system, gpus=8, global_batch=4, overrides=["execution.tensor=4"])
+    with pytest.raises(strata.InputError, match="keep one"):
+        strata.search(model, system, gpus=8, global_batch=4, precision="fp16", overrides=["execution.precision=bf16"])
     with pytest.raises(strata.InputError, match="expected scale, scale_always or in_collective"):
         strata.search(model, system, gpus=8, global_batch=4, gradient_average="mean")
 
