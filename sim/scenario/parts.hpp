@@ -1,5 +1,6 @@
-// The readers of an experiment's parts, private to sim/scenario/: the system part (system.cpp) and the
-// reading of one part with every missing required key collected (see yamlio::CollectMissing).
+// The readers of an experiment's parts, private to sim/scenario/: the execution part (scenario.cpp), the system part
+// (system.cpp), the --set overrides (overrides.cpp) and the reading of one part with every missing required key
+// collected (see yamlio::CollectMissing).
 #pragma once
 
 #include "strata/errors.hpp"
@@ -8,7 +9,9 @@
 
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata::parts {
@@ -26,6 +29,21 @@ private:
 /// together (rails above gpus_per_node, a reserve as large as the capacity) are an InputError, or, when
 /// `infeasible` is given (a sweep's case), the reason written there and the system read on.
 SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::string* infeasible = nullptr);
+
+/// The keys of the model and execution parts (scenario.cpp).
+std::span<const std::string_view> model_keys();
+std::span<const std::string_view> execution_keys();
+/// Reads an execution part (scenario.cpp): each key checked, and the keys that must go together.
+ExecutionSpec read_execution(const yamlio::Fields& f);
+
+/// One --set override, read: its part, its (dotted) key, and the key and value nodes of its YAML text
+/// (overrides.cpp).
+struct Override {
+    std::string part, key, origin;
+    YAML::Node key_node, value;
+};
+/// Reads each "PART.KEY=VALUE" as YAML (`KEY: VALUE`, origin "--set 'PART.KEY=VALUE'"), checking the part and the key.
+std::vector<Override> read_overrides(const std::vector<std::string>& overrides);
 
 /// `read(f)` with f's missing required keys appended to `missing` instead of thrown; an error the reader throws
 /// while keys are missing (this part's or an earlier part's) may come from a stand-in value, so the missing keys

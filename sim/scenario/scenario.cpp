@@ -109,7 +109,9 @@ ModelSpec read_model(const Fields& f) {
     return m;
 }
 
-ExecutionSpec read_execution(const Fields& f) {
+}  // namespace
+
+ExecutionSpec parts::read_execution(const Fields& f) {
     f.check_known(kExecutionKeys);
     ExecutionSpec e;
     e.tensor = static_cast<int>(f.get_int("tensor", 1, 1 << 16));
@@ -169,6 +171,12 @@ ExecutionSpec read_execution(const Fields& f) {
         f.fail("recompute_method", "recompute_method needs recompute_layers (how many layers it applies to)");
     return e;
 }
+
+std::span<const std::string_view> parts::model_keys() { return kModelKeys; }
+std::span<const std::string_view> parts::execution_keys() { return kExecutionKeys; }
+
+namespace {
+using parts::read_execution;
 
 /// One case from its three parts. `system_read` holds the system once read, for the next case when no sweep axis
 /// is a system key (the system and its device profile are then read once); `reread_system` reads it for this case
@@ -244,72 +252,10 @@ SystemSpec load_system_text(const std::string& text, const fs::path& origin) {
 }
 
 namespace {
-/// One --set override, read: its part, its (dotted) key, and the key and value nodes of its YAML text.
-struct Override {
-    std::string part, key, origin;
-    YAML::Node key_node, value;
-};
-
-/// Reads "PART.KEY=VALUE" as YAML (`KEY: VALUE`, origin "--set 'PART.KEY=VALUE'"), checking the part and the key.
-Override read_override(const std::string& text) {
-    const std::string origin = "--set '" + text + "'";
-    const auto eq = text.find('=');
-    const auto dot = text.find('.');
-    if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq)
-        throw InputError(origin + ": expected PART.KEY=VALUE, PART one of model, execution, system (e.g. "
-                                  "execution.microbatch=2, system.network.rails=4)");
-    Override o;
-    o.part = text.substr(0, dot);
-    o.key = text.substr(dot + 1, eq - dot - 1);
-    o.origin = origin;
-    std::span<const std::string_view> known;
-    if (o.part == "model") known = kModelKeys;
-    else if (o.part == "execution") known = kExecutionKeys;
-    else if (o.part == "system") known = system_keys();
-    else
-        throw InputError(origin + ": '" + o.part + "' is not a part: model, execution or system (PART.KEY=VALUE)");
-    if (std::find(known.begin(), known.end(), o.key) == known.end()) {
-        std::string msg = origin + ": unknown " + o.part + " key '" + o.key + "'.";
-        if (auto hint = yamlio::did_you_mean(o.key, known)) msg += " Did you mean '" + *hint + "'?";
-        throw InputError(msg + " Valid keys: " + yamlio::join(known) + ".");
-    }
-    if (eq + 1 == text.size()) throw InputError(origin + ": no value after '='");
-    std::string value = text.substr(eq + 1);
-    // A file named on the command line is relative to the working directory (a part file's, to that file's).
-    if (o.key == "device_profile" && fs::path(value).is_relative()) value = fs::absolute(value).lexically_normal().string();
-    const YAML::Node doc = yamlio::load_text(o.key + ": " + value, origin);
-    const auto it = doc.begin();
-    o.key_node = it->first;
-    o.value = it->second;
-    return o;
-}
-
-std::vector<Override> read_overrides(const std::vector<std::string>& overrides) {
-    std::vector<Override> read;
-    for (const std::string& o : overrides) read.push_back(read_override(o));
-    return read;
-}
-
+using parts::Override;
+using parts::read_overrides;
 Experiment experiment_from(const YAML::Node& root, const fs::path& path, const std::vector<Override>& overrides);
 }  // namespace
-
-ExecutionSpec read_execution_overrides(const std::vector<std::string>& overrides,
-                                       std::span<const std::string_view> varied, const std::string& command) {
-    Fields f("execution", "--set");
-    for (const Override& o : read_overrides(overrides)) {
-        if (o.part != "execution")
-            throw InputError(o.origin + ": " + command + " --set takes execution keys (execution.KEY=VALUE); the model "
-                                        "and the system come from their files");
-        if (std::find(varied.begin(), varied.end(), o.key) != varied.end())
-            throw InputError(o.origin + ": " + command + " varies '" + o.key + "': restrict it with --fix " + o.key +
-                             "=VALUES instead");
-        f.set(o.key, o.key_node, o.value, o.origin);
-    }
-    // The required sizes are the command's to set: read with stand-ins, their absence is no error here.
-    std::vector<yamlio::MissingKey> missing;
-    yamlio::CollectMissing collect(f, missing);
-    return read_execution(f);
-}
 
 Experiment load_experiment(const fs::path& path) { return load_experiment(path, {}); }
 
