@@ -281,6 +281,9 @@ private:
     /// Group gi's call (post, wait) sends unit s / receives unit u (target: the task that needs the data).
     void on_send(std::size_t gi, const schedule::Unit& s, TaskId post, TaskId wait, bool blocking);
     void on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, TaskId target, bool blocking);
+    /// The second side of a pipeline message (`me`, a send or a receive, to `receiver_group`, message `key`) creates
+    /// the transfer and releases the first side's hold; the first waits in the receiving group's pending list.
+    void rendezvous(std::size_t receiver_group, std::uint64_t key, const PendingMessage& me);
     void emit_pipeline_transfer(const PendingMessage& sender, std::size_t receiver_group, TaskId receiver_post,
                                 TaskId receiver_target, bool receiver_blocking, std::uint64_t message);
     // gradients.cpp

@@ -42,20 +42,7 @@ void Builder::on_send(std::size_t gi, const schedule::Unit& s, TaskId post, Task
         groups_[gi].outstanding_sends[s.forward ? 0 : 1].push_back(overlap_key(to_gi, key));
         overlap_msgs_.try_emplace(overlap_key(to_gi, key));
     }
-    auto& pending = groups_[to_gi].pending;
-    const auto it = find_pending(pending, key);
-    if (it == pending.end()) {
-        if (blocking) sim_.add_hold(wait);
-        pending.emplace_back(key, me);
-        return;
-    }
-    if (it->second.sender) throw SimulationError("internal: a pipeline message sent twice");
-    const PendingMessage receiver = it->second;
-    check_pair_order(me, receiver.order);
-    *it = pending.back();
-    pending.pop_back();
-    emit_pipeline_transfer(me, to_gi, receiver.post, receiver.target, receiver.blocking, key);
-    if (receiver.blocking) sim_.release_hold(receiver.target);
+    rendezvous(to_gi, key, me);
 }
 
 void Builder::on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, TaskId target, bool blocking) {
@@ -63,20 +50,27 @@ void Builder::on_receive(std::size_t gi, const schedule::Unit& u, TaskId post, T
     const bool overlap = e_.overlap_p2p_comm;
     const std::uint64_t order = overlap ? groups_[gi].pair_posts[pair_channel(u.forward, false)]++ : 0;
     if (overlap) overlap_msgs_.try_emplace(overlap_key(gi, key));  // the consuming unit waits for it (emit_instruction)
-    auto& pending = groups_[gi].pending;
+    rendezvous(gi, key, PendingMessage{false, post, target, 0, u.forward, u.chunk, u.microbatch, order, blocking});
+}
+
+void Builder::rendezvous(std::size_t receiver_group, std::uint64_t key, const PendingMessage& me) {
+    auto& pending = groups_[receiver_group].pending;
     const auto it = find_pending(pending, key);
-    if (it == pending.end()) {
-        if (blocking) sim_.add_hold(target);
-        pending.emplace_back(key, PendingMessage{false, post, target, 0, u.forward, u.chunk, u.microbatch, order, blocking});
+    if (it == pending.end()) {  // the first side: waits in the receiving group's list, what needs the data held
+        if (me.blocking) sim_.add_hold(me.target);
+        pending.emplace_back(key, me);
         return;
     }
-    if (!it->second.sender) throw SimulationError("internal: a pipeline message received twice");
-    const PendingMessage sender = it->second;
-    check_pair_order(sender, order);
+    if (it->second.sender == me.sender)
+        throw SimulationError(me.sender ? "internal: a pipeline message sent twice" : "internal: a pipeline message received twice");
+    const PendingMessage other = it->second;
     *it = pending.back();
     pending.pop_back();
-    emit_pipeline_transfer(sender, gi, post, target, blocking, key);
-    if (sender.blocking) sim_.release_hold(sender.target);
+    const PendingMessage& sender = me.sender ? me : other;
+    const PendingMessage& receiver = me.sender ? other : me;
+    check_pair_order(sender, receiver.order);
+    emit_pipeline_transfer(sender, receiver_group, receiver.post, receiver.target, receiver.blocking, key);
+    if (other.blocking) sim_.release_hold(other.target);
 }
 
 void Builder::emit_pipeline_transfer(const PendingMessage& sender, std::size_t receiver_group, TaskId receiver_post,
