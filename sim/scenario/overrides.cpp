@@ -73,6 +73,14 @@ ExecutionSpec read_execution_overrides(const std::vector<std::string>& overrides
                              "=VALUES instead");
         f.set(o.key, o.key_node, o.value, o.origin);
     }
+    // The keys that only mean something with one recompute mode are read with that mode's stand-in (the command's
+    // candidates of other modes then ignore or refuse them).
+    const char* mode = f.has("recompute_modules") ? "selective" : f.has("recompute_layers") ? "full" : nullptr;
+    YAML::Node stand_in;
+    if (mode != nullptr && !f.has("recompute")) {
+        stand_in = yamlio::load_text(std::string("recompute: ") + mode, "--set stand-in");
+        f.set("recompute", stand_in.begin()->first, stand_in.begin()->second, "--set stand-in");
+    }
     // The required sizes are the command's to set: read with stand-ins, their absence is no error here.
     std::vector<yamlio::MissingKey> missing;
     yamlio::CollectMissing collect(f, missing);

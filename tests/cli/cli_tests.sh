@@ -136,6 +136,12 @@ import json, sys
 a = json.load(open(sys.argv[1]))[\"results\"][0]; b = json.load(open(sys.argv[2]))[\"results\"][0]
 assert a[\"execution\"][\"embedding_reduce_scatter\"] is False and a[\"iteration_time_s\"] == b[\"iteration_time_s\"]
 " "$tmp/search-set.json" "$tmp/t5-22b.json"'
+"$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" --gpus 8 --global-batch 4 --fix tensor=8 --fix pipeline=1 --fix recompute=selective --top 1 --simulate-top 1 --set 'execution.recompute_modules=[core_attn, mlp]' --json "$tmp/search-mods.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "search --set of a key that needs another mode (recompute_modules: selective) reads it and applies it" '[[ $rc -eq 0 ]] && python3 -c "
+import json, sys
+e = json.load(open(sys.argv[1]))[\"results\"][0][\"execution\"]
+assert e[\"recompute\"] == \"selective\" and \"mlp\" in e[\"recompute_modules\"], e
+" "$tmp/search-mods.json"'
 "${srch[@]}" --set execution.tensor=4 >/dev/null 2>"$tmp/err"; rc=$?
 check "search --set of a key the search varies exits 2 and says to use --fix" '[[ $rc -eq 2 ]] && grep -q "varies .tensor.: restrict it with --fix tensor=VALUES" "$tmp/err"'
 "${srch[@]}" --set model.hidden=4 >/dev/null 2>"$tmp/err"; rc=$?
