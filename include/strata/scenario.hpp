@@ -45,6 +45,10 @@ Experiment load_experiment_text(const std::string& text, const std::filesystem::
 ExecutionSpec read_execution_overrides(const std::vector<std::string>& overrides,
                                        std::span<const std::string_view> varied, const std::string& command);
 
+/// Every key a model part accepts; every key an execution part accepts (docs/execution.md documents each one).
+std::span<const std::string_view> model_keys();
+std::span<const std::string_view> execution_keys();
+
 /// Every key a system part accepts (a system file, an experiment's or a case's `system:` mapping, a `sweep:` over
 /// `system.KEY`), nested keys dotted (`network.rails`). docs/system-file.md documents each one.
 std::span<const std::string_view> system_keys();

@@ -32,8 +32,8 @@ Override read_override(const std::string& text) {
     o.key = text.substr(dot + 1, eq - dot - 1);
     o.origin = origin;
     std::span<const std::string_view> known;
-    if (o.part == "model") known = parts::model_keys();
-    else if (o.part == "execution") known = parts::execution_keys();
+    if (o.part == "model") known = model_keys();
+    else if (o.part == "execution") known = execution_keys();
     else if (o.part == "system") known = system_keys();
     else
         throw InputError(origin + ": '" + o.part + "' is not a part: model, execution or system (PART.KEY=VALUE)");

@@ -30,9 +30,6 @@ private:
 /// `infeasible` is given (a sweep's case), the reason written there and the system read on.
 SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::string* infeasible = nullptr);
 
-/// The keys of the model and execution parts (scenario.cpp).
-std::span<const std::string_view> model_keys();
-std::span<const std::string_view> execution_keys();
 /// Reads an execution part (scenario.cpp): each key checked, and the keys that must go together.
 ExecutionSpec read_execution(const yamlio::Fields& f);
 

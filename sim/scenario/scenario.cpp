@@ -172,8 +172,8 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     return e;
 }
 
-std::span<const std::string_view> parts::model_keys() { return kModelKeys; }
-std::span<const std::string_view> parts::execution_keys() { return kExecutionKeys; }
+std::span<const std::string_view> model_keys() { return kModelKeys; }
+std::span<const std::string_view> execution_keys() { return kExecutionKeys; }
 
 namespace {
 using parts::read_execution;

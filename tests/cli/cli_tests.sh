@@ -162,6 +162,46 @@ printf '#!/bin/sh\necho "error: x.yaml:1:1: unknown key" >&2\nexit 2\n' > "$tmp/
 "$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$tmp/old-strata" >/dev/null 2>"$tmp/err"; rc=$?
 check "bench --baseline reports why the baseline failed" '[[ $rc -eq 2 ]] && grep -q "the baseline exited with status 2" "$tmp/err" && grep -q "unknown key" "$tmp/err"'
 
+printf 'name: minimal\nmodel: %s\nsystem: %s\nexecution: {tensor: 8, pipeline: 1, recompute: none, microbatch: 1, global_batch: 1}\n' "$root/scenarios/models/gpt-22b.yaml" "$root/scenarios/systems/selene-a100.yaml" > "$tmp/min.yaml"
+"$strata" run "$tmp/min.yaml" --analytical-only --json "$tmp/min.json" >/dev/null 2>&1
+check "docs/execution.md: every execution key once, with the loader's values, ranges and defaults" 'python3 - "$strata" "$tmp/min.yaml" "$root/docs/execution.md" "$tmp/min.json" <<"PY"
+import json, re, subprocess, sys
+strata, minimal, doc, echoed = sys.argv[1:5]
+def error_of(setting):
+    r = subprocess.run([strata, "run", minimal, "--analytical-only", "--set", setting], capture_output=True, text=True)
+    assert r.returncode == 2, setting
+    return r.stderr
+rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in open(doc) if l.startswith("| `")]
+keys = [r[0].strip("`") for r in rows]
+loader = re.search(r"Valid keys: (.*)\.", error_of("execution.zzz=1")).group(1).split(", ")
+assert sorted(keys) == sorted(loader) and len(set(keys)) == len(keys), set(keys) ^ set(loader)
+echo = json.load(open(echoed))["results"][0]["execution"]
+def num(s):
+    m = re.fullmatch(r"2\^(\d+)", s)
+    return 2 ** int(m.group(1)) if m else float(s)
+for cell, values, default, _ in rows:
+    key = cell.strip("`")
+    rng = re.fullmatch(r"(integer|number) in \[(\S+), (\S+)\]", values)
+    if values == "true, false":
+        assert "expected true or false" in error_of("execution.%s=maybe" % key), key
+    elif rng:
+        lo, hi = num(rng.group(2)), num(rng.group(3))
+        shown = ("%d" % lo, "%d" % hi) if rng.group(1) == "integer" else (rng.group(2), rng.group(3))
+        article = "an integer" if rng.group(1) == "integer" else "a number"
+        assert "expected %s in [%s, %s]" % ((article,) + shown) in error_of("execution.%s=-5" % key), key
+    elif values.startswith("a list of "):
+        assert "expected a list of: " + values[len("a list of "):] in error_of("execution.%s=[zzz]" % key), key
+    else:
+        assert "expected one of: " + values in error_of("execution.%s=zzz" % key), key
+    if default in ("true", "false"):
+        assert echo[key] == (default == "true"), key
+    elif default.startswith("["):
+        assert echo[key] == default.strip("[]").split(", "), key
+    elif re.fullmatch(r"[0-9.]+", default):
+        assert echo[key] == float(default), key
+    elif re.fullmatch(r"[a-z0-9_]+", default) and default != "required":
+        assert echo[key] == default, (key, echo[key], default)
+PY'
 "$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --json "$tmp/prov.json" >/dev/null 2>&1
 check "JSON provenance: version, revision and each input's SHA-256 as sha256sum has it" 'python3 - "$tmp/prov.json" <<"PY"
 import hashlib, json, sys
