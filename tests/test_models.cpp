@@ -440,6 +440,41 @@ TEST_CASE("fp8 current scaling: an amax read before each cast; fp8_param_gather:
     CHECK(double(stage_weight_bytes(sc.model, e8, 1).value - stage_weight_bytes(sc.model, sc.execution, 1).value) ==
           Approx(2 * layer_params).margin(1));
     CHECK(fp8_gather.peak_memory.value + std::int64_t(layer_params) < bf16_gather.peak_memory.value);
+
+    // The weights' FP8 casts once per iteration: with 16-bit weights read 2, write 1 + 1 (the transpose) per layer
+    // parameter, current scaling 2 more for the amax; FP8 primary weights only their transpose again (1 + 1).
+    CHECK(fp8_weight_cast_bytes(sc.model, e16, 1) == 0.0);
+    CHECK(fp8_weight_cast_bytes(sc.model, e8, 1) == Approx(4 * layer_params));
+    CHECK(fp8_weight_cast_bytes(sc.model, sc.execution, 1) == Approx(2 * layer_params));
+    ExecutionSpec e8_current = e8;
+    e8_current.fp8_recipe = Fp8Recipe::current;
+    CHECK(fp8_weight_cast_bytes(sc.model, e8_current, 1) == Approx(6 * layer_params));
+    // ... on the compute stream with the optimizer step (one stage, no SP, no variation: the span is the step, its
+    // fixed overhead and the casts).
+    Scenario one = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml").cases[0];
+    one.execution.precision = Precision::fp8;
+    one.execution.sequence_parallel = false;
+    one.execution.data = 1;
+    one.execution.global_batch = 8;
+    one.system.variation.gpu_sigma = 0;
+    validate(one);
+    SimulationOptions opt;
+    opt.keep_trace = true;
+    SimulationDetail detail;
+    (void)simulate(one, opt, &detail);
+    const double params = parameters_on_stage(one.model, one.execution, 0);
+    const Time expected =
+        Time::from_seconds(one.system.optimizer_step_seconds(params, params, Precision::fp8, 4) +
+                           fp8_weight_cast_bytes(one.model, one.execution, 0) /
+                               (one.system.device.hbm_bandwidth * one.system.device.elementwise_bandwidth_efficiency)) +
+        one.system.optimizer.fixed_overhead;
+    int spans = 0;
+    for (const TraceSpan& span : detail.trace.spans)
+        if (std::string(span.kind) == "optimizer") {
+            ++spans;
+            CHECK(std::llabs((span.end - span.start - expected).ps()) <= 2);
+        }
+    CHECK(spans == 1);
 }
 
 TEST_CASE("squared_relu: Nemotron's MLP, two matrices and GeLU's bytes; loaded by name; the same memory") {

@@ -26,6 +26,11 @@ BytesPerParam bytes_per_param(const ExecutionSpec& exec);
 /// each transformer-layer weight and of its transpose (2 bytes per layer parameter); with FP8 primary weights
 /// (ExecutionSpec::fp8_param_gather) the layer weights are that copy and transpose alone (2 bytes, as 16-bit).
 Bytes stage_weight_bytes(const ModelSpec& model, const ExecutionSpec& exec, int stage);
+/// HBM bytes one GPU of the stage moves once per iteration to make its FP8 layer weights (0 without FP8): with 16-bit
+/// weights Transformer Engine casts each on the iteration's first microbatch with its transpose (read 2, write 1 + 1;
+/// current scaling reads it once more for the amax: 6); FP8 primary weights (fp8_param_gather) arrive from the
+/// all-gather without their transpose, which is made again (read 1, write 1).
+double fp8_weight_cast_bytes(const ModelSpec& model, const ExecutionSpec& exec, int stage);
 /// Parameters held by one GPU of pipeline stage `stage` (tensor sharding applied).
 double parameters_on_stage(const ModelSpec& model, const ExecutionSpec& exec, int stage);
 /// Parameters of one transformer layer held by one GPU of a t-way tensor-parallel group.

@@ -59,6 +59,12 @@ Bytes stage_weight_bytes(const ModelSpec& m, const ExecutionSpec& e, int stage) 
     return Bytes(static_cast<std::int64_t>(std::llround(bytes)));
 }
 
+double fp8_weight_cast_bytes(const ModelSpec& m, const ExecutionSpec& e, int stage) {
+    if (e.precision != Precision::fp8) return 0.0;
+    const double per_param = e.fp8_param_gather ? 2.0 : e.fp8_recipe == Fp8Recipe::current ? 6.0 : 4.0;
+    return per_param * double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
+}
+
 double parameters_on_stage(const ModelSpec& m, const ExecutionSpec& e, int stage) {
     const int p = e.pipeline;
     double params = double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
