@@ -48,6 +48,13 @@ double total_parameters(const ModelSpec& m) {
            (m.tied_embeddings ? 0.0 : word);
 }
 
+namespace {
+/// The parameters of the transformer layers one GPU of the stage holds.
+double stage_layer_parameters(const ModelSpec& m, const ExecutionSpec& e, int stage) {
+    return double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
+}
+}  // namespace
+
 Bytes stage_weight_bytes(const ModelSpec& m, const ExecutionSpec& e, int stage) {
     double bytes = parameters_on_stage(m, e, stage) * bytes_per_param(e).weights;
     // FP8 with 16-bit primary weights: Transformer Engine caches an FP8 copy and its transpose of each layer weight
@@ -55,19 +62,19 @@ Bytes stage_weight_bytes(const ModelSpec& m, const ExecutionSpec& e, int stage) 
     // fp8_model_init, its config's fp8_param) a layer weight is that FP8 copy and transpose alone: 1 + 1 bytes where
     // the 16-bit weight was, nothing more.
     if (e.precision == Precision::fp8 && !e.fp8_param_gather)
-        bytes += 2.0 * double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
+        bytes += 2.0 * stage_layer_parameters(m, e, stage);
     return Bytes(static_cast<std::int64_t>(std::llround(bytes)));
 }
 
 double fp8_weight_cast_bytes(const ModelSpec& m, const ExecutionSpec& e, int stage) {
     if (e.precision != Precision::fp8) return 0.0;
     const double per_param = e.fp8_param_gather ? 2.0 : e.fp8_recipe == Fp8Recipe::current ? 6.0 : 4.0;
-    return per_param * double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
+    return per_param * stage_layer_parameters(m, e, stage);
 }
 
 double parameters_on_stage(const ModelSpec& m, const ExecutionSpec& e, int stage) {
     const int p = e.pipeline;
-    double params = double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
+    double params = stage_layer_parameters(m, e, stage);
     const double word = double(m.vocab) * m.hidden / e.tensor;
     if (stage == 0) params += embedding_parameters_per_gpu(m, e.tensor);  // word (+ learned position) embeddings
     if (stage == p - 1) {
