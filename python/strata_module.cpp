@@ -11,7 +11,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -70,13 +69,13 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
     strata::SearchRequest req;
     // overrides: every candidate's value of keys the search does not vary; an argument naming the same key conflicts
     // with it unless left at its default.
-    std::vector<std::string> set_keys;
+    strata::ExecutionOverrides set;
     if (!overrides.empty()) {
-        req.base = strata::read_execution_overrides(overrides, strata::search_varied_execution_keys(), "search");
-        for (const std::string& s : overrides) set_keys.push_back(s.substr(s.find('.') + 1, s.find('=') - s.find('.') - 1));
+        set = strata::read_execution_overrides(overrides, strata::search_varied_execution_keys(), "search");
+        req.base = set.execution;
     }
     auto apply = [&](const char* key, bool at_default) {
-        if (std::find(set_keys.begin(), set_keys.end(), key) == set_keys.end()) return true;
+        if (!set.sets(key)) return true;
         if (!at_default)
             throw strata::InputError(std::string("search: ") + key + "= and overrides execution." + key + " both given: keep one");
         return false;

@@ -5,6 +5,7 @@
 #include "strata/profile.hpp"
 #include "strata/spec.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -38,12 +39,20 @@ Experiment load_experiment_text(const std::string& text, const std::filesystem::
 Experiment load_experiment_text(const std::string& text, const std::filesystem::path& origin,
                                 const std::vector<std::string>& overrides);
 
+/// An execution part made of --set overrides alone, and the keys they set.
+struct ExecutionOverrides {
+    ExecutionSpec execution;
+    std::vector<std::string> keys;
+    [[nodiscard]] bool sets(std::string_view key) const {
+        return std::find(keys.begin(), keys.end(), key) != keys.end();
+    }
+};
 /// The execution part made of `overrides` alone ("execution.KEY=VALUE", as --set; every other key at its default,
 /// the required sizes at stand-ins), for a command that sets the rest itself (the search, which varies the keys in
 /// `varied`). Throws InputError naming the override for another part, a key in `varied` (`command` says what to use
 /// instead), an unknown key or a bad value.
-ExecutionSpec read_execution_overrides(const std::vector<std::string>& overrides,
-                                       std::span<const std::string_view> varied, const std::string& command);
+ExecutionOverrides read_execution_overrides(const std::vector<std::string>& overrides,
+                                            std::span<const std::string_view> varied, const std::string& command);
 
 /// Every key a model part accepts; every key an execution part accepts (docs/execution.md documents each one).
 std::span<const std::string_view> model_keys();

@@ -230,17 +230,16 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o, 
     if (!precision) throw strata::InputError("search: --precision " + o.precision + ": expected bf16, fp16 or fp8");
     // --set: every candidate's value of a key the search does not vary. The flags below name four such keys: a flag
     // given explicitly and a --set of its key conflict; otherwise the --set wins over the flag's default.
-    std::vector<std::string> set_keys;
+    strata::ExecutionOverrides set;
     if (!o.overrides.empty()) {
-        req.base = strata::read_execution_overrides(o.overrides, strata::search_varied_execution_keys(), "search");
-        for (const std::string& s : o.overrides) set_keys.push_back(s.substr(s.find('.') + 1, s.find('=') - s.find('.') - 1));
+        set = strata::read_execution_overrides(o.overrides, strata::search_varied_execution_keys(), "search");
+        req.base = set.execution;
     }
     auto flag = [&](const char* name, const char* key) {
         const bool given = std::find(o.flags_given.begin(), o.flags_given.end(), name) != o.flags_given.end();
-        const bool set = std::find(set_keys.begin(), set_keys.end(), key) != set_keys.end();
-        if (given && set)
+        if (given && set.sets(key))
             throw strata::InputError(std::string("search: ") + name + " and --set execution." + key + " both given: keep one");
-        return !set;  // apply the flag (its value or its default) unless --set named the key
+        return !set.sets(key);  // apply the flag (its value or its default) unless --set named the key
     };
     if (flag("--attention", "attention")) req.base.attention = *attention;
     if (flag("--precision", "precision")) req.base.precision = *precision;

@@ -61,8 +61,9 @@ std::vector<Override> parts::read_overrides(const std::vector<std::string>& over
     return read;
 }
 
-ExecutionSpec read_execution_overrides(const std::vector<std::string>& overrides,
-                                       std::span<const std::string_view> varied, const std::string& command) {
+ExecutionOverrides read_execution_overrides(const std::vector<std::string>& overrides,
+                                            std::span<const std::string_view> varied, const std::string& command) {
+    ExecutionOverrides out;
     yamlio::Fields f("execution", "--set");
     for (const Override& o : parts::read_overrides(overrides)) {
         if (o.part != "execution")
@@ -72,6 +73,7 @@ ExecutionSpec read_execution_overrides(const std::vector<std::string>& overrides
             throw InputError(o.origin + ": " + command + " varies '" + o.key + "': restrict it with --fix " + o.key +
                              "=VALUES instead");
         f.set(o.key, o.key_node, o.value, o.origin);
+        out.keys.push_back(o.key);
     }
     // The keys that only mean something with one recompute mode are read with that mode's stand-in (the command's
     // candidates of other modes then ignore or refuse them).
@@ -84,7 +86,8 @@ ExecutionSpec read_execution_overrides(const std::vector<std::string>& overrides
     // The required sizes are the command's to set: read with stand-ins, their absence is no error here.
     std::vector<yamlio::MissingKey> missing;
     yamlio::CollectMissing collect(f, missing);
-    return parts::read_execution(f);
+    out.execution = parts::read_execution(f);
+    return out;
 }
 
 }  // namespace strata
