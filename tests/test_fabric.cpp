@@ -210,6 +210,56 @@ TEST_CASE("ECMP is deterministic and spreads pairs over the spines", "[fabric][e
     CHECK(spines.size() >= 15);
 }
 
+TEST_CASE("hash routing lets flows collide on an uplink; adaptive routing spreads them over all of a leaf's", "[fabric][ecmp]") {
+    // Every node of leaf group 0 sends to the node at the same place in leaf group 1 (a shift: 20 flows, 20 uplinks).
+    auto uplink_load = [](const Built& b) {
+        std::vector<std::pair<int, int>> pairs;
+        for (int n = 0; n < 20; ++n)
+            pairs.emplace_back(gpu(n, 3), gpu(20 + n, 3));
+        unsigned worst = 0;
+        double bandwidth = 0;
+        for (const engine::LinkUse& u : b.fabric->combined(pairs).links) {
+            if (b.link(u.link).name.rfind("leaf0.r3>spine", 0) != 0) continue;
+            if (u.multiplicity > worst) bandwidth = b.link(u.link).bandwidth.value;
+            worst = std::max(worst, u.multiplicity);
+        }
+        return std::pair{worst, bandwidth};
+    };
+    Built hashed(selene_spec(40));
+    const auto [hash_worst, hash_bw] = uplink_load(hashed);
+    // A hash of 20 pairs onto 20 uplinks of one NIC's bandwidth each: some uplink carries two flows or more.
+    CHECK(hash_worst >= 2);
+    CHECK(hash_bw == Approx(25e9));
+
+    FabricSpec s = selene_spec(40);
+    s.network.routing = Routing::adaptive;
+    Built adaptive(s);
+    // One spine per rail; each leaf's link to it carries its 20 uplinks' bandwidth: 20 flows at a NIC's rate each.
+    const auto [ad_worst, ad_bw] = uplink_load(adaptive);
+    CHECK(ad_worst == 20);
+    CHECK(ad_bw == Approx(20 * 25e9));
+    // GPU 320 x 2 + NIC 320 x 2 + leaf<->spine 2 leaves x 8 rails x 1 spine x 2 = 1312.
+    CHECK(adaptive.fabric->describe() ==
+          "40 nodes x 8 GPUs, 8 rails, 16 leaves, 8 spines, 2 tiers, adaptive routing, 1312 links");
+    const Route r = adaptive.fabric->route(gpu(0, 3), gpu(39, 3));
+    CHECK(adaptive.names(r) ==
+          std::vector<std::string>{"n0.nic3>leaf0.r3", "leaf0.r3>spine0.r3", "spine0.r3>leaf1.r3", "leaf1.r3>n39.nic3"});
+    CHECK(r.latency == hashed.fabric->route(gpu(0, 3), gpu(39, 3)).latency);
+
+    // Three tiers: one core per rail, carrying a spine group's whole downlink.
+    FabricSpec t = small_spec(8);
+    t.network.tiers = 3;
+    t.network.leaves_per_spine_group = 2;
+    t.network.routing = Routing::adaptive;
+    Built three(t);
+    // GPU 128 + NIC 128 + leaf<->spine 4 leaves x 8 x 1 x 2 = 64 + spine<->core 2 spines x 8 x 2 = 32.
+    CHECK(three.fabric->describe() ==
+          "8 nodes x 8 GPUs, 8 rails, 32 leaves, 16 spines, 8 cores, 3 tiers, adaptive routing, 352 links");
+    CHECK(three.link(three.id_of("leaf0.r0>spine0.r0")).bandwidth.value == Approx(50e9));
+    CHECK(three.link(three.id_of("spine1.r0>core0.r0")).bandwidth.value == Approx(100e9));
+    CHECK(three.names(three.fabric->route(gpu(0, 0), gpu(7, 0))).size() == 6);
+}
+
 TEST_CASE("combined() sums multiplicities per link, sorted by link id, latency = max", "[fabric]") {
     Built b(small_spec());
     const std::vector<std::pair<int, int>> pairs{

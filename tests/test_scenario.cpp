@@ -143,6 +143,7 @@ TEST_CASE("table2.yaml resolves the Selene system and the A100 profile", "[scena
     CHECK(s.network.nodes_per_leaf == 20);
     CHECK(s.network.oversubscription == 1.0);
     CHECK(s.network.tiers == 2);
+    CHECK(s.network.routing == Routing::hash);
     CHECK(s.network.spines_per_rail == 0);
     CHECK(s.network.switch_latency.ps() > 0);
     CHECK(s.network.p2p_latency.ps() > 0);
@@ -306,6 +307,7 @@ TEST_CASE("nested system overrides replace single network keys", "[scenario]") {
     CHECK(sc.system.gpus_per_node == 4);
     CHECK(sc.system.network.oversubscription == 2.0);
     CHECK(sc.system.network.tiers == 3);
+    CHECK(sc.system.network.routing == Routing::adaptive);
     CHECK(sc.system.network.rails == 4);                 // other network keys kept from the file
     CHECK(sc.system.network.nodes_per_leaf == 16);
     CHECK(sc.system.name == "test-cluster");
@@ -549,6 +551,12 @@ TEST_CASE("schedule: zigzag lists the valid schedules", "[scenario][errors]") {
     const std::string msg = load_error("bad/schedule_zigzag.yaml");
     CHECK_THAT(msg, StartsWith(at("bad/schedule_zigzag.yaml", 10, 13)));
     CHECK_THAT(msg, Contains("execution.schedule: 'zigzag' is not valid; expected one of: 1f1b, interleaved, gpipe"));
+}
+
+TEST_CASE("network.routing: ecmp lists the valid choices", "[scenario][errors]") {
+    const std::string msg = load_error("bad/routing_ecmp.yaml");
+    CHECK_THAT(msg, StartsWith(at("bad/routing_ecmp.yaml", 13, 22)));
+    CHECK_THAT(msg, Contains("network.routing: 'ecmp' is not valid; expected one of: hash, adaptive"));
 }
 
 TEST_CASE("gradient_average: mean lists the valid choices", "[scenario][errors]") {

@@ -42,7 +42,8 @@ public:
     [[nodiscard]] const FabricSpec& spec() const;
     [[nodiscard]] int gpu_count() const;
     [[nodiscard]] int node_of(int gpu) const;
-    /// Shortest path; among equal-cost paths a deterministic hash of (src, dst) picks one (ECMP).
+    /// Shortest path; among equal-cost paths a deterministic hash of (src, dst) picks one (ECMP; with adaptive
+    /// routing each spine group's uplinks are one link, so there is no choice to make).
     /// Same node: src NVLink up, dst NVLink down. Different nodes, same rail: NIC, leaf(, spine, leaf), NIC.
     /// Different rails: first an NVLink hop to the local GPU on the destination's rail (PXN).
     [[nodiscard]] Route route(int src_gpu, int dst_gpu) const;

@@ -228,6 +228,20 @@ struct ExecutionSpec {
 };
 
 /// Inter-node and intra-node network of the system (see fabric.hpp for the topology it builds).
+/// How a fat tree's switches pick among the equal-cost links up towards the spines (and cores).
+enum class Routing {
+    /// Each (source, destination) pair's flow is pinned to one path, picked by a hash of the pair: static routing, as
+    /// Ethernet ECMP does per flow and as InfiniBand's destination-based forwarding tables do without adaptive routing.
+    /// Two flows can collide on one uplink while another stays idle.
+    hash,
+    /// The switches spread every flow's packets over all equal-cost uplinks by their load (InfiniBand adaptive
+    /// routing, Spectrum-X): a leaf's uplinks act as one link of their summed bandwidth (a fluid model of it).
+    adaptive,
+};
+
+[[nodiscard]] const char* to_string(Routing r);
+[[nodiscard]] std::optional<Routing> routing_named(std::string_view name);
+
 struct NetworkSpec {
     BytesPerSecond nvlink_bandwidth{};   ///< per GPU per direction, effective (NCCL bus bandwidth)
     Time nvlink_latency;
@@ -238,6 +252,7 @@ struct NetworkSpec {
     int spines_per_rail = 0;
     double oversubscription = 1.0;
     int tiers = 2;
+    Routing routing = Routing::hash;
     Time switch_latency;
     Time collective_step_latency_intra;
     Time collective_step_latency_inter;

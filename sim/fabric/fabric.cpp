@@ -41,6 +41,9 @@
 //    (leaves_per_spine_group x leaf->spine bandwidth), so the core adds no oversubscription. With tiers = 2
 //    every leaf must share one spine group (leaves_per_spine_group 0 or >= leaf_groups).
 //
+// - routing: adaptive builds one spine per rail and spine group (S = 1: each leaf's link to it carries the leaf's whole
+//   uplink bandwidth) and one core per rail: adaptive routing spreads each flow over every equal-cost uplink by load,
+//   which a fluid model sees as one link of their summed bandwidth; switches traversed and latency are the same.
 // Routing (Fabric::route):
 //  - same GPU: empty route, zero latency.
 //  - same node: [src GPU -> NVSwitch, NVSwitch -> dst GPU], latency nvlink_latency.
@@ -89,9 +92,7 @@ std::string str(T v) {
 }
 
 void check_count(const char* field, int value, int lo, int hi) {
-    if (value < lo || value > hi) {
-        bad_field(field, "an integer in [" + str(lo) + ", " + str(hi) + "]", str(value));
-    }
+    if (value < lo || value > hi) bad_field(field, "an integer in [" + str(lo) + ", " + str(hi) + "]", str(value));
 }
 
 void check_bandwidth(const char* field, BytesPerSecond bw) {
@@ -125,10 +126,8 @@ Layout make_layout(const FabricSpec& spec) {
     check_count("nodes_per_leaf", spec.network.nodes_per_leaf, 1, kBig);
     check_count("leaves_per_spine_group", spec.network.leaves_per_spine_group, 0, kBig);
     check_count("spines_per_rail", spec.network.spines_per_rail, 0, kBig);
-    if (!std::isfinite(spec.network.oversubscription) || spec.network.oversubscription < 1.0) {
-        bad_field("oversubscription", "a finite ratio >= 1 (leaf downlink : uplink)",
-                  str(spec.network.oversubscription));
-    }
+    if (!std::isfinite(spec.network.oversubscription) || spec.network.oversubscription < 1.0)
+        bad_field("oversubscription", "a finite ratio >= 1 (leaf downlink : uplink)", str(spec.network.oversubscription));
     check_count("tiers", spec.network.tiers, 2, 3);
 
     Layout l;
@@ -140,14 +139,14 @@ Layout make_layout(const FabricSpec& spec) {
                              : std::min(spec.network.leaves_per_spine_group, l.leaf_groups);
     l.spine_groups = (l.leaf_groups + l.leaves_per_group - 1) / l.leaves_per_group;
     if (spec.network.tiers == 2 && l.spine_groups > 1) {
-        bad_field(
-            "leaves_per_spine_group",
-            "0 or >= the number of leaves per rail (" + str(l.leaf_groups) +
-                ") with tiers = 2, since leaves in different spine groups are joined only by a core tier "
-                "(tiers = 3)",
-            str(spec.network.leaves_per_spine_group));
+        bad_field("leaves_per_spine_group",
+                  "0 or >= the number of leaves per rail (" + str(l.leaf_groups) +
+                      ") with tiers = 2, since leaves in different spine groups are joined only by a core tier (tiers = 3)",
+                  str(spec.network.leaves_per_spine_group));
     }
-    if (spec.network.spines_per_rail > 0) {
+    if (spec.network.routing == Routing::adaptive) {
+        l.spines_per_group = 1;  // every flow spread over all of a leaf's uplinks: one link of their summed bandwidth
+    } else if (spec.network.spines_per_rail > 0) {
         l.spines_per_group = spec.network.spines_per_rail;
     } else {
         const double uplinks = std::ceil(spec.network.nodes_per_leaf / spec.network.oversubscription - 1e-9);
@@ -492,7 +491,9 @@ std::string Fabric::describe() const {
     os << s.nodes << " nodes x " << s.gpus_per_node << " GPUs, " << s.network.rails << " rails, "
        << s.network.rails * l.leaf_groups << " leaves, " << s.network.rails * l.spines_per_rail() << " spines, ";
     if (s.network.tiers == 3) os << s.network.rails * l.cores_per_rail << " cores, ";
-    os << s.network.tiers << " tiers, " << impl_->links << " links";
+    os << s.network.tiers << " tiers, ";
+    if (s.network.routing == Routing::adaptive) os << "adaptive routing, ";
+    os << impl_->links << " links";
     return os.str();
 }
 

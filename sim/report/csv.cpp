@@ -195,6 +195,7 @@ const std::vector<CsvColumn>& csv_varying_columns() {
         c.push_back({"nic_latency_us", net([us](const NetworkSpec& n) { return us(n.nic_latency); })});
         c.push_back({"switch_latency_us", net([us](const NetworkSpec& n) { return us(n.switch_latency); })});
         c.push_back({"spines_per_rail", net([](const NetworkSpec& n) { return num(n.spines_per_rail); })});
+        c.push_back({"routing", net([](const NetworkSpec& n) { return std::string(to_string(n.routing)); })});
         c.push_back({"collective_step_latency_intra_us",
                      net([us](const NetworkSpec& n) { return us(n.collective_step_latency_intra); })});
         c.push_back({"collective_step_latency_inter_us",

@@ -326,6 +326,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
               {"spines_per_rail", n.spines_per_rail},
               {"oversubscription", n.oversubscription},
               {"tiers", n.tiers},
+              {"routing", to_string(n.routing)},
               {"switch_latency_us", n.switch_latency.us()},
               {"collective_step_latency_intra_us", n.collective_step_latency_intra.us()},
               {"collective_step_latency_inter_us", n.collective_step_latency_inter.us()},

@@ -9,7 +9,7 @@
 namespace strata {
 
 namespace {
-constexpr std::array<std::string_view, 28> kSystemKeys = {
+constexpr std::array<std::string_view, 29> kSystemKeys = {
     "name",
     "device_profile",
     "gpus_per_node",
@@ -24,6 +24,7 @@ constexpr std::array<std::string_view, 28> kSystemKeys = {
     "network.spines_per_rail",
     "network.oversubscription",
     "network.tiers",
+    "network.routing",
     "network.switch_latency_us",
     "network.collective_step_latency_intra_us",
     "network.collective_step_latency_inter_us",
@@ -117,6 +118,8 @@ SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::s
     n.spines_per_rail = static_cast<int>(f.get_int("network.spines_per_rail", 0, 1 << 16, 0));
     n.oversubscription = f.get_double("network.oversubscription", 1.0, 64.0, 1.0);
     n.tiers = static_cast<int>(f.get_int("network.tiers", 2, 3, 2));
+    constexpr std::array<std::string_view, 2> kRoutings = {"hash", "adaptive"};
+    n.routing = *routing_named(f.get_choice("network.routing", kRoutings, "hash"));
     n.switch_latency = us_field(f, "network.switch_latency_us", kSwitchLatencyUs);
     n.collective_step_latency_intra = us_field(f, "network.collective_step_latency_intra_us", s.device.intra_node_step_latency_us);
     n.collective_step_latency_inter = us_field(f, "network.collective_step_latency_inter_us", kCollectiveStepLatencyInterUs);

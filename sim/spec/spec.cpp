@@ -71,6 +71,12 @@ const char* to_string(GradientAverage g) {
     }
     return "?";
 }
+const char* to_string(Routing r) { return r == Routing::hash ? "hash" : "adaptive"; }
+std::optional<Routing> routing_named(std::string_view name) {
+    for (const Routing r : {Routing::hash, Routing::adaptive})
+        if (name == to_string(r)) return r;
+    return std::nullopt;
+}
 std::optional<Precision> precision_named(std::string_view name) {
     for (const Precision p : {Precision::bf16, Precision::fp16, Precision::fp8})
         if (name == to_string(p)) return p;

@@ -124,7 +124,7 @@ TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.5%, worst
     CHECK(s.worst_abs <= 0.0495);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 9.4%, worst <= 22.1%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 8.0%, worst <= 22.1%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
     // come out 7% fast, the 32B row 22% slow. The tolerance pins today's figure so that a regression is seen.
     // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
@@ -139,24 +139,27 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // tensor-parallel group before the step and the output layer's input gathered again in its backward (both in
     // Megatron's code, session 19) to 9.29% / 22.08%; Megatron-Core's NaN check of each gradient bucket before its
     // reduction (on by default in Megatron-LM r0.8 for BF16; the t = 1, 2 rows 0.7-0.9 points closer, the pipelined
-    // ones 0.4-0.7 further: the last microbatch's backward carries it down the pipeline) to 9.36% / 22.09%.
+    // ones 0.4-0.7 further: the last microbatch's backward carries it down the pipeline) to 9.36% / 22.09%; the DGX
+    // H100 fabric's adaptive routing (NVIDIA's subnet manager's default since 2022, NCCL's on IB: each flow spread over
+    // all of a leaf's uplinks instead of hashed onto one; 119B-462B 1.3-5.3 points closer) to 7.97% / 22.09%.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.094);
+    CHECK(s.mean_abs <= 0.080);
     CHECK(s.worst_abs <= 0.221);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 15.0%, worst <= 19.2%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 13.3%, worst <= 19.2%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
-    // MFU falls from 54.9% to 33.9% where the published one falls from 47% to 42% (README "Hopper strong scaling").
+    // MFU falls from 54.9% to 34.0% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
                                        "scenarios/validation/megatron-h100-strong.yaml",
                                        megatron_tflops_per_gpu);
     // 11.45% before the measured fused attention, 11.56% before the measured SMs held, 12.31% before the first
     // forward waited for its parameters' buckets; 14.55% / 18.29% before the gradient buckets' NaN check (each stage's
-    // check in the last microbatch's backward delays that backward on its way down the pipeline).
-    CHECK(s.mean_abs <= 0.150);
+    // check in the last microbatch's backward delays that backward on its way down the pipeline); 14.97% / 19.14%
+    // before the fabric's adaptive routing (the 2,304-GPU row -8.8% -> -3.5%).
+    CHECK(s.mean_abs <= 0.133);
     CHECK(s.worst_abs <= 0.192);
 }
 
