@@ -164,13 +164,14 @@ PYBIND11_MODULE(_strata, m) {
     });
     py::class_<strata::SystemSpec>(m, "System")
         .def_property_readonly("name", [](const strata::SystemSpec& s) { return s.name; });
-    m.def("load_experiment", [](const std::string& path, const std::vector<std::string>& overrides) {
-        return strata::load_experiment(path, overrides);
-    }, py::arg("path"), py::arg("overrides") = std::vector<std::string>{});
+    m.def("load_experiment", [](const std::string& path, const std::vector<std::string>& overrides, const std::string& only_case) {
+        return strata::load_experiment(path, overrides, only_case);
+    }, py::arg("path"), py::arg("overrides") = std::vector<std::string>{}, py::arg("only_case") = std::string{});
     m.def("load_experiment_text", [](const std::string& text, const std::string& origin,
-                                     const std::vector<std::string>& overrides) {
-        return strata::load_experiment_text(text, origin, overrides);
-    }, py::arg("text"), py::arg("origin"), py::arg("overrides") = std::vector<std::string>{});
+                                     const std::vector<std::string>& overrides, const std::string& only_case) {
+        return strata::load_experiment_text(text, origin, overrides, only_case);
+    }, py::arg("text"), py::arg("origin"), py::arg("overrides") = std::vector<std::string>{},
+       py::arg("only_case") = std::string{});
     m.def("load_model", [](const std::string& path) { return strata::load_model(path); });
     m.def("load_model_text", [](const std::string& text, const std::string& origin) {
         return strata::load_model_text(text, origin);

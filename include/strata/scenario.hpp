@@ -29,15 +29,18 @@ Experiment load_experiment(const std::filesystem::path& file);
 /// The same with `overrides`, each "PART.KEY=VALUE" (PART: model, execution or system; a system key dotted as in a
 /// sweep, e.g. system.network.rails=4; VALUE as YAML): the key takes that value in every case, over the experiment's
 /// and the cases' own. Errors name the override ("--set 'execution.microbatch=x':1:13: ..."); a key the experiment
-/// sweeps cannot be overridden.
-Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides);
+/// sweeps cannot be overridden. With `only_case` (`strata run --case NAME`) only the case of that name is built and
+/// validated (the others are checked for unknown keys only, so an override that does not fit them does not stop it);
+/// no case of that name is an InputError listing the cases.
+Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                           const std::string& only_case = {});
 
 /// The same from YAML text in memory (JSON is YAML too, so a serialized dict loads): `origin` names it in
 /// messages (`origin:line:col: ...`) and relative part files are resolved against origin's directory.
 Experiment load_experiment_text(const std::string& text, const std::filesystem::path& origin);
-/// The same with --set overrides (see load_experiment).
+/// The same with --set overrides and a case to build alone (see load_experiment).
 Experiment load_experiment_text(const std::string& text, const std::filesystem::path& origin,
-                                const std::vector<std::string>& overrides);
+                                const std::vector<std::string>& overrides, const std::string& only_case = {});
 
 /// An execution part made of --set overrides alone, and the keys they set.
 struct ExecutionOverrides {

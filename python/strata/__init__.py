@@ -72,20 +72,21 @@ def _overrides(overrides):
     return [str(o) for o in overrides]
 
 
-def load(source, base_dir=None, overrides=()):
+def load(source, base_dir=None, overrides=(), only_case=None):
     """An experiment from a YAML file's path, or from a dict with the same keys (name, model, execution, system,
     cases, sweep). A dict's relative part files (model: ../models/x.yaml) are resolved against base_dir (default:
     the current directory). overrides: as `strata run --set`, strings "PART.KEY=VALUE" or a dict
-    {"execution.microbatch": 2, ...}: that key's value in every case, over the source's."""
+    {"execution.microbatch": 2, ...}: that key's value in every case, over the source's. only_case: build and check
+    that case alone (the others are checked for unknown keys only, so an override need fit only it)."""
     if isinstance(source, Experiment):
         if overrides:
             raise InputError("strata.load: overrides apply to a path or a dict, not to a loaded Experiment")
         return source
     if isinstance(source, (str, os.PathLike)):
-        return _strata.load_experiment(os.fspath(source), _overrides(overrides))
+        return _strata.load_experiment(os.fspath(source), _overrides(overrides), only_case or "")
     if isinstance(source, dict):
         origin = os.path.join(os.path.abspath(base_dir or os.getcwd()), "<dict>")
-        return _strata.load_experiment_text(_dict_text(source), origin, _overrides(overrides))
+        return _strata.load_experiment_text(_dict_text(source), origin, _overrides(overrides), only_case or "")
     raise TypeError("strata.load: expected a path or a dict, got %s" % type(source).__name__)
 
 
@@ -121,7 +122,7 @@ def run(source, case=None, *, analytical_only=False, jobs=0, profile=None, max_t
     stage's data-parallel replicas of replica 0's node only, as `strata run --replicas representative`). A case that cannot be evaluated keeps its place with an 'error'
     key; with check=True a case that failed on bad input or in simulation raises afterwards, as the strata command
     exits non-zero (infeasible sweep combinations are not failures). overrides: as `strata run --set` (see load)."""
-    exp = load(source, base_dir, overrides)
+    exp = load(source, base_dir, overrides, case)
     text, failures = _strata.run(exp, case or "", bool(analytical_only), int(jobs), os.fspath(profile or ""),
                                  int(max_tasks), _replicas(replicas))
     results = Results(json.loads(text))
@@ -189,4 +190,4 @@ def _fix_value(v):
 def explain(source, case=None, base_dir=None, overrides=()):
     """One transformer layer's kernels and collectives with their costs (`strata explain`), as text. overrides: as
     `strata explain --set` (see load)."""
-    return _strata.explain(load(source, base_dir, overrides), case or "")
+    return _strata.explain(load(source, base_dir, overrides, case), case or "")

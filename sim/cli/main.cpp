@@ -109,7 +109,7 @@ void print_ranks(const strata::RunOutcome& run) {
 }
 
 int run_command(const strata::mpi::Session& session, const std::string& file, const RunOptions& opt, char** argv) {
-    strata::Experiment ex = strata::load_experiment(file, opt.overrides);
+    strata::Experiment ex = strata::load_experiment(file, opt.overrides, opt.case_name);
     std::optional<strata::DeviceProfile> profile;
     if (!opt.profile_path.empty()) profile = strata::load_device_profile(opt.profile_path);
     std::vector<strata::Scenario> selected = strata::select_cases(ex, opt.case_name, profile ? &*profile : nullptr);
@@ -444,7 +444,7 @@ int main(int argc, char** argv) {
         if (*run) return run_command(session, file, ro, argv);
         if (*explain) {  // one layer of each case, kernel by kernel
             const auto profile = ro.profile_path.empty() ? std::nullopt : std::optional(strata::load_device_profile(ro.profile_path));
-            for (const auto& sc : strata::select_cases(strata::load_experiment(file, ro.overrides), case_name, profile ? &*profile : nullptr))
+            for (const auto& sc : strata::select_cases(strata::load_experiment(file, ro.overrides, case_name), case_name, profile ? &*profile : nullptr))
                 strata::print_layer_breakdown(std::cout, sc);
             return 0;
         }

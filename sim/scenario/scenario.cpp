@@ -254,15 +254,16 @@ SystemSpec load_system_text(const std::string& text, const fs::path& origin) {
 namespace {
 using parts::Override;
 using parts::read_overrides;
-Experiment experiment_from(const YAML::Node& root, const fs::path& path, const std::vector<Override>& overrides);
+Experiment experiment_from(const YAML::Node& root, const fs::path& path, const std::vector<Override>& overrides,
+                           const std::string& only_case = {});
 }  // namespace
 
 Experiment load_experiment(const fs::path& path) { return load_experiment(path, {}); }
 
-Experiment load_experiment(const fs::path& path, const std::vector<std::string>& overrides) {
+Experiment load_experiment(const fs::path& path, const std::vector<std::string>& overrides, const std::string& only_case) {
     const std::vector<Override> read = read_overrides(overrides);
     yamlio::InputRecorder recorder;
-    Experiment ex = experiment_from(yamlio::load_file(path), path, read);
+    Experiment ex = experiment_from(yamlio::load_file(path), path, read, only_case);
     ex.inputs = recorder.files();
     return ex;
 }
@@ -271,16 +272,18 @@ Experiment load_experiment_text(const std::string& text, const fs::path& origin)
     return load_experiment_text(text, origin, {});
 }
 
-Experiment load_experiment_text(const std::string& text, const fs::path& origin, const std::vector<std::string>& overrides) {
+Experiment load_experiment_text(const std::string& text, const fs::path& origin, const std::vector<std::string>& overrides,
+                                const std::string& only_case) {
     const std::vector<Override> read = read_overrides(overrides);
     yamlio::InputRecorder recorder;
-    Experiment ex = experiment_from(yamlio::load_text(text, origin.string()), origin, read);
+    Experiment ex = experiment_from(yamlio::load_text(text, origin.string()), origin, read, only_case);
     ex.inputs = recorder.files();
     return ex;
 }
 
 namespace {
-Experiment experiment_from(const YAML::Node& root, const fs::path& path, const std::vector<Override>& overrides) {
+Experiment experiment_from(const YAML::Node& root, const fs::path& path, const std::vector<Override>& overrides,
+                           const std::string& only_case) {
     const std::string file = path.string();
     for (auto it = root.begin(); it != root.end(); ++it) {
         std::string key = it->first.Scalar();
@@ -358,12 +361,32 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path, const s
             part.set(o.key, o.key_node, o.value, o.origin);
         }
     parts::DeviceProfiles profiles;  // each device profile file read once
+    // only_case: the other cases are checked for unknown keys but not built, so that an override that does not fit
+    // them does not stop the one asked for.
+    std::vector<std::string> names;
+    auto wanted = [&](const std::string& name, const Fields& m, const Fields& e, const Fields& s) {
+        names.push_back(name);
+        if (only_case.empty() || name == only_case) return true;
+        m.check_known(kModelKeys);
+        e.check_known(kExecutionKeys);
+        s.check_known(system_keys());
+        return false;
+    };
+    auto check_found = [&] {
+        if (!only_case.empty() && ex.cases.empty()) {
+            std::string list;
+            for (const std::string& n : names) list += (list.empty() ? "'" : ", '") + n + "'";
+            throw InputError(file + ": no case named '" + only_case + "'; the cases are: " + list);
+        }
+    };
     YAML::Node sweep = root["sweep"];
     if (!sweep) {
         for (const Base& b : bases) {
+            if (!wanted(b.name, b.m, b.e, b.s)) continue;
             std::optional<SystemSpec> system;
             ex.cases.push_back(build_case(b.name, b.source, b.m, b.e, b.s, system, profiles));
         }
+        check_found();
         return ex;
     }
     // sweep: {execution.microbatch: [1, 2, 4], model: {seq_len: [2048, 4096]}, system.network.rails: [4, 8]} ->
@@ -452,9 +475,11 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path, const s
                 label += (label.empty() ? "" : ", ") + axes[i].key + "=" + (v.IsScalar() ? v.Scalar() : "?");
             }
             const std::string name = (b.name == ex.name && !cases) ? label : b.name + " " + label;
+            if (!wanted(name, m, e, s)) continue;
             ex.cases.push_back(build_case(name, b.source, m, e, s, system, profiles, true, system_axes));
         }
     }
+    check_found();
     return ex;
 }
 }  // namespace

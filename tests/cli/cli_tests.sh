@@ -42,6 +42,17 @@ import json, sys
 a, b = (json.load(open(f))[\"results\"][0] for f in sys.argv[1:])
 assert a[\"model\"][\"layers\"] == 48 and b[\"model\"][\"layers\"] == 24
 assert a[\"execution\"][\"recompute\"] == \"none\" and b[\"execution\"][\"recompute\"] == \"full\"" "$tmp/set0.json" "$tmp/set1.json"'
+# With --case the override need fit only that case: 92 layers over 4 stages fit interleave 23, the other rows do not.
+"$strata" run "$root/scenarios/validation/megatron-h100.yaml" --set execution.interleave=23 >/dev/null 2>"$tmp/err"; rc=$?
+check "an override that does not fit a case exits 2 naming it" '[[ $rc -eq 2 ]] && grep -q "must be divisible by pipeline x interleave" "$tmp/err"'
+"$strata" run "$root/scenarios/validation/megatron-h100.yaml" --case "119B on 1536" --analytical-only --set execution.interleave=23 \
+    --json "$tmp/case-set.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "--case with --set builds and checks only that case" '[[ $rc -eq 0 ]] && python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))[\"results\"]
+assert len(r) == 1 and r[0][\"name\"] == \"119B on 1536\" and r[0][\"execution\"][\"interleave\"] == 23" "$tmp/case-set.json"'
+"$strata" run "$root/scenarios/validation/megatron-h100.yaml" --case "no such case" --set execution.interleave=23 >/dev/null 2>"$tmp/err"; rc=$?
+check "an unknown case with --set still lists the cases" '[[ $rc -eq 2 ]] && grep -q "no case named .no such case.; the cases are: .1.7B on 48., .7.1B on 96." "$tmp/err"'
 "$strata" run "$root/scenarios/paper/table4.yaml" --set execution.microbach=2 >/dev/null 2>"$tmp/err"; rc=$?
 check "a misspelt --set key exits 2 with a hint" '[[ $rc -eq 2 ]] && grep -q "^error: --set .execution.microbach=2.: unknown execution key .microbach.. Did you mean .microbatch." "$tmp/err"'
 "$strata" run "$root/scenarios/paper/table4.yaml" --set execution.microbatch=abc >/dev/null 2>"$tmp/err"; rc=$?

@@ -99,6 +99,18 @@ def test_unknown_key_and_unknown_case():
     assert e.value.key == "nmae" and "Did you mean 'name'" in str(e.value)
     with pytest.raises(strata.InputError, match="no case named 'nope'"):
         strata.run(TABLE4, case="nope")
+    with pytest.raises(strata.InputError, match="no case named 'nope'; the cases are: '22B full recompute'"):
+        strata.run(TABLE5, case="nope", overrides={"execution.interleave": 2})
+
+
+def test_case_with_overrides_that_fit_it_alone():
+    # Interleave 3 fits 530B (105 layers over 35 stages: 3 each) but not 22B (one stage) nor 1T (128 over 64: 2 each):
+    # with a case named, the override need fit only that case, as `strata run --case` with `--set`.
+    with pytest.raises(strata.InputError, match="interleaved schedule needs pipeline >= 2"):
+        strata.load(TABLE5, overrides={"execution.interleave": 3})
+    results = strata.run(TABLE5, case="530B present work", analytical_only=True, overrides={"execution.interleave": 3})
+    assert [r["name"] for r in results] == ["530B present work"]
+    assert results[0]["execution"]["interleave"] == 3
     with pytest.raises(TypeError):
         strata.load(42)
 
