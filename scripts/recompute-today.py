@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The paper's question on today's models and hardware: what to store and what to recompute for Llama 3 70B and
+Llama 3.1 405B on DGX H100, in BF16 and FP8 (a prediction of strata's model, not a validation).
+
+For each model, GPU count and precision, and each recompute policy (none; selective of the attention core, the paper's;
+selective of the norms and the MLP, Megatron-Core's other modules; full), `strata search` finds the fastest execution
+that fits in memory (tensor, context 1, pipeline, data, interleave, microbatch, SP, distributed optimizer and overlaps
+searched; FlashAttention; Megatron-Core's defaults otherwise; representative replicas, the best again in full). The
+table gives its simulated iteration time, its MFU against the BF16 peak, its peak memory and its shape, or why nothing
+fits.
+
+usage: scripts/recompute-today.py [--strata build/strata] [--jobs N]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+# (model file, label, GPUs, global batch): Megatron-Bridge's DGX-H100 batch per GPU count for 70B (256 on 64) and
+# 405B (1,536 on 1,024), halved with the GPUs.
+RUNS = [
+    ("scenarios/models/llama3-70b.yaml", "Llama 3 70B", 32, 128),
+    ("scenarios/models/llama3-70b.yaml", "Llama 3 70B", 64, 256),
+    ("scenarios/models/llama3-405b.yaml", "Llama 3.1 405B", 512, 768),
+    ("scenarios/models/llama3-405b.yaml", "Llama 3.1 405B", 1024, 1536),
+]
+POLICIES = [
+    ("none", ["--fix", "recompute=none"]),
+    ("selective: attention core", ["--fix", "recompute=selective"]),
+    ("selective: norms + MLP", ["--fix", "recompute=selective", "--set", "execution.recompute_modules=[layernorm,mlp]"]),
+    ("full", ["--fix", "recompute=full"]),
+]
+
+
+def search(strata, model, gpus, batch, precision, policy_args, jobs):
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        args = [strata, "search", "--model", model, "--system", "scenarios/systems/dgx-h100.yaml", "--gpus", str(gpus),
+                "--global-batch", str(batch), "--attention", "flash", "--precision", precision, "--top", "1",
+                "--replicas", "representative", "--jobs", str(jobs), "--json", out.name] + policy_args
+        p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            first = [line for line in p.stderr.splitlines() if line.startswith("error")]
+            reason = "out of memory" if "fits in memory" in p.stderr and "out of memory" in p.stderr else "nothing fits"
+            return None, reason if first else p.stderr.strip()[-200:]
+        doc = json.load(open(out.name))
+        return doc["results"][0], None
+
+
+def shape(r):
+    e = r["execution"]
+    s = f"t{e['tensor']} p{e['pipeline']} d{e['data']}"
+    if e["interleave"] > 1:
+        s += f" m{e['interleave']}"
+    return s + f" b{e['microbatch']}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--strata", default="build/strata")
+    ap.add_argument("--jobs", type=int, default=0)
+    a = ap.parse_args()
+    os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    print("| model, GPUs, batch | precision | recompute | iteration s | vs none | MFU | peak GiB | shape |")
+    print("|---|---|---|---:|---:|---:|---:|---|")
+    for model, label, gpus, batch in RUNS:
+        for precision in ("bf16", "fp8"):
+            base = None
+            for name, policy in POLICIES:
+                r, why = search(a.strata, model, gpus, batch, precision, policy, a.jobs)
+                head = f"| {label}, {gpus}, {batch} | {precision} | {name} |"
+                if r is None:
+                    print(f"{head} - | - | - | - | {why} |")
+                    continue
+                t = r["iteration_time_s"]
+                base = t if name == "none" else base
+                rel = f"{(t / base - 1) * 100:+.1f}%" if base and name != "none" else "-"
+                print(f"{head} {t:.2f} | {rel} | {r['mfu'] * 100:.1f}% | {r['memory']['peak_bytes'] / 2**30:.1f} | "
+                      f"{shape(r)} |")
+                sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
