@@ -227,7 +227,6 @@ struct ExecutionSpec {
     }
 };
 
-/// Inter-node and intra-node network of the system (see fabric.hpp for the topology it builds).
 /// How a fat tree's switches pick among the equal-cost links up towards the spines (and cores).
 enum class Routing {
     /// Each (source, destination) pair's flow is pinned to one path, picked by a hash of the pair: static routing, as
@@ -242,6 +241,7 @@ enum class Routing {
 [[nodiscard]] const char* to_string(Routing r);
 [[nodiscard]] std::optional<Routing> routing_named(std::string_view name);
 
+/// Inter-node and intra-node network of the system (see fabric.hpp for the topology it builds).
 struct NetworkSpec {
     BytesPerSecond nvlink_bandwidth{};   ///< per GPU per direction, effective (NCCL bus bandwidth)
     Time nvlink_latency;
