@@ -172,14 +172,17 @@ PYBIND11_MODULE(_strata, m) {
         return strata::load_experiment_text(text, origin, overrides, only_case);
     }, py::arg("text"), py::arg("origin"), py::arg("overrides") = std::vector<std::string>{},
        py::arg("only_case") = std::string{});
-    m.def("load_model", [](const std::string& path) { return strata::load_model(path); });
-    m.def("load_model_text", [](const std::string& text, const std::string& origin) {
-        return strata::load_model_text(text, origin);
-    });
-    m.def("load_system", [](const std::string& path) { return strata::load_system(path); });
-    m.def("load_system_text", [](const std::string& text, const std::string& origin) {
-        return strata::load_system_text(text, origin);
-    });
+    using Strings = std::vector<std::string>;
+    m.def("load_model", [](const std::string& path, const Strings& overrides) { return strata::load_model(path, overrides); },
+          py::arg("path"), py::arg("overrides") = Strings{});
+    m.def("load_model_text", [](const std::string& text, const std::string& origin, const Strings& overrides) {
+        return strata::load_model_text(text, origin, overrides);
+    }, py::arg("text"), py::arg("origin"), py::arg("overrides") = Strings{});
+    m.def("load_system", [](const std::string& path, const Strings& overrides) { return strata::load_system(path, overrides); },
+          py::arg("path"), py::arg("overrides") = Strings{});
+    m.def("load_system_text", [](const std::string& text, const std::string& origin, const Strings& overrides) {
+        return strata::load_system_text(text, origin, overrides);
+    }, py::arg("text"), py::arg("origin"), py::arg("overrides") = Strings{});
     m.def("run", &run);
     m.def("search", &search);
     m.def("explain", &explain);

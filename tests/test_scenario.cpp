@@ -835,6 +835,21 @@ TEST_CASE("sweep: a key that is no model, execution or system key is an error wi
                       Catch::Contains("sweep_not_list.yaml:6:25") && Catch::Contains("expected a non-empty list"));
 }
 
+TEST_CASE("load_model / load_system take the --set overrides of their own part", "[scenario]") {
+    const std::vector<std::string> set = {"system.network.routing=adaptive", "model.seq_len=1024", "execution.tensor=2"};
+    const SystemSpec sys = load_system(source_path("scenarios/systems/selene-a100.yaml"), set);
+    CHECK(sys.network.routing == Routing::adaptive);
+    CHECK(sys.network.nodes_per_leaf == 20);  // the file's other keys stay
+    const ModelSpec model = load_model(source_path("scenarios/models/gpt-22b.yaml"), set);
+    CHECK(model.seq_len == 1024);
+    CHECK(model.hidden == 6144);
+    CHECK(load_model(source_path("scenarios/models/gpt-22b.yaml")).seq_len == 2048);
+    CHECK_THROWS_WITH(load_system(source_path("scenarios/systems/selene-a100.yaml"), {"system.network.routing=ecmp"}),
+                      Contains("--set 'system.network.routing=ecmp'") && Contains("expected one of: hash, adaptive"));
+    CHECK_THROWS_WITH(load_model(source_path("scenarios/models/gpt-22b.yaml"), {"model.hiden=4"}),
+                      Contains("unknown model key 'hiden'"));
+}
+
 TEST_CASE("every shipped experiment file loads and validates", "[scenario]") {
     namespace fs = std::filesystem;
     int files = 0;

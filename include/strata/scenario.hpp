@@ -52,8 +52,9 @@ struct ExecutionOverrides {
 };
 /// The execution part made of `overrides` alone ("execution.KEY=VALUE", as --set; every other key at its default,
 /// the required sizes at stand-ins), for a command that sets the rest itself (the search, which varies the keys in
-/// `varied`). Throws InputError naming the override for another part, a key in `varied` (`command` says what to use
-/// instead), an unknown key or a bad value.
+/// `varied`). Overrides of the model and system parts are checked (part, key, YAML) but not applied here: load_model
+/// and load_system take them. Throws InputError naming the override for a key in `varied` (`command` says what to
+/// use instead), an unknown key or a bad value.
 ExecutionOverrides read_execution_overrides(const std::vector<std::string>& overrides,
                                             std::span<const std::string_view> varied, const std::string& command);
 
@@ -65,13 +66,18 @@ std::span<const std::string_view> execution_keys();
 /// `system.KEY`), nested keys dotted (`network.rails`). docs/system-file.md documents each one.
 std::span<const std::string_view> system_keys();
 
-/// Loads one model part file (the keys of the `model` part). Throws InputError.
-ModelSpec load_model(const std::filesystem::path& file);
+/// Loads one model part file (the keys of the `model` part). Throws InputError. `overrides`: --set strings as
+/// load_experiment takes them; those of this part (model.KEY=VALUE, system.KEY=VALUE) take their value over the file's,
+/// those of other parts are not read here (the search's --set: model and system keys here, execution keys by
+/// read_execution_overrides).
+ModelSpec load_model(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
 /// Loads one system part file. Throws InputError.
-SystemSpec load_system(const std::filesystem::path& file);
+SystemSpec load_system(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
 /// Model and system parts from YAML text (see load_experiment_text). Throw InputError.
-ModelSpec load_model_text(const std::string& text, const std::filesystem::path& origin);
-SystemSpec load_system_text(const std::string& text, const std::filesystem::path& origin);
+ModelSpec load_model_text(const std::string& text, const std::filesystem::path& origin,
+                          const std::vector<std::string>& overrides = {});
+SystemSpec load_system_text(const std::string& text, const std::filesystem::path& origin,
+                            const std::vector<std::string>& overrides = {});
 
 /// Loads and strictly validates a device profile. Throws InputError (file:line:col: ...).
 DeviceProfile load_device_profile(const std::filesystem::path& file);

@@ -139,12 +139,13 @@ def _replicas(value):
     return value == "representative"
 
 
-def _part(source, kind, base_dir):
+def _part(source, kind, base_dir, overrides=()):
+    """A model or system from a path or a dict, with the overrides of its part (model.KEY=..., system.KEY=...)."""
     if isinstance(source, (str, os.PathLike)):
-        return getattr(_strata, "load_" + kind)(os.fspath(source))
+        return getattr(_strata, "load_" + kind)(os.fspath(source), list(overrides))
     if isinstance(source, dict):
         origin = os.path.join(os.path.abspath(base_dir or os.getcwd()), "<%s dict>" % kind)
-        return getattr(_strata, "load_%s_text" % kind)(_dict_text(source), origin)
+        return getattr(_strata, "load_%s_text" % kind)(_dict_text(source), origin, list(overrides))
     raise TypeError("strata.search: %s: expected a path or a dict" % kind)
 
 
@@ -160,18 +161,19 @@ def search(model, system, gpus, global_batch, *, attention="unfused", precision=
     `--replicas`; gradient_average: "scale" (Megatron-Core, the default), "scale_always" (Megatron-LM's local DDP
     of 2021-2023, the paper's) or "in_collective", as `--gradient-average`; grad_reduce_in_fp32: False keeps every
     candidate's main gradients and their data-parallel reduction in 16 bits, as `--grad-reduce-in-bf16`; overrides:
-    every candidate's value of execution keys the search does not vary, as `--set` ({"execution.cross_entropy": "te"}
-    or ["execution.cross_entropy=te"]). Returns a dict: results (the top candidates, best first, named
+    every candidate's value of execution keys the search does not vary, and model and system keys over the files',
+    as `--set` ({"execution.cross_entropy": "te", "system.network.routing": "hash"} or ["execution.cross_entropy=te"]). Returns a dict: results (the top candidates, best first, named
     'rank 1', ... as in `strata search --json`, each with its "screen": estimate and ranks), search (the JSON's
     summary), enumerated, screened, rejected (reason -> count), within_margin, simulated, overturned_by (the
     estimate rank of the fastest simulated candidate when not 1, else 0), wall_s."""
     if isinstance(fix, dict):
         fix = ["%s=%s" % (k, _fix_value(v)) for k, v in fix.items()]
-    r = _strata.search(_part(model, "model", base_dir), _part(system, "system", base_dir), int(gpus),
+    overrides = _overrides(overrides)
+    r = _strata.search(_part(model, "model", base_dir, overrides), _part(system, "system", base_dir, overrides), int(gpus),
                        int(global_batch), attention, precision, [int(b) for b in microbatches], int(max_interleave),
                        int(simulate_top), int(top), int(jobs), [str(f) for f in fix], float(margin),
                        int(simulate_max), int(max_tasks), _replicas(replicas), str(gradient_average),
-                       bool(grad_reduce_in_fp32), _overrides(overrides))
+                       bool(grad_reduce_in_fp32), overrides)
     doc = json.loads(r.pop("json"))
     r["experiment"] = doc["experiment"]
     r["search"] = doc["search"]

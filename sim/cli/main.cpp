@@ -205,15 +205,15 @@ struct SearchOptions {
     std::uint64_t max_tasks_millions = 1000;
     std::string replicas = "all";
     bool grad_reduce_bf16 = false;
-    std::vector<std::string> overrides;         ///< --set execution.KEY=VALUE: every candidate's
+    std::vector<std::string> overrides;         ///< --set PART.KEY=VALUE: every candidate's (execution), the files' (model, system)
     std::vector<std::string> flags_given;       ///< which of the execution flags were given explicitly
 };
 
 int search_command(const strata::mpi::Session& session, const SearchOptions& o, char** argv) {
     strata::cli::use_huge_heap_if_large(o.gpus, session.joined(), argv);
     strata::SearchRequest req;
-    req.model = strata::load_model(o.model);
-    req.system = strata::load_system(o.system);
+    req.model = strata::load_model(o.model, o.overrides);     // --set model.KEY=VALUE
+    req.system = strata::load_system(o.system, o.overrides);  // --set system.KEY=VALUE
     req.gpus = o.gpus;
     req.global_batch = o.global_batch;
     for (const std::string& f : o.fix) strata::apply_constraint(req.space, f, "--fix");
@@ -399,9 +399,10 @@ int main(int argc, char** argv) {
     srch->add_option("--gradient-average", so.gradient_average, "gradient averaging of every candidate: scale (Megatron-Core), scale_always (Megatron-LM's local DDP, 2021-2023: the paper's), in_collective")
         ->capture_default_str()->check(CLI::IsMember({"scale", "scale_always", "in_collective"}));
     srch->add_option("--set", so.overrides,
-                     "execution.KEY=VALUE, repeatable: every candidate's value of a key the search does not vary "
-                     "(e.g. execution.cross_entropy=te, execution.fp8_recipe=current, execution.embedding_reduce_scatter=false); "
-                     "the keys it varies take --fix");
+                     "PART.KEY=VALUE, repeatable: execution.KEY: every candidate's value of a key the search does not vary "
+                     "(e.g. execution.cross_entropy=te, execution.fp8_recipe=current, execution.embedding_reduce_scatter=false; "
+                     "the keys it varies take --fix); model.KEY, system.KEY: over the model and system files "
+                     "(e.g. model.seq_len=4096, system.network.routing=hash)");
     srch->add_flag("--grad-reduce-in-bf16", so.grad_reduce_bf16, "every candidate's main gradients, their accumulation and data-parallel reduction in bf16 (Megatron-Core grad_reduce_in_fp32: false; NeMo's performance recipes); default fp32");
     srch->add_option("--json", so.json_path, "write every simulated candidate (estimate, ranks, tokens/s, TF/s per GPU) as JSON; - for standard output");
     srch->add_option("--csv", so.csv_path, "write every simulated candidate as CSV (the run CSV's columns, then estimate_s, estimate_rank, simulated_rank, estimate_error); - for standard output");

@@ -66,9 +66,7 @@ ExecutionOverrides read_execution_overrides(const std::vector<std::string>& over
     ExecutionOverrides out;
     yamlio::Fields f("execution", "--set");
     for (const Override& o : parts::read_overrides(overrides)) {
-        if (o.part != "execution")
-            throw InputError(o.origin + ": " + command + " --set takes execution keys (execution.KEY=VALUE); the model "
-                                        "and the system come from their files");
+        if (o.part != "execution") continue;  // model and system keys: load_model / load_system apply them
         if (std::find(varied.begin(), varied.end(), o.key) != varied.end())
             throw InputError(o.origin + ": " + command + " varies '" + o.key + "': restrict it with --fix " + o.key +
                              "=VALUES instead");

@@ -214,9 +214,12 @@ Scenario build_case(const std::string& name, const std::string& source, const Fi
     return sc;
 }
 
-/// One part read alone (load_model, load_system), every missing required key reported at once.
+/// One part read alone (load_model, load_system), every missing required key reported at once, after the --set
+/// overrides of that part.
 template <class Read>
-auto read_alone(const Fields& f, Read&& read) {
+auto read_alone(Fields& f, const std::vector<std::string>& overrides, Read&& read) {
+    for (const parts::Override& o : parts::read_overrides(overrides))
+        if (o.part == f.part()) f.set(o.key, o.key_node, o.value, o.origin);
     std::vector<yamlio::MissingKey> missing;
     auto part = parts::read_collecting(f, missing, read);
     yamlio::throw_missing(missing);
@@ -225,30 +228,30 @@ auto read_alone(const Fields& f, Read&& read) {
 
 }  // namespace
 
-ModelSpec load_model(const fs::path& path) {
+ModelSpec load_model(const fs::path& path, const std::vector<std::string>& overrides) {
     Fields f("model", path.string());
     f.reset(yamlio::load_file(path), path.string());
-    return read_alone(f, read_model);
+    return read_alone(f, overrides, read_model);
 }
 
-ModelSpec load_model_text(const std::string& text, const fs::path& origin) {
+ModelSpec load_model_text(const std::string& text, const fs::path& origin, const std::vector<std::string>& overrides) {
     Fields f("model", origin.string());
     f.reset(yamlio::load_text(text, origin.string()), origin.string());
-    return read_alone(f, read_model);
+    return read_alone(f, overrides, read_model);
 }
 
-SystemSpec load_system(const fs::path& path) {
+SystemSpec load_system(const fs::path& path, const std::vector<std::string>& overrides) {
     Fields f("system", path.string());
     f.reset(yamlio::load_file(path), path.string());
     parts::DeviceProfiles profiles;
-    return read_alone(f, [&](const Fields& part) { return parts::read_system(part, profiles); });
+    return read_alone(f, overrides, [&](const Fields& part) { return parts::read_system(part, profiles); });
 }
 
-SystemSpec load_system_text(const std::string& text, const fs::path& origin) {
+SystemSpec load_system_text(const std::string& text, const fs::path& origin, const std::vector<std::string>& overrides) {
     Fields f("system", origin.string());
     f.reset(yamlio::load_text(text, origin.string()), origin.string());
     parts::DeviceProfiles profiles;
-    return read_alone(f, [&](const Fields& part) { return parts::read_system(part, profiles); });
+    return read_alone(f, overrides, [&](const Fields& part) { return parts::read_system(part, profiles); });
 }
 
 namespace {

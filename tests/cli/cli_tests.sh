@@ -155,8 +155,14 @@ assert e[\"recompute\"] == \"selective\" and \"mlp\" in e[\"recompute_modules\"]
 " "$tmp/search-mods.json"'
 "${srch[@]}" --set execution.tensor=4 >/dev/null 2>"$tmp/err"; rc=$?
 check "search --set of a key the search varies exits 2 and says to use --fix" '[[ $rc -eq 2 ]] && grep -q "varies .tensor.: restrict it with --fix tensor=VALUES" "$tmp/err"'
-"${srch[@]}" --set model.hidden=4 >/dev/null 2>"$tmp/err"; rc=$?
-check "search --set of a model key exits 2" '[[ $rc -eq 2 ]] && grep -q "search --set takes execution keys" "$tmp/err"'
+"${srch[@]}" --set model.seq_len=1024 --set system.network.routing=adaptive --json "$tmp/search-parts.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "search --set of model and system keys: over the files, for every candidate" '[[ $rc -eq 0 ]] && python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))[\"results\"][0]
+assert r[\"model\"][\"seq_len\"] == 1024 and r[\"system_spec\"][\"network\"][\"routing\"] == \"adaptive\", r[\"model\"]
+" "$tmp/search-parts.json"'
+"${srch[@]}" --set system.network.routnig=hash >/dev/null 2>"$tmp/err"; rc=$?
+check "search --set of a misspelt system key exits 2 with a hint" '[[ $rc -eq 2 ]] && grep -q "unknown system key .network.routnig.. Did you mean .network.routing." "$tmp/err"'
 "${srch[@]}" --set execution.precision=fp16 --precision bf16 >/dev/null 2>"$tmp/err"; rc=$?
 check "search --precision with --set execution.precision exits 2" '[[ $rc -eq 2 ]] && grep -q "keep one" "$tmp/err"'
 "${srch[@]}" --set execution.fp8_recipe=current >/dev/null 2>"$tmp/err"; rc=$?

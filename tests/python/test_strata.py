@@ -166,6 +166,11 @@ def test_search_gradient_average():
                           gradient_average="scale_always", overrides={"execution.embedding_reduce_scatter": False})
     assert exact["results"][0]["iteration_time_s"] == table5["22B present work"]["iteration_time_s"]
     assert exact["results"][0]["execution"]["embedding_reduce_scatter"] is False
+    # Model and system keys over the files, as `strata search --set model.KEY=... --set system.KEY=...`.
+    parts = strata.search(model, system, gpus=8, global_batch=4, top=1, simulate_top=1, jobs=1, fix=fix,
+                          overrides={"model.seq_len": 1024, "system.network.routing": "adaptive"})
+    assert parts["results"][0]["model"]["seq_len"] == 1024
+    assert parts["results"][0]["system_spec"]["network"]["routing"] == "adaptive"
     with pytest.raises(strata.InputError, match="varies 'tensor': restrict it with --fix"):
         strata.search(model, system, gpus=8, global_batch=4, overrides=["execution.tensor=4"])
     with pytest.raises(strata.InputError, match="keep one"):
