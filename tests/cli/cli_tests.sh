@@ -153,6 +153,15 @@ import json, sys
 e = json.load(open(sys.argv[1]))[\"results\"][0][\"execution\"]
 assert e[\"recompute\"] == \"selective\" and \"mlp\" in e[\"recompute_modules\"], e
 " "$tmp/search-mods.json"'
+# The paper's question on today's models (scripts/recompute-today.py, README): the claims its table is read for.
+python3 "$root/scripts/recompute-today.py" --strata "$strata" --quick >"$tmp/recompute.md" 2>"$tmp/err"; rc=$?
+check "recompute-today: four policies; with FlashAttention the paper's selective recompute saves no memory and costs time, full costs most" '[[ $rc -eq 0 ]] && python3 -c "
+import sys
+rows = [[c.strip() for c in l.split(\"|\")[1:-1]] for l in open(sys.argv[1]) if l.startswith(\"| Llama\")]
+assert [r[2] for r in rows] == [\"none\", \"selective: attention core\", \"selective: norms + MLP\", \"full\"], rows
+t = [float(r[3]) for r in rows]; peak = [float(r[6]) for r in rows]
+assert abs(peak[1] - peak[0]) <= 0.1 and t[1] > t[0] and t[3] == max(t), rows
+" "$tmp/recompute.md"'
 "${srch[@]}" --set execution.tensor=4 >/dev/null 2>"$tmp/err"; rc=$?
 check "search --set of a key the search varies exits 2 and says to use --fix" '[[ $rc -eq 2 ]] && grep -q "varies .tensor.: restrict it with --fix tensor=VALUES" "$tmp/err"'
 "${srch[@]}" --set model.seq_len=1024 --set system.network.routing=adaptive --json "$tmp/search-parts.json" >/dev/null 2>"$tmp/err"; rc=$?
