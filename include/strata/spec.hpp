@@ -318,25 +318,28 @@ struct SystemSpec {
     /// main gradients outside FP16 training (ExecutionSpec::grad_reduce_in_fp32 false) the BF16 step first copies them
     /// to fp32 (read 2, write 4 bytes: Megatron's _copy_model_grads_to_main_grads, as FP16's step does) and its
     /// zeroing writes 2 bytes, not 4.
+    /// Time to stream `bytes` through HBM at the device's elementwise bandwidth (an HBM-bound pass of eager kernels).
+    [[nodiscard]] double hbm_pass_seconds(double bytes) const {
+        return bytes / (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
+    }
     [[nodiscard]] double optimizer_step_seconds(double shard, double params, Precision precision,
                                                 double gradient_bytes_per_param) const {
         double bytes = optimizer.bytes_per_param(precision);
         if (precision != Precision::fp16 && gradient_bytes_per_param < 4)
             bytes += (gradient_bytes_per_param + 4) - (4 - gradient_bytes_per_param);
         const double zero = std::min(bytes, gradient_bytes_per_param);
-        return (shard * (bytes - zero) + params * zero) / (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
+        return hbm_pass_seconds(shard * (bytes - zero) + params * zero);
     }
     /// HBM-bound time of the gradient-averaging pass (ExecutionSpec::gradient_average) over `params` parameters
     /// whose gradients take `gradient_bytes_per_param` each: every gradient read and written once.
     [[nodiscard]] double gradient_average_seconds(double params, double gradient_bytes_per_param) const {
-        return 2.0 * params * gradient_bytes_per_param / (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
+        return hbm_pass_seconds(2.0 * params * gradient_bytes_per_param);
     }
     /// Time of the NaN check before a bucket's reduction (ExecutionSpec::check_for_nan_in_grad) over `params`
     /// gradients of `gradient_bytes_per_param` each: the norm reads each once (grad_data.norm(p=2)), a second kernel
     /// tests it (isnan), and the host, synchronised by the assert, launches the next kernel only then: three launches.
     [[nodiscard]] double gradient_check_seconds(double params, double gradient_bytes_per_param) const {
-        return 3.0 * device.kernel_launch_us * 1e-6 +
-               params * gradient_bytes_per_param / (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
+        return 3.0 * device.kernel_launch_us * 1e-6 + hbm_pass_seconds(params * gradient_bytes_per_param);
     }
 };
 

@@ -58,7 +58,7 @@ double estimate(const Scenario& sc, const CostModel& cost) {
                                           bpp.gradients);
     if (e.averages_by_pass()) t += sc.system.gradient_average_seconds(params, bpp.gradients);
     if (e.check_for_nan_in_grad) t += sc.system.gradient_check_seconds(params, bpp.gradients);
-    t += fp8_weight_cast_bytes(sc.model, e, 0) / (sc.system.device.hbm_bandwidth * sc.system.device.elementwise_bandwidth_efficiency);
+    t += sc.system.hbm_pass_seconds(fp8_weight_cast_bytes(sc.model, e, 0));
     const std::vector<Step> sp_sync = build_sequence_parallel_grad_sync(lc, layers_per_stage, e.pipeline == 1);
     if (!sp_sync.empty()) t += cost.pass_time(sp_sync, e.tensor).seconds();
     return t;

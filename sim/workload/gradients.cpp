@@ -222,8 +222,7 @@ Time Builder::optimizer_step(int r) const {
     const double shard = e_.distributed_optimizer ? params / weight_replicas() : params;
     // With FP8, the next iteration's weight casts (fp8_weight_cast_bytes) are counted here, on the compute stream
     // before the first forward that needs them.
-    const double cast_s = fp8_weight_cast_bytes(sc_.model, e_, r) /
-                          (sc_.system.device.hbm_bandwidth * sc_.system.device.elementwise_bandwidth_efficiency);
+    const double cast_s = sc_.system.hbm_pass_seconds(fp8_weight_cast_bytes(sc_.model, e_, r));
     return Time::from_seconds(sc_.system.optimizer_step_seconds(shard, params, e_.precision, bytes_per_param(e_).gradients) +
                               cast_s) +
            sc_.system.optimizer.fixed_overhead;
