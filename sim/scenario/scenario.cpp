@@ -178,6 +178,13 @@ std::span<const std::string_view> execution_keys() { return kExecutionKeys; }
 namespace {
 using parts::read_execution;
 
+/// A case's three parts checked for unknown keys (with "did you mean"), before anything is read from them.
+void check_known_keys(const Fields& model, const Fields& exec, const Fields& sys) {
+    model.check_known(kModelKeys);
+    exec.check_known(kExecutionKeys);
+    sys.check_known(system_keys());
+}
+
 /// One case from its three parts. `system_read` holds the system once read, for the next case when no sweep axis
 /// is a system key (the system and its device profile are then read once); `reread_system` reads it for this case
 /// (a sweep over system keys), a system whose keys do not fit together then being a reason not to run.
@@ -186,9 +193,7 @@ Scenario build_case(const std::string& name, const std::string& source, const Fi
                     const Fields& sys, std::optional<SystemSpec>& system_read, parts::DeviceProfiles& profiles,
                     bool allow_infeasible = false, bool reread_system = false) {
     // Unknown keys first: a misspelt key is the likely reason a required one is missing.
-    model.check_known(kModelKeys);
-    exec.check_known(kExecutionKeys);
-    sys.check_known(system_keys());
+    check_known_keys(model, exec, sys);
     Scenario sc;
     sc.name = name;
     sc.source = source;
@@ -370,9 +375,7 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path, const s
     auto wanted = [&](const std::string& name, const Fields& m, const Fields& e, const Fields& s) {
         names.push_back(name);
         if (only_case.empty() || name == only_case) return true;
-        m.check_known(kModelKeys);
-        e.check_known(kExecutionKeys);
-        s.check_known(system_keys());
+        check_known_keys(m, e, s);
         return false;
     };
     auto check_found = [&] {
