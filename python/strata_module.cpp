@@ -61,22 +61,25 @@ py::tuple run(const strata::Experiment& ex, const std::string& case_name, bool a
 }
 
 py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system, int gpus, int global_batch,
-                const std::string& attention, const std::string& precision, std::vector<int> microbatches,
+                const std::optional<std::string>& attention, const std::optional<std::string>& precision,
+                std::vector<int> microbatches,
                 int max_interleave, int simulate_top, int top, int jobs, const std::vector<std::string>& fix,
                 double margin_pct, int simulate_max, std::uint64_t max_tasks_millions,
-                bool representative_replicas, const std::string& gradient_average, bool grad_reduce_in_fp32,
+                bool representative_replicas, const std::optional<std::string>& gradient_average,
+                std::optional<bool> grad_reduce_in_fp32,
                 const std::vector<std::string>& overrides) {
     strata::SearchRequest req;
-    // overrides: every candidate's value of keys the search does not vary; an argument naming the same key conflicts
-    // with it unless left at its default.
+    // overrides: every candidate's value of keys the search does not vary. As with `strata search` and its flags, an
+    // argument given (not None) and an override of its key conflict; otherwise the override wins over the
+    // argument's default.
     strata::ExecutionOverrides set;
     if (!overrides.empty()) {
         set = strata::read_execution_overrides(overrides, strata::search_varied_execution_keys(), "search");
         req.base = set.execution;
     }
-    auto apply = [&](const char* key, bool at_default) {
+    auto apply = [&](const char* key, bool given) {
         if (!set.sets(key)) return true;
-        if (!at_default)
+        if (given)
             throw strata::InputError(std::string("search: ") + key + "= and overrides execution." + key + " both given: keep one");
         return false;
     };
@@ -84,18 +87,19 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
     req.system = system;
     req.gpus = gpus;
     req.global_batch = global_batch;
-    const auto a = strata::attention_named(attention);
-    const auto p = strata::precision_named(precision);
-    if (!a) throw strata::InputError("search: attention '" + attention + "': expected unfused or flash");
-    if (!p) throw strata::InputError("search: precision '" + precision + "': expected bf16, fp16 or fp8");
-    if (apply("attention", attention == "unfused")) req.base.attention = *a;
-    if (apply("precision", precision == "bf16")) req.base.precision = *p;
-    const auto g = strata::gradient_average_named(gradient_average);
+    const auto a = strata::attention_named(attention.value_or("unfused"));
+    const auto p = strata::precision_named(precision.value_or("bf16"));
+    if (!a) throw strata::InputError("search: attention '" + *attention + "': expected unfused, flash or flash2");
+    if (!p) throw strata::InputError("search: precision '" + *precision + "': expected bf16, fp16 or fp8");
+    if (apply("attention", attention.has_value())) req.base.attention = *a;
+    if (apply("precision", precision.has_value())) req.base.precision = *p;
+    const auto g = strata::gradient_average_named(gradient_average.value_or("scale"));
     if (!g)
-        throw strata::InputError("search: gradient_average '" + gradient_average +
+        throw strata::InputError("search: gradient_average '" + *gradient_average +
                                  "': expected scale, scale_always or in_collective");
-    if (apply("gradient_average", gradient_average == "scale")) req.base.gradient_average = *g;
-    if (apply("grad_reduce_in_fp32", grad_reduce_in_fp32)) req.base.grad_reduce_in_fp32 = grad_reduce_in_fp32;
+    if (apply("gradient_average", gradient_average.has_value())) req.base.gradient_average = *g;
+    if (apply("grad_reduce_in_fp32", grad_reduce_in_fp32.has_value()))
+        req.base.grad_reduce_in_fp32 = grad_reduce_in_fp32.value_or(true);
     std::string list;
     for (int b : microbatches) list += (list.empty() ? "" : ",") + std::to_string(b);
     strata::apply_constraint(req.space, "microbatch=" + list, "microbatches");

@@ -149,20 +149,21 @@ def _part(source, kind, base_dir, overrides=()):
     raise TypeError("strata.search: %s: expected a path or a dict" % kind)
 
 
-def search(model, system, gpus, global_batch, *, attention="unfused", precision="bf16", microbatches=(1, 2, 4, 8),
+def search(model, system, gpus, global_batch, *, attention=None, precision=None, microbatches=(1, 2, 4, 8),
            max_interleave=4, top=10, simulate_top=8, jobs=0, fix=(), margin=10.0, simulate_max=64, max_tasks=1000,
-           base_dir=None, replicas="all", gradient_average="scale", grad_reduce_in_fp32=True, overrides=()):
+           base_dir=None, replicas="all", gradient_average=None, grad_reduce_in_fp32=None, overrides=()):
     """The fastest executions of `model` (path or dict) on `gpus` GPUs of `system` that fit in memory, as in
-    `strata search`. attention: "unfused", "flash" (the device profile's fused attention) or "flash2"
-    (FlashAttention-2's kernels), as `--attention`. fix: constraints as `--fix` takes them, a dict ({"tensor": 8, "pipeline": "4..16",
+    `strata search`. attention: "unfused" (the default), "flash" (the device profile's fused attention) or "flash2"
+    (FlashAttention-2's kernels), as `--attention`; precision: "bf16" (the default), "fp16" or "fp8". fix: constraints as `--fix` takes them, a dict ({"tensor": 8, "pipeline": "4..16",
     "recompute": "selective,full"}) or strings ("tensor=8"); margin: percent of the best estimate within which
     every candidate is simulated (`--margin`); replicas: "all" (every GPU group, the default) or "representative"
     (the data-parallel replicas of replica 0's node only, then rank 1 again in full: search["best_in_full_s"]), as
     `--replicas`; gradient_average: "scale" (Megatron-Core, the default), "scale_always" (Megatron-LM's local DDP
     of 2021-2023, the paper's) or "in_collective", as `--gradient-average`; grad_reduce_in_fp32: False keeps every
-    candidate's main gradients and their data-parallel reduction in 16 bits, as `--grad-reduce-in-bf16`; overrides:
-    every candidate's value of execution keys the search does not vary, and model and system keys over the files',
-    as `--set` ({"execution.cross_entropy": "te", "system.network.routing": "hash"} or ["execution.cross_entropy=te"]). Returns a dict: results (the top candidates, best first, named
+    candidate's main gradients and their data-parallel reduction in 16 bits, as `--grad-reduce-in-bf16` (default
+    True); overrides: every candidate's value of execution keys the search does not vary, and model and system keys
+    over the files', as `--set` (an argument of the four above left out (None) takes an override's value; given
+    with an override of its key, it is an error, as a flag with `--set`) ({"execution.cross_entropy": "te", "system.network.routing": "hash"} or ["execution.cross_entropy=te"]). Returns a dict: results (the top candidates, best first, named
     'rank 1', ... as in `strata search --json`, each with its "screen": estimate and ranks), search (the JSON's
     summary), enumerated, screened, rejected (reason -> count), within_margin, simulated, overturned_by (the
     estimate rank of the fastest simulated candidate when not 1, else 0), wall_s."""
@@ -172,8 +173,9 @@ def search(model, system, gpus, global_batch, *, attention="unfused", precision=
     r = _strata.search(_part(model, "model", base_dir, overrides), _part(system, "system", base_dir, overrides), int(gpus),
                        int(global_batch), attention, precision, [int(b) for b in microbatches], int(max_interleave),
                        int(simulate_top), int(top), int(jobs), [str(f) for f in fix], float(margin),
-                       int(simulate_max), int(max_tasks), _replicas(replicas), str(gradient_average),
-                       bool(grad_reduce_in_fp32), overrides)
+                       int(simulate_max), int(max_tasks), _replicas(replicas),
+                       None if gradient_average is None else str(gradient_average),
+                       None if grad_reduce_in_fp32 is None else bool(grad_reduce_in_fp32), overrides)
     doc = json.loads(r.pop("json"))
     r["experiment"] = doc["experiment"]
     r["search"] = doc["search"]

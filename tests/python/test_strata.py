@@ -175,6 +175,14 @@ def test_search_gradient_average():
         strata.search(model, system, gpus=8, global_batch=4, overrides=["execution.tensor=4"])
     with pytest.raises(strata.InputError, match="keep one"):
         strata.search(model, system, gpus=8, global_batch=4, precision="fp16", overrides=["execution.precision=bf16"])
+    # As a flag with --set: an argument given, even at its default value, conflicts with an override of its key.
+    with pytest.raises(strata.InputError, match="keep one"):
+        strata.search(model, system, gpus=8, global_batch=4, precision="bf16", overrides=["execution.precision=fp16"])
+    with pytest.raises(strata.InputError, match="keep one"):
+        strata.search(model, system, gpus=8, global_batch=4, grad_reduce_in_fp32=True,
+                      overrides={"execution.grad_reduce_in_fp32": False})
+    with pytest.raises(strata.InputError, match="expected unfused, flash or flash2"):
+        strata.search(model, system, gpus=8, global_batch=4, attention="flash3")
     with pytest.raises(strata.InputError, match="expected scale, scale_always or in_collective"):
         strata.search(model, system, gpus=8, global_batch=4, gradient_average="mean")
 
