@@ -444,3 +444,21 @@ TEST_CASE("host_gap_forward_us / _backward_us: the GPU idles before each unit wh
     CHECK_THROWS_WITH(strata::testing::load_small("host-gap.yaml", ", host_gap_backward_us: -1"),
                       Catch::Contains("host-gap.yaml:3") && Catch::Contains("host_gap_backward_us"));
 }
+
+TEST_CASE("exposed communication: a tensor-parallel group across nodes waits for every phase, none of it bubble",
+          "[exposed]") {
+    // t = 16 on nodes of 8: each all-reduce is hierarchical (reduce-scatter in the node, all-reduce over the rails,
+    // all-gather in the node) and the backward's overlapped ones outlast the kernels beside them. With one stage and
+    // one replica there is no bubble: the compute stream's idle time is all tensor-parallel communication.
+    for (const bool sp : {false, true}) {
+        Scenario sc = small_22b(1, 1, 2, sp, Recompute::selective);
+        sc.execution.tensor = 16;
+        validate(sc);
+        const IterationResult r = simulate(sc);
+        check_sum(r);
+        INFO("sequence_parallel " << sp << ": bubble " << r.bubble_fraction);
+        CHECK(r.bubble_fraction < 0.002);
+        CHECK(r.exposed_comm.pipeline == Time::zero());
+        CHECK(r.exposed_comm.tensor.seconds() > 0.1 * r.iteration_time.seconds());
+    }
+}

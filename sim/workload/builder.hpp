@@ -245,7 +245,9 @@ private:
     void fuse_units();
     /// The tasks a unit runs as (for the progress estimate).
     [[nodiscard]] double unit_tasks(const Unit& unit, bool fused, bool keep_first, double per_collective) const;
-    TaskId emit_phases(StreamId stream, const Plan& phases, std::span<const TaskId> deps, std::uint32_t label, TaskId* first);
+    /// exposed: each phase counts as exposed tensor-parallel communication (a synchronous collective of replica 0).
+    TaskId emit_phases(StreamId stream, const Plan& phases, std::span<const TaskId> deps, std::uint32_t label, TaskId* first,
+                       bool exposed = false);
     /// The phases with their routes interned.
     Plan intern(const std::vector<fabric::CollectivePhase>& phases);
     const Unit& unit_for(bool forward, int virtual_stage);
@@ -380,6 +382,14 @@ private:
     // marked task (0: none), so that marking and finding cost no allocation.
     std::vector<std::uint32_t> exposed_tp_;
     void mark_exposed_tp(TaskId t);
+    // Overlapped TP collectives of replica 0 and the kernels beside them: the compute stream waits for the later of
+    // the two, so the time the collective runs on after its kernels have ended is exposed. Per slot of the
+    // collective's last phase: its generation + 1 and its partner; per slot of the partner: its generation + 1 and
+    // its end (-1: not ended yet).
+    std::vector<std::uint32_t> paired_tp_, paired_compute_;
+    std::vector<TaskId> paired_partner_;
+    std::vector<std::int64_t> paired_compute_end_;
+    void mark_paired_tp(TaskId collective_last, TaskId compute);
     std::int64_t exposed_tp_ps_ = 0;
     std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0, g0_optimizer_end_ = 0;
     std::int64_t g0_average_ps_ = 0;  // stage 0's NaN check and averaging pass after its last backward (compute, not comm)

@@ -28,6 +28,21 @@ void Builder::mark_exposed_tp(TaskId t) {
     exposed_tp_[slot] = engine::task_generation(t) + 1;
 }
 
+void Builder::mark_paired_tp(TaskId collective_last, TaskId compute) {
+    auto grow = [](auto& v, std::size_t slot, auto fill) {
+        if (v.size() <= slot) v.resize(std::max<std::size_t>(slot + 1, 2 * v.size()), fill);
+    };
+    const std::size_t c = engine::task_slot(collective_last), k = engine::task_slot(compute);
+    grow(paired_tp_, c, 0u);
+    grow(paired_partner_, c, TaskId{});
+    grow(paired_compute_, k, 0u);
+    grow(paired_compute_end_, k, std::int64_t{-1});
+    paired_tp_[c] = engine::task_generation(collective_last) + 1;
+    paired_partner_[c] = compute;
+    paired_compute_[k] = engine::task_generation(compute) + 1;
+    paired_compute_end_[k] = -1;
+}
+
 void Builder::observe(const engine::TaskRecord& r) {
     if (!gather_stage_.empty()) {
         const std::int32_t s = gather_stage_[r.stream];
@@ -39,6 +54,20 @@ void Builder::observe(const engine::TaskRecord& r) {
             exposed_tp_[slot] = 0;
             exposed_tp_ps_ += (r.end - r.start).ps();
         }
+        if (slot < paired_tp_.size() && paired_tp_[slot] == engine::task_generation(r.task) + 1) {
+            // An overlapped collective ends: exposed from its kernels' end, if they ended first (tasks end in time
+            // order); else nothing, and the kernels' end need not be recorded.
+            paired_tp_[slot] = 0;
+            const TaskId partner = paired_partner_[slot];
+            const std::size_t k = engine::task_slot(partner);
+            if (paired_compute_[k] == engine::task_generation(partner) + 1) {
+                if (paired_compute_end_[k] >= 0) exposed_tp_ps_ += std::max<std::int64_t>(0, r.end.ps() - paired_compute_end_[k]);
+                paired_compute_[k] = 0;
+            }
+        }
+    } else if (const std::size_t slot = engine::task_slot(r.task);
+               slot < paired_compute_.size() && paired_compute_[slot] == engine::task_generation(r.task) + 1) {
+        paired_compute_end_[slot] = r.end.ps();  // the kernels beside a collective that has not ended yet
     }
     // With overlap_p2p_comm the transfers run beside the compute; the time a unit waits for one is counted as
     // bubble (not attributed), so only the blocking calls' transfers are read here.

@@ -53,7 +53,7 @@ const Plan& Builder::tp_phases(Group& g, CollectiveKind kind, Bytes message, boo
 }
 
 TaskId Builder::emit_phases(StreamId stream, const Plan& phases, std::span<const TaskId> deps, std::uint32_t label,
-                            TaskId* first) {
+                            TaskId* first, bool exposed) {
     TaskId last{};
     bool have = false;
     for (const auto& ph : phases) {
@@ -66,6 +66,7 @@ TaskId Builder::emit_phases(StreamId stream, const Plan& phases, std::span<const
             for (TaskId d : deps) sim_.add_dependency(d, t);
             if (first) *first = t;
         }
+        if (exposed) mark_exposed_tp(t);  // every phase: the compute stream waits for the whole chain
         last = t;
         have = true;
     }
@@ -161,7 +162,8 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         interrupted = interrupted || have_pending;
         flush();
         TaskId first{};
-        const TaskId last = emit_phases(g.tp, plan, prev.span(), tp_label, &first);
+        // Synchronous (not paired with the next kernels): the in-order compute stream waits for every phase.
+        const TaskId last = emit_phases(g.tp, plan, prev.span(), tp_label, &first, !paired && g.replica == 0);
         note_first(first);
         if (paired) {
             // The overlapped kernels lose the SMs the collective holds while it runs.
@@ -169,11 +171,10 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             TaskId w = sim_.add_compute(g.compute, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c)),
                                         label);
             for (TaskId d : prev) sim_.add_dependency(d, w);
+            if (g.replica == 0) mark_paired_tp(last, w);
             prev.set(w, last);
             ++i;
         } else {
-            // Synchronous: the next kernel waits for it, so the in-order compute stream is blocked meanwhile.
-            if (g.replica == 0) mark_exposed_tp(last);
             prev.set(last);
         }
     }

@@ -122,6 +122,10 @@ check "run --profile with a one-GPU calibrated profile takes the system's NVLink
 check "explain --profile shows the calibrated profile's measured kernels" '[[ $rc -eq 0 ]] && grep -q "attn.flash .* measured" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "177B on 2304" >"$tmp/out" 2>&1; rc=$?
 check "explain says how fast compute overlapped with a collective runs, and from what" '[[ $rc -eq 0 ]] && grep -q "runs at 74.2% speed while it holds 32 SMs (the profile.s measured.sms_held)" "$tmp/out"'
+"$strata" explain "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" --set execution.tensor=16 >"$tmp/out" 2>&1; rc=$?
+check "explain says when the tensor-parallel group spans nodes (its costs are the intra-node figures)" '[[ $rc -eq 0 ]] && grep -q "(t = 16) spans 2 nodes of 8 GPUs" "$tmp/out"'
+"$strata" explain "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" >"$tmp/out" 2>&1
+check "explain says nothing of spanning nodes for a group inside one" '! grep -q "spans .* nodes" "$tmp/out"'
 "$strata" explain "$root/scenarios/paper/table4.yaml" --profile "$tmp/no-such-profile.yaml" >/dev/null 2>"$tmp/err"; rc=$?
 check "explain --profile with a missing file exits 2 and names it" '[[ $rc -eq 2 ]] && grep -q "no-such-profile.yaml" "$tmp/err"'
 "$strata" explain "$root/scenarios/paper/table4.yaml" --case "no such case" >/dev/null 2>"$tmp/err"; rc=$?
