@@ -83,6 +83,17 @@ strata::CaseProgress progress_printer(const strata::mpi::Session& session, bool 
 /// Every output must be writable before anything is simulated (a long run must not fail at its end). Only rank 0
 /// writes; the other ranks of an MPI job learn whether it can. Throws on rank 0, false on the others.
 bool outputs_writable(const strata::mpi::Session& session, const std::vector<std::string>& paths) {
+    // Two outputs to one file: the later would silently replace the earlier.
+    std::vector<std::filesystem::path> seen;
+    for (const std::string& path : paths) {
+        if (path.empty() || path == "-") continue;
+        std::error_code ec;
+        std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
+        if (ec) p = std::filesystem::absolute(path);
+        if (std::find(seen.begin(), seen.end(), p) != seen.end())
+            throw strata::InputError(path + ": named for two outputs (--json, --csv, --trace, --timeline): give each its own file");
+        seen.push_back(p);
+    }
     std::optional<strata::InputError> unwritable;
     for (const std::string& path : paths) {
         if (session.rank() != 0 || path.empty() || path == "-") continue;
@@ -127,6 +138,8 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
         throw strata::InputError("--trace and --timeline need exactly one case: pick one with --case NAME");
     if (opt.json_path == "-" && opt.csv_path == "-")
         throw strata::InputError("--json - and --csv - cannot both write to standard output: give one a file");
+    if (opt.analytical_only && (!opt.trace_path.empty() || !opt.timeline_path.empty()))
+        throw strata::InputError("--trace and --timeline record the simulation: not with --analytical-only");
     if (!outputs_writable(session, {opt.json_path, opt.csv_path, opt.trace_path, opt.timeline_path})) return 2;
 
     const bool tty = isatty(STDERR_FILENO) != 0;
@@ -148,10 +161,20 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
         }
         strata::SimulationDetail detail;
         const bool want_detail = !opt.timeline_path.empty() || !opt.trace_path.empty();
-        // The trace goes to its file as the simulation runs (memory stays flat however many GPUs).
+        // The trace goes to a file beside its own as the simulation runs (memory stays flat however many GPUs), which
+        // replaces it only once the iteration is complete: a failed case leaves an existing file as it was.
         std::optional<strata::ChromeTraceWriter> trace;
+        const std::string trace_partial = opt.trace_path + ".partial";
+        struct RemoveOnExit {  // the partial file never outlives this scope, whatever throws
+            const std::string* path = nullptr;
+            ~RemoveOnExit() {
+                std::error_code ec;
+                if (path) std::filesystem::remove(*path, ec);
+            }
+        } partial_guard;
         if (!opt.trace_path.empty()) {
-            trace.emplace(opt.trace_path);
+            partial_guard.path = &trace_partial;
+            trace.emplace(trace_partial);
             co.simulation.trace_spans = [&trace](const strata::TraceSpan& s) { trace->span(s); };
         }
         run.results.push_back(strata::evaluate_case(selected[0], co, &run.failures, want_detail ? &detail : nullptr));
@@ -159,7 +182,10 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
         const strata::CaseResult& r = run.results[0];
         if (trace) {
             trace->finish(detail.trace);
-            if (!r.iteration) std::remove(opt.trace_path.c_str());
+            trace.reset();  // closed
+            std::error_code ec;
+            if (r.iteration) std::filesystem::rename(trace_partial, opt.trace_path, ec);
+            if (ec) throw strata::InputError(opt.trace_path + ": cannot be written (" + ec.message() + ")");
         }
         if (r.iteration && !opt.timeline_path.empty())
             write_file(opt.timeline_path, strata::detail_to_json(selected[0], *r.iteration, detail));
@@ -179,8 +205,8 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
     const bool to_stdout = opt.json_path == "-" || opt.csv_path == "-";
     std::ostream& human = to_stdout ? std::cerr : std::cout;
     strata::print_table(human, ex.name + "  (" + file + ")", results);
-    if (!opt.timeline_path.empty() && !results[0].error) human << "wrote " << opt.timeline_path << "\n";
-    if (!opt.trace_path.empty() && !results[0].error) human << "wrote " << opt.trace_path << "\n";
+    if (!opt.timeline_path.empty() && results[0].iteration) human << "wrote " << opt.timeline_path << "\n";
+    if (!opt.trace_path.empty() && results[0].iteration) human << "wrote " << opt.trace_path << "\n";
     auto emit = [&](const std::string& path, const std::string& text) {
         if (path.empty()) return;
         if (path == "-") {
@@ -324,17 +350,19 @@ int main(int argc, char** argv) {
                  "no / selective / full activation recomputation) on a modelled GPU cluster"};
     app.set_version_flag("--version", std::string("strata ") + STRATA_VERSION + " (git " + STRATA_GIT_REVISION + ")");
     app.require_subcommand(1);
+    const CLI::Validator file_name(
+        [](std::string& v) { return v.empty() ? std::string("expected a file name") : std::string(); }, "FILE");
     std::string file;
     RunOptions ro;
     CLI::App* run = app.add_subcommand("run", "run an experiment file and print a table per case");
     run->add_option("file", file, "experiment YAML (e.g. scenarios/paper/table4.yaml)")->required();
-    run->add_option("--json", ro.json_path, "write results as JSON (schema in README.md); - for standard output");
-    run->add_option("--csv", ro.csv_path, "write results as CSV; - for standard output");
+    run->add_option("--json", ro.json_path, "write results as JSON (schema in README.md); - for standard output")->check(file_name);
+    run->add_option("--csv", ro.csv_path, "write results as CSV; - for standard output")->check(file_name);
     run->add_option("--profile", ro.profile_path, "device profile to use instead of the system's (e.g. a calibrated one)");
-    run->add_option("--trace", ro.trace_path, "write a Chrome trace-event JSON of the simulated iteration (one case)");
+    run->add_option("--trace", ro.trace_path, "write a Chrome trace-event JSON of the simulated iteration (one case)")->check(file_name);
     run->add_option("--trace-groups", ro.trace_groups,
                     "with --trace: only these GPU groups, e.g. 'stages=0-3,replicas=0' (inclusive ranges; default all)");
-    run->add_option("--timeline", ro.timeline_path, "write the first pipeline replica's stage timeline and stage-0 memory over time as JSON (one case)");
+    run->add_option("--timeline", ro.timeline_path, "write the first pipeline replica's stage timeline and stage-0 memory over time as JSON (one case)")->check(file_name);
     run->add_option("--case", ro.case_name, "run only the case with this name");
     const char* set_help = "PART.KEY=VALUE, repeatable: that key's value in every case, over the file's (PART: model, "
                            "execution, system; e.g. execution.microbatch=2, execution.host_gap_forward_us=300, "
@@ -344,7 +372,8 @@ int main(int argc, char** argv) {
     run->add_option("--max-tasks", ro.max_tasks_millions,
                     "refuse cases needing more than this many million tasks (a bound on run time, about a million tasks a second; memory follows the tasks in flight; default 1000)")
         ->check(CLI::Range(1, 100000));
-    run->add_option("--seed", ro.seed, "variation seed: which GPU gets which speed (default: the system file's variation.seed)");
+    run->add_option("--seed", ro.seed, "variation seed: which GPU gets which speed (default: the system file's variation.seed)")
+        ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 62));  // the system file's range
     run->add_option(
            "--replicas", ro.replicas,
            "all: simulate every GPU group (default); representative: the data-parallel replicas of replica "
@@ -404,8 +433,8 @@ int main(int argc, char** argv) {
                      "the keys it varies take --fix); model.KEY, system.KEY: over the model and system files "
                      "(e.g. model.seq_len=4096, system.network.routing=hash)");
     srch->add_flag("--grad-reduce-in-bf16", so.grad_reduce_bf16, "every candidate's main gradients, their accumulation and data-parallel reduction in bf16 (Megatron-Core grad_reduce_in_fp32: false; NeMo's performance recipes); default fp32");
-    srch->add_option("--json", so.json_path, "write every simulated candidate (estimate, ranks, tokens/s, TF/s per GPU) as JSON; - for standard output");
-    srch->add_option("--csv", so.csv_path, "write every simulated candidate as CSV (the run CSV's columns, then estimate_s, estimate_rank, simulated_rank, estimate_error); - for standard output");
+    srch->add_option("--json", so.json_path, "write every simulated candidate (estimate, ranks, tokens/s, TF/s per GPU) as JSON; - for standard output")->check(file_name);
+    srch->add_option("--csv", so.csv_path, "write every simulated candidate as CSV (the run CSV's columns, then estimate_s, estimate_rank, simulated_rank, estimate_error); - for standard output")->check(file_name);
     std::string check_file;
     CLI::App* check = app.add_subcommand("check-profile",
                                          "compare a calibrated profile's measured whole layers with the simulator's prediction from its op-level entries");
@@ -431,6 +460,19 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"all", "representative"}));
     bench->add_option("--set", baseline.overrides, set_help);
     bench->add_option("--runs", baseline.runs, "with --baseline: alternated pairs per case (default 5; this machine has slow phases: more runs, steadier medians)")->check(CLI::Range(1, 100));
+    if (argc > 1 && argv[1][0] != '-') {
+        // CLI11 would take an unknown first word for a stray argument ("A subcommand is required").
+        bool known = false;
+        std::string names;
+        for (const CLI::App* sub : app.get_subcommands({})) {
+            known = known || sub->get_name() == argv[1];
+            names += (names.empty() ? "" : ", ") + sub->get_name();
+        }
+        if (!known) {
+            std::cerr << "strata: unknown command '" << argv[1] << "': expected one of " << names << " (strata --help)\n";
+            return 2;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

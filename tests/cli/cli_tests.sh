@@ -98,6 +98,19 @@ check "trace and timeline written" '[[ $rc -eq 0 && -s "$tmp/t.json" && -s "$tmp
 check "trace of chosen groups written" '[[ $rc -eq 0 && -s "$tmp/t2.json" ]]'
 "$strata" run "$root/scenarios/paper/table4.yaml" --case "selective recompute" --trace "$tmp/t3.json" --trace-groups "stage=0" 2>"$tmp/err.txt" >/dev/null; rc=$?
 check "a bad --trace-groups exits 2 naming the valid keys" '[[ $rc -eq 2 ]] && grep -q "valid: stages, replicas" "$tmp/err.txt"'
+echo keep >"$tmp/keep.json"
+"$strata" run "$root/scenarios/sweeps/microbatch.yaml" --case "microbatch=8, interleave=5" --trace "$tmp/keep.json" >"$tmp/out" 2>&1; rc=$?
+check "a case not simulated (infeasible) leaves an existing --trace file as it was, and says no 'wrote'" '[[ "$(cat "$tmp/keep.json")" == keep ]] && ! grep -q "wrote" "$tmp/out" && [[ ! -e "$tmp/keep.json.partial" ]]'
+"$strata" run "$root/scenarios/paper/table4.yaml" --case "selective recompute" --analytical-only --trace "$tmp/keep.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "--trace with --analytical-only exits 2 (nothing to record)" '[[ $rc -eq 2 && "$(cat "$tmp/keep.json")" == keep ]] && grep -q "not with --analytical-only" "$tmp/err"'
+(cd "$tmp" && "$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --json same.json --csv ./same.json >/dev/null 2>"$tmp/err"); rc=$?
+check "one file named for two outputs exits 2" '[[ $rc -eq 2 ]] && grep -q "named for two outputs" "$tmp/err"'
+"$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --json "" >/dev/null 2>"$tmp/err"; rc=$?
+check "an empty --json exits 2" '[[ $rc -eq 2 ]] && grep -q "expected a file name" "$tmp/err"'
+"$strata" frobnicate >/dev/null 2>"$tmp/err"; rc=$?
+check "an unknown command exits 2 listing the commands" '[[ $rc -eq 2 ]] && grep -q "unknown command .frobnicate.: expected one of run, explain, search" "$tmp/err"'
+"$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --seed -1 >/dev/null 2>"$tmp/err"; rc=$?
+check "a negative --seed exits 2 (was wrapped to 2^64 - 1)" '[[ $rc -eq 2 ]]'
 "$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
   --gpus 8 --global-batch 8 --top 3 --simulate-top 4 >"$tmp/s.txt"; rc=$?
 check "search runs and prints a ranking" '[[ $rc -eq 0 ]] && grep -q "^   1 " "$tmp/s.txt"'
