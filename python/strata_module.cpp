@@ -119,6 +119,8 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
     {
         py::gil_scoped_release release;
         r = strata::search(req);
+        // As `strata search` exits 2: nothing feasible is an error, not an empty answer.
+        if (r.simulated.empty()) throw strata::InputError(strata::search_failure(req, r, !fix.empty()));
         const strata::SearchSummary summary = strata::search_summary(req, r, fix);
         json = strata::to_json("search " + req.model.name, strata::ranked_results(r, top), nullptr, &summary);
     }

@@ -115,6 +115,11 @@ int screen_overturned(const SearchResult& result);
 /// A candidate that fails to simulate throws (InputError, SimulationError) as the simulation would.
 SearchResult search(const SearchRequest& request);
 
+/// Why a search has nothing to show (empty when it simulated a candidate): none enumerated (the sizes the search
+/// tries, and the constraints if `constrained`), or each rejection with its count and, when every candidate had
+/// infeasible sizes, the first one's problem. What `strata search` prints and the Python search raises.
+std::string search_failure(const SearchRequest& request, const SearchResult& result, bool constrained);
+
 /// The search's account of itself for its JSON (to_json): the request's sizes and limits, the `constraints` as
 /// given (--fix), the counts, and whether the screen's ranking was overturned.
 SearchSummary search_summary(const SearchRequest& request, const SearchResult& result,

@@ -12,6 +12,7 @@ Errors are exceptions: InputError (a bad scenario; .file, .line, .column, .key s
 Simulations release the GIL, so Python threads run cases in parallel.
 """
 import json
+import numbers
 import os
 import re
 
@@ -67,6 +68,8 @@ def _dict_text(d):
 
 
 def _overrides(overrides):
+    if isinstance(overrides, str):  # one override, not its characters
+        return [overrides]
     if isinstance(overrides, dict):
         return ["%s=%s" % (k, json.dumps(v) if not isinstance(v, str) else v) for k, v in overrides.items()]
     return [str(o) for o in overrides]
@@ -122,15 +125,30 @@ def run(source, case=None, *, analytical_only=False, jobs=0, profile=None, max_t
     stage's data-parallel replicas of replica 0's node only, as `strata run --replicas representative`). A case that cannot be evaluated keeps its place with an 'error'
     key; with check=True a case that failed on bad input or in simulation raises afterwards, as the strata command
     exits non-zero (infeasible sweep combinations are not failures). overrides: as `strata run --set` (see load)."""
+    jobs = _int_in("strata.run", "jobs", jobs, 0, 1024)
+    max_tasks = _int_in("strata.run", "max_tasks", max_tasks, 1, 100000)
     exp = load(source, base_dir, overrides, case)
-    text, failures = _strata.run(exp, case or "", bool(analytical_only), int(jobs), os.fspath(profile or ""),
-                                 int(max_tasks), _replicas(replicas))
+    text, failures = _strata.run(exp, case or "", bool(analytical_only), jobs, os.fspath(profile or ""),
+                                 max_tasks, _replicas(replicas))
     results = Results(json.loads(text))
     if check and failures:
         bad = [r["name"] + ": " + r["error"] for r in results if "error" in r and not r["error"].startswith("infeasible")]
         cls = SimulationError if failures & _strata.CASE_SIMULATION else InputError if failures == _strata.CASE_BAD_INPUT else Error
         raise cls("; ".join(bad))
     return results
+
+
+def _int_in(where, name, value, lo, hi):
+    """value as an int in [lo, hi], else InputError naming the argument (as the strata command checks its flags)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
+        raise InputError("%s: %s=%r: expected an integer in [%d, %d]" % (where, name, value, lo, hi))
+    return int(value)
+
+
+def _float_in(where, name, value, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not lo <= value <= hi:  # NaN fails too
+        raise InputError("%s: %s=%r: expected a number in [%g, %g]" % (where, name, value, lo, hi))
+    return float(value)
 
 
 def _replicas(value):
@@ -166,14 +184,24 @@ def search(model, system, gpus, global_batch, *, attention=None, precision=None,
     with an override of its key, it is an error, as a flag with `--set`) ({"execution.cross_entropy": "te", "system.network.routing": "hash"} or ["execution.cross_entropy=te"]). Returns a dict: results (the top candidates, best first, named
     'rank 1', ... as in `strata search --json`, each with its "screen": estimate and ranks), search (the JSON's
     summary), enumerated, screened, rejected (reason -> count), within_margin, simulated, overturned_by (the
-    estimate rank of the fastest simulated candidate when not 1, else 0), wall_s."""
+    estimate rank of the fastest simulated candidate when not 1, else 0), wall_s. Raises InputError when no candidate is
+    feasible and fits (the rejections, or the first infeasible candidate's problem), as `strata search` exits 2."""
     if isinstance(fix, dict):
         fix = ["%s=%s" % (k, _fix_value(v)) for k, v in fix.items()]
+    elif isinstance(fix, str):
+        fix = [fix]
+    w = "strata.search"
+    gpus, global_batch = _int_in(w, "gpus", gpus, 1, 1 << 20), _int_in(w, "global_batch", global_batch, 1, 1 << 30)
+    top, simulate_top = _int_in(w, "top", top, 1, 1000), _int_in(w, "simulate_top", simulate_top, 1, 1000)
+    simulate_max, jobs = _int_in(w, "simulate_max", simulate_max, 1, 100000), _int_in(w, "jobs", jobs, 0, 1024)
+    max_tasks, margin = _int_in(w, "max_tasks", max_tasks, 1, 100000), _float_in(w, "margin", margin, 0.0, 1000.0)
+    max_interleave = _int_in(w, "max_interleave", max_interleave, 1, 1 << 16)
+    microbatches = [_int_in(w, "microbatches", b, 1, 1 << 30) for b in microbatches]
     overrides = _overrides(overrides)
-    r = _strata.search(_part(model, "model", base_dir, overrides), _part(system, "system", base_dir, overrides), int(gpus),
-                       int(global_batch), attention, precision, [int(b) for b in microbatches], int(max_interleave),
-                       int(simulate_top), int(top), int(jobs), [str(f) for f in fix], float(margin),
-                       int(simulate_max), int(max_tasks), _replicas(replicas),
+    r = _strata.search(_part(model, "model", base_dir, overrides), _part(system, "system", base_dir, overrides), gpus,
+                       global_batch, attention, precision, microbatches, max_interleave,
+                       simulate_top, top, jobs, [str(f) for f in fix], margin,
+                       simulate_max, max_tasks, _replicas(replicas),
                        None if gradient_average is None else str(gradient_average),
                        None if grad_reduce_in_fp32 is None else bool(grad_reduce_in_fp32), overrides)
     doc = json.loads(r.pop("json"))

@@ -21,11 +21,7 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
                          r.enumerated, r.screened);
     for (const auto& [reason, count] : r.rejected) human << fmt::format("  rejected: {} x {}\n", count, reason);
     if (r.simulated.empty()) {
-        std::cerr << fmt::format("error: no execution of {} on {} GPUs with global batch {} is feasible and fits in memory "
-                                 "(the rejections above say why{})\n", req.model.name, req.gpus, req.global_batch,
-                                 constraints.empty() ? "" : "; so do the constraints");
-        if (r.screened == 0 && !r.first_infeasible.empty())
-            std::cerr << "the first infeasible candidate: " << r.first_infeasible << "\n";
+        std::cerr << "error: " << search_failure(req, r, !constraints.empty()) << "\n";
         return false;
     }
     human << fmt::format("simulated {} of {}: the best {} estimates and every other within {:g}% of the best estimate "

@@ -414,6 +414,21 @@ SearchResult search(const SearchRequest& req) {
     return res;
 }
 
+std::string search_failure(const SearchRequest& req, const SearchResult& r, bool constrained) {
+    if (!r.simulated.empty()) return {};
+    const std::string what = fmt::format("no execution of {} on {} GPUs with global batch {}", req.model.name, req.gpus,
+                                         req.global_batch);
+    if (r.enumerated == 0)
+        return what + fmt::format(": none to try (tensor x context x pipeline x data = the GPUs, tensor at most the {} GPUs "
+                                  "per node, pipeline at most the {} layers{})", req.system.gpus_per_node, req.model.layers,
+                                  constrained ? ", within the constraints" : "");
+    std::string why;
+    for (const auto& [reason, count] : r.rejected) why += fmt::format("{}{} x {}", why.empty() ? "" : ", ", count, reason);
+    std::string out = what + " is feasible and fits in memory (rejected: " + why + (constrained ? "; within the constraints)" : ")");
+    if (r.screened == 0 && !r.first_infeasible.empty()) out += "; the first infeasible candidate: " + r.first_infeasible;
+    return out;
+}
+
 SearchSummary search_summary(const SearchRequest& req, const SearchResult& r, const std::vector<std::string>& constraints) {
     SearchSummary s;
     s.gpus = req.gpus;

@@ -288,11 +288,12 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
     const ModelSpec& m = sc.model;
     const ExecutionSpec& e = sc.execution;
     auto s = [](long long v) { return std::to_string(v); };
-    if (auto p = size_problem(sc)) return p;
+    // The model's own shape first: no execution can mend it (a search's candidates all report it).
     if (m.hidden % m.heads != 0)
         return SpecProblem{"model", "hidden", "hidden (" + s(m.hidden) + ") must be divisible by heads (" + s(m.heads) + ")"};
     if (m.heads % m.query_groups() != 0)
         return SpecProblem{"model", "kv_heads", "heads (" + s(m.heads) + ") must be divisible by kv_heads (" + s(m.query_groups()) + ")"};
+    if (auto p = size_problem(sc)) return p;
     if (fused_attention(e.attention) && !sc.system.device.has_flash_attention())
         return SpecProblem{"execution", "attention", std::string("attention: ") + to_string(e.attention) +
                                                          " needs a flash_attention block in the device profile " +

@@ -101,6 +101,12 @@ def test_unknown_key_and_unknown_case():
         strata.run(TABLE4, case="nope")
     with pytest.raises(strata.InputError, match="no case named 'nope'; the cases are: '22B full recompute'"):
         strata.run(TABLE5, case="nope", overrides={"execution.interleave": 2})
+    # run's numeric arguments in the command's ranges; one override given as a string is that override.
+    for bad in ({"jobs": -1}, {"jobs": 10 ** 12}, {"max_tasks": -1}):
+        with pytest.raises(strata.InputError, match="strata.run: %s=" % next(iter(bad))):
+            strata.run(TABLE4, **bad)
+    one = strata.run(TABLE5, case="22B present work", analytical_only=True, overrides="execution.microbatch=2")
+    assert one[0]["execution"]["microbatch"] == 2
 
 
 def test_case_with_overrides_that_fit_it_alone():
@@ -183,6 +189,17 @@ def test_search_gradient_average():
                       overrides={"execution.grad_reduce_in_fp32": False})
     with pytest.raises(strata.InputError, match="expected unfused, flash or flash2"):
         strata.search(model, system, gpus=8, global_batch=4, attention="flash3")
+    # Nothing feasible is an error, as `strata search` exits 2, with the reason.
+    with pytest.raises(strata.InputError, match="none to try .*within the constraints"):
+        strata.search(model, system, gpus=8, global_batch=4, fix={"tensor": 3})
+    with pytest.raises(strata.InputError, match=r"hidden \(6144\) must be divisible by heads \(7\)"):
+        strata.search(model, system, gpus=8, global_batch=4, overrides={"model.heads": 7})
+    # Arguments out of the command's ranges: an InputError naming them, not pybind11's TypeError.
+    for bad in ({"top": 0}, {"margin": float("nan")}, {"margin": float("inf")}, {"max_tasks": 0}, {"jobs": -1},
+                {"gpus": 2 ** 62}, {"microbatches": (0,)}, {"simulate_top": True}):
+        name = next(iter(bad))
+        with pytest.raises(strata.InputError, match="strata.search: %s=" % name):
+            strata.search(model, system, **{"gpus": 8, "global_batch": 4, **bad})
     with pytest.raises(strata.InputError, match="expected scale, scale_always or in_collective"):
         strata.search(model, system, gpus=8, global_batch=4, gradient_average="mean")
 
@@ -320,9 +337,9 @@ def test_search_flash2_and_ends_in_split():
     assert e["attention"] == "flash2"
     assert e["account_for_embedding_in_pipeline_split"] and not e["account_for_loss_in_pipeline_split"], e
     assert (e["first_stage_layers"], e["last_stage_layers"]) == (10, 11), e
-    off = strata.search(model, system, gpus=3, global_batch=3, top=2, simulate_top=2, jobs=1, attention="flash2",
-                        fix=dict(fix, ends_in_split=False))
-    assert not off["results"] and off["screened"] == 0
+    with pytest.raises(strata.InputError, match=r"must be divisible by pipeline x interleave \(3 x 1\)"):
+        strata.search(model, system, gpus=3, global_batch=3, top=2, simulate_top=2, jobs=1, attention="flash2",
+                      fix=dict(fix, ends_in_split=False))
 
 
 def test_overrides_as_the_commands_set():
