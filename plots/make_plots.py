@@ -824,7 +824,7 @@ def plot_paper(inputs, out, formats, written=None):
     paper = load_paper()
 
     setup_matplotlib()
-    os.makedirs(out, exist_ok=True)
+    make_out_dir(out)
     save = Saver(out, formats, source="the paper's figures", written=written)
     dp_path = os.path.join(inputs, "530b-2240.json")
     dp = load_input(inputs, "530b-2240.json") if os.path.isfile(dp_path) else None
@@ -1316,10 +1316,20 @@ def plot_search(data, save, src):
     save(fig, "search")
 
 
+def make_out_dir(out):
+    """The figures' directory, created if missing; a PlotProblem (exit 2) when it cannot be."""
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        die("--out %s: cannot create the directory for the figures (%s)" % (out, e.strerror or e))
+    if not os.access(out, os.W_OK):
+        die("--out %s: the directory for the figures is not writable" % out)
+
+
 def plot_file(path, kind, data, out, formats, written):
     """The figures of one recognised results file, as OUT/STEM-FIGURE.FMT."""
     setup_matplotlib()
-    os.makedirs(out, exist_ok=True)
+    make_out_dir(out)
     stem = os.path.splitext(os.path.basename(path))[0]
     save = Saver(out, formats, prefix=stem + "-", source=path, written=written)
     if kind == "timeline":

@@ -50,6 +50,9 @@ case $what in
       check "$f.png is listed" 'grep -qx "$tmp/$f.png" "$tmp/out"'
     done
     check "a sweep gives no per-case bar chart" '[[ ! -e $tmp/s-cases.png ]]'
+    touch "$tmp/a-file"
+    "$strata" plot "$tmp/s.json" --out "$tmp/a-file" >/dev/null 2>"$tmp/err"; rc=$?
+    check "an --out that is a file exits 2 naming it, no traceback" '[[ $rc -eq 2 ]] && grep -q "out $tmp/a-file: cannot create" "$tmp/err" && ! grep -q Traceback "$tmp/err"'
     ;;
   search)
     "$strata" search --model "$m22" --system "$sel" --gpus 8 --global-batch 8 --simulate-top 4 --margin 0 \
