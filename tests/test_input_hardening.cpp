@@ -286,6 +286,17 @@ TEST_CASE("hardening: a device profile's measured block is checked", "[hardening
     CHECK_THAT(msg, Contains("measured.sms_held[1].slowdown"));
     msg = profile_error_of(base + held + "    - {sms: 8, slowdwn: 1.2}\n");
     CHECK_THAT(msg, Contains("unknown key"));
+    // NCCL's channels hold one SM each: fewer than the device has.
+    const std::string intra = "intra_node:\n  bus_bandwidth_bytes_per_s: 100e9\n  step_latency_us: 2.0\n";
+    REQUIRE(base.find(intra) != std::string::npos);
+    auto with_channels = [&](int n) {
+        std::string text = base;
+        text.replace(text.find(intra), intra.size(), intra + "  nccl_channels: " + std::to_string(n) + "\n");
+        return text;
+    };
+    REQUIRE_NOTHROW(load_device_profile_text(with_channels(63), kOrigin));
+    msg = profile_error_of(with_channels(64));
+    CHECK_THAT(msg, Contains("intra_node.nccl_channels: must be below device.sm_count (64)"));
 }
 
 TEST_CASE("hardening: rails larger than GPUs per node is a load error at the system file's line", "[hardening]") {

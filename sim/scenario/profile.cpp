@@ -229,6 +229,9 @@ DeviceProfile read_device(const Fields& f, const std::string& file) {
     p.gemm_k_half = f.get_double("gemm.k_half", 0, 1e6);
     p.elementwise_bandwidth_efficiency = f.get_double("elementwise.bandwidth_efficiency", 0.01, 1.0);
     p.nccl_channels = static_cast<int>(f.get_int("intra_node.nccl_channels", 0, 1024, 0));
+    if (p.nccl_channels >= p.sm_count)  // one SM each: the compute beside a collective needs some left
+        f.fail("intra_node.nccl_channels", "must be below device.sm_count (" + std::to_string(p.sm_count) +
+                                               "): NCCL runs one channel per SM (got " + std::to_string(p.nccl_channels) + ")");
     // Optional: a profile calibrated on one GPU has no collective measurements; the system's
     // network.nvlink_bandwidth_bytes_per_s then has to say it.
     p.intra_node_bus_bandwidth = f.get_double("intra_node.bus_bandwidth_bytes_per_s", 1e6, 1e15, 0.0);
