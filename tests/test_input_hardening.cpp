@@ -166,6 +166,13 @@ TEST_CASE("hardening: the same sweep axis twice", "[hardening]") {
     CHECK_THAT(msg, Contains("'execution.microbatch' is swept twice"));
 }
 
+TEST_CASE("hardening: a sweep value listed twice (two cases of one name)", "[hardening]") {
+    const std::string msg = error_of(kHead + kRest + "sweep:\n  execution.microbatch: [1, 2, 1]\n");
+    CHECK_THAT(msg, StartsWith(at(10, 32)));  // the second 1
+    CHECK_THAT(msg, Contains("sweep.execution.microbatch: the value 1 is listed twice (items 1 and 3)"));
+    REQUIRE_NOTHROW(load_experiment_text(kHead + kRest + "sweep:\n  execution.microbatch: [1, 2]\n", kOrigin));
+}
+
 TEST_CASE("hardening: a sweep whose case count overflows 64 bits", "[hardening]") {
     // 16 axes of 16 values: 2^64 cases, which a plain product wraps to 0.
     std::string sweep = "sweep:\n";

@@ -1,4 +1,4 @@
-// The readers of an experiment's parts, private to sim/scenario/: the execution part (scenario.cpp), the system part
+// The readers of an experiment's parts, private to sim/scenario/: the execution part (execution.cpp), the system part
 // (system.cpp), the --set overrides (overrides.cpp) and the reading of one part with every missing required key
 // collected (see yamlio::CollectMissing).
 #pragma once
@@ -30,7 +30,7 @@ private:
 /// `infeasible` is given (a sweep's case), the reason written there and the system read on.
 SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::string* infeasible = nullptr);
 
-/// Reads an execution part (scenario.cpp): each key checked, and the keys that must go together.
+/// Reads an execution part (execution.cpp): each key checked, and the keys that must go together.
 ExecutionSpec read_execution(const yamlio::Fields& f);
 
 /// One --set override, read: its part, its (dotted) key, and the key and value nodes of its YAML text

@@ -20,14 +20,6 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 15> kModelKeys = {
     "name",     "heads", "hidden", "layers",      "seq_len", "vocab",   "ffn_hidden",         "tied_embeddings",
     "kv_heads", "mlp",   "norm",   "linear_bias", "dropout", "position_embedding", "description"};
-constexpr std::array<std::string_view, 37> kExecutionKeys = {
-    "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
-    "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
-    "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
-    "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
-    "tp_comm_overlap", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "embedding_reduce_scatter", "check_for_nan_in_grad", "overlap_p2p_comm", "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us",
-    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-    "overlap_param_gather_with_optimizer_step"};
 constexpr std::array<std::string_view, 7> kExperimentKeys = {"name",   "description", "model", "execution",
                                                              "system", "cases",       "sweep"};
 constexpr std::array<std::string_view, 5> kCaseKeys = {"name", "description", "model", "execution", "system"};
@@ -111,69 +103,8 @@ ModelSpec read_model(const Fields& f) {
 
 }  // namespace
 
-ExecutionSpec parts::read_execution(const Fields& f) {
-    f.check_known(kExecutionKeys);
-    ExecutionSpec e;
-    e.tensor = static_cast<int>(f.get_int("tensor", 1, 1 << 16));
-    e.pipeline = static_cast<int>(f.get_int("pipeline", 1, 1 << 16));
-    e.data = static_cast<int>(f.get_int("data", 1, 1 << 20, 1));
-    e.context = static_cast<int>(f.get_int("context_parallel", 1, 1 << 12, 1));
-    e.interleave = static_cast<int>(f.get_int("interleave", 1, 1 << 10, 1));
-    e.sequence_parallel = f.get_bool("sequence_parallel", false);
-    constexpr std::array<std::string_view, 3> rc = {"none", "selective", "full"};
-    std::string r = f.get_choice("recompute", rc);
-    e.recompute = r == "none" ? Recompute::none : r == "selective" ? Recompute::selective : Recompute::full;
-    e.microbatch = static_cast<int>(f.get_int("microbatch", 1, 1 << 20));
-    e.global_batch = static_cast<int>(f.get_int("global_batch", 1, 1 << 30));
-    constexpr std::array<std::string_view, 3> sc = {"1f1b", "interleaved", "gpipe"};
-    std::string s = f.get_choice("schedule", sc, e.interleave > 1 ? "interleaved" : "1f1b");
-    e.schedule = s == "1f1b" ? Schedule::one_f_one_b : s == "interleaved" ? Schedule::interleaved : Schedule::gpipe;
-    e.distributed_optimizer = f.get_bool("distributed_optimizer", false);
-    e.overlap_grad_reduce = f.get_bool("overlap_grad_reduce", false);
-    e.overlap_param_gather = f.get_bool("overlap_param_gather", false);
-    e.overlap_param_gather_with_optimizer_step = f.get_bool("overlap_param_gather_with_optimizer_step", false);
-    constexpr std::array<std::string_view, 3> ga = {"scale", "scale_always", "in_collective"};
-    e.gradient_average = *gradient_average_named(f.get_choice("gradient_average", ga, "scale"));
-    e.gradient_accumulation_fusion = f.get_bool("gradient_accumulation_fusion", true);
-    e.async_tp_comm = f.get_bool("async_tp_comm", true);
-    e.tp_comm_overlap = f.get_bool("tp_comm_overlap", false);
-    constexpr std::array<std::string_view, 3> pc = {"bf16", "fp16", "fp8"};
-    e.precision = *precision_named(f.get_choice("precision", pc, "bf16"));
-    e.grad_reduce_in_fp32 = f.get_bool("grad_reduce_in_fp32", true);
-    if (f.has("grad_reduce_in_fp32") && e.grad_reduce_in_fp32 && e.precision == Precision::fp16)
-        f.fail("grad_reduce_in_fp32", "grad_reduce_in_fp32: true applies to bf16 and fp8 training; fp16 training keeps "
-                                      "16-bit gradients (Megatron's --accumulate-allreduce-grads-in-fp32 with fp16 is not modelled)");
-    constexpr std::array<std::string_view, 3> at = {"unfused", "flash", "flash2"};
-    e.attention = *attention_named(f.get_choice("attention", at, "unfused"));
-    constexpr std::array<std::string_view, 3> ce = {"unfused", "fused", "te"};
-    e.cross_entropy = *cross_entropy_named(f.get_choice("cross_entropy", ce, "unfused"));
-    constexpr std::array<std::string_view, 2> fr = {"delayed", "current"};
-    e.fp8_recipe = *fp8_recipe_named(f.get_choice("fp8_recipe", fr, "delayed"));
-    e.fp8_param_gather = f.get_bool("fp8_param_gather", false);
-    e.embedding_reduce_scatter = f.get_bool("embedding_reduce_scatter", true);
-    e.check_for_nan_in_grad = f.get_bool("check_for_nan_in_grad", false);
-    e.overlap_p2p_comm = f.get_bool("overlap_p2p_comm", false);
-    e.p2p_pair_order = f.get_bool("p2p_pair_order", true);
-    e.host_gap_forward = Time::from_us(f.get_double("host_gap_forward_us", 0.0, 1e6, 0.0));
-    e.host_gap_backward = Time::from_us(f.get_double("host_gap_backward_us", 0.0, 1e6, 0.0));
-    e.first_stage_layers = static_cast<int>(f.get_int("first_stage_layers", 1, 1 << 16, 0));
-    e.last_stage_layers = static_cast<int>(f.get_int("last_stage_layers", 1, 1 << 16, 0));
-    e.embedding_in_pipeline_split = f.get_bool("account_for_embedding_in_pipeline_split", false);
-    e.loss_in_pipeline_split = f.get_bool("account_for_loss_in_pipeline_split", false);
-    e.recompute_layers = static_cast<int>(f.get_int("recompute_layers", 1, 1 << 16, 0));
-    constexpr std::array<std::string_view, 2> rm = {"uniform", "block"};
-    e.recompute_method = f.get_choice("recompute_method", rm, "uniform") == "uniform" ? RecomputeMethod::uniform : RecomputeMethod::block;
-    e.recompute_modules =
-        recompute_modules_named(f.get_choices("recompute_modules", kRecomputeModuleNames, names_of(RecomputeModules{})));
-    if (f.has("recompute_modules") && e.recompute != Recompute::selective)
-        f.fail("recompute_modules", "recompute_modules needs recompute: selective");
-    if (f.has("recompute_method") && !f.has("recompute_layers"))
-        f.fail("recompute_method", "recompute_method needs recompute_layers (how many layers it applies to)");
-    return e;
-}
 
 std::span<const std::string_view> model_keys() { return kModelKeys; }
-std::span<const std::string_view> execution_keys() { return kExecutionKeys; }
 
 namespace {
 using parts::read_execution;
@@ -181,7 +112,7 @@ using parts::read_execution;
 /// A case's three parts checked for unknown keys (with "did you mean"), before anything is read from them.
 void check_known_keys(const Fields& model, const Fields& exec, const Fields& sys) {
     model.check_known(kModelKeys);
-    exec.check_known(kExecutionKeys);
+    exec.check_known(execution_keys());
     sys.check_known(system_keys());
 }
 
@@ -416,7 +347,7 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path, const s
             const std::string sub = dot == std::string::npos ? key : key.substr(dot + 1);
             std::span<const std::string_view> known;
             if (part == "model") known = kModelKeys;
-            else if (part == "execution") known = kExecutionKeys;
+            else if (part == "execution") known = execution_keys();
             else if (part == "system") known = system_keys();
             else
                 throw InputError(yamlio::where(file, it->first.Mark()) + ": sweep: '" + key +
@@ -441,7 +372,17 @@ Experiment experiment_from(const YAML::Node& root, const fs::path& path, const s
                     throw InputError(o.origin + ": " + key + " is swept by the experiment (" +
                                      yamlio::where(file, it->first.Mark()) + "): drop it from the sweep or from --set");
             Axis a{part, sub, it->first, {}};
-            for (std::size_t i = 0; i < it->second.size(); ++i) a.values.push_back(it->second[i]);
+            std::vector<std::string> texts;  // a value listed twice would make two cases of one name
+            for (std::size_t i = 0; i < it->second.size(); ++i) {
+                const YAML::Node v = it->second[i];
+                const std::string text = v.IsScalar() ? v.Scalar() : YAML::Dump(v);
+                if (const auto dup = std::find(texts.begin(), texts.end(), text); dup != texts.end())
+                    throw InputError(yamlio::where(file, v.Mark()) + ": sweep." + key + ": the value " + text +
+                                     " is listed twice (items " + std::to_string(dup - texts.begin() + 1) + " and " +
+                                     std::to_string(i + 1) + "): each value is one case");
+                texts.push_back(text);
+                a.values.push_back(v);
+            }
             axes.push_back(std::move(a));
         }
     };
