@@ -57,7 +57,13 @@ Override read_override(const std::string& text) {
 
 std::vector<Override> parts::read_overrides(const std::vector<std::string>& overrides) {
     std::vector<Override> read;
-    for (const std::string& o : overrides) read.push_back(read_override(o));
+    for (const std::string& o : overrides) {
+        Override r = read_override(o);
+        for (const Override& earlier : read)
+            if (earlier.part == r.part && earlier.key == r.key)
+                throw InputError(r.origin + ": " + r.part + "." + r.key + " is set twice (also " + earlier.origin + "): keep one");
+        read.push_back(std::move(r));
+    }
     return read;
 }
 

@@ -34,6 +34,8 @@ timeout 10 "$strata" run "$tmp/zero.yaml" >/dev/null 2>"$tmp/err"; rc=$?
 check "a part naming /dev/zero exits 2" '[[ $rc -eq 2 ]] && grep -q "not a regular file" "$tmp/err"'
 
 # --set: a key's value in every case, over the file's; a wrong one exits 2 naming the override.
+"$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --set execution.microbatch=2 --set execution.microbatch=4 >/dev/null 2>"$tmp/err"; rc=$?
+check "one key set twice exits 2 naming both (the last won silently)" '[[ $rc -eq 2 ]] && grep -q "execution.microbatch is set twice (also --set .execution.microbatch=2.): keep one" "$tmp/err"'
 "$strata" run "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" --analytical-only --json "$tmp/set0.json" >/dev/null 2>&1
 "$strata" run "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" --analytical-only --set model.layers=24 \
     --set execution.recompute=full --json "$tmp/set1.json" >/dev/null 2>&1; rc=$?
