@@ -166,6 +166,13 @@ TEST_CASE("hardening: the same sweep axis twice", "[hardening]") {
     CHECK_THAT(msg, Contains("'execution.microbatch' is swept twice"));
 }
 
+TEST_CASE("hardening: of several unknown keys the first written is named, and the others counted", "[hardening]") {
+    const std::string msg = error_of(kHead + "  zeta: 1\n" + kRest + "  alpha: 2\n  beta: 3\n");
+    CHECK_THAT(msg, StartsWith(at(6, 3)));
+    CHECK_THAT(msg, Contains("unknown key 'zeta' in execution."));
+    CHECK_THAT(msg, Contains("(2 more unknown keys after it.)"));
+}
+
 TEST_CASE("hardening: a sweep value listed twice (two cases of one name)", "[hardening]") {
     const std::string msg = error_of(kHead + kRest + "sweep:\n  execution.microbatch: [1, 2, 1]\n");
     CHECK_THAT(msg, StartsWith(at(10, 32)));  // the second 1

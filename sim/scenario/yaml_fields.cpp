@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 namespace strata::yamlio {
 
@@ -135,13 +136,22 @@ void Fields::set(const std::string& key, const YAML::Node& key_node, const YAML:
 }
 
 void Fields::check_known(std::span<const std::string_view> known) const {
-    for (const auto& [key, e] : entries_) {
-        if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-        std::string msg = where(e.file, e.key.Mark()) + ": unknown key '" + key + "' in " + part_ + ".";
-        if (auto hint = did_you_mean(key, known)) msg += " Did you mean '" + *hint + "'?";
-        msg += " Valid keys: " + join(known) + ".";
-        throw InputError(msg);
+    // The first unknown key as written (entries_ is in key order), and how many more there are.
+    const std::pair<const std::string, Entry>* first = nullptr;
+    std::size_t unknown = 0;
+    auto position = [](const Entry& e) { return std::tuple(e.file, e.key.Mark().line, e.key.Mark().column); };
+    for (const auto& entry : entries_) {
+        if (std::find(known.begin(), known.end(), entry.first) != known.end()) continue;
+        ++unknown;
+        if (first == nullptr || position(entry.second) < position(first->second)) first = &entry;
     }
+    if (first == nullptr) return;
+    const auto& [key, e] = *first;
+    std::string msg = where(e.file, e.key.Mark()) + ": unknown key '" + key + "' in " + part_ + ".";
+    if (auto hint = did_you_mean(key, known)) msg += " Did you mean '" + *hint + "'?";
+    if (unknown > 1) msg += " (" + std::to_string(unknown - 1) + " more unknown key" + (unknown > 2 ? "s" : "") + " after it.)";
+    msg += " Valid keys: " + join(known) + ".";
+    throw InputError(msg);
 }
 
 const Fields::Entry* Fields::find(const std::string& key) const {
