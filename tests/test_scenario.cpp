@@ -720,6 +720,14 @@ TEST_CASE("a device profile with an unsupported format string", "[scenario][erro
     CHECK_THAT(msg, Contains("(device profile named at " + data_path("bad/profile_format.yaml") + ":7:3)"));
 }
 
+TEST_CASE("a device profile that does not exist: where it was named and the directory it is relative to",
+          "[scenario][errors][profile]") {
+    const std::string msg = load_error("bad/profile_missing.yaml");
+    CHECK_THAT(msg, StartsWith(data_path("parts/no-such-profile.yaml") + ": file not found"));
+    CHECK_THAT(msg, Contains("(device profile named at " + data_path("bad/profile_missing.yaml") +
+                             ":7:3 as '../parts/no-such-profile.yaml', relative to " + data_path("bad") + "/)"));
+}
+
 // ---------------------------------------------------------------------------------------------------
 // load_device_profile
 // ---------------------------------------------------------------------------------------------------

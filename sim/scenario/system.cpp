@@ -82,7 +82,12 @@ SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::s
         try {
             s.device = profiles.load(profile_path.lexically_normal());
         } catch (const InputError& e) {
-            throw InputError(std::string(e.what()) + " (device profile named at " + f.loc("device_profile") + ")");
+            const std::string dir = std::filesystem::path(f.file_of("device_profile")).parent_path().string();
+            throw InputError(std::string(e.what()) + " (device profile named at " + f.loc("device_profile") +
+                             (std::filesystem::path(profile_rel).is_relative() && !std::filesystem::exists(profile_path)
+                                  ? " as '" + profile_rel + "', relative to " + (dir.empty() ? std::string(".") : dir) + "/"
+                                  : std::string()) +
+                             ")");
         }
     }
     s.gpus_per_node = static_cast<int>(f.get_int("gpus_per_node", 1, 1024));
