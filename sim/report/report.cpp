@@ -172,20 +172,26 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
     const bool engine = std::any_of(results.begin(), results.end(), [](const auto& r) { return r.iteration.has_value(); });
     // With context parallelism anywhere, the tensor column shows t x c.
     const bool cp = std::any_of(results.begin(), results.end(), [](const auto& r) { return r.scenario.execution.context > 1; });
-    std::string header = fmt::format("{:<48} {:>4} {:>4} {:>4} {:>3} {:>3} {:>9} {:>12} {:>11} {:>9} {:>9} {:>9}",
-                                     "case", cp ? "t xc" : "t", "p", "d", "SP", "m", "recompute", "act/layer MB",
+    // The case column as wide as the longest name (at least 48, at most 160: a sweep's names carry its values).
+    std::size_t width = 48;
+    for (const auto& r : results) width = std::max(width, std::min<std::size_t>(r.scenario.name.size(), 160));
+    const auto name_of = [width](const std::string& name) {
+        return name.size() <= width ? name : name.substr(0, width - 3) + "...";
+    };
+    std::string header = fmt::format("{:<{}} {:>4} {:>4} {:>4} {:>3} {:>3} {:>9} {:>12} {:>11} {:>9} {:>9} {:>9}",
+                                     "case", width, cp ? "t xc" : "t", "p", "d", "SP", "m", "recompute", "act/layer MB",
                                      "act/GPU GiB", "peak GiB", "fwd ms", "bwd ms");
     if (engine) header += fmt::format(" {:>8} {:>6} {:>6} {:>7} {:>15}", "iter s", "MFU%", "HFU%", "bubble%", "exposed% t/p/d");
     out << header << "\n" << std::string(header.size(), '-') << "\n";
     for (const auto& r : results) {
         const auto& e = r.scenario.execution;
         if (r.error) {
-            out << fmt::format("{:<48} error: {}\n", r.scenario.name, *r.error);
+            out << fmt::format("{:<{}} error: {}\n", name_of(r.scenario.name), width, *r.error);
             continue;
         }
         std::string peak = gib(r.memory.peak_stage.total()) + (r.memory.fits() ? "" : "!");
-        std::string line = fmt::format("{:<48} {:>4} {:>4} {:>4} {:>3} {:>3} {:>9} {:>12.1f} {:>11} {:>9} {:>9.2f} {:>9.2f}",
-                                       r.scenario.name.substr(0, 48),
+        std::string line = fmt::format("{:<{}} {:>4} {:>4} {:>4} {:>3} {:>3} {:>9} {:>12.1f} {:>11} {:>9} {:>9.2f} {:>9.2f}",
+                                       name_of(r.scenario.name), width,
                                        cp ? fmt::format("{}x{}", e.tensor, e.context) : std::to_string(e.tensor), e.pipeline, e.data,
                                        e.sequence_parallel ? "on" : "off", e.interleave, to_string(e.recompute),
                                        double(r.memory.activation_per_layer.value) / 1e6, gib(r.memory.activation_first_stage),

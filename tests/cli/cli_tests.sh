@@ -33,6 +33,8 @@ printf 'model: /dev/zero\nsystem: system-small.yaml\n' >"$tmp/zero.yaml"
 timeout 10 "$strata" run "$tmp/zero.yaml" >/dev/null 2>"$tmp/err"; rc=$?
 check "a part naming /dev/zero exits 2" '[[ $rc -eq 2 ]] && grep -q "not a regular file" "$tmp/err"'
 
+"$strata" run "$root/scenarios/sweeps/oversubscription.yaml" --analytical-only >"$tmp/out" 2>&1; rc=$?
+check "the table shows a sweep case's whole name (was cut at 48 characters)" '[[ $rc -eq 0 ]] && grep -q "^network.nodes_per_leaf=2, network.oversubscription=4 " "$tmp/out"'
 # --set: a key's value in every case, over the file's; a wrong one exits 2 naming the override.
 "$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --set execution.microbatch=2 --set execution.microbatch=4 >/dev/null 2>"$tmp/err"; rc=$?
 check "one key set twice exits 2 naming both (the last won silently)" '[[ $rc -eq 2 ]] && grep -q "execution.microbatch is set twice (also --set .execution.microbatch=2.): keep one" "$tmp/err"'
