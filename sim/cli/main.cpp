@@ -15,6 +15,7 @@
 #include "plot.hpp"
 #include "provenance.hpp"
 #include "search_report.hpp"
+#include "strata_git_revision.hpp"  // generated at build time (cmake/git_revision.cmake)
 #include "trace_groups.hpp"
 
 #include <fmt/format.h>

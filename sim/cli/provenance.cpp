@@ -2,6 +2,7 @@
 #include "provenance.hpp"
 
 #include "strata/errors.hpp"
+#include "strata_git_revision.hpp"  // generated at build time (cmake/git_revision.cmake)
 
 #include <openssl/evp.h>
 
