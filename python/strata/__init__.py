@@ -41,16 +41,27 @@ class InputError(Error, ValueError):
         rest = message
         m = self._where.match(message)
         if m:
-            self.file, self.line, self.column = m["file"], int(m["line"]), int(m["column"])
+            # A failed case's message starts with the case's name: "NAME: FILE:LINE:COL: ...".
+            self.file, self.line, self.column = m["file"].rsplit(": ", 1)[-1], int(m["line"]), int(m["column"])
             rest = m["rest"]
-        elif ": " in message:
-            self.file, rest = message.split(": ", 1)
+        else:
+            # "FILE: ..." or "NAME: FILE: ...": the first part that names a file (not "search", "--set '...'").
+            parts = message.split(": ", 2)
+            for i, part in enumerate(parts[:-1][:2]):
+                if self._is_file(part):
+                    self.file, rest = part, ": ".join(parts[i + 1:])
+                    break
         k = self._keyed.match(rest) or self._named.search(rest)
         missing = self._missing.match(rest)
         if missing:
             self.key = missing["part"] + "." + missing["key"]
         elif k:
             self.key = k["key"]
+
+
+    @staticmethod
+    def _is_file(text):
+        return text.endswith((".yaml", ".yml", ".json")) or ("/" in text and " " not in text) or os.path.exists(text)
 
 
 class SimulationError(Error, RuntimeError):

@@ -105,6 +105,13 @@ def test_unknown_key_and_unknown_case():
     for bad in ({"jobs": -1}, {"jobs": 10 ** 12}, {"max_tasks": -1}):
         with pytest.raises(strata.InputError, match="strata.run: %s=" % next(iter(bad))):
             strata.run(TABLE4, **bad)
+    # .file names a file or nothing: not an argument or a case's name.
+    with pytest.raises(strata.InputError) as e:
+        strata.run(TABLE4, jobs=-1)
+    assert e.value.file is None
+    with pytest.raises(strata.InputError, match="would run about") as e:
+        strata.run(TABLE5, case="530B present work", max_tasks=1)
+    assert e.value.file == TABLE5, e.value.file
     one = strata.run(TABLE5, case="22B present work", analytical_only=True, overrides="execution.microbatch=2")
     assert one[0]["execution"]["microbatch"] == 2
 
