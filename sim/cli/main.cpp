@@ -89,6 +89,17 @@ int run_command(const strata::mpi::Session& session, const std::string& file, co
                 std::cerr << "\r" << selected[0].name << ": " << (100 * done / std::max<std::uint64_t>(total, 1)) << "% of "
                           << total << " tasks, simulated " << fmt::format("{:.3f}", now.seconds()) << " s   " << std::flush;
             };
+        } else {
+            // Not a terminal (a log, a batch job): a line at every tenth of a run long enough to wonder about
+            // (2 million tasks or more: seconds to hours); shorter runs stay silent, as scripts expect.
+            co.simulation.progress = [&, tenth = std::uint64_t{0}](std::uint64_t done, std::uint64_t total, strata::Time now) mutable {
+                if (total < 2'000'000) return;
+                const std::uint64_t t = 10 * done / total;
+                if (t == tenth || t >= 10) return;
+                tenth = t;
+                std::cerr << fmt::format("progress: {}: {}0% of {} tasks, simulated {:.3f} s\n", selected[0].name, t, total,
+                                         now.seconds());
+            };
         }
         strata::SimulationDetail detail;
         const bool want_detail = !opt.timeline_path.empty() || !opt.trace_path.empty();

@@ -35,6 +35,10 @@ check "a part naming /dev/zero exits 2" '[[ $rc -eq 2 ]] && grep -q "not a regul
 
 "$strata" run "$root/scenarios/sweeps/oversubscription.yaml" --analytical-only >"$tmp/out" 2>&1; rc=$?
 check "the table shows a sweep case's whole name (was cut at 48 characters)" '[[ $rc -eq 0 ]] && grep -q "^network.nodes_per_leaf=2, network.oversubscription=4 " "$tmp/out"'
+"$strata" run "$root/scenarios/bench/scaling.yaml" --case "1T 2048 GPUs (d=4)" >/dev/null 2>"$tmp/err"; rc=$?
+check "a long case off a terminal prints a progress line at every tenth" '[[ $rc -eq 0 && $(grep -c "^progress: 1T 2048 GPUs (d=4): [1-9]0% of [0-9]* tasks, simulated" "$tmp/err") -eq 9 ]]'
+"$strata" run "$root/scenarios/paper/table4.yaml" --case "selective recompute" >/dev/null 2>"$tmp/err"; rc=$?
+check "a short case off a terminal prints no progress" '[[ $rc -eq 0 ]] && ! grep -q "^progress:" "$tmp/err"'
 # --set: a key's value in every case, over the file's; a wrong one exits 2 naming the override.
 "$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --set execution.microbatch=2 --set execution.microbatch=4 >/dev/null 2>"$tmp/err"; rc=$?
 check "one key set twice exits 2 naming both (the last won silently)" '[[ $rc -eq 2 ]] && grep -q "execution.microbatch is set twice (also --set .execution.microbatch=2.): keep one" "$tmp/err"'
