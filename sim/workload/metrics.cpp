@@ -66,7 +66,8 @@ void Builder::observe(const engine::TaskRecord& r) {
             }
         }
     } else if (const std::size_t slot = engine::task_slot(r.task);
-               slot < paired_compute_.size() && paired_compute_[slot] == engine::task_generation(r.task) + 1) {
+               interval_stage_[r.stream] >= 0 && slot < paired_compute_.size() &&
+               paired_compute_[slot] == engine::task_generation(r.task) + 1) {  // replica 0's compute stream
         paired_compute_end_[slot] = r.end.ps();  // the kernels beside a collective that has not ended yet
     }
     // With overlap_p2p_comm the transfers run beside the compute; the time a unit waits for one is counted as
