@@ -161,6 +161,15 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         }
         interrupted = interrupted || have_pending;
         flush();
+        if (!out.valid) {
+            // A unit that opens with a collective: its first task is a zero-length one on the compute stream, which
+            // both the collective and the kernels beside it follow, so that what the unit's first task is later made
+            // to wait for (its input's pipeline transfer, with overlap_p2p_comm) holds back the kernels too.
+            const TaskId anchor = sim_.add_compute(g.compute, Time::zero(), label);
+            for (TaskId d : prev) sim_.add_dependency(d, anchor);
+            note_first(anchor);
+            prev.set(anchor);
+        }
         TaskId first{};
         // Synchronous (not paired with the next kernels): the in-order compute stream waits for every phase.
         const TaskId last = emit_phases(g.tp, plan, prev.span(), tp_label, &first, !paired && g.replica == 0);
