@@ -268,6 +268,10 @@ int bench_command(const strata::mpi::Session& session, const std::vector<std::st
                              "wall s", "events/s", "iter s");
     double total_wall = 0;
     for (const auto& sc : cases) {
+        if (!sc.infeasible.empty()) {  // a sweep's combination that cannot run: listed, not timed (as `run` lists it)
+            std::cout << fmt::format("{:<40} infeasible: {}\n", sc.name.substr(0, 40), sc.infeasible);
+            continue;
+        }
         strata::SimulationOptions options;
         options.representative_replicas = representative;
         const strata::IterationResult r = strata::simulate(sc, options);

@@ -39,6 +39,8 @@ check "the table shows a sweep case's whole name (was cut at 48 characters)" '[[
 check "a long case off a terminal prints a progress line at every tenth" '[[ $rc -eq 0 && $(grep -c "^progress: 1T 2048 GPUs (d=4): [1-9]0% of [0-9]* tasks, simulated" "$tmp/err") -eq 9 ]]'
 "$strata" run "$root/scenarios/paper/table4.yaml" --case "selective recompute" >/dev/null 2>"$tmp/err"; rc=$?
 check "a short case off a terminal prints no progress" '[[ $rc -eq 0 ]] && ! grep -q "^progress:" "$tmp/err"'
+"$strata" bench "$root/scenarios/sweeps/microbatch.yaml" >"$tmp/out" 2>&1; rc=$?
+check "bench lists a sweep's infeasible combinations and times the rest (exited 2 at the first)" '[[ $rc -eq 0 ]] && grep -q "^microbatch=8, interleave=5 *infeasible: execution.pipeline" "$tmp/out" && grep -q "^total:" "$tmp/out"'
 # --set: a key's value in every case, over the file's; a wrong one exits 2 naming the override.
 "$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --set execution.microbatch=2 --set execution.microbatch=4 >/dev/null 2>"$tmp/err"; rc=$?
 check "one key set twice exits 2 naming both (the last won silently)" '[[ $rc -eq 2 ]] && grep -q "execution.microbatch is set twice (also --set .execution.microbatch=2.): keep one" "$tmp/err"'
