@@ -35,11 +35,15 @@ ChromeTraceWriter::~ChromeTraceWriter() = default;
 
 void ChromeTraceWriter::span(const TraceSpan& s) {
     std::ofstream& out = impl_->out;
+    // Whole nanoseconds, the end rounded as the start is: a span then ends exactly where the next one on its lane
+    // begins (rounding the duration on its own made neighbours overlap by 1 ns).
+    const auto ns = [](Time t) { return (t.ps() + 500) / 1000; };
+    const std::int64_t start_ns = ns(s.start), dur_ns = ns(s.end) - start_ns;
     out << impl_->sep()
-        << fmt::format(R"({{"name":"{} c{} mb{}","cat":"{}","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":{},"tid":{},)"
+        << fmt::format(R"({{"name":"{} c{} mb{}","cat":"{}","ph":"X","ts":{}.{:03},"dur":{}.{:03},"pid":{},"tid":{},)"
                        R"("args":{{"op":"{}","chunk":{},"microbatch":{},"bytes":{}}}}})",
-                       s.kind, s.chunk, s.microbatch, s.kind, s.start.us(), (s.end - s.start).us(), s.process, s.lane, s.kind,
-                       s.chunk, s.microbatch, s.bytes.value);
+                       s.kind, s.chunk, s.microbatch, s.kind, start_ns / 1000, start_ns % 1000, dur_ns / 1000, dur_ns % 1000,
+                       s.process, s.lane, s.kind, s.chunk, s.microbatch, s.bytes.value);
     if (s.has_receiver) {
         // A flow arrow from the send to the receiving group's compute lane (bound to its next slice there).
         const std::uint64_t id = ++impl_->flows;
