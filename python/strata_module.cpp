@@ -73,33 +73,24 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
     // argument given (not None) and an override of its key conflict; otherwise the override wins over the
     // argument's default.
     strata::ExecutionOverrides set;
-    if (!overrides.empty()) {
+    if (!overrides.empty())
         set = strata::read_execution_overrides(overrides, strata::search_varied_execution_keys(), "search");
-        req.base = set.execution;
-    }
-    auto apply = [&](const char* key, bool given) {
-        if (!set.sets(key)) return true;
-        if (given)
-            throw strata::InputError(std::string("search: ") + key + "= and overrides execution." + key + " both given: keep one");
-        return false;
-    };
     req.model = model;
     req.system = system;
     req.gpus = gpus;
     req.global_batch = global_batch;
-    const auto a = strata::attention_named(attention.value_or("unfused"));
-    const auto p = strata::precision_named(precision.value_or("bf16"));
-    if (!a) throw strata::InputError("search: attention '" + *attention + "': expected unfused, flash or flash2");
-    if (!p) throw strata::InputError("search: precision '" + *precision + "': expected bf16, fp16 or fp8");
-    if (apply("attention", attention.has_value())) req.base.attention = *a;
-    if (apply("precision", precision.has_value())) req.base.precision = *p;
-    const auto g = strata::gradient_average_named(gradient_average.value_or("scale"));
-    if (!g)
+    strata::ExecutionChoices choices;
+    if (attention && !(choices.attention = strata::attention_named(*attention)))
+        throw strata::InputError("search: attention '" + *attention + "': expected unfused, flash or flash2");
+    if (precision && !(choices.precision = strata::precision_named(*precision)))
+        throw strata::InputError("search: precision '" + *precision + "': expected bf16, fp16 or fp8");
+    if (gradient_average && !(choices.gradient_average = strata::gradient_average_named(*gradient_average)))
         throw strata::InputError("search: gradient_average '" + *gradient_average +
                                  "': expected scale, scale_always or in_collective");
-    if (apply("gradient_average", gradient_average.has_value())) req.base.gradient_average = *g;
-    if (apply("grad_reduce_in_fp32", grad_reduce_in_fp32.has_value()))
-        req.base.grad_reduce_in_fp32 = grad_reduce_in_fp32.value_or(true);
+    choices.grad_reduce_in_fp32 = grad_reduce_in_fp32;
+    req.base = strata::with_choices(set, choices, [](std::string_view key) {
+        return "search: " + std::string(key) + "= and overrides execution." + std::string(key) + " both given: keep one";
+    });
     std::string list;
     for (int b : microbatches) list += (list.empty() ? "" : ",") + std::to_string(b);
     strata::apply_constraint(req.space, "microbatch=" + list, "microbatches");

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -57,6 +58,19 @@ struct ExecutionOverrides {
 /// use instead), an unknown key or a bad value.
 ExecutionOverrides read_execution_overrides(const std::vector<std::string>& overrides,
                                             std::span<const std::string_view> varied, const std::string& command);
+
+/// Execution keys a command takes as arguments of its own (`strata search --attention, --precision,
+/// --gradient-average, --grad-reduce-in-bf16`; Python's search keywords): each empty when not given.
+struct ExecutionChoices {
+    std::optional<Attention> attention;
+    std::optional<Precision> precision;
+    std::optional<GradientAverage> gradient_average;
+    std::optional<bool> grad_reduce_in_fp32;
+};
+/// `set.execution` with the choices given over it; a key neither sets keeps its default. A choice given with an
+/// override of its key is an InputError worded by `both(key)` (the command names its own argument).
+ExecutionSpec with_choices(const ExecutionOverrides& set, const ExecutionChoices& choices,
+                           const std::function<std::string(std::string_view key)>& both);
 
 /// Every key a model part accepts; every key an execution part accepts (docs/execution.md documents each one).
 std::span<const std::string_view> model_keys();

@@ -310,6 +310,10 @@ struct SystemSpec {
         if (device.intra_node_bus_bandwidth <= 0) device.intra_node_bus_bandwidth = network.nvlink_bandwidth.value;
     }
 
+    /// Time to stream `bytes` through HBM at the device's elementwise bandwidth (an HBM-bound pass of eager kernels).
+    [[nodiscard]] double hbm_pass_seconds(double bytes) const {
+        return bytes / (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
+    }
     /// HBM-bound time of the optimizer step on one GPU that holds `params` parameters and updates `shard` of them
     /// (all of them without the distributed optimizer), without the fixed overhead: the step's bytes per parameter
     /// at the device's elementwise bandwidth, over the shard, except the zeroing of the gradient buffer for the next
@@ -318,10 +322,6 @@ struct SystemSpec {
     /// main gradients outside FP16 training (ExecutionSpec::grad_reduce_in_fp32 false) the BF16 step first copies them
     /// to fp32 (read 2, write 4 bytes: Megatron's _copy_model_grads_to_main_grads, as FP16's step does) and its
     /// zeroing writes 2 bytes, not 4.
-    /// Time to stream `bytes` through HBM at the device's elementwise bandwidth (an HBM-bound pass of eager kernels).
-    [[nodiscard]] double hbm_pass_seconds(double bytes) const {
-        return bytes / (device.hbm_bandwidth * device.elementwise_bandwidth_efficiency);
-    }
     [[nodiscard]] double optimizer_step_seconds(double shard, double params, Precision precision,
                                                 double gradient_bytes_per_param) const {
         double bytes = optimizer.bytes_per_param(precision);

@@ -192,28 +192,26 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o, 
         throw strata::InputError("search: --json - and --csv - cannot both write to standard output: give one a file");
     const bool to_stdout = o.json_path == "-" || o.csv_path == "-";
     std::ostream& human = to_stdout ? std::cerr : std::cout;
-    const auto attention = strata::attention_named(o.attention);
-    const auto precision = strata::precision_named(o.precision);
-    if (!attention) throw strata::InputError("search: --attention " + o.attention + ": expected unfused, flash or flash2");
-    if (!precision) throw strata::InputError("search: --precision " + o.precision + ": expected bf16, fp16 or fp8");
-    // --set: every candidate's value of a key the search does not vary. The flags below name four such keys: a flag
-    // given explicitly and a --set of its key conflict; otherwise the --set wins over the flag's default.
+    // --set: every candidate's value of a key the search does not vary. Four such keys have flags of their own: a
+    // flag given and a --set of its key conflict; a flag not given leaves the key to the --set, else its default.
     strata::ExecutionOverrides set;
-    if (!o.overrides.empty()) {
+    if (!o.overrides.empty())
         set = strata::read_execution_overrides(o.overrides, strata::search_varied_execution_keys(), "search");
-        req.base = set.execution;
-    }
-    auto flag = [&](const char* name, const char* key) {
-        const bool given = std::find(o.flags_given.begin(), o.flags_given.end(), name) != o.flags_given.end();
-        if (given && set.sets(key))
-            throw strata::InputError(std::string("search: ") + name + " and --set execution." + key + " both given: keep one");
-        return !set.sets(key);  // apply the flag (its value or its default) unless --set named the key
+    auto given = [&](const char* name) {
+        return std::find(o.flags_given.begin(), o.flags_given.end(), name) != o.flags_given.end();
     };
-    if (flag("--attention", "attention")) req.base.attention = *attention;
-    if (flag("--precision", "precision")) req.base.precision = *precision;
-    if (flag("--gradient-average", "gradient_average"))
-        req.base.gradient_average = *strata::gradient_average_named(o.gradient_average);  // CLI11 checked the name
-    if (flag("--grad-reduce-in-bf16", "grad_reduce_in_fp32")) req.base.grad_reduce_in_fp32 = !o.grad_reduce_bf16;
+    strata::ExecutionChoices choices;  // CLI11 checked each flag's value against its choices
+    if (given("--attention")) choices.attention = strata::attention_named(o.attention);
+    if (given("--precision")) choices.precision = strata::precision_named(o.precision);
+    if (given("--gradient-average")) choices.gradient_average = strata::gradient_average_named(o.gradient_average);
+    if (given("--grad-reduce-in-bf16")) choices.grad_reduce_in_fp32 = !o.grad_reduce_bf16;
+    req.base = strata::with_choices(set, choices, [](std::string_view key) {
+        const std::string_view flag = key == "attention"        ? "--attention"
+                                      : key == "precision"      ? "--precision"
+                                      : key == "gradient_average" ? "--gradient-average"
+                                                                  : "--grad-reduce-in-bf16";
+        return fmt::format("search: {} and --set execution.{} both given: keep one", flag, key);
+    });
     req.simulate_top = std::max(o.top, o.simulate_top);
     req.simulate_max = o.simulate_max;
     req.margin = o.margin_pct / 100;

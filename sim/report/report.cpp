@@ -77,7 +77,7 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
                            100.0 * (1.0 - cost.comm_sm_fraction()), dev.nccl_channels,
                            dev.measured_sms_held.empty() ? "the share of the SMs left" : "the profile's measured.sms_held");
     const int per_node = sc.system.gpus_per_node;
-    if (per_node > 0 && (e.tensor > per_node || e.tensor * e.context > per_node))
+    if (per_node > 0 && e.tensor * e.context > per_node)
         out << fmt::format("  the tensor-parallel group (t = {}{}) spans {} nodes of {} GPUs: its collectives are costed here, and in the\n"
                            "  table's fwd / bwd ms, at the intra-node figures; the simulation routes them over the fabric\n",
                            e.tensor, e.context > 1 ? fmt::format(", x {} context", e.context) : "",

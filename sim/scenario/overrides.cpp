@@ -94,4 +94,19 @@ ExecutionOverrides read_execution_overrides(const std::vector<std::string>& over
     return out;
 }
 
+ExecutionSpec with_choices(const ExecutionOverrides& set, const ExecutionChoices& choices,
+                           const std::function<std::string(std::string_view key)>& both) {
+    ExecutionSpec e = set.execution;
+    auto choose = [&](const auto& choice, std::string_view key, auto& field) {
+        if (!choice) return;
+        if (set.sets(key)) throw InputError(both(key));
+        field = *choice;
+    };
+    choose(choices.attention, "attention", e.attention);
+    choose(choices.precision, "precision", e.precision);
+    choose(choices.gradient_average, "gradient_average", e.gradient_average);
+    choose(choices.grad_reduce_in_fp32, "grad_reduce_in_fp32", e.grad_reduce_in_fp32);
+    return e;
+}
+
 }  // namespace strata
