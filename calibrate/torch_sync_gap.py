@@ -18,7 +18,11 @@ just after the synchronise to its end) less the GPU time of the same work queued
 first). The broadcasts run on a one-rank NCCL group (no peer to wait for): the gap measured is a lower bound for a
 group of 8. A current host and PyTorch issue faster than a 2020-22 DGX A100 host with PyTorch 1.x did.
 
-Usage: torch_sync_gap.py OUT.json [--repeats N]
+--sc21: SC21 Table 1's shapes instead (full recompute, fp16). --synced-first: each round runs the synchronised steps
+before the queued ones (default after): the order's effect on the GPU's clocks shows in the difference.
+--prelude: the queued GPU times after the same forward and backward run untimed behind the sleep (a GPU that has
+just slept may run its first tens of ms at higher clocks than one working, as in the synchronised steps).
+Usage: torch_sync_gap.py OUT.json [--repeats N] [--sc21] [--synced-first] [--prelude]
 """
 import json
 import os
@@ -31,6 +35,13 @@ from torch_common import cuda_torch
 # its 48 layers, so that they fit without recompute; the gap is the unit's start and wherever the host falls behind).
 SHAPES = (("22B", 6144, 48, 8, 8, 4, 2048), ("175B", 12288, 96, 8, 4, 1, 2048), ("530B", 20480, 128, 8, 1, 1, 2048),
           ("1T", 25600, 160, 8, 2, 1, 2048))
+# --sc21: SC21 Table 1's ten rows (Megatron-LM's examples/sc21/run_table_1.sh: t, layers per model chunk, microbatch),
+# full recompute only, fp16 as they ran; the pipelined rows first (many units per iteration: where a gap adds up).
+SHAPES_SC21 = (("39.1B", 8192, 64, 8, 24, 4, 2048), ("76.1B", 10240, 80, 8, 5, 2, 2048),
+               ("145.6B", 12288, 96, 8, 5, 2, 2048), ("310.1B", 16384, 128, 8, 3, 1, 2048),
+               ("529.6B", 20480, 128, 8, 1, 1, 2048), ("1008B", 25600, 160, 8, 2, 1, 2048),
+               ("18.4B", 6144, 48, 8, 40, 8, 2048), ("7.5B", 4096, 32, 4, 36, 16, 2048),
+               ("3.6B", 3072, 32, 2, 30, 16, 2048), ("1.7B", 2304, 24, 1, 24, 16, 2048))
 
 
 def layer_2022(torch, h, heads, t):
@@ -81,7 +92,14 @@ def main():
     dev = torch.device("cuda")
     res = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__, "rows": []}
 
-    for name, h, heads, t, layers, b, s in SHAPES:
+    sc21 = "--sc21" in sys.argv
+    synced_first = "--synced-first" in sys.argv
+    prelude = "--prelude" in sys.argv
+    res["prelude"] = prelude
+    res["synced_first"] = synced_first
+    dtype = torch.float16 if sc21 else torch.bfloat16
+    res["dtype"] = str(dtype)
+    for name, h, heads, t, layers, b, s in SHAPES_SC21 if sc21 else SHAPES:
         class Tokens(Dataset):
             def __len__(self):
                 return 1 << 20
@@ -107,23 +125,26 @@ def main():
             return mask, labels, loss_mask, positions
 
         torch.manual_seed(0)
-        stack = torch.nn.ModuleList([layer_2022(torch, h, heads, t) for _ in range(layers)]).to(dev, torch.bfloat16)
-        x = torch.randn(s, b, h, device=dev, dtype=torch.bfloat16, requires_grad=True)  # the received activation
+        stack = torch.nn.ModuleList([layer_2022(torch, h, heads, t) for _ in range(layers)]).to(dev, dtype)
+        x = torch.randn(s, b, h, device=dev, dtype=dtype, requires_grad=True)  # the received activation
         row = {"model": name, "hidden": h, "heads": heads, "tensor": t, "layers": layers, "microbatch": b, "seq": s}
-        for recompute in (False, True):
+        for recompute in (True,) if sc21 else (False, True):
             def run(inp, mask):
                 y = inp
                 for layer in stack:
                     y = cp.checkpoint(layer, y, mask, use_reentrant=True) if recompute else layer(y, mask)
                 return y
 
-            grad = torch.randn(s, b, h, device=dev, dtype=torch.bfloat16)
-            fwd_gap, bwd_gap = [], []
-            for i in range(repeats + 2):
-                # GPU times, queued ahead: the forward (its get_batch's kernels included) and the backward.
+            grad = torch.randn(s, b, h, device=dev, dtype=dtype)
+            fwd_gap, bwd_gap, batch = [], [], []
+            def queued():
+                """GPU times, queued ahead: the forward (its get_batch's kernels included) and the backward."""
                 torch.cuda.synchronize()
-                e = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+                e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
                 torch.cuda._sleep(200_000_000)
+                if prelude:  # the same work untimed first, so that the timed GPU runs as warm as the synchronised one
+                    torch.autograd.backward(run(x, torch.tril(torch.ones((1, s, s), device=dev)).view(1, 1, s, s) < 0.5),
+                                            grad_tensors=grad)
                 e[0].record()
                 mask = torch.tril(torch.ones((1, s, s), device=dev)).view(1, 1, s, s) < 0.5
                 y = run(x, mask)
@@ -131,14 +152,16 @@ def main():
                 torch.autograd.backward(y, grad_tensors=grad)
                 e[2].record()
                 e[2].synchronize()
-                gpu_f, gpu_b = e[0].elapsed_time(e[1]), e[1].elapsed_time(e[2])
-                del y
-                # As Megatron-LM 2022 runs them: synchronised before and after each step.
+                return e[0].elapsed_time(e[1]), e[1].elapsed_time(e[2])
+
+            def synced():
+                """As Megatron-LM 2022 runs them: synchronised before and after each step."""
                 torch.cuda.synchronize()
-                w = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+                w = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
                 w[0].record()
                 mask, _, _, _ = get_batch()
                 torch.cuda.synchronize()  # the batch-generator timer's stop
+                w[4].record()
                 y = run(x, mask)
                 w[1].record()
                 torch.cuda.synchronize()  # forward-compute stop; then the pipeline call's synchronise
@@ -146,21 +169,33 @@ def main():
                 torch.autograd.backward(y, grad_tensors=grad)
                 w[3].record()
                 torch.cuda.synchronize()
-                del y
+                return w
+
+            for i in range(repeats + 2):
+                # Which runs first: a GPU that has just worked runs warmer (power, clocks) than one after a sleep.
+                if synced_first:
+                    w = synced()
+                    gpu_f, gpu_b = queued()
+                else:
+                    gpu_f, gpu_b = queued()
+                    w = synced()
                 if i >= 2:  # two warm-up rounds
                     fwd_gap.append(w[0].elapsed_time(w[1]) - gpu_f)
                     bwd_gap.append(w[2].elapsed_time(w[3]) - gpu_b)
+                    batch.append(w[0].elapsed_time(w[4]))
             key = "full_recompute" if recompute else "no_recompute"
             row[key] = {"forward_gap_us": 1e3 * statistics.median(fwd_gap),
                         "backward_gap_us": 1e3 * statistics.median(bwd_gap),
+                        "get_batch_us": 1e3 * statistics.median(batch),
                         "forward_gpu_ms": gpu_f, "backward_gpu_ms": gpu_b}
-            print(f"{name} {key}: gap forward {row[key]['forward_gap_us']:.0f} us (GPU {gpu_f:.2f} ms), "
+            print(f"{name} {key}: gap forward {row[key]['forward_gap_us']:.0f} us (get_batch "
+                  f"{row[key]['get_batch_us']:.0f} us; GPU {gpu_f:.2f} ms), "
                   f"backward {row[key]['backward_gap_us']:.0f} us (GPU {gpu_b:.2f} ms)", flush=True)
         res["rows"].append(row)
+        with open(sys.argv[1], "w") as f:  # after every row: a run cut short keeps what it measured
+            json.dump(res, f, indent=1)
         del stack, x
         torch.cuda.empty_cache()
-    with open(sys.argv[1], "w") as f:
-        json.dump(res, f, indent=1)
     dist.destroy_process_group()
     return 0
 

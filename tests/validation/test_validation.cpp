@@ -66,7 +66,10 @@ Summary summarize(const std::string& title, const std::vector<std::string>& name
 
 }  // namespace
 
-TEST_CASE("validation: Table 5 iteration times, mean |error| <= 1.5%, worst <= 3.2%") {
+TEST_CASE("validation: Table 5 iteration times, mean |error| <= 2.7%, worst <= 5.3%") {
+    // Was 1.5 / 3.2% until the host gaps after the 2022 software's synchronisations were measured and shipped
+    // (session 22): they move Table 5 from 1.39 / 2.94% (-0.69% signed) to 2.65 / 5.26% (+2.17%) and SC21 the other
+    // way; the README's "Fidelity" gives both. The tolerance pins today's figure.
     const nlohmann::json paper = published()["table5"];
     const Experiment ex = load_experiment(kRoot + "scenarios/paper/table5.yaml");
     REQUIRE(ex.cases.size() == 8);
@@ -83,8 +86,8 @@ TEST_CASE("validation: Table 5 iteration times, mean |error| <= 1.5%, worst <= 3
         errors.push_back(sim[i].iteration_time_s / published_s - 1);
     }
     const Summary s = summarize("Table 5", names, errors);
-    CHECK(s.mean_abs <= 0.015);
-    CHECK(s.worst_abs <= 0.032);
+    CHECK(s.mean_abs <= 0.027);
+    CHECK(s.worst_abs <= 0.053);
 }
 
 /// Simulates a published per-GPU throughput table (entry `key` of paper_values.json: tflops_per_gpu and gpus, in the
@@ -114,14 +117,14 @@ double megatron_tflops_per_gpu(const Scenario& sc, const IterationResult& r) {
            (r.iteration_time_s * sc.execution.gpus()) / 1e12;
 }
 
-TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.5%, worst <= 4.95%") {
+TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.1%, worst <= 3.4%") {
     // SC21 counts FLOPs with the full recompute: achieved TFLOP/s per GPU = HFU x the device's peak.
     const Summary s = throughput_table("SC21 Table 1", "sc21_table1", "scenarios/crosscheck/sc21-table1.yaml",
                                        [](const Scenario& sc, const IterationResult& r) {
                                            return r.hfu * sc.system.device.peak_flops / 1e12;
                                        });
-    CHECK(s.mean_abs <= 0.025);
-    CHECK(s.worst_abs <= 0.0495);
+    CHECK(s.mean_abs <= 0.021);
+    CHECK(s.worst_abs <= 0.034);
 }
 
 TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 8.0%, worst <= 22.1%") {
