@@ -414,7 +414,7 @@ TEST_CASE("overlap_p2p_comm: asynchronous pipeline calls run every interleaved s
 
 TEST_CASE("host_gap_forward_us / _backward_us: the GPU idles before each unit while the host issues it", "[exposed]") {
     // One microbatch, no pipeline: the iteration grows by exactly one forward and one backward gap, and the GPU's busy
-    // time does not (the gaps are idle time, counted as bubble).
+    // time does not (the gaps are idle time, counted as host_gap, not as bubble).
     Scenario one = strata::testing::table4_case(4);  // selective + sequence parallelism, 22B, one microbatch
     one.system.variation.gpu_sigma = 0;
     const IterationResult base = simulate(one);
@@ -423,7 +423,10 @@ TEST_CASE("host_gap_forward_us / _backward_us: the GPU idles before each unit wh
     const IterationResult gapped = simulate(one);
     CHECK(gapped.iteration_time - base.iteration_time == Time::from_us(550));
     CHECK(gapped.stage_busy_s == base.stage_busy_s);
-    CHECK(gapped.bubble_fraction > base.bubble_fraction);
+    CHECK(base.host_gap == Time::zero());
+    CHECK(gapped.host_gap == Time::from_us(550));
+    CHECK(gapped.exposed_comm.total() == base.exposed_comm.total());
+    CHECK(std::abs(gapped.bubble_fraction * gapped.iteration_time_s - base.bubble_fraction * base.iteration_time_s) < 1e-9);
     // Pipelined with blocking calls (the 2022 software): each stage's units run one after another, every one after its
     // gap, so the iteration grows by at least one stage's gaps; with the interleaved schedule too.
     for (const int m : {1, 2}) {
@@ -436,6 +439,9 @@ TEST_CASE("host_gap_forward_us / _backward_us: the GPU idles before each unit wh
         INFO("m=" << m);
         CHECK(with.iteration_time - without.iteration_time >= Time::from_us(400) * (8 * m));
         CHECK(with.peak_memory == without.peak_memory);
+        // Per stage: one forward and one backward gap per microbatch and model chunk.
+        CHECK(with.host_gap == Time::from_us(400) * (8 * m));
+        CHECK(with.bubble_fraction < 1.0 - (with.host_gap.seconds() + with.exposed_comm_s) / with.iteration_time_s);
     }
     // The keys, and a negative gap refused at its file, line and key.
     const Experiment ok = strata::testing::load_small("host-gap.yaml", ", host_gap_forward_us: 250, host_gap_backward_us: 80.5");

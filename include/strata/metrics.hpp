@@ -37,6 +37,9 @@ struct IterationResult {
     double bubble_fraction = 0;
     double exposed_comm_s = 0;             ///< exposed_comm.total() in seconds
     ExposedComm exposed_comm;              ///< the same by kind, exact
+    /// The GPU idle while its host, synchronised with it, issues the next unit (execution.host_gap_forward /
+    /// _backward), per pipeline stage on average (replica 0), exact; counted apart from the bubble.
+    Time host_gap;
     std::vector<double> stage_busy_s;      ///< compute-stream busy time per pipeline stage
     /// Variation: the slowest GPU group's kernel-time factor against the profile (1 without variation).
     double slowest_group_factor = 1.0;

@@ -110,7 +110,7 @@ template <class IO, class It>
 void iteration_fields(IO& io, It& it) {
     static_assert(std::is_trivially_copyable_v<Time> && std::is_trivially_copyable_v<Bytes>);
     io(it.iteration_time);
-    for (auto* t : {&it.exposed_comm.tensor, &it.exposed_comm.pipeline, &it.exposed_comm.data_parallel})
+    for (auto* t : {&it.exposed_comm.tensor, &it.exposed_comm.pipeline, &it.exposed_comm.data_parallel, &it.host_gap})
         io(*t);
     for (auto* v : {&it.iteration_time_s, &it.mfu, &it.hfu, &it.bubble_fraction, &it.exposed_comm_s,
                     &it.wall_s, &it.slowest_group_factor})

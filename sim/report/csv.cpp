@@ -147,6 +147,9 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"exposed_comm_data_parallel_s", sim([](const IterationResult& it, const CaseResult&) {
                          return fmt::format("{:.6f}", it.exposed_comm.data_parallel.seconds());
                      })});
+        c.push_back({"host_gap_s", sim([](const IterationResult& it, const CaseResult&) {
+                         return fmt::format("{:.6f}", it.host_gap.seconds());
+                     })});
         c.push_back({"simulated_peak_bytes",
                      sim([](const IterationResult& it, const CaseResult&) { return fmt::format("{}", it.peak_memory.value); })});
         c.push_back({"oom", sim([](const IterationResult& it, const CaseResult&) { return csv_bool(it.oom); })});

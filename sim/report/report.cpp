@@ -182,6 +182,11 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
                                      "case", width, cp ? "t xc" : "t", "p", "d", "SP", "m", "recompute", "act/layer MB",
                                      "act/GPU GiB", "peak GiB", "fwd ms", "bwd ms");
     if (engine) header += fmt::format(" {:>8} {:>6} {:>6} {:>7} {:>15}", "iter s", "MFU%", "HFU%", "bubble%", "exposed% t/p/d");
+    // With host gaps anywhere (the 2022 software's synchronisations), their share of the iteration in a column.
+    const bool host = engine && std::any_of(results.begin(), results.end(), [](const auto& r) {
+                          return r.iteration && r.iteration->host_gap > Time::zero();
+                      });
+    if (host) header += fmt::format(" {:>6}", "host%");
     out << header << "\n" << std::string(header.size(), '-') << "\n";
     for (const auto& r : results) {
         const auto& e = r.scenario.execution;
@@ -203,6 +208,7 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
                                 100 * it.bubble_fraction,
                                 fmt::format("{:.1f}/{:.1f}/{:.1f}", pct * it.exposed_comm.tensor.seconds(),
                                             pct * it.exposed_comm.pipeline.seconds(), pct * it.exposed_comm.data_parallel.seconds()));
+            if (host) line += fmt::format(" {:>6.1f}", pct * it.host_gap.seconds());
             if (it.oom) line += "  OOM";
             if (marked_representative(r)) line += "  *";
         }
@@ -214,6 +220,9 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
     if (engine)
         out << "exposed% t/p/d = communication the GPUs wait for, in % of the iteration: tensor-parallel / pipeline / "
                "data-parallel (JSON exposed_comm_*_s)\n";
+    if (host)
+        out << "host% = the GPU idle while its host issues the next unit after a synchronisation (execution "
+               "host_gap_*_us), in % of the iteration (JSON host_gap_s); not in bubble%\n";
     if (std::any_of(results.begin(), results.end(), marked_representative))
         out << "* = simulated with representative replicas (the data-parallel replicas of replica 0's node, each at "
                "the pace of the slowest it stands for; see README 'Speed'), not every GPU group\n";
@@ -403,6 +412,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
             j["exposed_comm_tensor_s"] = it.exposed_comm.tensor.seconds();
             j["exposed_comm_pipeline_s"] = it.exposed_comm.pipeline.seconds();
             j["exposed_comm_data_parallel_s"] = it.exposed_comm.data_parallel.seconds();
+            j["host_gap_s"] = it.host_gap.seconds();
             j["stage_busy_s"] = it.stage_busy_s;
             j["slowest_group_factor"] = it.slowest_group_factor;
             j["simulated_memory"] = {{"peak_bytes", it.peak_memory.value},

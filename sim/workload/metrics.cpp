@@ -169,7 +169,7 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     // stage 0, replica 0, from the end of the last backward to the start of the optimizer step (the gradient
     // reduction, the replicas it waits for, the embedding sync; less the NaN check and the averaging pass, which compute) and from the end of the step to the end of the
     // stage's parameter all-gather (distributed optimizer, not overlapped), or, overlapped, the time its first forwards
-    // wait for parameter buckets. The rest of the idle time is bubble.
+    // wait for parameter buckets. The host gaps are counted apart; the rest of the idle time is bubble.
     const Group& g0 = groups_[0];
     auto per_stage = [p](std::int64_t ps) { return Time::from_ps((ps + p / 2) / p); };
     r.exposed_comm.tensor = per_stage(exposed_tp_ps_);
@@ -179,7 +179,15 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     dp_ps += g0_gather_wait_ps_;
     r.exposed_comm.data_parallel = Time::from_ps(dp_ps);
     r.exposed_comm_s = r.exposed_comm.total().seconds();
-    r.bubble_fraction = std::max(0.0, 1.0 - (busy_mean + r.exposed_comm_s) / T);
+    // The host gaps: their own lane per group (nothing else runs on it), the GPU idle meanwhile (each starts after
+    // the group's previous task and its unit waits for it).
+    std::int64_t host_ps = 0;
+    for (int s = 0; s < p; ++s) {
+        const Group& g = groups_[static_cast<std::size_t>(group_index(s, 0))];
+        if (g.host != g.compute) host_ps += sim_.stream_busy(g.host).ps();
+    }
+    r.host_gap = per_stage(host_ps);
+    r.bubble_fraction = std::max(0.0, 1.0 - (busy_mean + r.exposed_comm_s + r.host_gap.seconds()) / T);
     // Memory.
     Bytes best{};
     for (const auto& g : groups_) {

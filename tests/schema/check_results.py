@@ -118,6 +118,9 @@ def extra_checks(name, doc):
                             f"not exposed_comm_s {r['exposed_comm_s']!r}")
         if r["exposed_comm_s"] > r["iteration_time_s"]:
             problems.append(f"{name}: case '{r['name']}': more exposed communication than iteration time")
+        busy = sum(r["stage_busy_s"]) / p
+        if busy + r["host_gap_s"] > r["iteration_time_s"] * (1 + 1e-12):
+            problems.append(f"{name}: case '{r['name']}': busy time and host gaps exceed the iteration time")
     return problems
 
 
