@@ -138,7 +138,8 @@ def main():
             grad = torch.randn(s, b, h, device=dev, dtype=dtype)
             fwd_gap, bwd_gap, batch = [], [], []
             def queued():
-                """GPU times, queued ahead: the forward (its get_batch's kernels included) and the backward."""
+                """GPU times, queued ahead: the forward (the mask built; not get_batch's copy and broadcasts, tens of
+                us of GPU time that the synchronised forward's gap therefore includes) and the backward."""
                 torch.cuda.synchronize()
                 e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
                 torch.cuda._sleep(200_000_000)

@@ -6,7 +6,8 @@ models/, systems/ and devices/), simulated where that is quick and --analytical-
 `strata search --json -`; validates each document against the schema (JSON Schema draft 2020-12, every object
 closed, so a key the output gains without the schema fails here); fails when the schema describes a key that no
 output wrote (so the schema cannot keep a key the output lost); and checks what a schema cannot say: the exposed
-communication by kind adds up to exposed_comm_s, and every per-stage array has one entry per pipeline stage.
+communication by kind adds up to exposed_comm_s, busy time, exposed communication and host gaps fit in the iteration
+and the bubble is what they leave, and every per-stage array has one entry per pipeline stage.
 
 usage: check_results.py STRATA_BIN SOURCE_DIR [--quick]
 --quick (sanitizer builds): simulates only the two smallest experiments.
@@ -119,8 +120,14 @@ def extra_checks(name, doc):
         if r["exposed_comm_s"] > r["iteration_time_s"]:
             problems.append(f"{name}: case '{r['name']}': more exposed communication than iteration time")
         busy = sum(r["stage_busy_s"]) / p
-        if busy + r["host_gap_s"] > r["iteration_time_s"] * (1 + 1e-12):
-            problems.append(f"{name}: case '{r['name']}': busy time and host gaps exceed the iteration time")
+        accounted = busy + r["exposed_comm_s"] + r["host_gap_s"]
+        if accounted > r["iteration_time_s"] * (1 + 1e-12):
+            problems.append(f"{name}: case '{r['name']}': busy time, exposed communication and host gaps exceed the "
+                            f"iteration time")
+        bubble = max(0.0, 1.0 - accounted / r["iteration_time_s"])
+        if abs(bubble - r["bubble_fraction"]) > 1e-9:
+            problems.append(f"{name}: case '{r['name']}': bubble_fraction {r['bubble_fraction']!r} is not "
+                            f"1 - (busy + exposed + host gaps) / iteration time = {bubble!r}")
     return problems
 
 
