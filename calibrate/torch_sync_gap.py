@@ -109,13 +109,18 @@ def main():
 
         loader = iter(DataLoader(Tokens(), batch_size=b, num_workers=2, pin_memory=True))  # Megatron's --num-workers 2
 
-        def get_batch():
-            """pretrain_gpt.get_batch with mpu.broadcast_data, as in 2022 (every stage calls it)."""
-            data = next(loader)
+        kept = next(loader)  # a pinned batch for the queued steps
+
+        def get_batch(queued=False):
+            """pretrain_gpt.get_batch with mpu.broadcast_data, as in 2022 (every stage calls it). queued: its GPU work
+            alone, nothing that waits for the GPU (no .cpu(), the pinned batch copied asynchronously)."""
+            data = kept if queued else next(loader)
             sizes = torch.tensor(list(data["text"].size()) + [0] * 30, dtype=torch.long, device=dev)
             dist.broadcast(sizes, 0)
-            sizes.cpu()
-            flat = torch.cat([data["text"].contiguous().view(-1)], dim=0).cuda()
+            if not queued:
+                sizes.cpu()
+            flat = (data["text"].view(-1).cuda(non_blocking=True) if queued
+                    else torch.cat([data["text"].contiguous().view(-1)], dim=0).cuda())
             dist.broadcast(flat, 0)
             tokens_ = flat.view(b, s + 1).long()
             labels, tokens = tokens_[:, 1:].contiguous(), tokens_[:, :-1].contiguous()
@@ -138,8 +143,8 @@ def main():
             grad = torch.randn(s, b, h, device=dev, dtype=dtype)
             fwd_gap, bwd_gap, batch = [], [], []
             def queued():
-                """GPU times, queued ahead: the forward (the mask built; not get_batch's copy and broadcasts, tens of
-                us of GPU time that the synchronised forward's gap therefore includes) and the backward."""
+                """GPU times, queued ahead: the forward (get_batch's kernels included) and the backward. (The runs in
+                calibrate/results/2026-11-26c/ built the mask alone here, not get_batch's copy and broadcasts.)"""
                 torch.cuda.synchronize()
                 e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
                 torch.cuda._sleep(200_000_000)
@@ -147,7 +152,7 @@ def main():
                     torch.autograd.backward(run(x, torch.tril(torch.ones((1, s, s), device=dev)).view(1, 1, s, s) < 0.5),
                                             grad_tensors=grad)
                 e[0].record()
-                mask = torch.tril(torch.ones((1, s, s), device=dev)).view(1, 1, s, s) < 0.5
+                mask, _, _, _ = get_batch(queued=True)
                 y = run(x, mask)
                 e[1].record()
                 torch.autograd.backward(y, grad_tensors=grad)
