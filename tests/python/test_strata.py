@@ -55,6 +55,15 @@ def test_exposed_communication_by_kind():
         assert sum(parts) == pytest.approx(r["exposed_comm_s"], rel=1e-12) and r["exposed_comm_tensor_s"] > 0
     assert pipelined["exposed_comm_pipeline_s"] > 0 and pipelined["exposed_comm_data_parallel_s"] == 0
     assert replicated["exposed_comm_pipeline_s"] == 0 and replicated["exposed_comm_data_parallel_s"] > 0
+    assert pipelined["host_gap_s"] == 0
+    # Host gaps (the 2022 software's synchronisations): their own figure, per stage, not bubble. p = 2 with 4
+    # microbatches: each stage runs 4 forward and 4 backward units.
+    gapped, = strata.run(doc, base_dir=os.path.join(SRC, "scenarios"), case="p2 d1",
+                         overrides={"execution.host_gap_forward_us": 300, "execution.host_gap_backward_us": 100})
+    assert gapped["host_gap_s"] == pytest.approx(4 * 400e-6, rel=1e-12)
+    busy = sum(gapped["stage_busy_s"]) / 2
+    assert gapped["bubble_fraction"] == pytest.approx(
+        1 - (busy + gapped["exposed_comm_s"] + gapped["host_gap_s"]) / gapped["iteration_time_s"], abs=1e-12)
 
 
 def test_load_from_a_dict_equals_the_file():
