@@ -76,6 +76,11 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
         out << fmt::format("  compute overlapped with a collective runs at {:.1f}% speed while it holds {} SMs ({})\n",
                            100.0 * (1.0 - cost.comm_sm_fraction()), dev.nccl_channels,
                            dev.measured_sms_held.empty() ? "the share of the SMs left" : "the profile's measured.sms_held");
+    if (e.host_gaps())
+        out << fmt::format("  before each unit (a model chunk's pass for one microbatch) the GPU idles {:.3f} ms (forward) / {:.3f} ms\n"
+                           "  (backward) while its host, synchronised with it, issues the unit (execution.host_gap_*_us; not in\n"
+                           "  the passes above)\n",
+                           e.host_gap_forward.ms(), e.host_gap_backward.ms());
     const int per_node = sc.system.gpus_per_node;
     if (per_node > 0 && e.tensor * e.context > per_node)
         out << fmt::format("  the tensor-parallel group (t = {}{}) spans {} nodes of {} GPUs: its collectives are costed here, and in the\n"

@@ -143,7 +143,10 @@ cal="$root/scenarios/devices/h100-sxm5-80gb-calibrated.yaml"
 check "run --profile with a one-GPU calibrated profile takes the system's NVLink bandwidth" '[[ $rc -eq 0 ]] && grep -q "8B t2 d4 flash" "$tmp/out" && ! grep -q "error" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "1.7B on 48" --profile "$cal" >"$tmp/out" 2>&1; rc=$?
 check "explain --profile shows the calibrated profile's measured kernels" '[[ $rc -eq 0 ]] && grep -q "attn.flash .* measured" "$tmp/out"'
+"$strata" explain "$root/scenarios/paper/table5.yaml" --case "530B present work" >"$tmp/out" 2>&1; rc=$?
+check "explain names the host gaps before each unit when a case has them" '[[ $rc -eq 0 ]] && grep -q "the GPU idles 1.820 ms (forward) / 0.740 ms" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "177B on 2304" >"$tmp/out" 2>&1; rc=$?
+check "explain says nothing of host gaps without them" '[[ $rc -eq 0 ]] && ! grep -q "GPU idles" "$tmp/out"'
 check "explain says how fast compute overlapped with a collective runs, and from what" '[[ $rc -eq 0 ]] && grep -q "runs at 74.2% speed while it holds 32 SMs (the profile.s measured.sms_held)" "$tmp/out"'
 "$strata" explain "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" --set execution.tensor=16 >"$tmp/out" 2>&1; rc=$?
 check "explain says when the tensor-parallel group spans nodes (its costs are the intra-node figures)" '[[ $rc -eq 0 ]] && grep -q "(t = 16) spans 2 nodes of 8 GPUs" "$tmp/out"'
