@@ -22,7 +22,11 @@ group of 8. A current host and PyTorch issue faster than a 2020-22 DGX A100 host
 before the queued ones (default after): the order's effect on the GPU's clocks shows in the difference.
 --prelude: the queued GPU times after the same forward and backward run untimed behind the sleep (a GPU that has
 just slept may run its first tens of ms at higher clocks than one working, as in the synchronised steps).
-Usage: torch_sync_gap.py OUT.json [--repeats N] [--sc21] [--synced-first] [--prelude]
+Unless --no-direct: also the same synchronised steps under PyTorch's profiler (CUDA activity alone), a marker kernel
+after each synchronisation, and the GPU's idle time read from its own timeline between the markers
+(direct_forward_gap_us / direct_backward_gap_us): no queued run to subtract, so no clock difference between two runs
+in it; the profiler adds its per-launch host cost (a microsecond or two per kernel) to what it measures.
+Usage: torch_sync_gap.py OUT.json [--repeats N] [--sc21] [--synced-first] [--prelude] [--no-direct]
 """
 import json
 import os
@@ -74,6 +78,28 @@ def layer_2022(torch, h, heads, t):
     return Layer()
 
 
+def idle_between_markers(trace_path):
+    """The GPU's idle time in each window between consecutive marker kernels (torch.cuda._sleep's spin_kernel) of a
+    PyTorch profiler trace holding CUDA activity alone: from a marker's end to the last GPU activity (kernel, copy,
+    set) before the next marker, less the union of those activities, in us."""
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    acts = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), "spin_kernel" in e.get("name", ""))
+                  for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    marks = [i for i, a in enumerate(acts) if a[2]]
+    idle = []
+    for m0, m1 in zip(marks, marks[1:]):
+        start, end, busy, cover = acts[m0][1], acts[m0][1], 0.0, acts[m0][1]
+        for a0, a1, _ in acts[m0 + 1:m1]:
+            a0 = max(a0, cover)
+            if a1 > a0:
+                busy += a1 - a0
+                cover = a1
+            end = max(end, a1)
+        idle.append(end - start - busy)
+    return idle
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -95,6 +121,8 @@ def main():
     sc21 = "--sc21" in sys.argv
     synced_first = "--synced-first" in sys.argv
     prelude = "--prelude" in sys.argv
+    with_direct = "--no-direct" not in sys.argv
+    res["direct"] = with_direct
     res["prelude"] = prelude
     res["synced_first"] = synced_first
     dtype = torch.float16 if sc21 else torch.bfloat16
@@ -177,6 +205,27 @@ def main():
                 torch.cuda.synchronize()
                 return w
 
+            def direct():
+                """The synchronised steps under the profiler (CUDA activity alone), a marker kernel after each
+                synchronisation: the GPU's idle time read from its own timeline, no queued run to subtract."""
+                import tempfile
+                from torch.profiler import ProfilerActivity, profile
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    torch.cuda.synchronize()
+                    torch.cuda._sleep(1000)  # the forward step starts
+                    mask, _, _, _ = get_batch()
+                    torch.cuda.synchronize()
+                    y = run(x, mask)
+                    torch.cuda.synchronize()
+                    torch.cuda._sleep(1000)  # the backward step starts
+                    torch.autograd.backward(y, grad_tensors=grad)
+                    torch.cuda.synchronize()
+                    torch.cuda._sleep(1000)  # the end
+                    torch.cuda.synchronize()
+                with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+                    prof.export_chrome_trace(tmp.name)
+                    return idle_between_markers(tmp.name)
+
             for i in range(repeats + 2):
                 # Which runs first: a GPU that has just worked runs warmer (power, clocks) than one after a sleep.
                 if synced_first:
@@ -190,13 +239,26 @@ def main():
                     bwd_gap.append(w[2].elapsed_time(w[3]) - gpu_b)
                     batch.append(w[0].elapsed_time(w[4]))
             key = "full_recompute" if recompute else "no_recompute"
-            row[key] = {"forward_gap_us": 1e3 * statistics.median(fwd_gap),
+            measured_directly = {}
+            if with_direct:
+                try:
+                    windows = [direct() for _ in range(repeats + 1)][1:]  # the first one warms the profiler up
+                    if all(len(wd) == 2 for wd in windows):
+                        measured_directly = {"direct_forward_gap_us": statistics.median(wd[0] for wd in windows),
+                                             "direct_backward_gap_us": statistics.median(wd[1] for wd in windows)}
+                    else:
+                        measured_directly = {"direct_error": f"marker kernels not found ({[len(wd) for wd in windows]})"}
+                except Exception as err:  # the profiler is optional: the difference method stands without it
+                    measured_directly = {"direct_error": f"{type(err).__name__}: {err}"}
+            row[key] = {**measured_directly, "forward_gap_us": 1e3 * statistics.median(fwd_gap),
                         "backward_gap_us": 1e3 * statistics.median(bwd_gap),
                         "get_batch_us": 1e3 * statistics.median(batch),
                         "forward_gpu_ms": gpu_f, "backward_gpu_ms": gpu_b}
             print(f"{name} {key}: gap forward {row[key]['forward_gap_us']:.0f} us (get_batch "
                   f"{row[key]['get_batch_us']:.0f} us; GPU {gpu_f:.2f} ms), "
-                  f"backward {row[key]['backward_gap_us']:.0f} us (GPU {gpu_b:.2f} ms)", flush=True)
+                  f"backward {row[key]['backward_gap_us']:.0f} us (GPU {gpu_b:.2f} ms)"
+                  + (f"; directly {row[key]['direct_forward_gap_us']:.0f} / {row[key]['direct_backward_gap_us']:.0f} us"
+                     if "direct_forward_gap_us" in row[key] else f"; {row[key].get('direct_error', '')}"), flush=True)
         res["rows"].append(row)
         with open(sys.argv[1], "w") as f:  # after every row: a run cut short keeps what it measured
             json.dump(res, f, indent=1)
