@@ -137,13 +137,19 @@ def main():
 
         loader = iter(DataLoader(Tokens(), batch_size=b, num_workers=2, pin_memory=True))  # Megatron's --num-workers 2
 
-        kept = next(loader)  # a pinned batch for the queued steps
+        # For the queued steps: a pinned batch and its sizes already on the GPU. A tensor built from a list on the
+        # device, or any copy from pageable memory, waits for the GPU (the stream is synchronised first): the host
+        # would stall behind the sleep and the queued time would include its issue time.
+        kept = next(loader)
+        kept_sizes = torch.tensor(list(kept["text"].size()) + [0] * 30, dtype=torch.long, device=dev)
 
         def get_batch(queued=False):
             """pretrain_gpt.get_batch with mpu.broadcast_data, as in 2022 (every stage calls it). queued: its GPU work
-            alone, nothing that waits for the GPU (no .cpu(), the pinned batch copied asynchronously)."""
+            alone, nothing that waits for the GPU (no .cpu(), no copy from pageable memory: the sizes cloned on the
+            GPU, the pinned batch copied asynchronously)."""
             data = kept if queued else next(loader)
-            sizes = torch.tensor(list(data["text"].size()) + [0] * 30, dtype=torch.long, device=dev)
+            sizes = (kept_sizes.clone() if queued
+                     else torch.tensor(list(data["text"].size()) + [0] * 30, dtype=torch.long, device=dev))
             dist.broadcast(sizes, 0)
             if not queued:
                 sizes.cpu()
