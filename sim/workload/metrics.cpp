@@ -157,10 +157,15 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
                                          e_.recompute_modules).value / (T * peak);
     const int p = e_.pipeline;
     double busy_sum = 0;
+    // The host gaps: their own lane per group (nothing else runs on it), the GPU idle meanwhile (each starts after
+    // the group's previous task and its unit waits for it).
+    std::int64_t host_ps = 0;
     for (int s = 0; s < p; ++s) {
-        const double b = sim_.stream_busy(groups_[static_cast<std::size_t>(group_index(s, 0))].compute).seconds();
+        const Group& g = groups_[static_cast<std::size_t>(group_index(s, 0))];
+        const double b = sim_.stream_busy(g.compute).seconds();
         r.stage_busy_s.push_back(b);
         busy_sum += b;
+        if (g.host != g.compute) host_ps += sim_.stream_busy(g.host).ps();
     }
     const double busy_mean = busy_sum / p;
     // Exposed communication (strata/metrics.hpp), by kind. Tensor-parallel: the synchronous collectives of
@@ -179,13 +184,6 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     dp_ps += g0_gather_wait_ps_;
     r.exposed_comm.data_parallel = Time::from_ps(dp_ps);
     r.exposed_comm_s = r.exposed_comm.total().seconds();
-    // The host gaps: their own lane per group (nothing else runs on it), the GPU idle meanwhile (each starts after
-    // the group's previous task and its unit waits for it).
-    std::int64_t host_ps = 0;
-    for (int s = 0; s < p; ++s) {
-        const Group& g = groups_[static_cast<std::size_t>(group_index(s, 0))];
-        if (g.host != g.compute) host_ps += sim_.stream_busy(g.host).ps();
-    }
     r.host_gap = per_stage(host_ps);
     r.bubble_fraction = std::max(0.0, 1.0 - (busy_mean + r.exposed_comm_s + r.host_gap.seconds()) / T);
     // Memory.
