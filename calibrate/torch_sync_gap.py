@@ -183,8 +183,7 @@ def main():
                 e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
                 torch.cuda._sleep(200_000_000)
                 if prelude:  # the same work untimed first, so that the timed GPU runs as warm as the synchronised one
-                    torch.autograd.backward(run(x, torch.tril(torch.ones((1, s, s), device=dev)).view(1, 1, s, s) < 0.5),
-                                            grad_tensors=grad)
+                    torch.autograd.backward(run(x, get_batch(queued=True)[0]), grad_tensors=grad)
                 e[0].record()
                 mask, _, _, _ = get_batch(queued=True)
                 y = run(x, mask)
@@ -194,11 +193,17 @@ def main():
                 e[2].synchronize()
                 return e[0].elapsed_time(e[1]), e[1].elapsed_time(e[2])
 
-            def synced():
-                """As Megatron-LM 2022 runs them: synchronised before and after each step."""
+            def synced(markers=False):
+                """As Megatron-LM 2022 runs them: synchronised before and after each step. markers: a marker kernel
+                where each step starts and after the last (for direct())."""
+                def mark():
+                    if markers:
+                        torch.cuda._sleep(1000)
+
                 torch.cuda.synchronize()
                 w = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
                 w[0].record()
+                mark()  # the forward step starts
                 mask, _, _, _ = get_batch()
                 torch.cuda.synchronize()  # the batch-generator timer's stop
                 w[4].record()
@@ -206,9 +211,13 @@ def main():
                 w[1].record()
                 torch.cuda.synchronize()  # forward-compute stop; then the pipeline call's synchronise
                 w[2].record()
+                mark()  # the backward step starts
                 torch.autograd.backward(y, grad_tensors=grad)
                 w[3].record()
                 torch.cuda.synchronize()
+                if markers:
+                    mark()  # the end
+                    torch.cuda.synchronize()
                 return w
 
             def direct():
@@ -217,17 +226,7 @@ def main():
                 import tempfile
                 from torch.profiler import ProfilerActivity, profile
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    torch.cuda.synchronize()
-                    torch.cuda._sleep(1000)  # the forward step starts
-                    mask, _, _, _ = get_batch()
-                    torch.cuda.synchronize()
-                    y = run(x, mask)
-                    torch.cuda.synchronize()
-                    torch.cuda._sleep(1000)  # the backward step starts
-                    torch.autograd.backward(y, grad_tensors=grad)
-                    torch.cuda.synchronize()
-                    torch.cuda._sleep(1000)  # the end
-                    torch.cuda.synchronize()
+                    synced(markers=True)
                 with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
                     prof.export_chrome_trace(tmp.name)
                     return idle_between_markers(tmp.name)
