@@ -78,13 +78,20 @@ def layer_2022(torch, h, heads, t):
     return Layer()
 
 
+# A marker is torch.cuda._sleep(1000) (about 1 us); the queued steps' holding sleep, 2 x 10^8 cycles, lasts about 0.1 s.
+# (The lease of 2026-11-27 ran direct() on the queued steps with every spin kernel a marker: three windows, no result.)
+MARKER_MAX_US = 1000.0
+
+
 def idle_between_markers(trace_path):
     """The GPU's idle time in each window between consecutive marker kernels (torch.cuda._sleep's spin_kernel) of a
     PyTorch profiler trace holding CUDA activity alone: from a marker's end to the last GPU activity (kernel, copy,
-    set) before the next marker, less the union of those activities, in us."""
+    set) before the next marker, less the union of those activities, in us. A marker is a spin kernel shorter than
+    MARKER_MAX_US; the queued steps' holding sleep (about 0.1 s) is a spin kernel too, but no marker."""
     with open(trace_path) as f:
         events = json.load(f)["traceEvents"]
-    acts = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), "spin_kernel" in e.get("name", ""))
+    acts = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)),
+                   "spin_kernel" in e.get("name", "") and float(e.get("dur", 0)) < MARKER_MAX_US)
                   for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     marks = [i for i, a in enumerate(acts) if a[2]]
     idle = []
@@ -176,20 +183,28 @@ def main():
 
             grad = torch.randn(s, b, h, device=dev, dtype=dtype)
             fwd_gap, bwd_gap, batch = [], [], []
-            def queued():
+            def queued(markers=False):
                 """GPU times, queued ahead: the forward (get_batch's kernels included) and the backward. (The runs in
-                calibrate/results/2026-11-26c/ built the mask alone here, not get_batch's copy and broadcasts.)"""
+                calibrate/results/2026-11-26c/ built the mask alone here, not get_batch's copy and broadcasts.)
+                markers: a marker kernel where each step starts and after the last (for direct())."""
+                def mark():
+                    if markers:
+                        torch.cuda._sleep(1000)
+
                 torch.cuda.synchronize()
                 e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
                 torch.cuda._sleep(200_000_000)
                 if prelude:  # the same work untimed first, so that the timed GPU runs as warm as the synchronised one
                     torch.autograd.backward(run(x, get_batch(queued=True)[0]), grad_tensors=grad)
                 e[0].record()
+                mark()
                 mask, _, _, _ = get_batch(queued=True)
                 y = run(x, mask)
                 e[1].record()
+                mark()
                 torch.autograd.backward(y, grad_tensors=grad)
                 e[2].record()
+                mark()
                 e[2].synchronize()
                 return e[0].elapsed_time(e[1]), e[1].elapsed_time(e[2])
 
@@ -221,15 +236,20 @@ def main():
                 return w
 
             def direct():
-                """The synchronised steps under the profiler (CUDA activity alone), a marker kernel after each
-                synchronisation: the GPU's idle time read from its own timeline, no queued run to subtract."""
+                """The synchronised steps, then the queued ones, each under the profiler (CUDA activity alone) with a
+                marker kernel where each step starts: the GPU's idle time in each step read from its own timeline.
+                The queued steps' idle is the gaps between back-to-back kernels (launch latency), which the GPU
+                times of the difference method hold as work: subtracted, so that both methods measure the same."""
                 import tempfile
                 from torch.profiler import ProfilerActivity, profile
-                with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    synced(markers=True)
-                with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
-                    prof.export_chrome_trace(tmp.name)
-                    return idle_between_markers(tmp.name)
+                idle = []
+                for steps in (synced, queued):
+                    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                        steps(markers=True)
+                    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+                        prof.export_chrome_trace(tmp.name)
+                        idle.append(idle_between_markers(tmp.name))
+                return idle
 
             for i in range(repeats + 2):
                 # Which runs first: a GPU that has just worked runs warmer (power, clocks) than one after a sleep.
@@ -248,11 +268,17 @@ def main():
             if with_direct:
                 try:
                     windows = [direct() for _ in range(repeats + 1)][1:]  # the first one warms the profiler up
-                    if all(len(wd) == 2 for wd in windows):
-                        measured_directly = {"direct_forward_gap_us": statistics.median(wd[0] for wd in windows),
-                                             "direct_backward_gap_us": statistics.median(wd[1] for wd in windows)}
+                    if all(len(ws) == 2 and len(wq) == 2 for ws, wq in windows):
+                        measured_directly = {
+                            "direct_forward_gap_us": statistics.median(ws[0] - wq[0] for ws, wq in windows),
+                            "direct_backward_gap_us": statistics.median(ws[1] - wq[1] for ws, wq in windows),
+                            "synced_forward_idle_us": statistics.median(ws[0] for ws, _ in windows),
+                            "synced_backward_idle_us": statistics.median(ws[1] for ws, _ in windows),
+                            "queued_forward_idle_us": statistics.median(wq[0] for _, wq in windows),
+                            "queued_backward_idle_us": statistics.median(wq[1] for _, wq in windows)}
                     else:
-                        measured_directly = {"direct_error": f"marker kernels not found ({[len(wd) for wd in windows]})"}
+                        measured_directly = {"direct_error": "marker kernels not found "
+                                             f"({[(len(ws), len(wq)) for ws, wq in windows]})"}
                 except Exception as err:  # the profiler is optional: the difference method stands without it
                     measured_directly = {"direct_error": f"{type(err).__name__}: {err}"}
             row[key] = {**measured_directly, "forward_gap_us": 1e3 * statistics.median(fwd_gap),
@@ -263,6 +289,8 @@ def main():
                   f"{row[key]['get_batch_us']:.0f} us; GPU {gpu_f:.2f} ms), "
                   f"backward {row[key]['backward_gap_us']:.0f} us (GPU {gpu_b:.2f} ms)"
                   + (f"; directly {row[key]['direct_forward_gap_us']:.0f} / {row[key]['direct_backward_gap_us']:.0f} us"
+                     f" (idle {row[key]['synced_forward_idle_us']:.0f} / {row[key]['synced_backward_idle_us']:.0f}"
+                     f" less queued {row[key]['queued_forward_idle_us']:.0f} / {row[key]['queued_backward_idle_us']:.0f})"
                      if "direct_forward_gap_us" in row[key] else f"; {row[key].get('direct_error', '')}"), flush=True)
         res["rows"].append(row)
         with open(sys.argv[1], "w") as f:  # after every row: a run cut short keeps what it measured

@@ -31,6 +31,22 @@ def test_idle_between_markers(tmp_path):
     assert torch_sync_gap.idle_between_markers(str(path)) == [15.0, 9.0]
 
 
+def test_idle_between_markers_skips_the_holding_sleep(tmp_path):
+    # The queued steps: a 0.1 s sleep holds the queue, then a marker at each step's start and one at the end.
+    def x(name, ts, dur):
+        return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur}
+
+    events = [x("void spin_kernel(long)", 0, 100_000),   # the holding sleep: not a marker
+              x("void spin_kernel(long)", 100_000, 1),    # forward starts at 100001
+              x("gemm", 100_003, 10),                     # idle 2 (a launch gap)
+              x("void spin_kernel(long)", 100_014, 1),    # backward starts at 100015 (the 1 before: not a window's)
+              x("bwd", 100_015, 20),
+              x("void spin_kernel(long)", 100_036, 1)]    # the end
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert torch_sync_gap.idle_between_markers(str(path)) == [2.0, 0.0]
+
+
 def test_idle_between_markers_without_markers(tmp_path):
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": 0, "dur": 5}]}))
