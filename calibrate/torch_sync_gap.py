@@ -22,10 +22,11 @@ group of 8. A current host and PyTorch issue faster than a 2020-22 DGX A100 host
 before the queued ones (default after): the order's effect on the GPU's clocks shows in the difference.
 --prelude: the queued GPU times after the same forward and backward run untimed behind the sleep (a GPU that has
 just slept may run its first tens of ms at higher clocks than one working, as in the synchronised steps).
-Unless --no-direct: also the same synchronised steps under PyTorch's profiler (CUDA activity alone), a marker kernel
-after each synchronisation, and the GPU's idle time read from its own timeline between the markers
-(direct_forward_gap_us / direct_backward_gap_us): no queued run to subtract, so no clock difference between two runs
-in it; the profiler adds its per-launch host cost (a microsecond or two per kernel) to what it measures.
+Unless --no-direct: also the same synchronised steps, and then the queued ones, under PyTorch's profiler (CUDA activity
+alone), a marker kernel where each step starts, and the GPU's idle time read from its own timeline between the
+markers: direct_forward_gap_us / direct_backward_gap_us are the synchronised steps' idle (synced_*_idle_us) less the
+queued steps' (queued_*_idle_us, the launch gaps between back-to-back kernels): idle against idle, no GPU time of
+two runs subtracted; the profiler adds its per-launch host cost (a microsecond or two per kernel) to what it measures.
 Usage: torch_sync_gap.py OUT.json [--repeats N] [--sc21] [--synced-first] [--prelude] [--no-direct]
 """
 import json
