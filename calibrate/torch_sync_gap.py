@@ -27,6 +27,9 @@ alone), a marker kernel where each step starts, and the GPU's idle time read fro
 markers: direct_forward_gap_us / direct_backward_gap_us are the synchronised steps' idle (synced_*_idle_us) less the
 queued steps' (queued_*_idle_us, the launch gaps between back-to-back kernels): idle against idle, no GPU time of
 two runs subtracted; the profiler adds its per-launch host cost (a microsecond or two per kernel) to what it measures.
+Of the synchronised steps' idle, synced_*_lead_us is the host's time to the step's first kernel and synced_*_waits_us
+the later gaps of 10 us or more (the host behind the kernels): the part a slower GPU would hide, and the part it
+would not.
 Usage: torch_sync_gap.py OUT.json [--repeats N] [--sc21] [--synced-first] [--prelude] [--no-direct]
 """
 import json
@@ -84,28 +87,65 @@ def layer_2022(torch, h, heads, t):
 MARKER_MAX_US = 1000.0
 
 
-def idle_between_markers(trace_path):
+# A gap between two kernels longer than this is the GPU waiting for its host; shorter ones are launch latency.
+HOST_WAIT_MIN_US = 10.0
+
+
+def window_breakdown(trace_path):
     """The GPU's idle time in each window between consecutive marker kernels (torch.cuda._sleep's spin_kernel) of a
-    PyTorch profiler trace holding CUDA activity alone: from a marker's end to the last GPU activity (kernel, copy,
-    set) before the next marker, less the union of those activities, in us. A marker is a spin kernel shorter than
-    MARKER_MAX_US; the queued steps' holding sleep (about 0.1 s) is a spin kernel too, but no marker."""
+    PyTorch profiler trace holding CUDA activity alone, in us: "idle", from a marker's end to the last GPU activity
+    (kernel, copy, set) before the next marker, less the union of those activities; of it "lead", before the first
+    activity (the host's time from its synchronisation to the first kernel), and "waits", the later gaps of at least
+    HOST_WAIT_MIN_US (the host behind the kernels; the shorter ones are launch latency); "activities", their count.
+    A marker is a spin kernel shorter than MARKER_MAX_US; the queued steps' holding sleep (about 0.1 s) is a spin
+    kernel too, but no marker."""
     with open(trace_path) as f:
         events = json.load(f)["traceEvents"]
     acts = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)),
                    "spin_kernel" in e.get("name", "") and float(e.get("dur", 0)) < MARKER_MAX_US)
                   for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     marks = [i for i, a in enumerate(acts) if a[2]]
-    idle = []
+    windows = []
     for m0, m1 in zip(marks, marks[1:]):
         start, end, busy, cover = acts[m0][1], acts[m0][1], 0.0, acts[m0][1]
-        for a0, a1, _ in acts[m0 + 1:m1]:
+        inside = acts[m0 + 1:m1]
+        lead = max(0.0, inside[0][0] - start) if inside else 0.0
+        waits = 0.0
+        for a0, a1, _ in inside:
+            if a0 - cover >= HOST_WAIT_MIN_US and cover > start:
+                waits += a0 - cover
             a0 = max(a0, cover)
             if a1 > a0:
                 busy += a1 - a0
                 cover = a1
             end = max(end, a1)
-        idle.append(end - start - busy)
-    return idle
+        windows.append({"idle": end - start - busy, "lead": lead, "waits": waits, "activities": len(inside)})
+    return windows
+
+
+def idle_between_markers(trace_path):
+    """window_breakdown's idle time of each window, in us."""
+    return [w["idle"] for w in window_breakdown(trace_path)]
+
+
+def direct_summary(windows):
+    """direct()'s figures from its runs: windows holds, per run, window_breakdown of the synchronised steps' trace
+    and of the queued steps' (each two windows: forward, backward). Medians over the runs, in us."""
+    if not windows or not all(len(ws) == 2 and len(wq) == 2 for ws, wq in windows):
+        return {"direct_error": f"marker kernels not found ({[(len(ws), len(wq)) for ws, wq in windows]})"}
+
+    def med(f):
+        return statistics.median(f(ws, wq) for ws, wq in windows)
+
+    out = {}
+    for j, step in enumerate(("forward", "backward")):
+        out |= {f"direct_{step}_gap_us": med(lambda ws, wq: ws[j]["idle"] - wq[j]["idle"]),
+                f"synced_{step}_idle_us": med(lambda ws, wq: ws[j]["idle"]),
+                f"synced_{step}_lead_us": med(lambda ws, wq: ws[j]["lead"]),
+                f"synced_{step}_waits_us": med(lambda ws, wq: ws[j]["waits"]),
+                f"queued_{step}_idle_us": med(lambda ws, wq: wq[j]["idle"]),
+                f"{step}_kernels": med(lambda ws, wq: ws[j]["activities"])}
+    return out
 
 
 def main():
@@ -249,7 +289,7 @@ def main():
                         steps(markers=True)
                     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
                         prof.export_chrome_trace(tmp.name)
-                        idle.append(idle_between_markers(tmp.name))
+                        idle.append(window_breakdown(tmp.name))
                 return idle
 
             for i in range(repeats + 2):
@@ -269,17 +309,7 @@ def main():
             if with_direct:
                 try:
                     windows = [direct() for _ in range(repeats + 1)][1:]  # the first one warms the profiler up
-                    if all(len(ws) == 2 and len(wq) == 2 for ws, wq in windows):
-                        measured_directly = {
-                            "direct_forward_gap_us": statistics.median(ws[0] - wq[0] for ws, wq in windows),
-                            "direct_backward_gap_us": statistics.median(ws[1] - wq[1] for ws, wq in windows),
-                            "synced_forward_idle_us": statistics.median(ws[0] for ws, _ in windows),
-                            "synced_backward_idle_us": statistics.median(ws[1] for ws, _ in windows),
-                            "queued_forward_idle_us": statistics.median(wq[0] for _, wq in windows),
-                            "queued_backward_idle_us": statistics.median(wq[1] for _, wq in windows)}
-                    else:
-                        measured_directly = {"direct_error": "marker kernels not found "
-                                             f"({[(len(ws), len(wq)) for ws, wq in windows]})"}
+                    measured_directly = direct_summary(windows)
                 except Exception as err:  # the profiler is optional: the difference method stands without it
                     measured_directly = {"direct_error": f"{type(err).__name__}: {err}"}
             row[key] = {**measured_directly, "forward_gap_us": 1e3 * statistics.median(fwd_gap),
@@ -291,7 +321,10 @@ def main():
                   f"backward {row[key]['backward_gap_us']:.0f} us (GPU {gpu_b:.2f} ms)"
                   + (f"; directly {row[key]['direct_forward_gap_us']:.0f} / {row[key]['direct_backward_gap_us']:.0f} us"
                      f" (idle {row[key]['synced_forward_idle_us']:.0f} / {row[key]['synced_backward_idle_us']:.0f}"
-                     f" less queued {row[key]['queued_forward_idle_us']:.0f} / {row[key]['queued_backward_idle_us']:.0f})"
+                     f" less queued {row[key]['queued_forward_idle_us']:.0f} / {row[key]['queued_backward_idle_us']:.0f};"
+                     f" before the first kernel {row[key]['synced_forward_lead_us']:.0f} /"
+                     f" {row[key]['synced_backward_lead_us']:.0f}, host waits {row[key]['synced_forward_waits_us']:.0f} /"
+                     f" {row[key]['synced_backward_waits_us']:.0f})"
                      if "direct_forward_gap_us" in row[key] else f"; {row[key].get('direct_error', '')}"), flush=True)
         res["rows"].append(row)
         with open(sys.argv[1], "w") as f:  # after every row: a run cut short keeps what it measured

@@ -51,3 +51,48 @@ def test_idle_between_markers_without_markers(tmp_path):
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": 0, "dur": 5}]}))
     assert torch_sync_gap.idle_between_markers(str(path)) == []
+
+
+def _trace(tmp_path, name, events):
+    path = tmp_path / name
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": n, "ts": ts, "dur": dur} for n, ts, dur in events]}))
+    return str(path)
+
+
+def test_window_breakdown_lead_and_waits(tmp_path):
+    path = _trace(tmp_path, "synced.json", [
+        ("void spin_kernel(long)", 0, 1),       # forward starts at 1
+        ("sizes copy", 1001, 2),                # lead 1000 (the host's time to its first kernel)
+        ("mask", 1005, 10),                     # a launch gap of 2: not a wait
+        ("ln", 1065, 5),                        # a gap of 50: the host behind
+        ("void spin_kernel(long)", 1070, 1),    # backward starts at 1071
+        ("bwd", 1071, 100),                     # no lead
+        ("bwd2", 1191, 9),                      # a wait of 20
+        ("void spin_kernel(long)", 1200, 1)])
+    assert torch_sync_gap.window_breakdown(path) == [
+        {"idle": 1052.0, "lead": 1000.0, "waits": 50.0, "activities": 3},
+        {"idle": 20.0, "lead": 0.0, "waits": 20.0, "activities": 2}]
+
+
+def test_direct_summary_subtracts_the_queued_launch_gaps(tmp_path):
+    synced = _trace(tmp_path, "synced.json", [
+        ("void spin_kernel(long)", 0, 1), ("a", 501, 10), ("b", 512, 10),        # forward: lead 500, launch gap 1
+        ("void spin_kernel(long)", 600, 1), ("c", 801, 10), ("d", 812, 10),      # backward: lead 200, launch gap 1
+        ("void spin_kernel(long)", 900, 1)])
+    queued = _trace(tmp_path, "queued.json", [
+        ("void spin_kernel(long)", 0, 100_000),                                  # the holding sleep
+        ("void spin_kernel(long)", 100_000, 1), ("a", 100_001, 10), ("b", 100_012, 10),
+        ("void spin_kernel(long)", 100_022, 1), ("c", 100_023, 10), ("d", 100_034, 10),
+        ("void spin_kernel(long)", 100_044, 1)])
+    run = (torch_sync_gap.window_breakdown(synced), torch_sync_gap.window_breakdown(queued))
+    out = torch_sync_gap.direct_summary([run, run, run])
+    assert out["direct_forward_gap_us"] == 500.0 and out["direct_backward_gap_us"] == 200.0
+    assert out["synced_forward_idle_us"] == 501.0 and out["queued_forward_idle_us"] == 1.0
+    assert out["synced_forward_lead_us"] == 500.0 and out["synced_backward_waits_us"] == 0.0
+    assert out["forward_kernels"] == 2
+
+
+def test_direct_summary_reports_missing_markers():
+    assert "direct_error" in torch_sync_gap.direct_summary([([{"idle": 1}], [])])
+    assert "direct_error" in torch_sync_gap.direct_summary([])
