@@ -27,9 +27,10 @@ alone), a marker kernel where each step starts, and the GPU's idle time read fro
 markers: direct_forward_gap_us / direct_backward_gap_us are the synchronised steps' idle (synced_*_idle_us) less the
 queued steps' (queued_*_idle_us, the launch gaps between back-to-back kernels): idle against idle, no GPU time of
 two runs subtracted; the profiler adds its per-launch host cost (a microsecond or two per kernel) to what it measures.
-Of the synchronised steps' idle, synced_*_lead_us is the host's time to the step's first kernel and synced_*_waits_us
-the later gaps of 10 us or more (the host behind the kernels): the part a slower GPU would hide, and the part it
-would not.
+A third marker where the layers start, after get_batch's synchronisation, splits the forward: synced_batch_idle_us
+is get_batch's (host work), and of the layers' and the backward's idle synced_*_lead_us is the host's time to the
+first kernel (a slower GPU would not hide it) and synced_*_waits_us the later gaps of 10 us or more (the host behind
+the kernels: a slower GPU would hide them).
 Usage: torch_sync_gap.py OUT.json [--repeats N] [--sc21] [--synced-first] [--prelude] [--no-direct]
 """
 import json
@@ -130,17 +131,25 @@ def idle_between_markers(trace_path):
 
 def direct_summary(windows):
     """direct()'s figures from its runs: windows holds, per run, window_breakdown of the synchronised steps' trace
-    and of the queued steps' (each two windows: forward, backward). Medians over the runs, in us."""
-    if not windows or not all(len(ws) == 2 and len(wq) == 2 for ws, wq in windows):
+    and of the queued steps' (each three windows: get_batch, the forward's layers, the backward). Medians over the
+    runs, in us: the gaps (synchronised idle less queued idle; the forward's = get_batch's window and the layers'),
+    get_batch's synchronised idle, and of the layers' and the backward's synchronised idle the lead (the host's time
+    from the synchronisation to the first kernel: a slower GPU does not hide it) and the waits (the host behind the
+    kernels: a slower GPU hides them)."""
+    if not windows or not all(len(ws) == 3 and len(wq) == 3 for ws, wq in windows):
         return {"direct_error": f"marker kernels not found ({[(len(ws), len(wq)) for ws, wq in windows]})"}
 
     def med(f):
         return statistics.median(f(ws, wq) for ws, wq in windows)
 
-    out = {}
-    for j, step in enumerate(("forward", "backward")):
-        out |= {f"direct_{step}_gap_us": med(lambda ws, wq: ws[j]["idle"] - wq[j]["idle"]),
-                f"synced_{step}_idle_us": med(lambda ws, wq: ws[j]["idle"]),
+    def gap(ws, wq, js):
+        return sum(ws[j]["idle"] - wq[j]["idle"] for j in js)
+
+    out = {"direct_forward_gap_us": med(lambda ws, wq: gap(ws, wq, (0, 1))),
+           "direct_backward_gap_us": med(lambda ws, wq: gap(ws, wq, (2,))),
+           "synced_batch_idle_us": med(lambda ws, wq: ws[0]["idle"])}
+    for j, step in ((1, "forward"), (2, "backward")):
+        out |= {f"synced_{step}_idle_us": med(lambda ws, wq: ws[j]["idle"]),
                 f"synced_{step}_lead_us": med(lambda ws, wq: ws[j]["lead"]),
                 f"synced_{step}_waits_us": med(lambda ws, wq: ws[j]["waits"]),
                 f"queued_{step}_idle_us": med(lambda ws, wq: wq[j]["idle"]),
@@ -227,7 +236,8 @@ def main():
             def queued(markers=False):
                 """GPU times, queued ahead: the forward (get_batch's kernels included) and the backward. (The runs in
                 calibrate/results/2026-11-26c/ built the mask alone here, not get_batch's copy and broadcasts.)
-                markers: a marker kernel where each step starts and after the last (for direct())."""
+                markers: a marker kernel where each step starts, where the layers start after get_batch, and after the
+                last (for direct())."""
                 def mark():
                     if markers:
                         torch.cuda._sleep(1000)
@@ -240,6 +250,7 @@ def main():
                 e[0].record()
                 mark()
                 mask, _, _, _ = get_batch(queued=True)
+                mark()
                 y = run(x, mask)
                 e[1].record()
                 mark()
@@ -263,6 +274,7 @@ def main():
                 mask, _, _, _ = get_batch()
                 torch.cuda.synchronize()  # the batch-generator timer's stop
                 w[4].record()
+                mark()  # the layers start
                 y = run(x, mask)
                 w[1].record()
                 torch.cuda.synchronize()  # forward-compute stop; then the pipeline call's synchronise
@@ -320,11 +332,12 @@ def main():
                   f"{row[key]['get_batch_us']:.0f} us; GPU {gpu_f:.2f} ms), "
                   f"backward {row[key]['backward_gap_us']:.0f} us (GPU {gpu_b:.2f} ms)"
                   + (f"; directly {row[key]['direct_forward_gap_us']:.0f} / {row[key]['direct_backward_gap_us']:.0f} us"
-                     f" (idle {row[key]['synced_forward_idle_us']:.0f} / {row[key]['synced_backward_idle_us']:.0f}"
-                     f" less queued {row[key]['queued_forward_idle_us']:.0f} / {row[key]['queued_backward_idle_us']:.0f};"
+                     f" (get_batch idle {row[key]['synced_batch_idle_us']:.0f}; layers' / backward's idle"
+                     f" {row[key]['synced_forward_idle_us']:.0f} / {row[key]['synced_backward_idle_us']:.0f}, of it"
                      f" before the first kernel {row[key]['synced_forward_lead_us']:.0f} /"
                      f" {row[key]['synced_backward_lead_us']:.0f}, host waits {row[key]['synced_forward_waits_us']:.0f} /"
-                     f" {row[key]['synced_backward_waits_us']:.0f})"
+                     f" {row[key]['synced_backward_waits_us']:.0f}; queued idle"
+                     f" {row[key]['queued_forward_idle_us']:.0f} / {row[key]['queued_backward_idle_us']:.0f})"
                      if "direct_forward_gap_us" in row[key] else f"; {row[key].get('direct_error', '')}"), flush=True)
         res["rows"].append(row)
         with open(sys.argv[1], "w") as f:  # after every row: a run cut short keeps what it measured

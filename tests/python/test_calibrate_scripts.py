@@ -77,20 +77,26 @@ def test_window_breakdown_lead_and_waits(tmp_path):
 
 def test_direct_summary_subtracts_the_queued_launch_gaps(tmp_path):
     synced = _trace(tmp_path, "synced.json", [
-        ("void spin_kernel(long)", 0, 1), ("a", 501, 10), ("b", 512, 10),        # forward: lead 500, launch gap 1
-        ("void spin_kernel(long)", 600, 1), ("c", 801, 10), ("d", 812, 10),      # backward: lead 200, launch gap 1
+        ("void spin_kernel(long)", 0, 1), ("copy", 301, 4),                     # get_batch: lead 300
+        ("void spin_kernel(long)", 405, 1),                                      # the layers start at 406
+        ("a", 506, 10), ("b", 517, 10), ("c", 557, 10),                          # lead 100, launch gap 1, wait 30
+        ("void spin_kernel(long)", 600, 1), ("d", 801, 10), ("e", 812, 10),      # backward: lead 200, launch gap 1
         ("void spin_kernel(long)", 900, 1)])
     queued = _trace(tmp_path, "queued.json", [
         ("void spin_kernel(long)", 0, 100_000),                                  # the holding sleep
-        ("void spin_kernel(long)", 100_000, 1), ("a", 100_001, 10), ("b", 100_012, 10),
-        ("void spin_kernel(long)", 100_022, 1), ("c", 100_023, 10), ("d", 100_034, 10),
-        ("void spin_kernel(long)", 100_044, 1)])
+        ("void spin_kernel(long)", 100_000, 1), ("copy", 100_001, 4),
+        ("void spin_kernel(long)", 100_005, 1),
+        ("a", 100_006, 10), ("b", 100_017, 10), ("c", 100_027, 10),
+        ("void spin_kernel(long)", 100_037, 1), ("d", 100_038, 10), ("e", 100_049, 10),
+        ("void spin_kernel(long)", 100_059, 1)])
     run = (torch_sync_gap.window_breakdown(synced), torch_sync_gap.window_breakdown(queued))
     out = torch_sync_gap.direct_summary([run, run, run])
-    assert out["direct_forward_gap_us"] == 500.0 and out["direct_backward_gap_us"] == 200.0
-    assert out["synced_forward_idle_us"] == 501.0 and out["queued_forward_idle_us"] == 1.0
-    assert out["synced_forward_lead_us"] == 500.0 and out["synced_backward_waits_us"] == 0.0
-    assert out["forward_kernels"] == 2
+    assert out["synced_batch_idle_us"] == 300.0
+    assert out["synced_forward_idle_us"] == 131.0 and out["queued_forward_idle_us"] == 1.0
+    assert out["synced_forward_lead_us"] == 100.0 and out["synced_forward_waits_us"] == 30.0
+    assert out["direct_forward_gap_us"] == 300.0 + 130.0
+    assert out["direct_backward_gap_us"] == 200.0 and out["synced_backward_waits_us"] == 0.0
+    assert out["forward_kernels"] == 3 and out["backward_kernels"] == 2
 
 
 def test_direct_summary_reports_missing_markers():
