@@ -149,11 +149,11 @@ def direct_summary(windows):
            "direct_backward_gap_us": med(lambda ws, wq: gap(ws, wq, (2,))),
            "synced_batch_idle_us": med(lambda ws, wq: ws[0]["idle"])}
     for j, step in ((1, "forward"), (2, "backward")):
-        out |= {f"synced_{step}_idle_us": med(lambda ws, wq: ws[j]["idle"]),
-                f"synced_{step}_lead_us": med(lambda ws, wq: ws[j]["lead"]),
-                f"synced_{step}_waits_us": med(lambda ws, wq: ws[j]["waits"]),
-                f"queued_{step}_idle_us": med(lambda ws, wq: wq[j]["idle"]),
-                f"{step}_kernels": med(lambda ws, wq: ws[j]["activities"])}
+        out.update({f"synced_{step}_idle_us": med(lambda ws, wq: ws[j]["idle"]),
+                    f"synced_{step}_lead_us": med(lambda ws, wq: ws[j]["lead"]),
+                    f"synced_{step}_waits_us": med(lambda ws, wq: ws[j]["waits"]),
+                    f"queued_{step}_idle_us": med(lambda ws, wq: wq[j]["idle"]),
+                    f"{step}_kernels": med(lambda ws, wq: ws[j]["activities"])})
     return out
 
 
@@ -262,7 +262,7 @@ def main():
 
             def synced(markers=False):
                 """As Megatron-LM 2022 runs them: synchronised before and after each step. markers: a marker kernel
-                where each step starts and after the last (for direct())."""
+                where each step starts, where the layers start after get_batch, and after the last (for direct())."""
                 def mark():
                     if markers:
                         torch.cuda._sleep(1000)
