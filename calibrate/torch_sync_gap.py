@@ -83,8 +83,10 @@ def layer_2022(torch, h, heads, t):
     return Layer()
 
 
-# A marker is torch.cuda._sleep(1000) (about 1 us); the queued steps' holding sleep, 2 x 10^8 cycles, lasts about 0.1 s.
-# (The lease of 2026-11-27 ran direct() on the queued steps with every spin kernel a marker: three windows, no result.)
+# A marker is torch.cuda._sleep(MARKER_CYCLES) (about 1 us); the queued steps' holding sleep, 2 x 10^8 cycles, lasts
+# about 0.1 s. (The lease of 2026-11-27 ran direct() on the queued steps with every spin kernel a marker: three windows,
+# no result.)
+MARKER_CYCLES = 1000
 MARKER_MAX_US = 1000.0
 
 
@@ -122,11 +124,6 @@ def window_breakdown(trace_path):
             end = max(end, a1)
         windows.append({"idle": end - start - busy, "lead": lead, "waits": waits, "activities": len(inside)})
     return windows
-
-
-def idle_between_markers(trace_path):
-    """window_breakdown's idle time of each window, in us."""
-    return [w["idle"] for w in window_breakdown(trace_path)]
 
 
 def direct_summary(windows):
@@ -233,58 +230,56 @@ def main():
 
             grad = torch.randn(s, b, h, device=dev, dtype=dtype)
             fwd_gap, bwd_gap, batch = [], [], []
+
+            def marker(on):
+                """A marker kernel for direct()'s trace, when on."""
+                if on:
+                    torch.cuda._sleep(MARKER_CYCLES)
+
             def queued(markers=False):
                 """GPU times, queued ahead: the forward (get_batch's kernels included) and the backward. (The runs in
                 calibrate/results/2026-11-26c/ built the mask alone here, not get_batch's copy and broadcasts.)
                 markers: a marker kernel where each step starts, where the layers start after get_batch, and after the
                 last (for direct())."""
-                def mark():
-                    if markers:
-                        torch.cuda._sleep(1000)
-
                 torch.cuda.synchronize()
                 e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
                 torch.cuda._sleep(200_000_000)
                 if prelude:  # the same work untimed first, so that the timed GPU runs as warm as the synchronised one
                     torch.autograd.backward(run(x, get_batch(queued=True)[0]), grad_tensors=grad)
                 e[0].record()
-                mark()
+                marker(markers)
                 mask, _, _, _ = get_batch(queued=True)
-                mark()
+                marker(markers)
                 y = run(x, mask)
                 e[1].record()
-                mark()
+                marker(markers)
                 torch.autograd.backward(y, grad_tensors=grad)
                 e[2].record()
-                mark()
+                marker(markers)
                 e[2].synchronize()
                 return e[0].elapsed_time(e[1]), e[1].elapsed_time(e[2])
 
             def synced(markers=False):
                 """As Megatron-LM 2022 runs them: synchronised before and after each step. markers: a marker kernel
                 where each step starts, where the layers start after get_batch, and after the last (for direct())."""
-                def mark():
-                    if markers:
-                        torch.cuda._sleep(1000)
-
                 torch.cuda.synchronize()
                 w = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
                 w[0].record()
-                mark()  # the forward step starts
+                marker(markers)  # the forward step starts
                 mask, _, _, _ = get_batch()
                 torch.cuda.synchronize()  # the batch-generator timer's stop
                 w[4].record()
-                mark()  # the layers start
+                marker(markers)  # the layers start
                 y = run(x, mask)
                 w[1].record()
                 torch.cuda.synchronize()  # forward-compute stop; then the pipeline call's synchronise
                 w[2].record()
-                mark()  # the backward step starts
+                marker(markers)  # the backward step starts
                 torch.autograd.backward(y, grad_tensors=grad)
                 w[3].record()
                 torch.cuda.synchronize()
                 if markers:
-                    mark()  # the end
+                    marker(markers)  # the end
                     torch.cuda.synchronize()
                 return w
 

@@ -48,10 +48,11 @@ def _rows(files):
 def rule():
     """The rule's figures (us) and the values (us, rounded to 10) per recompute mode."""
     get_batch_us = statistics.median(1e3 * ms / n for ms, n, _ in A100_GET_BATCH)
+    with_get_batch, first_lease = list(_rows(WITH_GET_BATCH)), list(_rows(FIRST_LEASE))
     out = {"a100_get_batch_us": get_batch_us}
     for mode in ("no_recompute", "full_recompute"):
-        rest = statistics.median(r[mode]["forward_gap_us"] - r[mode]["get_batch_us"] for r in _rows(WITH_GET_BATCH))
-        backward = statistics.median(r[mode]["backward_gap_us"] for r in _rows(FIRST_LEASE))
+        rest = statistics.median(r[mode]["forward_gap_us"] - r[mode]["get_batch_us"] for r in with_get_batch)
+        backward = statistics.median(r[mode]["backward_gap_us"] for r in first_lease)
         out[mode] = {"forward_rest_us": rest, "backward_gap_us": backward,
                      "host_gap_forward_us": 10 * round((rest + get_batch_us) / 10),
                      "host_gap_backward_us": 10 * round(backward / 10)}

@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.join(SRC, "calibrate"))
 import torch_sync_gap  # noqa: E402  (imports no torch at module level)
 
 
-def test_idle_between_markers(tmp_path):
+def test_window_breakdown_idle(tmp_path):
     def x(name, ts, dur, cat="kernel"):
         return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
 
@@ -28,10 +28,10 @@ def test_idle_between_markers(tmp_path):
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
     # Window 1: from 1 to 35 = 34, busy 10 + 4 + 5 = 19, idle 15. Window 2: from 51 to 85 = 34, busy 25, idle 9.
-    assert torch_sync_gap.idle_between_markers(str(path)) == [15.0, 9.0]
+    assert [w["idle"] for w in torch_sync_gap.window_breakdown(str(path))] == [15.0, 9.0]
 
 
-def test_idle_between_markers_skips_the_holding_sleep(tmp_path):
+def test_window_breakdown_skips_the_holding_sleep(tmp_path):
     # The queued steps: a 0.1 s sleep holds the queue, then a marker at each step's start and one at the end.
     def x(name, ts, dur):
         return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur}
@@ -44,13 +44,13 @@ def test_idle_between_markers_skips_the_holding_sleep(tmp_path):
               x("void spin_kernel(long)", 100_036, 1)]    # the end
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    assert torch_sync_gap.idle_between_markers(str(path)) == [2.0, 0.0]
+    assert [w["idle"] for w in torch_sync_gap.window_breakdown(str(path))] == [2.0, 0.0]
 
 
-def test_idle_between_markers_without_markers(tmp_path):
+def test_window_breakdown_without_markers(tmp_path):
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": 0, "dur": 5}]}))
-    assert torch_sync_gap.idle_between_markers(str(path)) == []
+    assert [w["idle"] for w in torch_sync_gap.window_breakdown(str(path))] == []
 
 
 def _trace(tmp_path, name, events):
