@@ -87,7 +87,12 @@ void write_profile(std::ostream& o, const Profile& p) {
     o << "  tile_n: " << p.gemm.tile_n << comment("not fitted: documented default") << "\n";
     o << "  efficiency_ceiling: " << num(p.gemm.efficiency_ceiling)
       << comment("source: measured GEMMs, see the gemm: line") << "\n";
-    o << "  k_half: " << num(p.gemm.k_half) << comment("not fitted: documented default") << "\n\n";
+    o << "  k_half: " << num(p.gemm.k_half) << comment("not fitted: documented default") << "\n";
+    o << "  stream_k_efficiency: " << num(p.gemm.stream_k_efficiency)
+      << comment(p.gemm.stream_k_efficiency > 0 ? "not fitted here: the analytical Hopper profiles' (H100 chunked-GEMM "
+                                                  "microbenchmarks)"
+                                                : "none: not measured before Hopper")
+      << "\n\n";
 
     o << "elementwise:\n";
     o << "  bandwidth_efficiency: " << num(p.elementwise_bandwidth_efficiency)
@@ -261,13 +266,15 @@ double median(std::vector<double> v) {
 }
 
 double gemm_shape_factor(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, int sm_count,
-                         int tile_m, int tile_n, double k_half) {
+                         int tile_m, int tile_n, double k_half, double stream_k) {
     const std::int64_t tiles[3][2] = {{tile_m, tile_n}, {tile_n, tile_m}, {std::max(tile_m / 2, 1), tile_n}};
     double best = 0;
     for (const auto& t : tiles) {
         const double count = double((m + t[0] - 1) / t[0]) * double((n + t[1] - 1) / t[1]) * double(batch);
         const double waves = std::ceil(count / sm_count);
-        best = std::max(best, double(m) * double(n) * double(batch) / (waves * sm_count * double(t[0]) * double(t[1])));
+        const double useful = double(m) * double(n) * double(batch);
+        best = std::max(best, useful / (waves * sm_count * double(t[0]) * double(t[1])));
+        if (stream_k > 0) best = std::max(best, stream_k * useful / (count * double(t[0]) * double(t[1])));
     }
     return best * (double(k) / (double(k) + k_half));
 }
@@ -278,7 +285,8 @@ double fit_gemm_ceiling(const std::vector<GemmResult>& gemms, const std::vector<
     for (const auto& g : gemms) {
         if (std::find(names.begin(), names.end(), g.name) == names.end() || g.time_us <= 0 || peak_flops <= 0) continue;
         const double achieved = 2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch) / (g.time_us * 1e-6) / peak_flops;
-        ratios.push_back(achieved / gemm_shape_factor(g.m, g.n, g.k, g.batch, sm_count, block.tile_m, block.tile_n, block.k_half));
+        ratios.push_back(achieved / gemm_shape_factor(g.m, g.n, g.k, g.batch, sm_count, block.tile_m, block.tile_n, block.k_half,
+                                                        block.stream_k_efficiency));
     }
     return median(std::move(ratios));
 }

@@ -4,6 +4,12 @@
 #include "strata/scenario.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <utility>
 
 using namespace strata;
 
@@ -258,4 +264,78 @@ TEST_CASE("SMs held: the shipped Hopper profiles carry the H100 measurement, the
     const DeviceProfile a100 = load_device_profile(dir + "a100-sxm4-80gb.yaml");
     CHECK(a100.measured_sms_held.empty());
     CHECK(speed_with_sms_held(a100, 24) == Approx(1.0 - 24.0 / 108.0));
+}
+
+TEST_CASE("GEMM: stream-K spreads badly quantized tiles over every SM at its own share of the rate") {
+    DeviceProfile p = test_profile();
+    CostModel plain(p);
+    p.gemm_stream_k_efficiency = 0.8;
+    CostModel streamed(p);
+    // 1408 x 1280: 110 tiles of 128 x 128 in two waves on 100 SMs; half-height tiles, 220 in three (73% useful).
+    const double waves = plain.gemm_efficiency({1408, 1280, 4096, 1});
+    CHECK(waves == Approx(0.8 * 1408.0 * 1280.0 / (3 * 100 * 64 * 128)));
+    CHECK(streamed.gemm_efficiency({1408, 1280, 4096, 1}) == Approx(0.8 * 0.8));   // no idle wave, 0.8 of the rate
+    // A full wave keeps the tiles' own rate: stream-K is only the better choice where the waves waste SMs.
+    CHECK(streamed.gemm_efficiency({1280, 1280, 4096, 1}) == Approx(0.8));
+    // The padding of edge tiles is still lost: 1300 rows need 21 tiles of 64 rows (1344).
+    CHECK(streamed.gemm_efficiency({1300, 1280, 4096, 1}) == Approx(0.8 * 0.8 * 1300.0 / (21 * 64)));   // 64-row tiles
+}
+
+TEST_CASE("GEMM: a chunked GEMM costs its chunks back to back, and reads B once per chunk") {
+    CostModel c(test_profile());
+    Kernel whole = gemm(4096, 1280, 4096);
+    Kernel chunked = whole;
+    chunked.gemm.chunks = 8;
+    const Kernel one = gemm(512, 1280, 4096);
+    CHECK(c.kernel(chunked).time.ps() == 8 * c.kernel(one).time.ps());
+    CHECK(chunked.gemm.flops().value == whole.gemm.flops().value);
+    CHECK(chunked.gemm.bytes().value == whole.gemm.bytes().value + 7 * 2 * 4096 * 1280);
+    // 512 x 1280 output: 40 tiles on 100 SMs, 40% useful; the whole GEMM fills 3.2 waves of 4 (80%).
+    CHECK(c.kernel(chunked).time > c.kernel(whole).time);
+}
+
+namespace {
+/// Mean and root mean square of log(model / measured) of the chunk-to-whole time ratio over Transformer Engine's
+/// chunked GEMMs measured on an H100 (calibration data: GEMM microbenchmarks, calibrate/torch_tp_overlap.py).
+std::pair<double, double> chunk_ratio_errors(double stream_k) {
+    DeviceProfile p = load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/h100-sxm5-80gb.yaml");
+    p.gemm_stream_k_efficiency = stream_k;
+    const CostModel c(p);
+    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/calibrate/results/2026-11-26b/h100-tp-overlap-3.json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    double sum = 0, sq = 0;
+    int n = 0;
+    for (const auto& row : j.at("rows"))
+        for (const auto& g : row.at("gemms")) {
+            const std::string method = g.at("method");
+            if (method != "ring" && method != "pipeline") continue;
+            Kernel whole = gemm(g.at("m"), g.at("n"), g.at("k"));
+            Kernel chunked = whole;
+            chunked.gemm.chunks = g.at("parts");
+            const double model = c.kernel(chunked).time.seconds() / c.kernel(whole).time.seconds();
+            const double measured = g.at("split_us").get<double>() / g.at("full_us").get<double>();
+            const double e = std::log(model / measured);
+            sum += e, sq += e * e, ++n;
+        }
+    REQUIRE(n == 48);
+    return {sum / n, std::sqrt(sq / n)};
+}
+}  // namespace
+
+TEST_CASE("GEMM: the Hopper profiles' stream-K share is where the model's chunk ratios have no mean bias") {
+    const DeviceProfile h100 = load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/h100-sxm5-80gb.yaml");
+    const auto [bias, rms] = chunk_ratio_errors(h100.gemm_stream_k_efficiency);
+    CHECK(std::abs(bias) < 0.01);
+    CHECK(rms < 0.12);
+    // The fit: the bias changes sign within +-0.02 of the shipped share; without stream-K the chunks cost 14% too much.
+    CHECK(chunk_ratio_errors(h100.gemm_stream_k_efficiency - 0.02).first > 0);
+    CHECK(chunk_ratio_errors(h100.gemm_stream_k_efficiency + 0.02).first < 0);
+    const auto [bias0, rms0] = chunk_ratio_errors(0);
+    CHECK(bias0 > 0.10);
+    CHECK(rms0 > 0.2);
+    for (const char* f : {"h200-sxm-141gb.yaml", "h100-sxm5-80gb-calibrated.yaml", "h200-sxm-141gb-calibrated.yaml"})
+        CHECK(load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/" + f).gemm_stream_k_efficiency ==
+              h100.gemm_stream_k_efficiency);
+    // No A100 measurement: its profile keeps the tiles' waves alone (Table 4's fit, Table 5 and SC21 unchanged).
+    CHECK(load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/a100-sxm4-80gb.yaml").gemm_stream_k_efficiency == 0);
 }

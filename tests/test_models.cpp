@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include <cmath>
 #include <string>
 
@@ -331,6 +333,27 @@ TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overla
         ++paired;
     }
     CHECK(paired == 4);  // two all-gathers, two reduce-scatters
+    // Transformer Engine's userbuffer overlap splits the GEMMs it overlaps (its defaults): ring exchanges into t
+    // chunks (QKV and fc1 forward, projection and fc2 data gradients), pipelined reduce-scatters into 4 (projection
+    // and fc2 forward); the bulk-overlapped and the weight-gradient GEMMs stay whole.
+    std::map<std::string, std::int64_t> chunks;
+    for (const auto* pass : {&plan.forward, &plan.backward})
+        for (const Step& st : *pass)
+            for (const Kernel& k : st.kernels)
+                if (k.kind == KernelKind::gemm) chunks[k.name] = k.gemm.chunks;
+    const std::map<std::string, std::int64_t> te = {{"qkv", 8}, {"fc1", 8}, {"fc2.dgrad", 8}, {"proj.dgrad", 8},
+                                                    {"proj", 4}, {"fc2", 4}, {"qkv.dgrad", 1}, {"fc1.dgrad", 1},
+                                                    {"qkv.wgrad", 1}, {"fc1.wgrad", 1}, {"proj.wgrad", 1}, {"fc2.wgrad", 1}};
+    for (const auto& [name, n] : te) {
+        INFO(name);
+        REQUIRE(chunks.count(name) == 1);
+        CHECK(chunks[name] == n);
+    }
+    lc.tp_comm_overlap = false;
+    const LayerPlan whole = build_layer(lc);
+    for (const auto* pass : {&whole.forward, &whole.backward})
+        for (const Step& st : *pass)
+            for (const Kernel& k : st.kernels) CHECK(k.gemm.chunks == 1);
     sc.execution.overlap_param_gather = true;
     validate(sc);
     const IterationResult both = simulate(sc);

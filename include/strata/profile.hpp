@@ -104,6 +104,10 @@ struct DeviceProfile {
     int gemm_tile_n = 128;
     double gemm_efficiency_ceiling = 0;
     double gemm_k_half = 0;
+    /// A stream-K (or split-K) decomposition's rate relative to the data-parallel tiles' (0: none). cuBLAS on Hopper
+    /// spreads a GEMM whose output tiles fill the SMs badly over all of them at this share of the tiles' rate, so
+    /// the model takes the better of the wave-quantized tiles and this (cost.hpp, CostModel::gemm_efficiency).
+    double gemm_stream_k_efficiency = 0;
     double elementwise_bandwidth_efficiency = 0;
     double intra_node_bus_bandwidth = 0;   ///< bytes/s
     double intra_node_step_latency_us = 0;

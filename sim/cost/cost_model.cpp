@@ -110,6 +110,10 @@ double CostModel::gemm_efficiency(const GemmShape& g) const {
         const double waves = std::ceil(count / sms);
         const double useful = double(g.m) * double(g.n) * double(g.batch);
         best = std::max(best, useful / (waves * sms * double(a) * double(b)));
+        // Stream-K: the tiles' work spread evenly over every SM (no idle last wave), at its own share of the rate;
+        // only the tiles' padding at the matrix edges is lost.
+        if (profile_.gemm_stream_k_efficiency > 0)
+            best = std::max(best, profile_.gemm_stream_k_efficiency * useful / (count * double(a) * double(b)));
     }
     const double k = double(g.k);
     return profile_.gemm_efficiency_ceiling * best * (k / (k + profile_.gemm_k_half));
@@ -135,6 +139,15 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
         const double memory_s = double(kr.bytes.value) / mem_bw;
         const CostSource source = flash_grid_.xs.empty() ? CostSource::analytical : CostSource::measured;
         return {Time::from_seconds(launch_s + std::max(compute_s, memory_s)), source};
+    }
+    if (kr.gemm.chunks > 1) {
+        // Transformer Engine's userbuffer overlap: the GEMM runs as `chunks` GEMMs of m / chunks rows, back to back.
+        Kernel one = kr;
+        one.gemm.m = (kr.gemm.m + kr.gemm.chunks - 1) / kr.gemm.chunks;
+        one.gemm.chunks = 1;
+        one.bytes = one.gemm.bytes();
+        const KernelCost c = kernel(one);
+        return {c.time * kr.gemm.chunks, c.source};
     }
     for (const auto& m : profile_.measured_gemms) {
         // C = A B and its transpose C^T = B^T A^T are the same work: calibration writes weight gradients in

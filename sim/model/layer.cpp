@@ -249,26 +249,43 @@ Kernel activation_backward(const Dims& d) {
     return elementwise("gelu.bwd", "gelu_bwd", kGeluBwd * d.n * d.f / d.t);
 }
 
+// Transformer Engine's userbuffer overlap (--tp-comm-overlap) splits the GEMMs it overlaps, by its defaults
+// (transformer_engine/pytorch/module/base.py, initialize_ub): `ring_exchange` (QKV and fc1 forward, projection and
+// fc2 data gradients) as t GEMMs of n / t rows, one per ring step; `pipeline` (projection and fc2 forward) as 4
+// GEMMs of n / 4 rows, each chunk reduce-scattered during the next; `bulk` (the QKV / fc1 backward GEMMs) whole.
+constexpr std::int64_t kTePipelineSplits = 4;
+
+Kernel ring_exchange(const Dims& d, Kernel k) {
+    k.gemm.chunks = d.t;
+    k.bytes = k.gemm.bytes();
+    return k;
+}
+Kernel pipelined(Kernel k) {
+    k.gemm.chunks = kTePipelineSplits;
+    k.bytes = k.gemm.bytes();
+    return k;
+}
+
 /// The forward pass with Megatron-LM's --tp-comm-overlap: each sequence-parallel all-gather runs with the GEMM that
-/// consumes it and each reduce-scatter with the GEMM that produces it (chunked ring exchanges), so each pairs with
+/// consumes it and each reduce-scatter with the GEMM that produces it (chunked as above), so each pairs with
 /// exactly that GEMM; everything else as without.
 std::vector<Step> forward_pass_overlapped(const Dims& d) {
     std::vector<Step> p;
     const std::int64_t msg = 2 * d.n * d.h;
     p.push_back(compute({elementwise("ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
     p.push_back(collective("attn.all-gather", CollectiveKind::all_gather, msg, true));
-    p.push_back(compute({linear("qkv", kFwd, d.n, d.qkv_out, d.h)}));
+    p.push_back(compute({ring_exchange(d, linear("qkv", kFwd, d.n, d.qkv_out, d.h))}));
     if (d.rope) p.push_back(compute({elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))}));
     if (d.c > 1) p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
     p.push_back(compute(attention_core_forward(d)));
     p.push_back(collective("attn.reduce-scatter", CollectiveKind::reduce_scatter, msg, true));
-    p.push_back(compute({linear("proj", kFwd, d.n, d.h, d.h / d.t)}));
+    p.push_back(compute({pipelined(linear("proj", kFwd, d.n, d.h, d.h / d.t))}));
     p.push_back(compute({residual_add(d, "attn"), elementwise("ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
     p.push_back(collective("mlp.all-gather", CollectiveKind::all_gather, msg, true));
-    p.push_back(compute({linear("fc1", kFwd, d.n, d.fc1_out, d.h)}));
+    p.push_back(compute({ring_exchange(d, linear("fc1", kFwd, d.n, d.fc1_out, d.h))}));
     p.push_back(compute({activation_forward(d)}));
     p.push_back(collective("mlp.reduce-scatter", CollectiveKind::reduce_scatter, msg, true));
-    p.push_back(compute({linear("fc2", kFwd, d.n, d.h, d.f / d.t)}));
+    p.push_back(compute({pipelined(linear("fc2", kFwd, d.n, d.h, d.f / d.t))}));
     p.push_back(compute({residual_add(d, "mlp")}));
     return p;
 }
@@ -342,7 +359,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     }
     if (d.tp_overlap) {
         // The output-gradient all-gather (issued above as an overlapped step) runs with fc2's data-gradient GEMM.
-        p.push_back(compute({linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h)}));
+        p.push_back(compute({ring_exchange(d, linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h))}));
         p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n) + bias_grad(d, "fc2", d.n, d.h) +
                             std::vector<Kernel>{activation_backward(d)}));
     } else {
@@ -356,7 +373,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     if (d.sp) p.push_back(collective("attn.grad-all-gather", CollectiveKind::all_gather, msg, d.tp_overlap));
     if (d.tp_overlap) {
-        p.push_back(compute({linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h)}));
+        p.push_back(compute({ring_exchange(d, linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h))}));
         p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n) + bias_grad(d, "proj", d.n, d.h)));
     } else {
         add(p, std::vector<Kernel>{linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h)} +

@@ -62,9 +62,14 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
                                        k.name, "flash-attention", k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, c.time.ms(),
                                        to_string(c.source), eff, flash_attention_flops(k).value / c.time.seconds() / 1e12);
                 } else {
-                    out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s)\n", k.name,
+                    // A chunked GEMM (Transformer Engine's overlap): its whole shape, each chunk's efficiency.
+                    GemmShape chunk = k.gemm;
+                    chunk.m = (k.gemm.m + k.gemm.chunks - 1) / k.gemm.chunks;
+                    chunk.chunks = 1;
+                    out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s){}\n", k.name,
                                        "gemm", k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, c.time.ms(), to_string(c.source),
-                                       cost.gemm_efficiency(k.gemm), k.gemm.flops().value / c.time.seconds() / 1e12);
+                                       cost.gemm_efficiency(chunk), k.gemm.flops().value / c.time.seconds() / 1e12,
+                                       k.gemm.chunks > 1 ? fmt::format(", as {} chunks of {} rows", k.gemm.chunks, chunk.m) : "");
                 }
             }
         }

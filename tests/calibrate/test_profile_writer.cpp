@@ -122,7 +122,8 @@ const std::set<std::string> kKeys = {
     "provenance.driver", "provenance.cuda_runtime", "provenance.cublas", "provenance.nccl", "provenance.gpus_used",
     "provenance.command", "provenance.date", "provenance.host", "device.peak_flops",
     "device.hbm_bandwidth_bytes_per_s", "device.memory_capacity_bytes", "device.sm_count", "device.kernel_launch_us",
-    "gemm.tile_m", "gemm.tile_n", "gemm.efficiency_ceiling", "gemm.k_half", "elementwise.bandwidth_efficiency",
+    "gemm.tile_m", "gemm.tile_n", "gemm.efficiency_ceiling", "gemm.k_half", "gemm.stream_k_efficiency",
+    "elementwise.bandwidth_efficiency",
     "intra_node.bus_bandwidth_bytes_per_s", "intra_node.step_latency_us", "measured.copy_bandwidth_bytes_per_s"};
 
 const std::map<std::string, std::set<std::string>> kListKeys = {
@@ -381,11 +382,11 @@ TEST_CASE("calibrate: gemm_shape_factor is the simulator's GEMM model without it
         strata::load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/h100-sxm5-80gb.yaml");
     const strata::CostModel cost(d);
     const std::int64_t shapes[][4] = {{8192, 2304, 6144, 1}, {8192, 6144, 768, 1}, {2048, 2048, 96, 32},
-                                      {4096, 131072, 2048, 1}, {1000, 37, 5, 3}};
+                                      {4096, 131072, 2048, 1}, {1000, 37, 5, 3}, {512, 896, 7168, 1}};
     for (const auto& s : shapes) {
         const strata::GemmShape g{s[0], s[1], s[2], s[3]};
         CHECK(d.gemm_efficiency_ceiling * gemm_shape_factor(s[0], s[1], s[2], s[3], d.sm_count, d.gemm_tile_m,
-                                                            d.gemm_tile_n, d.gemm_k_half) ==
+                                                            d.gemm_tile_n, d.gemm_k_half, d.gemm_stream_k_efficiency) ==
               Approx(cost.gemm_efficiency(g)));
     }
 }
@@ -432,6 +433,7 @@ TEST_CASE("calibrate: the committed calibrated profiles' ceilings follow from th
         REQUIRE(g.size() == 12);
         GemmBlock block;
         block.tile_m = d.gemm_tile_m, block.tile_n = d.gemm_tile_n, block.k_half = d.gemm_k_half;
+        block.stream_k_efficiency = d.gemm_stream_k_efficiency;
         INFO(file);
         CHECK(round_sig(fit_gemm_ceiling(g, names, d.peak_flops, d.sm_count, block), 4) == Approx(d.gemm_efficiency_ceiling));
     }

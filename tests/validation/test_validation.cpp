@@ -170,7 +170,7 @@ TEST_CASE("validation: Table 5 and SC21 together, mean signed within +-1%, mean 
     CHECK(s.worst_abs <= 0.045);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 8.0%, worst <= 22.1%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 10.6%, worst <= 24.8%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
     // come out 7% fast, the 32B row 22% slow. The tolerance pins today's figure so that a regression is seen.
     // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
@@ -187,15 +187,19 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // reduction (on by default in Megatron-LM r0.8 for BF16; the t = 1, 2 rows 0.7-0.9 points closer, the pipelined
     // ones 0.4-0.7 further: the last microbatch's backward carries it down the pipeline) to 9.36% / 22.09%; the DGX
     // H100 fabric's adaptive routing (NVIDIA's subnet manager's default since 2022, NCCL's on IB: each flow spread over
-    // all of a leaf's uplinks instead of hashed onto one; 119B-462B 1.3-5.3 points closer) to 7.97% / 22.09%.
+    // all of a leaf's uplinks instead of hashed onto one; 119B-462B 1.3-5.3 points closer) to 7.97% / 22.09%;
+    // Transformer Engine's chunked GEMMs under --tp-comm-overlap (its defaults: t chunks per ring exchange, 4 per
+    // pipelined reduce-scatter) costed with Hopper's stream-K (both from H100 GEMM microbenchmarks, session 24) to
+    // 10.56% / 24.70%, signed -7.87%: kept, the mechanism and its costs are independent of these rows (it takes
+    // NeMo's rows closer, these and the strong series' large rows further).
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.080);
-    CHECK(s.worst_abs <= 0.221);
+    CHECK(s.mean_abs <= 0.106);
+    CHECK(s.worst_abs <= 0.248);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 13.3%, worst <= 19.2%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 14.1%, worst <= 23.5%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
     // MFU falls from 54.9% to 34.0% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
@@ -204,9 +208,10 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     // 11.45% before the measured fused attention, 11.56% before the measured SMs held, 12.31% before the first
     // forward waited for its parameters' buckets; 14.55% / 18.29% before the gradient buckets' NaN check (each stage's
     // check in the last microbatch's backward delays that backward on its way down the pipeline); 14.97% / 19.14%
-    // before the fabric's adaptive routing (the 2,304-GPU row -8.8% -> -3.5%).
-    CHECK(s.mean_abs <= 0.133);
-    CHECK(s.worst_abs <= 0.192);
+    // before the fabric's adaptive routing (the 2,304-GPU row -8.8% -> -3.5%); 13.20% / 19.11% before Transformer
+    // Engine's chunked GEMMs (session 24: 96 GPUs +17.0% -> +9.5%, 4,608 GPUs -19.1% -> -23.4%).
+    CHECK(s.mean_abs <= 0.141);
+    CHECK(s.worst_abs <= 0.235);
 }
 
 namespace {
@@ -238,18 +243,20 @@ std::vector<double> tokens_errors(const std::string& key, const std::string& fil
 TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B and 3.1 405B, FP8 current scaling) tokens/s per GPU within 1.0% / 3.5%") {
     // Hopper, today's software (Megatron-Bridge 26.04 and 26.04.01: bf16 gradient reduction, TE's fused cross-entropy,
     // FP8 current scaling and parameter gather, overlapped pipeline communication; 405B: context parallelism and the
-    // embedding and loss counted in the pipeline split). Today's figures, 70B +0.29%, 405B +3.02%, pinned so that a
-    // change is seen (70B -4.30%, 405B -0.42% with blocking pipeline calls, before overlap_p2p_comm was modelled).
+    // embedding and loss counted in the pipeline split). Today's figures, 70B -0.91%, 405B -2.85%, pinned so that a
+    // change is seen (+0.29% / +3.02% before Transformer Engine's chunked GEMMs, session 24; 70B -4.30%, 405B -0.42%
+    // with blocking pipeline calls, before overlap_p2p_comm was modelled).
     const std::vector<double> errors = tokens_errors("megatron_bridge_h100", "scenarios/validation/megatron-bridge-h100.yaml");
     REQUIRE(errors.size() == 2);
     CHECK(std::abs(errors[0]) <= 0.010);
     CHECK(std::abs(errors[1]) <= 0.035);
 }
 
-TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.5%, worst <= 6.5%") {
+TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 2.8%, worst <= 6.1%") {
     // NeMo 24.07's launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
-    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 3.09%, worst 5.26% (Nemotron-8B), signed
-    // +2.16% (strata fast; 3.41% / 6.11% / +2.67% before sessions 18-19); with cuDNN's attention in place of
+    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.70%, worst 6.06% (GPT3-175B on 512),
+    // signed +1.50% (strata fast; 3.08% / 5.26% / +2.16% before Transformer Engine's chunked GEMMs, session 24;
+    // 3.41% / 6.11% / +2.67% before sessions 18-19); with cuDNN's attention in place of
     // FlashAttention-2 the mean would be about 9.8%.
     const std::vector<double> errors = tokens_errors("nemo_h100", "scenarios/validation/nemo-h100.yaml");
     double mean = 0, worst = 0;
@@ -257,8 +264,8 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
         mean += std::abs(e) / double(errors.size());
         worst = std::max(worst, std::abs(e));
     }
-    CHECK(mean <= 0.035);
-    CHECK(worst <= 0.065);
+    CHECK(mean <= 0.028);
+    CHECK(worst <= 0.061);
 }
 
 TEST_CASE(
