@@ -453,3 +453,11 @@ TEST_CASE("hardening: two times for one collective size are refused at the secon
     CHECK_THAT(msg, Contains("measured.collectives[1]"));
     CHECK_THAT(msg, Contains("one time per size"));
 }
+
+TEST_CASE("hardening: Transformer Engine's reduce-scatter methods need tp_comm_overlap and name a method", "[hardening]") {
+    // Line 6 is the key's line: the head's five, then the key.
+    const std::string alone = error_of(kHead + "  tp_overlap_fc2_fprop: ring_exchange\n" + kRest);
+    CHECK_THAT(alone, StartsWith(at(6, 3)) && Contains("execution.tp_overlap_fc2_fprop") && Contains("needs tp_comm_overlap: true"));
+    const std::string bad = error_of(kHead + "  tp_overlap_proj_fprop: ring\n" + kRest);
+    CHECK_THAT(bad, Contains("execution.tp_overlap_proj_fprop") && Contains("pipeline") && Contains("ring_exchange"));
+}

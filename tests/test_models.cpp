@@ -322,10 +322,21 @@ TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overla
     // Each forward SP collective is paired with exactly its GEMM.
     LayerConfig lc = layer_config(sc.model, sc.execution);
     const LayerPlan plan = build_layer(lc);
-    int paired = 0;
+    // Each reduce-scatter's last quarter (Transformer Engine's pipelined chunks: the last chunk's share runs after the
+    // GEMM, alone) follows its GEMM, exposed.
+    int paired = 0, last_chunks = 0;
     for (std::size_t i = 0; i + 1 < plan.forward.size(); ++i) {
         const Step& st = plan.forward[i];
         if (st.kind != Step::Kind::collective || st.collective.context_group) continue;
+        if (st.collective.name.ends_with(".last-chunk")) {
+            CHECK_FALSE(st.overlapped);
+            CHECK(st.collective.kind == CollectiveKind::reduce_scatter);
+            REQUIRE(plan.forward[i - 1].kernels.size() == 1);
+            CHECK(plan.forward[i - 1].kernels[0].gemm.chunks == 4);
+            CHECK(plan.forward[i - 2].collective.message.value == 3 * st.collective.message.value);
+            ++last_chunks;
+            continue;
+        }
         CHECK(st.overlapped);
         const Step& next = plan.forward[i + 1];
         REQUIRE(next.kernels.size() == 1);
@@ -333,6 +344,7 @@ TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overla
         ++paired;
     }
     CHECK(paired == 4);  // two all-gathers, two reduce-scatters
+    CHECK(last_chunks == 2);
     // Transformer Engine's userbuffer overlap splits the GEMMs it overlaps (its defaults): ring exchanges into t
     // chunks (QKV and fc1 forward, projection and fc2 data gradients), pipelined reduce-scatters into 4 (projection
     // and fc2 forward); the bulk-overlapped and the weight-gradient GEMMs stay whole.
@@ -349,6 +361,26 @@ TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overla
         REQUIRE(chunks.count(name) == 1);
         CHECK(chunks[name] == n);
     }
+    // A run whose userbuffer configuration reduce-scatters fc2's output by ring exchange (Megatron-Bridge's): t chunks,
+    // the last step's 1 / t after the GEMM and then the sum of the t partial outputs of the rank's shard.
+    lc.tp_overlap_fc2_fprop = TpOverlapRs::ring_exchange;
+    const LayerPlan ring = build_layer(lc);
+    bool summed = false;
+    for (std::size_t i = 1; i < ring.forward.size(); ++i) {
+        const Step& st = ring.forward[i];
+        if (st.kind == Step::Kind::collective && st.collective.name == "mlp.reduce-scatter.last-chunk") {
+            CHECK(ring.forward[i - 1].kernels[0].name == "fc2");
+            CHECK(ring.forward[i - 1].kernels[0].gemm.chunks == 8);
+            CHECK(ring.forward[i - 2].collective.message.value == 7 * st.collective.message.value);
+            REQUIRE(i + 1 < ring.forward.size());
+            REQUIRE(ring.forward[i + 1].kernels.size() == 1);
+            CHECK(ring.forward[i + 1].kernels[0].name == "mlp.reduce-scatter.sum");
+            summed = true;
+        }
+    }
+    CHECK(summed);
+    const CostModel cost(sc.system.device);
+    CHECK(cost.pass_time(ring.forward, 8, 1) > cost.pass_time(plan.forward, 8, 1));
     lc.tp_comm_overlap = false;
     const LayerPlan whole = build_layer(lc);
     for (const auto* pass : {&whole.forward, &whole.backward})

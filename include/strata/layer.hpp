@@ -102,6 +102,8 @@ struct LayerConfig {
     int context = 1;   ///< c: this GPU holds s / c tokens of each sequence (context parallelism)
     RecomputeModules modules{};   ///< what selective recompute re-runs
     bool tp_comm_overlap = false; ///< forward SP collectives (and backward output-gradient gathers) overlap GEMMs
+    TpOverlapRs tp_overlap_proj_fprop = TpOverlapRs::pipeline;  ///< with tp_comm_overlap: TE's method there
+    TpOverlapRs tp_overlap_fc2_fprop = TpOverlapRs::pipeline;
     bool fp8 = false;             ///< the linear layers' GEMMs in FP8, their saved inputs in FP8
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (output layer)
     bool fp8_current_scaling = false;  ///< with fp8: each cast reads its operand once more for the amax

@@ -39,6 +39,11 @@ enum class CrossEntropy { unfused, fused, te };
 /// FP8 scaling (Transformer Engine): delayed (from the amax history) or current (tensorwise: each cast first reads its
 /// 16-bit operand for the amax, 2 more bytes per element).
 enum class Fp8Recipe { delayed, current };
+/// How Transformer Engine's userbuffer overlap (tp_comm_overlap) reduce-scatters a forward GEMM's output (its ub_cfg
+/// `method` for proj_fprop and fc2_fprop): pipeline (TE's default: 4 GEMM chunks, each chunk's reduce-scatter during
+/// the next, the last chunk's alone after the GEMM) or ring_exchange (t chunks passed round the ring by the copy
+/// engines, then the received partial sums added: the last step's transfer and the sum follow the GEMM).
+enum class TpOverlapRs { pipeline, ring_exchange };
 enum class RecomputeMethod { uniform, block };
 /// How the data-parallel gradients are averaged. scale: the gradient buffer is multiplied by 1 / replicas in place
 /// before the reduction when there is more than one replica (Megatron-Core's DDP, gradient_scaling_factor);
@@ -68,6 +73,7 @@ struct RecomputeModules {
 [[nodiscard]] const char* to_string(Fp8Recipe r);
 [[nodiscard]] const char* to_string(RecomputeMethod m);
 [[nodiscard]] const char* to_string(GradientAverage g);
+[[nodiscard]] const char* to_string(TpOverlapRs m);
 
 /// The value whose to_string is `name`, if any (one table of names for the loader and the command line).
 [[nodiscard]] std::optional<Precision> precision_named(std::string_view name);
@@ -75,6 +81,7 @@ struct RecomputeModules {
 [[nodiscard]] std::optional<CrossEntropy> cross_entropy_named(std::string_view name);
 [[nodiscard]] std::optional<Fp8Recipe> fp8_recipe_named(std::string_view name);
 [[nodiscard]] std::optional<GradientAverage> gradient_average_named(std::string_view name);
+[[nodiscard]] std::optional<TpOverlapRs> tp_overlap_rs_named(std::string_view name);
 
 /// Megatron-Core's names of the selective-recompute modules, in RecomputeModules' order.
 inline constexpr std::array<std::string_view, 3> kRecomputeModuleNames = {"core_attn", "layernorm", "mlp"};
@@ -151,6 +158,10 @@ struct ExecutionSpec {
     /// Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers): the sequence-parallel all-gathers and
     /// reduce-scatters of the forward (and the backward's output-gradient all-gathers) overlap their GEMMs.
     bool tp_comm_overlap = false;
+    /// With tp_comm_overlap: TE's method for the attention projection's and fc2's forward reduce-scatters (ub_cfg
+    /// proj_fprop / fc2_fprop; TE's default pipeline, NeMo 2.0's and Megatron-Bridge's FP8 configs ring_exchange).
+    TpOverlapRs tp_overlap_proj_fprop = TpOverlapRs::pipeline;
+    TpOverlapRs tp_overlap_fc2_fprop = TpOverlapRs::pipeline;
     Precision precision = Precision::bf16;
     Attention attention = Attention::unfused;  ///< flash: one fused kernel each way (FlashAttention)
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (see CrossEntropy)

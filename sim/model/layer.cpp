@@ -37,6 +37,7 @@ struct Dims {
     bool swiglu, squared_relu, rms, bias, dropout, rope, flash, flash2;
     RecomputeModules modules;
     bool tp_overlap;       ///< tp_comm_overlap (with SP)
+    TpOverlapRs proj_rs, fc2_rs;  ///< with tp_overlap: TE's method for those forward reduce-scatters
     bool fp8;              ///< FP8 linear layers
     bool fp8_current;      ///< current (tensorwise) scaling: an amax pass before each cast
     bool sp;
@@ -77,6 +78,8 @@ Dims dims_of(const LayerConfig& c) {
     d.flash2 = c.attention == Attention::flash2;
     d.modules = c.modules;
     d.tp_overlap = c.tp_comm_overlap && c.sequence_parallel && c.tensor > 1;
+    d.proj_rs = c.tp_overlap_proj_fprop;
+    d.fc2_rs = c.tp_overlap_fc2_fprop;
     d.fp8 = c.fp8;
     d.fp8_current = c.fp8_current_scaling;
     d.fused_wgrad = c.gradient_accumulation_fusion;
@@ -252,7 +255,9 @@ Kernel activation_backward(const Dims& d) {
 // Transformer Engine's userbuffer overlap (--tp-comm-overlap) splits the GEMMs it overlaps, by its defaults
 // (transformer_engine/pytorch/module/base.py, initialize_ub): `ring_exchange` (QKV and fc1 forward, projection and
 // fc2 data gradients) as t GEMMs of n / t rows, one per ring step; `pipeline` (projection and fc2 forward) as 4
-// GEMMs of n / 4 rows, each chunk reduce-scattered during the next; `bulk` (the QKV / fc1 backward GEMMs) whole.
+// GEMMs of n / 4 rows, each chunk reduce-scattered during the next; `bulk` (the QKV / fc1 backward GEMMs) whole. A run's
+// userbuffer configuration may reduce-scatter projection and fc2 by ring exchange instead (execution keys
+// tp_overlap_proj_fprop / tp_overlap_fc2_fprop); TE's `aggregate` and its SM margin are not modelled.
 constexpr std::int64_t kTePipelineSplits = 4;
 
 Kernel ring_exchange(const Dims& d, Kernel k) {
@@ -264,6 +269,21 @@ Kernel pipelined(Kernel k) {
     k.gemm.chunks = kTePipelineSplits;
     k.bytes = k.gemm.bytes();
     return k;
+}
+
+/// A GEMM whose output TE reduce-scatters chunk by chunk. `pipeline`: each of 4 chunks' reduce-scatter runs during
+/// the next chunk's GEMM, so the last chunk's runs alone after the GEMM. `ring_exchange` (TE's split_overlap_rs_p2p):
+/// t chunks, each chunk's partial output passed on by the copy engines during the next chunk's GEMM; after the last
+/// step's transfer each rank adds the t partial outputs of its shard (reads t shards, writes one). Either way the other
+/// chunks' share of the collective pairs with the GEMM and the last chunk's follows it, exposed.
+void overlapped_reduce_scatter(std::vector<Step>& p, const Dims& d, TpOverlapRs method, const std::string& name,
+                               std::int64_t message, Kernel gemm) {
+    const bool ring = method == TpOverlapRs::ring_exchange;
+    const std::int64_t last = message / (ring ? d.t : kTePipelineSplits);
+    p.push_back(collective(name, CollectiveKind::reduce_scatter, message - last, true));
+    p.push_back(compute({ring ? ring_exchange(d, std::move(gemm)) : pipelined(std::move(gemm))}));
+    p.push_back(collective(name + ".last-chunk", CollectiveKind::reduce_scatter, last));
+    if (ring) p.push_back(compute({elementwise(name + ".sum", "", 2 * d.n * d.h + 2 * d.n_sp * d.h)}));
 }
 
 /// The forward pass with Megatron-LM's --tp-comm-overlap: each sequence-parallel all-gather runs with the GEMM that
@@ -278,14 +298,12 @@ std::vector<Step> forward_pass_overlapped(const Dims& d) {
     if (d.rope) p.push_back(compute({elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))}));
     if (d.c > 1) p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
     p.push_back(compute(attention_core_forward(d)));
-    p.push_back(collective("attn.reduce-scatter", CollectiveKind::reduce_scatter, msg, true));
-    p.push_back(compute({pipelined(linear("proj", kFwd, d.n, d.h, d.h / d.t))}));
+    overlapped_reduce_scatter(p, d, d.proj_rs, "attn.reduce-scatter", msg, linear("proj", kFwd, d.n, d.h, d.h / d.t));
     p.push_back(compute({residual_add(d, "attn"), elementwise("ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
     p.push_back(collective("mlp.all-gather", CollectiveKind::all_gather, msg, true));
     p.push_back(compute({ring_exchange(d, linear("fc1", kFwd, d.n, d.fc1_out, d.h))}));
     p.push_back(compute({activation_forward(d)}));
-    p.push_back(collective("mlp.reduce-scatter", CollectiveKind::reduce_scatter, msg, true));
-    p.push_back(compute({pipelined(linear("fc2", kFwd, d.n, d.h, d.f / d.t))}));
+    overlapped_reduce_scatter(p, d, d.fc2_rs, "mlp.reduce-scatter", msg, linear("fc2", kFwd, d.n, d.h, d.f / d.t));
     p.push_back(compute({residual_add(d, "mlp")}));
     return p;
 }
@@ -504,6 +522,8 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.context = e.context;
     c.modules = e.recompute_modules;
     c.tp_comm_overlap = e.tp_comm_overlap;
+    c.tp_overlap_proj_fprop = e.tp_overlap_proj_fprop;
+    c.tp_overlap_fc2_fprop = e.tp_overlap_fc2_fprop;
     c.fp8 = e.precision == Precision::fp8;
     c.cross_entropy = e.cross_entropy;
     c.fp8_current_scaling = e.fp8_recipe == Fp8Recipe::current;

@@ -86,6 +86,10 @@ const std::vector<CsvColumn>& csv_columns() {
                      exec([](const ExecutionSpec& e) { return std::string(to_string(e.gradient_average)); })});
         c.push_back({"grad_reduce_in_fp32", exec([](const ExecutionSpec& e) { return csv_bool(e.fp32_gradients()); })});
         c.push_back({"tp_comm_overlap", exec([](const ExecutionSpec& e) { return csv_bool(e.tp_comm_overlap); })});
+        c.push_back({"tp_overlap_proj_fprop",
+                     exec([](const ExecutionSpec& e) { return std::string(to_string(e.tp_overlap_proj_fprop)); })});
+        c.push_back({"tp_overlap_fc2_fprop",
+                     exec([](const ExecutionSpec& e) { return std::string(to_string(e.tp_overlap_fc2_fprop)); })});
         c.push_back({"gradient_accumulation_fusion",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.gradient_accumulation_fusion); })});
         c.push_back({"async_tp_comm", exec([](const ExecutionSpec& e) { return csv_bool(e.async_tp_comm); })});

@@ -312,6 +312,8 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"gradient_accumulation_fusion", e.gradient_accumulation_fusion},
                           {"async_tp_comm", e.async_tp_comm},
                           {"tp_comm_overlap", e.tp_comm_overlap},
+                          {"tp_overlap_proj_fprop", to_string(e.tp_overlap_proj_fprop)},
+                          {"tp_overlap_fc2_fprop", to_string(e.tp_overlap_fc2_fprop)},
                           {"precision", to_string(e.precision)},
                           {"attention", to_string(e.attention)},
                           {"cross_entropy", to_string(e.cross_entropy)},

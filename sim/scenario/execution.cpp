@@ -12,12 +12,12 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 37> kExecutionKeys = {
+constexpr std::array<std::string_view, 39> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
-    "tp_comm_overlap", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "embedding_reduce_scatter", "check_for_nan_in_grad", "overlap_p2p_comm", "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us",
+    "tp_comm_overlap", "tp_overlap_proj_fprop", "tp_overlap_fc2_fprop", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "embedding_reduce_scatter", "check_for_nan_in_grad", "overlap_p2p_comm", "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "overlap_param_gather_with_optimizer_step"};
 
@@ -64,6 +64,13 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     constexpr std::array<std::string_view, 2> fr = {"delayed", "current"};
     e.fp8_recipe = *fp8_recipe_named(f.get_choice("fp8_recipe", fr, "delayed"));
     e.fp8_param_gather = f.get_bool("fp8_param_gather", false);
+    constexpr std::array<std::string_view, 2> rs = {"pipeline", "ring_exchange"};
+    for (const auto& [key, field] : {std::pair{"tp_overlap_proj_fprop", &ExecutionSpec::tp_overlap_proj_fprop},
+                                     std::pair{"tp_overlap_fc2_fprop", &ExecutionSpec::tp_overlap_fc2_fprop}}) {
+        e.*field = *tp_overlap_rs_named(f.get_choice(key, rs, "pipeline"));
+        if (f.has(key) && !e.tp_comm_overlap)
+            f.fail(key, std::string(key) + " is Transformer Engine's overlap method for that GEMM: it needs tp_comm_overlap: true");
+    }
     e.embedding_reduce_scatter = f.get_bool("embedding_reduce_scatter", true);
     e.check_for_nan_in_grad = f.get_bool("check_for_nan_in_grad", false);
     e.overlap_p2p_comm = f.get_bool("overlap_p2p_comm", false);

@@ -62,6 +62,7 @@ const char* to_string(CrossEntropy c) {
     return "?";
 }
 const char* to_string(Fp8Recipe r) { return r == Fp8Recipe::delayed ? "delayed" : "current"; }
+const char* to_string(TpOverlapRs m) { return m == TpOverlapRs::pipeline ? "pipeline" : "ring_exchange"; }
 const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::uniform ? "uniform" : "block"; }
 const char* to_string(GradientAverage g) {
     switch (g) {
@@ -92,6 +93,12 @@ std::optional<GradientAverage> gradient_average_named(std::string_view name) {
 std::optional<CrossEntropy> cross_entropy_named(std::string_view name) {
     for (const CrossEntropy c : {CrossEntropy::unfused, CrossEntropy::fused, CrossEntropy::te})
         if (name == to_string(c)) return c;
+    return std::nullopt;
+}
+
+std::optional<TpOverlapRs> tp_overlap_rs_named(std::string_view name) {
+    for (const TpOverlapRs m : {TpOverlapRs::pipeline, TpOverlapRs::ring_exchange})
+        if (name == to_string(m)) return m;
     return std::nullopt;
 }
 
