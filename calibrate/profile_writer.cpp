@@ -92,7 +92,9 @@ void write_profile(std::ostream& o, const Profile& p) {
       << comment(p.gemm.stream_k_efficiency > 0 ? "not fitted here: the analytical Hopper profiles' (H100 chunked-GEMM "
                                                   "microbenchmarks)"
                                                 : "none: not measured before Hopper")
-      << "\n\n";
+      << "\n";
+    o << "  stream_k_fixup: " << num(p.gemm.stream_k_fixup)
+      << comment(p.gemm.stream_k_efficiency > 0 ? "not fitted here: as stream_k_efficiency" : "none") << "\n\n";
 
     o << "elementwise:\n";
     o << "  bandwidth_efficiency: " << num(p.elementwise_bandwidth_efficiency)
@@ -266,7 +268,7 @@ double median(std::vector<double> v) {
 }
 
 double gemm_shape_factor(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, int sm_count,
-                         int tile_m, int tile_n, double k_half, double stream_k) {
+                         int tile_m, int tile_n, double k_half, double stream_k, double stream_k_fixup) {
     const std::int64_t tiles[3][2] = {{tile_m, tile_n}, {tile_n, tile_m}, {std::max(tile_m / 2, 1), tile_n}};
     double best = 0;
     for (const auto& t : tiles) {
@@ -274,7 +276,10 @@ double gemm_shape_factor(std::int64_t m, std::int64_t n, std::int64_t k, std::in
         const double waves = std::ceil(count / sm_count);
         const double useful = double(m) * double(n) * double(batch);
         best = std::max(best, useful / (waves * sm_count * double(t[0]) * double(t[1])));
-        if (stream_k > 0) best = std::max(best, stream_k * useful / (count * double(t[0]) * double(t[1])));
+        if (stream_k > 0) {
+            const double rate = stream_k / (1.0 + stream_k_fixup * std::max(0.0, sm_count / count - 1.0));
+            best = std::max(best, rate * useful / (count * double(t[0]) * double(t[1])));
+        }
     }
     return best * (double(k) / (double(k) + k_half));
 }
@@ -286,7 +291,7 @@ double fit_gemm_ceiling(const std::vector<GemmResult>& gemms, const std::vector<
         if (std::find(names.begin(), names.end(), g.name) == names.end() || g.time_us <= 0 || peak_flops <= 0) continue;
         const double achieved = 2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch) / (g.time_us * 1e-6) / peak_flops;
         ratios.push_back(achieved / gemm_shape_factor(g.m, g.n, g.k, g.batch, sm_count, block.tile_m, block.tile_n, block.k_half,
-                                                        block.stream_k_efficiency));
+                                                        block.stream_k_efficiency, block.stream_k_fixup));
     }
     return median(std::move(ratios));
 }

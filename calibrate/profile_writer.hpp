@@ -44,6 +44,7 @@ struct GemmBlock {                    // tile sizes and k_half are not fitted: d
     double efficiency_ceiling = 0;
     double k_half = 192;              // as the A100 fit (scripts/fit-table4) and the analytical Hopper profiles
     double stream_k_efficiency = 0;   // kStreamKEfficiencySm90 on Hopper and newer, else none (not measured)
+    double stream_k_fixup = 0;        // kStreamKFixupSm90 with it
     std::string comment;
 };
 
@@ -170,11 +171,13 @@ double median(std::vector<double> v);
 /// the best of three tile shapes' wave quantization on `sm_count` SMs (or, with stream_k > 0, their work spread over
 /// every SM at that share of the rate), times k / (k + k_half).
 double gemm_shape_factor(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, int sm_count,
-                         int tile_m, int tile_n, double k_half, double stream_k = 0);
+                         int tile_m, int tile_n, double k_half, double stream_k = 0, double stream_k_fixup = 0);
 
-/// The analytical Hopper profiles' gemm.stream_k_efficiency (scenarios/devices/h100-sxm5-80gb.yaml: from H100 GEMM
-/// microbenchmarks of Transformer Engine's chunked GEMMs), written into profiles calibrated on sm90 and newer.
-inline constexpr double kStreamKEfficiencySm90 = 0.80;
+/// The analytical Hopper profiles' gemm.stream_k_efficiency and gemm.stream_k_fixup (scenarios/devices/
+/// h100-sxm5-80gb.yaml: from H100 GEMM microbenchmarks of Transformer Engine's chunked GEMMs), written into profiles
+/// calibrated on sm90 and newer.
+inline constexpr double kStreamKEfficiencySm90 = 0.90;
+inline constexpr double kStreamKFixupSm90 = 0.20;
 
 /// gemm.efficiency_ceiling fitted to the measured GEMMs: the median over the entries named in `names` (the
 /// layer's GEMMs) of (measured FLOP/s / peak) / shape factor, so that the simulator's model gives the median layer

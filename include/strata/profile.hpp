@@ -108,6 +108,9 @@ struct DeviceProfile {
     /// spreads a GEMM whose output tiles fill the SMs badly over all of them at this share of the tiles' rate, so
     /// the model takes the better of the wave-quantized tiles and this (cost.hpp, CostModel::gemm_efficiency).
     double gemm_stream_k_efficiency = 0;
+    /// With stream-K: the rate lost to the partial sums' fixup per further SM sharing an output tile, the rate being
+    /// stream_k_efficiency / (1 + fixup x (SMs / tiles - 1)) when there are fewer tiles than SMs.
+    double gemm_stream_k_fixup = 0;
     double elementwise_bandwidth_efficiency = 0;
     double intra_node_bus_bandwidth = 0;   ///< bytes/s
     double intra_node_step_latency_us = 0;

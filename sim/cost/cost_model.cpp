@@ -110,10 +110,13 @@ double CostModel::gemm_efficiency(const GemmShape& g) const {
         const double waves = std::ceil(count / sms);
         const double useful = double(g.m) * double(g.n) * double(g.batch);
         best = std::max(best, useful / (waves * sms * double(a) * double(b)));
-        // Stream-K: the tiles' work spread evenly over every SM (no idle last wave), at its own share of the rate;
-        // only the tiles' padding at the matrix edges is lost.
-        if (profile_.gemm_stream_k_efficiency > 0)
-            best = std::max(best, profile_.gemm_stream_k_efficiency * useful / (count * double(a) * double(b)));
+        // Stream-K: the tiles' work spread evenly over every SM (no idle last wave), at its own share of the rate,
+        // less the fixup of partial sums where several SMs share a tile; the tiles' padding at the edges is lost.
+        if (profile_.gemm_stream_k_efficiency > 0) {
+            const double sharing = std::max(0.0, sms / count - 1.0);
+            const double rate = profile_.gemm_stream_k_efficiency / (1.0 + profile_.gemm_stream_k_fixup * sharing);
+            best = std::max(best, rate * useful / (count * double(a) * double(b)));
+        }
     }
     const double k = double(g.k);
     return profile_.gemm_efficiency_ceiling * best * (k / (k + profile_.gemm_k_half));

@@ -13,14 +13,14 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 38> kProfileKeys = {
+constexpr std::array<std::string_view, 39> kProfileKeys = {
     "format", "name", "kind",
     "provenance.gpu", "provenance.sm_count", "provenance.memory_bytes", "provenance.driver",
     "provenance.cuda_runtime", "provenance.cublas", "provenance.nccl", "provenance.gpus_used",
     "provenance.command", "provenance.date", "provenance.host", "provenance.timing_reference_gpus",
     "device.peak_flops", "device.hbm_bandwidth_bytes_per_s", "device.memory_capacity_bytes",
     "device.sm_count", "device.kernel_launch_us",
-    "gemm.tile_m", "gemm.tile_n", "gemm.efficiency_ceiling", "gemm.k_half", "gemm.stream_k_efficiency",
+    "gemm.tile_m", "gemm.tile_n", "gemm.efficiency_ceiling", "gemm.k_half", "gemm.stream_k_efficiency", "gemm.stream_k_fixup",
     "elementwise.bandwidth_efficiency", "intra_node.nccl_channels",
     "intra_node.bus_bandwidth_bytes_per_s", "intra_node.step_latency_us",
     "measured.copy_bandwidth_bytes_per_s", "measured",
@@ -228,6 +228,9 @@ DeviceProfile read_device(const Fields& f, const std::string& file) {
     p.gemm_efficiency_ceiling = f.get_double("gemm.efficiency_ceiling", 0.01, 1.0);
     p.gemm_k_half = f.get_double("gemm.k_half", 0, 1e6);
     p.gemm_stream_k_efficiency = f.get_double("gemm.stream_k_efficiency", 0, 1.0, 0.0);
+    p.gemm_stream_k_fixup = f.get_double("gemm.stream_k_fixup", 0, 100.0, 0.0);
+    if (p.gemm_stream_k_fixup > 0 && p.gemm_stream_k_efficiency <= 0)
+        f.fail("gemm.stream_k_fixup", "is stream-K's fixup cost: it needs gemm.stream_k_efficiency > 0");
     p.elementwise_bandwidth_efficiency = f.get_double("elementwise.bandwidth_efficiency", 0.01, 1.0);
     p.nccl_channels = static_cast<int>(f.get_int("intra_node.nccl_channels", 0, 1024, 0));
     if (p.nccl_channels >= p.sm_count)  // one SM each: the compute beside a collective needs some left

@@ -122,7 +122,7 @@ const std::set<std::string> kKeys = {
     "provenance.driver", "provenance.cuda_runtime", "provenance.cublas", "provenance.nccl", "provenance.gpus_used",
     "provenance.command", "provenance.date", "provenance.host", "device.peak_flops",
     "device.hbm_bandwidth_bytes_per_s", "device.memory_capacity_bytes", "device.sm_count", "device.kernel_launch_us",
-    "gemm.tile_m", "gemm.tile_n", "gemm.efficiency_ceiling", "gemm.k_half", "gemm.stream_k_efficiency",
+    "gemm.tile_m", "gemm.tile_n", "gemm.efficiency_ceiling", "gemm.k_half", "gemm.stream_k_efficiency", "gemm.stream_k_fixup",
     "elementwise.bandwidth_efficiency",
     "intra_node.bus_bandwidth_bytes_per_s", "intra_node.step_latency_us", "measured.copy_bandwidth_bytes_per_s"};
 
@@ -386,7 +386,8 @@ TEST_CASE("calibrate: gemm_shape_factor is the simulator's GEMM model without it
     for (const auto& s : shapes) {
         const strata::GemmShape g{s[0], s[1], s[2], s[3]};
         CHECK(d.gemm_efficiency_ceiling * gemm_shape_factor(s[0], s[1], s[2], s[3], d.sm_count, d.gemm_tile_m,
-                                                            d.gemm_tile_n, d.gemm_k_half, d.gemm_stream_k_efficiency) ==
+                                                            d.gemm_tile_n, d.gemm_k_half, d.gemm_stream_k_efficiency,
+                                                            d.gemm_stream_k_fixup) ==
               Approx(cost.gemm_efficiency(g)));
     }
 }
@@ -434,6 +435,7 @@ TEST_CASE("calibrate: the committed calibrated profiles' ceilings follow from th
         GemmBlock block;
         block.tile_m = d.gemm_tile_m, block.tile_n = d.gemm_tile_n, block.k_half = d.gemm_k_half;
         block.stream_k_efficiency = d.gemm_stream_k_efficiency;
+        block.stream_k_fixup = d.gemm_stream_k_fixup;
         INFO(file);
         CHECK(round_sig(fit_gemm_ceiling(g, names, d.peak_flops, d.sm_count, block), 4) == Approx(d.gemm_efficiency_ceiling));
     }
