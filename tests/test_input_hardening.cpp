@@ -454,10 +454,13 @@ TEST_CASE("hardening: two times for one collective size are refused at the secon
     CHECK_THAT(msg, Contains("one time per size"));
 }
 
-TEST_CASE("hardening: Transformer Engine's reduce-scatter methods need tp_comm_overlap and name a method", "[hardening]") {
+TEST_CASE("hardening: Transformer Engine's reduce-scatter methods name a method", "[hardening]") {
     // Line 6 is the key's line: the head's five, then the key.
-    const std::string alone = error_of(kHead + "  tp_overlap_fc2_fprop: ring_exchange\n" + kRest);
-    CHECK_THAT(alone, StartsWith(at(6, 3)) && Contains("execution.tp_overlap_fc2_fprop") && Contains("needs tp_comm_overlap: true"));
     const std::string bad = error_of(kHead + "  tp_overlap_proj_fprop: ring\n" + kRest);
-    CHECK_THAT(bad, Contains("execution.tp_overlap_proj_fprop") && Contains("pipeline") && Contains("ring_exchange"));
+    CHECK_THAT(bad, StartsWith(at(6, 26)) && Contains("execution.tp_overlap_proj_fprop") && Contains("pipeline") &&
+                        Contains("ring_exchange"));
+    // Without tp_comm_overlap they are read and change nothing (as TE's ub_cfg without --tp-comm-overlap).
+    const Experiment ex = load_experiment_text(kHead + "  tp_overlap_fc2_fprop: ring_exchange\n" + kRest, kOrigin);
+    CHECK(ex.cases[0].execution.tp_overlap_fc2_fprop == TpOverlapRs::ring_exchange);
+    CHECK_FALSE(ex.cases[0].execution.tp_comm_overlap);
 }

@@ -64,13 +64,11 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     constexpr std::array<std::string_view, 2> fr = {"delayed", "current"};
     e.fp8_recipe = *fp8_recipe_named(f.get_choice("fp8_recipe", fr, "delayed"));
     e.fp8_param_gather = f.get_bool("fp8_param_gather", false);
+    // Like TE's ub_cfg without --tp-comm-overlap, these have no effect while tp_comm_overlap is off (so that
+    // `--set execution.tp_comm_overlap=false` works on a file that names them).
     constexpr std::array<std::string_view, 2> rs = {"pipeline", "ring_exchange"};
-    for (const auto& [key, field] : {std::pair{"tp_overlap_proj_fprop", &ExecutionSpec::tp_overlap_proj_fprop},
-                                     std::pair{"tp_overlap_fc2_fprop", &ExecutionSpec::tp_overlap_fc2_fprop}}) {
-        e.*field = *tp_overlap_rs_named(f.get_choice(key, rs, "pipeline"));
-        if (f.has(key) && !e.tp_comm_overlap)
-            f.fail(key, std::string(key) + " is Transformer Engine's overlap method for that GEMM: it needs tp_comm_overlap: true");
-    }
+    e.tp_overlap_proj_fprop = *tp_overlap_rs_named(f.get_choice("tp_overlap_proj_fprop", rs, "pipeline"));
+    e.tp_overlap_fc2_fprop = *tp_overlap_rs_named(f.get_choice("tp_overlap_fc2_fprop", rs, "pipeline"));
     e.embedding_reduce_scatter = f.get_bool("embedding_reduce_scatter", true);
     e.check_for_nan_in_grad = f.get_bool("check_for_nan_in_grad", false);
     e.overlap_p2p_comm = f.get_bool("overlap_p2p_comm", false);
