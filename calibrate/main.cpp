@@ -130,8 +130,9 @@ void derive(const Options& o, const cudaDeviceProp& prop, const ElementwiseSumma
                        "the table)";
     }
 
-    p.gemm.stream_k_efficiency = prop.major >= 9 ? kStreamKEfficiencySm90 : 0.0;
-    p.gemm.stream_k_fixup = prop.major >= 9 ? kStreamKFixupSm90 : 0.0;
+    // Measured on Hopper only: other generations get none (their cuBLAS and SM counts differ).
+    p.gemm.stream_k_efficiency = prop.major == 9 ? kStreamKEfficiencySm90 : 0.0;
+    p.gemm.stream_k_fixup = prop.major == 9 ? kStreamKFixupSm90 : 0.0;
     // The ceiling that makes the simulator's shape model give the median layer GEMM its measured time.
     std::vector<std::string> layer_names;
     for (const auto& g : p.gemms)

@@ -43,7 +43,7 @@ struct GemmBlock {                    // tile sizes and k_half are not fitted: d
     int tile_n = 128;
     double efficiency_ceiling = 0;
     double k_half = 192;              // as the A100 fit (scripts/fit-table4) and the analytical Hopper profiles
-    double stream_k_efficiency = 0;   // kStreamKEfficiencySm90 on Hopper and newer, else none (not measured)
+    double stream_k_efficiency = 0;   // kStreamKEfficiencySm90 on Hopper (sm90), else none (not measured)
     double stream_k_fixup = 0;        // kStreamKFixupSm90 with it
     std::string comment;
 };
@@ -175,7 +175,7 @@ double gemm_shape_factor(std::int64_t m, std::int64_t n, std::int64_t k, std::in
 
 /// The analytical Hopper profiles' gemm.stream_k_efficiency and gemm.stream_k_fixup (scenarios/devices/
 /// h100-sxm5-80gb.yaml: from H100 GEMM microbenchmarks of Transformer Engine's chunked GEMMs), written into profiles
-/// calibrated on sm90 and newer.
+/// calibrated on sm90 (Hopper) GPUs.
 inline constexpr double kStreamKEfficiencySm90 = 0.90;
 inline constexpr double kStreamKFixupSm90 = 0.20;
 

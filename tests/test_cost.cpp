@@ -301,6 +301,17 @@ TEST_CASE("GEMM: a chunked GEMM costs its chunks back to back, and reads B once 
     CHECK(chunked.gemm.bytes().value == whole.gemm.bytes().value + 7 * 2 * 4096 * 1280);
     // A 512 x 1280 chunk: 80 half-height tiles on 100 SMs, one wave 80% useful; the whole GEMM 640 in 7 waves (91%).
     CHECK(c.kernel(chunked).time > c.kernel(whole).time);
+    // Rows that do not divide: 4100 = 4 x 513 + 4 x 512; fewer rows than chunks: one GEMM per row, none empty.
+    chunked.gemm.m = 4100;
+    CHECK(c.kernel(chunked).time.ps() == 4 * c.kernel(gemm(513, 1280, 4096)).time.ps() + 4 * c.kernel(gemm(512, 1280, 4096)).time.ps());
+    chunked.gemm.m = 3;
+    CHECK(c.kernel(chunked).time.ps() == 3 * c.kernel(gemm(1, 1280, 4096)).time.ps());
+    // Columns (TE's pipelined reduce-scatter splits the output's features): 1280 = 4 x 320; A read per chunk.
+    Kernel columns = gemm(4096, 1280, 4096);
+    columns.gemm.chunks = 4;
+    columns.gemm.chunk_columns = true;
+    CHECK(c.kernel(columns).time.ps() == 4 * c.kernel(gemm(4096, 320, 4096)).time.ps());
+    CHECK(columns.gemm.bytes().value == whole.gemm.bytes().value + 3 * 2 * 4096 * 4096);
 }
 
 namespace {

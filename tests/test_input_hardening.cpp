@@ -463,4 +463,6 @@ TEST_CASE("hardening: Transformer Engine's reduce-scatter methods name a method"
     const Experiment ex = load_experiment_text(kHead + "  tp_overlap_fc2_fprop: ring_exchange\n" + kRest, kOrigin);
     CHECK(ex.cases[0].execution.tp_overlap_fc2_fprop == TpOverlapRs::ring_exchange);
     CHECK_FALSE(ex.cases[0].execution.tp_comm_overlap);
+    const Experiment plain = load_experiment_text(kHead + kRest, kOrigin);
+    CHECK(simulate(ex.cases[0]).iteration_time_s == simulate(plain.cases[0]).iteration_time_s);
 }

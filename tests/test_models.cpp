@@ -333,6 +333,7 @@ TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overla
             CHECK(st.collective.kind == CollectiveKind::reduce_scatter);
             REQUIRE(plan.forward[i - 1].kernels.size() == 1);
             CHECK(plan.forward[i - 1].kernels[0].gemm.chunks == 4);
+            CHECK(plan.forward[i - 1].kernels[0].gemm.chunk_columns);   // TE splits the output's features
             CHECK(plan.forward[i - 2].collective.message.value == 3 * st.collective.message.value);
             ++last_chunks;
             continue;
@@ -361,24 +362,35 @@ TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overla
         REQUIRE(chunks.count(name) == 1);
         CHECK(chunks[name] == n);
     }
-    // A run whose userbuffer configuration reduce-scatters fc2's output by ring exchange (Megatron-Bridge's): t chunks,
-    // the last step's 1 / t after the GEMM and then the sum of the t partial outputs of the rank's shard.
+    // A run whose userbuffer configuration reduce-scatters fc2's output by ring exchange (Megatron-Bridge's): t row
+    // chunks whose transfers all overlap the GEMM (the last chunk is the rank's own shard, not sent), then the sum of
+    // the t partial outputs of the rank's shard.
     lc.tp_overlap_fc2_fprop = TpOverlapRs::ring_exchange;
     const LayerPlan ring = build_layer(lc);
     bool summed = false;
-    for (std::size_t i = 1; i < ring.forward.size(); ++i) {
+    for (std::size_t i = 2; i < ring.forward.size(); ++i) {
         const Step& st = ring.forward[i];
-        if (st.kind == Step::Kind::collective && st.collective.name == "mlp.reduce-scatter.last-chunk") {
-            CHECK(ring.forward[i - 1].kernels[0].name == "fc2");
-            CHECK(ring.forward[i - 1].kernels[0].gemm.chunks == 8);
-            CHECK(ring.forward[i - 2].collective.message.value == 7 * st.collective.message.value);
-            REQUIRE(i + 1 < ring.forward.size());
-            REQUIRE(ring.forward[i + 1].kernels.size() == 1);
-            CHECK(ring.forward[i + 1].kernels[0].name == "mlp.reduce-scatter.sum");
+        CHECK(st.collective.name != "mlp.reduce-scatter.last-chunk");
+        if (st.kind == Step::Kind::compute && st.kernels.size() == 1 && st.kernels[0].name == "mlp.reduce-scatter.sum") {
+            const Kernel& fc2 = ring.forward[i - 1].kernels.at(0);
+            CHECK(fc2.name == "fc2");
+            CHECK(fc2.gemm.chunks == 8);
+            CHECK_FALSE(fc2.gemm.chunk_columns);
+            CHECK(ring.forward[i - 2].overlapped);
+            CHECK(ring.forward[i - 2].collective.message.value == 2 * fc2.gemm.m * fc2.gemm.n);
             summed = true;
         }
     }
     CHECK(summed);
+    // FP8 keeps the split (the casts are added beside the chunked GEMMs).
+    lc.fp8 = true;
+    for (const Step& st : build_layer(lc).forward)
+        for (const Kernel& k : st.kernels)
+            if (k.name == "qkv" || k.name == "fc2") {
+                CHECK(k.gemm.fp8);
+                CHECK(k.gemm.chunks == 8);
+            }
+    lc.fp8 = false;
     const CostModel cost(sc.system.device);
     CHECK(cost.pass_time(ring.forward, 8, 1) > cost.pass_time(plan.forward, 8, 1));
     lc.tp_comm_overlap = false;

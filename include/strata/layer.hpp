@@ -24,13 +24,16 @@ struct GemmShape {
     bool accumulate_fp32 = false;
     /// A and B in FP8 (1 byte each): Transformer Engine's FP8 GEMMs, at the device's FP8 peak.
     bool fp8 = false;
-    /// Run as `chunks` GEMMs of m / chunks rows each (Transformer Engine's userbuffer overlap splits a GEMM so that
-    /// each chunk's communication overlaps another chunk); the FLOPs are the whole GEMM's, B is read per chunk.
+    /// Run as `chunks` GEMMs back to back (Transformer Engine's userbuffer overlap splits a GEMM so that each chunk's
+    /// communication overlaps another chunk): of m / chunks rows each (B read per chunk), or with chunk_columns of
+    /// n / chunks columns each (A read per chunk); the FLOPs are the whole GEMM's.
     std::int64_t chunks = 1;
+    bool chunk_columns = false;
     [[nodiscard]] Flops flops() const { return Flops(2.0 * double(m) * double(n) * double(k) * double(batch)); }
     /// HBM bytes: A and B at 2 bytes per element; C written at 2, or read and written at 4 when accumulating.
     [[nodiscard]] Bytes bytes() const {
-        return Bytes(batch * ((fp8 ? 1 : 2) * (m * k + chunks * k * n) + (accumulate_fp32 ? 8 : 2) * m * n));
+        const std::int64_t a_reads = chunk_columns ? chunks : 1, b_reads = chunk_columns ? 1 : chunks;
+        return Bytes(batch * ((fp8 ? 1 : 2) * (a_reads * m * k + b_reads * k * n) + (accumulate_fp32 ? 8 : 2) * m * n));
     }
 };
 

@@ -144,13 +144,23 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
         return {Time::from_seconds(launch_s + std::max(compute_s, memory_s)), source};
     }
     if (kr.gemm.chunks > 1) {
-        // Transformer Engine's userbuffer overlap: the GEMM runs as `chunks` GEMMs of m / chunks rows, back to back.
-        Kernel one = kr;
-        one.gemm.m = (kr.gemm.m + kr.gemm.chunks - 1) / kr.gemm.chunks;
-        one.gemm.chunks = 1;
-        one.bytes = one.gemm.bytes();
-        const KernelCost c = kernel(one);
-        return {c.time * kr.gemm.chunks, c.source};
+        // Transformer Engine's userbuffer overlap: the GEMM runs as `chunks` GEMMs back to back, splitting its rows
+        // (or columns) as evenly as they go: r chunks one longer than the rest (none empty).
+        const std::int64_t dim = kr.gemm.chunk_columns ? kr.gemm.n : kr.gemm.m;
+        const std::int64_t parts = std::min(kr.gemm.chunks, std::max<std::int64_t>(dim, 1));
+        const auto part = [&](std::int64_t size) {
+            Kernel one = kr;
+            (kr.gemm.chunk_columns ? one.gemm.n : one.gemm.m) = size;
+            one.gemm.chunks = 1;
+            one.gemm.chunk_columns = false;
+            one.bytes = one.gemm.bytes();
+            return kernel(one);
+        };
+        const std::int64_t q = dim / parts, r = dim % parts;
+        const KernelCost base = part(q);
+        Time t = base.time * (parts - r);
+        if (r > 0) t += part(q + 1).time * r;
+        return {t, base.source};
     }
     for (const auto& m : profile_.measured_gemms) {
         // C = A B and its transpose C^T = B^T A^T are the same work: calibration writes weight gradients in

@@ -265,25 +265,31 @@ Kernel ring_exchange(const Dims& d, Kernel k) {
     k.bytes = k.gemm.bytes();
     return k;
 }
+/// TE's split_overlap_rs splits the output's columns (the features), each chunk reduce-scattered over the tokens.
 Kernel pipelined(Kernel k) {
     k.gemm.chunks = kTePipelineSplits;
+    k.gemm.chunk_columns = true;
     k.bytes = k.gemm.bytes();
     return k;
 }
 
-/// A GEMM whose output TE reduce-scatters chunk by chunk. `pipeline`: each of 4 chunks' reduce-scatter runs during
-/// the next chunk's GEMM, so the last chunk's runs alone after the GEMM. `ring_exchange` (TE's split_overlap_rs_p2p):
-/// t chunks, each chunk's partial output passed on by the copy engines during the next chunk's GEMM; after the last
-/// step's transfer each rank adds the t partial outputs of its shard (reads t shards, writes one). Either way the other
-/// chunks' share of the collective pairs with the GEMM and the last chunk's follows it, exposed.
+/// A GEMM whose output TE reduce-scatters chunk by chunk. `pipeline` (TE's split_overlap_rs): each of 4 column
+/// chunks' reduce-scatter runs during the next chunk's GEMM, so the last chunk's (a quarter of the collective) runs
+/// alone after the GEMM. `ring_exchange` (split_overlap_rs_p2p): t row chunks, each passed on by the copy engines
+/// during the next chunk's GEMM; the last chunk is the rank's own shard, which is not sent, so the transfers overlap
+/// the GEMM whole, and then each rank adds the t partial outputs of its shard (reads t shards, writes one).
 void overlapped_reduce_scatter(std::vector<Step>& p, const Dims& d, TpOverlapRs method, const std::string& name,
                                std::int64_t message, Kernel gemm) {
-    const bool ring = method == TpOverlapRs::ring_exchange;
-    const std::int64_t last = message / (ring ? d.t : kTePipelineSplits);
+    if (method == TpOverlapRs::ring_exchange) {
+        p.push_back(collective(name, CollectiveKind::reduce_scatter, message, true));
+        p.push_back(compute({ring_exchange(d, std::move(gemm))}));
+        p.push_back(compute({elementwise(name + ".sum", "", 2 * d.n * d.h + 2 * d.n_sp * d.h)}));
+        return;
+    }
+    const std::int64_t last = message / kTePipelineSplits;
     p.push_back(collective(name, CollectiveKind::reduce_scatter, message - last, true));
-    p.push_back(compute({ring ? ring_exchange(d, std::move(gemm)) : pipelined(std::move(gemm))}));
+    p.push_back(compute({pipelined(std::move(gemm))}));
     p.push_back(collective(name + ".last-chunk", CollectiveKind::reduce_scatter, last));
-    if (ring) p.push_back(compute({elementwise(name + ".sum", "", 2 * d.n * d.h + 2 * d.n_sp * d.h)}));
 }
 
 /// The forward pass with Megatron-LM's --tp-comm-overlap: each sequence-parallel all-gather runs with the GEMM that
@@ -370,10 +376,17 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
         add(p, {elementwise("recompute.ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
     if (selective && d.modules.mlp) {
         // The MLP's first GEMM and activation again, from its kept input (gathered again under SP).
-        if (d.sp) p.push_back(collective("recompute.mlp.all-gather", CollectiveKind::all_gather, msg));
+        // With tp_comm_overlap the recomputed fc1 runs through TE's module again: its gather ring-exchanged with it.
+        if (d.sp) p.push_back(collective("recompute.mlp.all-gather", CollectiveKind::all_gather, msg, d.tp_overlap));
         Kernel act = activation_forward(d);
         act.name = "recompute." + act.name;
-        add(p, {linear("recompute.fc1", kFwd, d.n, d.fc1_out, d.h), act});
+        Kernel fc1 = linear("recompute.fc1", kFwd, d.n, d.fc1_out, d.h);
+        if (d.tp_overlap) {
+            p.push_back(compute({ring_exchange(d, std::move(fc1))}));
+            p.push_back(compute({act}));
+        } else {
+            add(p, {fc1, act});
+        }
     }
     if (d.tp_overlap) {
         // The output-gradient all-gather (issued above as an overlapped step) runs with fc2's data-gradient GEMM.

@@ -64,12 +64,16 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
                 } else {
                     // A chunked GEMM (Transformer Engine's overlap): its whole shape, each chunk's efficiency.
                     GemmShape chunk = k.gemm;
-                    chunk.m = (k.gemm.m + k.gemm.chunks - 1) / k.gemm.chunks;
+                    std::int64_t& split = k.gemm.chunk_columns ? chunk.n : chunk.m;
+                    split = (split + k.gemm.chunks - 1) / k.gemm.chunks;
                     chunk.chunks = 1;
+                    chunk.chunk_columns = false;
                     out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s){}\n", k.name,
                                        "gemm", k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, c.time.ms(), to_string(c.source),
                                        cost.gemm_efficiency(chunk), k.gemm.flops().value / c.time.seconds() / 1e12,
-                                       k.gemm.chunks > 1 ? fmt::format(", as {} chunks of {} rows", k.gemm.chunks, chunk.m) : "");
+                                       k.gemm.chunks > 1 ? fmt::format(", as {} chunks of {} {}", k.gemm.chunks, split,
+                                                                       k.gemm.chunk_columns ? "columns" : "rows")
+                                                         : "");
                 }
             }
         }
