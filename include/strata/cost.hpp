@@ -42,7 +42,11 @@ struct KernelCost {
 ///   GEMM: time = launch + max(flops / (peak x eff), bytes / (HBM x eta_mem)) where
 ///         eff = ceiling x wave_efficiency x k / (k + k_half); wave_efficiency is the fraction of the
 ///         last wave of output tiles that does useful work (tile quantization over the SMs), taking the
-///         best of the tile shapes (tile_m x tile_n, its transpose, and half-size tiles).
+///         best of the tile shapes (tile_m x tile_n, its transpose, and half-size tiles); with the profile's
+///         stream_k_efficiency e > 0 also stream-K, the tiles' work spread over every SM at
+///         e / (1 + stream_k_fixup x (SMs / tiles - 1)) (the fixup only below one tile per SM), where better.
+///         A chunked GEMM (GemmShape::chunks, Transformer Engine's overlap) costs its row or column chunks
+///         back to back.
 ///   elementwise: time = launch + bytes / (HBM x eta_mem)
 ///   tensor-parallel collective inside a node (ring, alpha-beta):
 ///         time = steps x step_latency + per_rank_bytes / bus_bandwidth

@@ -40,9 +40,9 @@ enum class CrossEntropy { unfused, fused, te };
 /// 16-bit operand for the amax, 2 more bytes per element).
 enum class Fp8Recipe { delayed, current };
 /// How Transformer Engine's userbuffer overlap (tp_comm_overlap) reduce-scatters a forward GEMM's output (its ub_cfg
-/// `method` for proj_fprop and fc2_fprop): pipeline (TE's default: 4 GEMM chunks, each chunk's reduce-scatter during
-/// the next, the last chunk's alone after the GEMM) or ring_exchange (t chunks passed round the ring by the copy
-/// engines, then the received partial sums added: the last step's transfer and the sum follow the GEMM).
+/// `method` for proj_fprop and fc2_fprop): pipeline (TE's default: 4 column chunks, each chunk's reduce-scatter during
+/// the next, the last chunk's alone after the GEMM) or ring_exchange (t row chunks passed round the ring by the copy
+/// engines under the GEMM, the rank's own shard last, then the received partial sums added after it).
 enum class TpOverlapRs { pipeline, ring_exchange };
 enum class RecomputeMethod { uniform, block };
 /// How the data-parallel gradients are averaged. scale: the gradient buffer is multiplied by 1 / replicas in place
