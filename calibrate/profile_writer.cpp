@@ -91,7 +91,7 @@ void write_profile(std::ostream& o, const Profile& p) {
     o << "  stream_k_efficiency: " << num(p.gemm.stream_k_efficiency)
       << comment(p.gemm.stream_k_efficiency > 0 ? "not fitted here: the analytical Hopper profiles' (H100 chunked-GEMM "
                                                   "microbenchmarks)"
-                                                : "none: not measured before Hopper")
+                                                : "none: measured on Hopper (sm90) only")
       << "\n";
     o << "  stream_k_fixup: " << num(p.gemm.stream_k_fixup)
       << comment(p.gemm.stream_k_efficiency > 0 ? "not fitted here: as stream_k_efficiency" : "none") << "\n\n";
