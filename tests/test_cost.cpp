@@ -318,12 +318,17 @@ namespace {
 /// Mean and root mean square of log(model / measured) of the chunk-to-whole time ratio over Transformer Engine's
 /// chunked GEMMs measured on an H100 (calibration data: GEMM microbenchmarks, calibrate/torch_tp_overlap.py).
 std::pair<double, double> chunk_ratio_errors(double stream_k, double fixup) {
-    DeviceProfile p = load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/h100-sxm5-80gb.yaml");
+    // Read once for the test's several calls.
+    static const DeviceProfile h100 =
+        load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/h100-sxm5-80gb.yaml");
+    static const nlohmann::json j = [] {
+        std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/calibrate/results/2026-11-26b/h100-tp-overlap-3.json");
+        return nlohmann::json::parse(in);
+    }();
+    DeviceProfile p = h100;
     p.gemm_stream_k_efficiency = stream_k;
     p.gemm_stream_k_fixup = fixup;
     const CostModel c(p);
-    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/calibrate/results/2026-11-26b/h100-tp-overlap-3.json");
-    const nlohmann::json j = nlohmann::json::parse(in);
     double sum = 0, sq = 0;
     int n = 0;
     for (const auto& row : j.at("rows"))

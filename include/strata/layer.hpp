@@ -6,6 +6,7 @@
 #include "strata/spec.hpp"
 #include "strata/units.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,22 @@ struct GemmShape {
     /// n / chunks columns each (A read per chunk); the FLOPs are the whole GEMM's.
     std::int64_t chunks = 1;
     bool chunk_columns = false;
+    /// The extent the chunks split (m, or n with chunk_columns).
+    [[nodiscard]] std::int64_t split_extent() const { return chunk_columns ? n : m; }
+    /// The chunks that run: `chunks`, but never more than the split extent (none empty).
+    [[nodiscard]] std::int64_t chunk_parts() const { return std::min(chunks, std::max<std::int64_t>(split_extent(), 1)); }
+    /// One chunk as a whole GEMM: this shape with the split extent `size`.
+    [[nodiscard]] GemmShape chunk(std::int64_t size) const {
+        GemmShape c = *this;
+        (chunk_columns ? c.n : c.m) = size;
+        c.chunks = 1;
+        c.chunk_columns = false;
+        return c;
+    }
     [[nodiscard]] Flops flops() const { return Flops(2.0 * double(m) * double(n) * double(k) * double(batch)); }
     /// HBM bytes: A and B at 2 bytes per element; C written at 2, or read and written at 4 when accumulating.
     [[nodiscard]] Bytes bytes() const {
-        const std::int64_t a_reads = chunk_columns ? chunks : 1, b_reads = chunk_columns ? 1 : chunks;
+        const std::int64_t a_reads = chunk_columns ? chunk_parts() : 1, b_reads = chunk_columns ? 1 : chunk_parts();
         return Bytes(batch * ((fp8 ? 1 : 2) * (a_reads * m * k + b_reads * k * n) + (accumulate_fp32 ? 8 : 2) * m * n));
     }
 };

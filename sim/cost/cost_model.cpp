@@ -146,13 +146,10 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
     if (kr.gemm.chunks > 1) {
         // Transformer Engine's userbuffer overlap: the GEMM runs as `chunks` GEMMs back to back, splitting its rows
         // (or columns) as evenly as they go: r chunks one longer than the rest (none empty).
-        const std::int64_t dim = kr.gemm.chunk_columns ? kr.gemm.n : kr.gemm.m;
-        const std::int64_t parts = std::min(kr.gemm.chunks, std::max<std::int64_t>(dim, 1));
+        const std::int64_t dim = kr.gemm.split_extent(), parts = kr.gemm.chunk_parts();
         const auto part = [&](std::int64_t size) {
             Kernel one = kr;
-            (kr.gemm.chunk_columns ? one.gemm.n : one.gemm.m) = size;
-            one.gemm.chunks = 1;
-            one.gemm.chunk_columns = false;
+            one.gemm = kr.gemm.chunk(size);
             one.bytes = one.gemm.bytes();
             return kernel(one);
         };

@@ -63,15 +63,13 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
                                        to_string(c.source), eff, flash_attention_flops(k).value / c.time.seconds() / 1e12);
                 } else {
                     // A chunked GEMM (Transformer Engine's overlap): its whole shape, each chunk's efficiency.
-                    GemmShape chunk = k.gemm;
-                    std::int64_t& split = k.gemm.chunk_columns ? chunk.n : chunk.m;
-                    split = (split + k.gemm.chunks - 1) / k.gemm.chunks;
-                    chunk.chunks = 1;
-                    chunk.chunk_columns = false;
+                    const std::int64_t parts = k.gemm.chunk_parts();
+                    const std::int64_t largest = (k.gemm.split_extent() + parts - 1) / parts;
+                    const GemmShape chunk = k.gemm.chunk(largest);
                     out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s){}\n", k.name,
                                        "gemm", k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, c.time.ms(), to_string(c.source),
                                        cost.gemm_efficiency(chunk), k.gemm.flops().value / c.time.seconds() / 1e12,
-                                       k.gemm.chunks > 1 ? fmt::format(", as {} chunks of {} {}", k.gemm.chunks, split,
+                                       parts > 1 ? fmt::format(", as {} chunks of {} {}", parts, largest,
                                                                        k.gemm.chunk_columns ? "columns" : "rows")
                                                          : "");
                 }
