@@ -31,7 +31,10 @@ A third marker where the layers start, after get_batch's synchronisation, splits
 is get_batch's (host work), and of the layers' and the backward's idle synced_*_lead_us is the host's time to the
 first kernel (a slower GPU would not hide it) and synced_*_waits_us the later gaps of 10 us or more (the host behind
 the kernels: a slower GPU would hide them).
-Usage: torch_sync_gap.py OUT.json [--repeats N] [--sc21] [--synced-first] [--prelude] [--no-direct]
+--timeline: with the direct figures, each run's synchronised layers' forward and backward as the GPU ran them
+(synced_timelines: per activity its launch and start from the step's start, its duration, its class, as
+window_timelines gives them), for replaying the steps with a slower GPU's kernel times (scripts/host-gap-rule.py).
+Usage: torch_sync_gap.py OUT.json [--repeats N] [--sc21] [--synced-first] [--prelude] [--no-direct] [--timeline]
 """
 import json
 import os
@@ -126,6 +129,34 @@ def window_breakdown(trace_path):
     return windows
 
 
+# Kernel names of matrix work (cuBLAS, cuBLASLt, CUTLASS on Hopper and Ampere): the class a slower GPU scales by its
+# matrix rate; every other activity (elementwise, softmax, copies) by its memory bandwidth.
+GEMM_NAME_PARTS = ("gemm", "nvjet", "xmma", "cutlass", "wgmma", "s16816", "s1688")
+
+
+def window_timelines(trace_path):
+    """Each marker window's activities as [launch, start, duration, class] in us, launch and start from the marker's
+    end (launch: the host's cudaLaunchKernel / memcpy / memset call of the same correlation id, None when the trace
+    holds no runtime event for it), class "g" matrix work, "o" any other: what a replay with a slower GPU's kernel
+    times needs (scripts/host-gap-rule.py)."""
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    launch = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            launch.setdefault(e["args"]["correlation"], float(e["ts"]))
+    acts = sorted((float(e["ts"]), float(e.get("dur", 0)), e.get("name", ""), e.get("args", {}).get("correlation"))
+                  for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    marks = [i for i, a in enumerate(acts) if "spin_kernel" in a[2] and a[1] < MARKER_MAX_US]
+    out = []
+    for m0, m1 in zip(marks, marks[1:]):
+        t0 = acts[m0][0] + acts[m0][1]
+        out.append([[None if launch.get(c) is None else round(launch[c] - t0, 2), round(ts - t0, 2), round(dur, 2),
+                     "g" if any(k in name.lower() for k in GEMM_NAME_PARTS) else "o"]
+                    for ts, dur, name, c in acts[m0 + 1:m1]])
+    return out
+
+
 def direct_summary(windows):
     """direct()'s figures from its runs: windows holds, per run, window_breakdown of the synchronised steps' trace
     and of the queued steps' (each three windows: get_batch, the forward's layers, the backward). Medians over the
@@ -176,6 +207,7 @@ def main():
     synced_first = "--synced-first" in sys.argv
     prelude = "--prelude" in sys.argv
     with_direct = "--no-direct" not in sys.argv
+    with_timeline = with_direct and "--timeline" in sys.argv
     res["direct"] = with_direct
     res["prelude"] = prelude
     res["synced_first"] = synced_first
@@ -297,6 +329,8 @@ def main():
                     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
                         prof.export_chrome_trace(tmp.name)
                         idle.append(window_breakdown(tmp.name))
+                        if with_timeline and steps is synced:
+                            timelines.append(window_timelines(tmp.name)[1:])  # the layers' forward, the backward
                 return idle
 
             for i in range(repeats + 2):
@@ -315,8 +349,11 @@ def main():
             measured_directly = {}
             if with_direct:
                 try:
+                    timelines = []
                     windows = [direct() for _ in range(repeats + 1)][1:]  # the first one warms the profiler up
                     measured_directly = direct_summary(windows)
+                    if with_timeline:
+                        measured_directly["synced_timelines"] = timelines[1:]
                 except Exception as err:  # the profiler is optional: the difference method stands without it
                     measured_directly = {"direct_error": f"{type(err).__name__}: {err}"}
             row[key] = {**measured_directly, "forward_gap_us": 1e3 * statistics.median(fwd_gap),

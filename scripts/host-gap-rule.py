@@ -5,12 +5,20 @@ the measurements by the rule written in scenarios/paper/table5.yaml (session 23)
   forward  = median over Table 5's four shapes x the H200 runs that timed get_batch of (forward gap - get_batch time),
              paired per row, plus get_batch's time per call on A100 runs of Megatron-LM's own timer (A100_GET_BATCH);
   backward = median over Table 5's four shapes x the five runs of calibrate/results/2026-11-26c/;
-per recompute mode; the selective rows take the no-recompute figures. Values rounded to 10 us.
+per recompute mode; the selective rows take the no-recompute figures; from each, what an A100 hides of it (session 25):
+
+  hidden   = median over Table 5's four shapes x the runs of TIMELINES of the GPU's idle time in the synchronised
+             layers' forward (backward) as the H200 ran it less the same steps replayed with the A100's kernel times
+             (replay(): the host's launches as measured, each matrix kernel's time x A100_SCALE["gemm"], every other
+             activity's x A100_SCALE["other"]; a slower GPU lets the host get ahead where the H200 waited for it).
+
+Values rounded to 10 us.
 
 usage: scripts/host-gap-rule.py        prints the figures and the values
 """
 import json
 import os
+import re
 import statistics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,6 +47,56 @@ A100_GET_BATCH = [
 ]
 
 
+# calibrate/torch_sync_gap.py --timeline on a lent H200 (session 25): each run's synchronised layers' forward and
+# backward, kernel by kernel, with the host's launch times.
+TIMELINES = "2026-11-27b/h200-sync-gap-timeline.json"
+DEVICES = os.path.join(HERE, "..", "scenarios", "devices")
+H200_PROFILE, A100_PROFILE = "h200-sxm-141gb-calibrated.yaml", "a100-sxm4-80gb.yaml"
+# A gap this long between two kernels is the GPU waiting for its host; shorter ones are launch latency (as in
+# calibrate/torch_sync_gap.py): a replay keeps the latter.
+HOST_WAIT_MIN_US = 10.0
+
+
+def _profile_value(name, key):
+    """A device profile's first `key: number` (the profiles' device, gemm and elementwise blocks each name it once)."""
+    with open(os.path.join(DEVICES, name)) as f:
+        m = re.search(rf"^\s*{key}:\s*([0-9.eE+-]+)", f.read(), re.M)
+    if m is None:
+        raise ValueError(f"{name}: no {key}")
+    return float(m.group(1))
+
+
+def a100_scale():
+    """How much longer an A100 runs each kernel class than the H200, from the two device profiles strata uses: matrix
+    work at peak x efficiency ceiling, the rest at HBM bandwidth x elementwise efficiency."""
+    def rate(profile, peak, eff):
+        return _profile_value(profile, peak) * _profile_value(profile, eff)
+    return {"gemm": rate(H200_PROFILE, "peak_flops", "efficiency_ceiling")
+            / rate(A100_PROFILE, "peak_flops", "efficiency_ceiling"),
+            "other": rate(H200_PROFILE, "hbm_bandwidth_bytes_per_s", "bandwidth_efficiency")
+            / rate(A100_PROFILE, "hbm_bandwidth_bytes_per_s", "bandwidth_efficiency")}
+
+
+def replay(timeline, scale_gemm=1.0, scale_other=1.0):
+    """The GPU's idle time (us) in one synchronised step (calibrate/torch_sync_gap.py window_timelines: per activity
+    [launch, start, duration, class], times from the step's start) when each activity runs its duration x the scale of
+    its class, on a GPU no faster (scales >= 1). An activity cannot start before the measured GPU started it (where
+    the GPU had idled, the host was late with it; where it had not, a slower GPU reaches it later anyway), nor before
+    the previous one has ended plus the measured gap where that was launch latency (under HOST_WAIT_MIN_US). With both
+    scales 1 it gives the measured idle exactly."""
+    if scale_gemm < 1.0 or scale_other < 1.0:
+        raise ValueError(f"replay: scales {scale_gemm}, {scale_other}: a faster GPU's launches would be bound by the "
+                         "host's launch times, which this replay does not use")
+    measured_end = replayed_end = idle = 0.0
+    for _, start, duration, kind in timeline:
+        gap = start - measured_end
+        begin = max(start, replayed_end + (gap if 0 < gap < HOST_WAIT_MIN_US else 0.0))
+        idle += max(0.0, begin - replayed_end)
+        replayed_end = begin + duration * (scale_gemm if kind == "g" else scale_other)
+        measured_end = max(measured_end, start + duration)
+    return idle
+
+
 def _load(name):
     with open(os.path.join(RESULTS, name)) as f:
         return json.load(f)["rows"]
@@ -50,23 +108,31 @@ def rule():
     loaded = {name: _load(name) for name in dict.fromkeys(WITH_GET_BATCH + FIRST_LEASE)}  # each file once
     with_get_batch = [r for name in WITH_GET_BATCH for r in loaded[name]]
     first_lease = [r for name in FIRST_LEASE for r in loaded[name]]
-    out = {"a100_get_batch_us": get_batch_us}
+    timelines = _load(TIMELINES)
+    scale = a100_scale()
+    out = {"a100_get_batch_us": get_batch_us, "a100_scale": scale}
     for mode in ("no_recompute", "full_recompute"):
         rest = statistics.median(r[mode]["forward_gap_us"] - r[mode]["get_batch_us"] for r in with_get_batch)
         backward = statistics.median(r[mode]["backward_gap_us"] for r in first_lease)
+        hidden = [statistics.median(replay(run[step]) - replay(run[step], scale["gemm"], scale["other"])
+                                    for r in timelines for run in r[mode]["synced_timelines"]) for step in (0, 1)]
         out[mode] = {"forward_rest_us": rest, "backward_gap_us": backward,
-                     "host_gap_forward_us": 10 * round((rest + get_batch_us) / 10),
-                     "host_gap_backward_us": 10 * round(backward / 10)}
+                     "a100_hidden_forward_us": hidden[0], "a100_hidden_backward_us": hidden[1],
+                     "host_gap_forward_us": 10 * round((rest + get_batch_us - hidden[0]) / 10),
+                     "host_gap_backward_us": 10 * round((backward - hidden[1]) / 10)}
     return out
 
 
 def main():
     r = rule()
     print(f"get_batch per call on A100 runs (median of {len(A100_GET_BATCH)}): {r['a100_get_batch_us']:.0f} us")
+    print(f"an A100 runs matrix kernels {r['a100_scale']['gemm']:.3f}x and the others {r['a100_scale']['other']:.3f}x "
+          f"as long as the H200 ({A100_PROFILE} against {H200_PROFILE})")
     for mode, scenario in (("full_recompute", "full recompute"), ("no_recompute", "selective recompute")):
         m = r[mode]
-        print(f"{scenario}: forward {m['forward_rest_us']:.0f} + {r['a100_get_batch_us']:.0f} -> "
-              f"host_gap_forward_us: {m['host_gap_forward_us']}; backward {m['backward_gap_us']:.0f} -> "
+        print(f"{scenario}: forward {m['forward_rest_us']:.0f} + {r['a100_get_batch_us']:.0f} - "
+              f"{m['a100_hidden_forward_us']:.0f} -> host_gap_forward_us: {m['host_gap_forward_us']}; backward "
+              f"{m['backward_gap_us']:.0f} - {m['a100_hidden_backward_us']:.0f} -> "
               f"host_gap_backward_us: {m['host_gap_backward_us']}")
     return 0
 

@@ -102,3 +102,22 @@ def test_direct_summary_subtracts_the_queued_launch_gaps(tmp_path):
 def test_direct_summary_reports_missing_markers():
     assert "direct_error" in torch_sync_gap.direct_summary([([{"idle": 1}], [])])
     assert "direct_error" in torch_sync_gap.direct_summary([])
+
+
+def test_window_timelines_pair_each_kernel_with_its_launch(tmp_path):
+    def k(name, ts, dur, corr, cat="kernel"):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": {"correlation": corr}}
+
+    def launch(ts, corr):
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts, "dur": 3,
+                "args": {"correlation": corr}}
+
+    events = [k("void spin_kernel(long)", 0, 1, 1), launch(-5, 1),       # marker: the window starts at 1
+              launch(20, 2), k("sm90_xmma_gemm_bf16", 30, 100, 2),       # matrix work
+              launch(25, 3), k("vectorized_elementwise_kernel", 130, 4, 3),
+              k("Memcpy DtoD", 140, 2, 9, "gpu_memcpy"),                 # no runtime event in the trace
+              k("void spin_kernel(long)", 150, 1, 4)]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert torch_sync_gap.window_timelines(str(path)) == [
+        [[19.0, 29.0, 100.0, "g"], [24.0, 129.0, 4.0, "o"], [None, 139.0, 2.0, "o"]]]
