@@ -47,9 +47,9 @@ A100_GET_BATCH = [
 ]
 
 
-# calibrate/torch_sync_gap.py --timeline on a lent H200 (session 25): each run's synchronised layers' forward and
-# backward, kernel by kernel, with the host's launch times.
-TIMELINES = "2026-11-27b/h200-sync-gap-timeline.json"
+# calibrate/torch_sync_gap.py --timeline on a lent H200 (session 25, two runs on two machines of the same kind): each
+# run's synchronised layers' forward and backward, kernel by kernel, with the host's launch times.
+TIMELINES = ["2026-11-27b/h200-sync-gap-timeline.json", "2026-11-27b/h200-sync-gap-timeline-2.json"]
 DEVICES = os.path.join(HERE, "..", "scenarios", "devices")
 H200_PROFILE, A100_PROFILE = "h200-sxm-141gb-calibrated.yaml", "a100-sxm4-80gb.yaml"
 # A gap this long between two kernels is the GPU waiting for its host; shorter ones are launch latency (as in
@@ -108,7 +108,7 @@ def rule():
     loaded = {name: _load(name) for name in dict.fromkeys(WITH_GET_BATCH + FIRST_LEASE)}  # each file once
     with_get_batch = [r for name in WITH_GET_BATCH for r in loaded[name]]
     first_lease = [r for name in FIRST_LEASE for r in loaded[name]]
-    timelines = _load(TIMELINES)
+    timelines = [r for name in TIMELINES for r in _load(name)]
     scale = a100_scale()
     out = {"a100_get_batch_us": get_batch_us, "a100_scale": scale}
     for mode in ("no_recompute", "full_recompute"):
