@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
 """The host gaps the paper's scenarios carry (execution.host_gap_forward_us / host_gap_backward_us), recomputed from
-the measurements by the rule written in scenarios/paper/table5.yaml (session 23):
+the measurements by the rule written in scenarios/paper/table5.yaml (session 25):
 
-  forward  = median over Table 5's four shapes x the H200 runs that timed get_batch of (forward gap - get_batch time),
-             paired per row, plus get_batch's time per call on A100 runs of Megatron-LM's own timer (A100_GET_BATCH);
-  backward = median over Table 5's four shapes x the five runs of calibrate/results/2026-11-26c/;
-per recompute mode; the selective rows take the no-recompute figures; from each, what an A100 hides of it (session 25):
+  forward  = median over Table 5's four shapes x the runs of DIRECT of the GPU's idle time in the synchronised
+             layers' forward less the same queued steps' idle (their launch gaps), read from the GPU's own timeline
+             (calibrate/torch_sync_gap.py's direct figures), plus get_batch's time per call on A100 runs of
+             Megatron-LM's own timer (A100_GET_BATCH);
+  backward = the same median of the backward's direct gap (direct_backward_gap_us);
+per recompute mode; the selective rows take the no-recompute figures; from each, what an A100 hides of it:
 
   hidden   = median over Table 5's four shapes x the runs of TIMELINES of the GPU's idle time in the synchronised
              layers' forward (backward) as the H200 ran it less the same steps replayed with the A100's kernel times
-             (replay(): the host's launches as measured, each matrix kernel's time x A100_SCALE["gemm"], every other
-             activity's x A100_SCALE["other"]; a slower GPU lets the host get ahead where the H200 waited for it).
+             (replay(): each activity no earlier than the H200 started it, each matrix kernel's time x
+             a100_scale()["gemm"], every other activity's x a100_scale()["other"]; a slower GPU lets the host get
+             ahead where the H200 waited for it).
 
-Values rounded to 10 us.
+Values rounded to 10 us. Sessions 22-23 took the forward and backward from the difference method (a step's wall time
+less the GPU time of the same work queued ahead: WITH_GET_BATCH, FIRST_LEASE), which also counts the synchronised
+steps' kernels running longer than the queued ones (a GPU that has just slept runs faster): printed beside, not used.
 
 usage: scripts/host-gap-rule.py        prints the figures and the values
 """
@@ -32,6 +37,11 @@ WITH_GET_BATCH = ["2026-11-26c/h200-sync-gap-batch.json", "2026-11-26c/h200-sync
 FIRST_LEASE = ["2026-11-26c/h200-sync-gap.json", "2026-11-26c/h200-sync-gap-r15.json",
                "2026-11-26c/h200-sync-gap-batch.json", "2026-11-26c/h200-sync-gap-sf.json",
                "2026-11-26c/h200-sync-gap-prelude.json"]
+
+# The runs with the direct figures less the queued steps' launch gaps (session 25, a lent H200; the first of them
+# before the timelines existed).
+DIRECT = ["2026-11-27b/h200-sync-gap.json", "2026-11-27b/h200-sync-gap-timeline.json",
+          "2026-11-27b/h200-sync-gap-timeline-2.json"]
 
 # Megatron-LM's "batch-generator" timer (synchronising, summed over an iteration's microbatches, printed by the last
 # rank) in public logs of A100 runs: (ms per iteration, microbatches per iteration, source). Normal runs of NVIDIA's
@@ -103,20 +113,25 @@ def _load(name):
 
 
 def rule():
-    """The rule's figures (us) and the values (us, rounded to 10) per recompute mode."""
+    """The rule's figures (us) and the values (us, rounded to 10) per recompute mode; also the difference method's
+    figures of sessions 22-23 (difference_*), which the values no longer use."""
     get_batch_us = statistics.median(1e3 * ms / n for ms, n, _ in A100_GET_BATCH)
-    loaded = {name: _load(name) for name in dict.fromkeys(WITH_GET_BATCH + FIRST_LEASE)}  # each file once
+    loaded = {name: _load(name) for name in dict.fromkeys(WITH_GET_BATCH + FIRST_LEASE + DIRECT + TIMELINES)}
     with_get_batch = [r for name in WITH_GET_BATCH for r in loaded[name]]
     first_lease = [r for name in FIRST_LEASE for r in loaded[name]]
-    timelines = [r for name in TIMELINES for r in _load(name)]
+    direct = [r for name in DIRECT for r in loaded[name]]
+    timelines = [r for name in TIMELINES for r in loaded[name]]
     scale = a100_scale()
     out = {"a100_get_batch_us": get_batch_us, "a100_scale": scale}
     for mode in ("no_recompute", "full_recompute"):
-        rest = statistics.median(r[mode]["forward_gap_us"] - r[mode]["get_batch_us"] for r in with_get_batch)
-        backward = statistics.median(r[mode]["backward_gap_us"] for r in first_lease)
+        rest = statistics.median(r[mode]["synced_forward_idle_us"] - r[mode]["queued_forward_idle_us"] for r in direct)
+        backward = statistics.median(r[mode]["direct_backward_gap_us"] for r in direct)
         hidden = [statistics.median(replay(run[step]) - replay(run[step], scale["gemm"], scale["other"])
                                     for r in timelines for run in r[mode]["synced_timelines"]) for step in (0, 1)]
         out[mode] = {"forward_rest_us": rest, "backward_gap_us": backward,
+                     "difference_forward_rest_us": statistics.median(
+                         r[mode]["forward_gap_us"] - r[mode]["get_batch_us"] for r in with_get_batch),
+                     "difference_backward_gap_us": statistics.median(r[mode]["backward_gap_us"] for r in first_lease),
                      "a100_hidden_forward_us": hidden[0], "a100_hidden_backward_us": hidden[1],
                      "host_gap_forward_us": 10 * round((rest + get_batch_us - hidden[0]) / 10),
                      "host_gap_backward_us": 10 * round((backward - hidden[1]) / 10)}
@@ -133,7 +148,8 @@ def main():
         print(f"{scenario}: forward {m['forward_rest_us']:.0f} + {r['a100_get_batch_us']:.0f} - "
               f"{m['a100_hidden_forward_us']:.0f} -> host_gap_forward_us: {m['host_gap_forward_us']}; backward "
               f"{m['backward_gap_us']:.0f} - {m['a100_hidden_backward_us']:.0f} -> "
-              f"host_gap_backward_us: {m['host_gap_backward_us']}")
+              f"host_gap_backward_us: {m['host_gap_backward_us']} (the difference method's forward rest "
+              f"{m['difference_forward_rest_us']:.0f}, backward {m['difference_backward_gap_us']:.0f})")
     return 0
 
 

@@ -144,7 +144,7 @@ check "run --profile with a one-GPU calibrated profile takes the system's NVLink
 "$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "1.7B on 48" --profile "$cal" >"$tmp/out" 2>&1; rc=$?
 check "explain --profile shows the calibrated profile's measured kernels" '[[ $rc -eq 0 ]] && grep -q "attn.flash .* measured" "$tmp/out"'
 "$strata" explain "$root/scenarios/paper/table5.yaml" --case "530B present work" >"$tmp/out" 2>&1; rc=$?
-check "explain names the host gaps before each unit when a case has them" '[[ $rc -eq 0 ]] && grep -q "the GPU idles 1.220 ms (forward) / 0.670 ms" "$tmp/out"'
+check "explain names the host gaps before each unit when a case has them" '[[ $rc -eq 0 ]] && grep -q "the GPU idles 0.980 ms (forward) / 0.570 ms" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "177B on 2304" >"$tmp/out" 2>&1; rc=$?
 check "explain says nothing of host gaps without them" '[[ $rc -eq 0 ]] && ! grep -q "GPU idles" "$tmp/out"'
 check "explain says how fast compute overlapped with a collective runs, and from what" '[[ $rc -eq 0 ]] && grep -q "runs at 74.2% speed while it holds 32 SMs (the profile.s measured.sms_held)" "$tmp/out"'
@@ -170,7 +170,7 @@ check "bench --replicas representative --baseline: this binary with representati
 "$strata" bench "$root/scenarios/paper/table4.yaml" --baseline "$tmp/no-such-strata" >/dev/null 2>"$tmp/err"; rc=$?
 check "bench --baseline with a missing binary exits 2 and names it" '[[ $rc -eq 2 ]] && grep -q "no-such-strata: not an executable file" "$tmp/err"'
 srch=("$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" --gpus 8 --global-batch 4 --gradient-average scale_always --fix tensor=8 --fix pipeline=1 --fix microbatch=4 --fix recompute=selective --fix sequence_parallel=on --top 1 --simulate-top 1)
-"${srch[@]}" --set execution.embedding_reduce_scatter=false --set execution.host_gap_forward_us=1220 --set execution.host_gap_backward_us=670 --json "$tmp/search-set.json" >/dev/null 2>"$tmp/err"; rc=$?
+"${srch[@]}" --set execution.embedding_reduce_scatter=false --set execution.host_gap_forward_us=980 --set execution.host_gap_backward_us=570 --json "$tmp/search-set.json" >/dev/null 2>"$tmp/err"; rc=$?
 "$strata" run "$root/scenarios/paper/table5.yaml" --case "22B present work" --json "$tmp/t5-22b.json" >/dev/null 2>&1
 check "search --set: every candidate with the override (the paper's software: Table 5's 22B row exactly)" '[[ $rc -eq 0 ]] && python3 -c "
 import json, sys
