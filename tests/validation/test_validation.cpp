@@ -96,16 +96,17 @@ Errors table5_errors() {
 /// counts FLOPs with the full recompute: achieved TFLOP/s per GPU = HFU x the device's peak.
 Errors sc21_errors();
 
-TEST_CASE("validation: Table 5 iteration times, mean |error| <= 2.1%, worst <= 4.3%") {
+TEST_CASE("validation: Table 5 iteration times, mean |error| <= 1.9%, worst <= 3.5%") {
     // Was 1.5 / 3.2% until the host gaps after the 2022 software's synchronisations were measured and shipped
     // (session 22): they moved Table 5 from 1.39 / 2.94% (-0.69% signed) to 2.65 / 5.26% (+2.17%) and SC21 the other
     // way; with get_batch's time from A100 runs (session 23) 2.21 / 4.59% (+1.72%); less what an A100's longer
-    // kernels hide of the H200's host waits (session 25) 2.03 / 4.16% (+1.50%). The README's "Fidelity" gives both
-    // tables. The tolerance pins today's figure.
+    // kernels hide of the H200's host waits (session 25) 2.03 / 4.16% (+1.50%), and with the GPU's own idle instead
+    // of the difference method 1.77 / 3.38% (+1.11%). The README's "Fidelity" gives both tables. The tolerance pins
+    // today's figure.
     const Errors t5 = table5_errors();
     const Summary s = summarize("Table 5", t5.names, t5.errors);
-    CHECK(s.mean_abs <= 0.021);
-    CHECK(s.worst_abs <= 0.043);
+    CHECK(s.mean_abs <= 0.019);
+    CHECK(s.worst_abs <= 0.035);
 }
 
 /// Simulates a published per-GPU throughput table (entry `key` of paper_values.json: tflops_per_gpu and gpus, in the
@@ -146,19 +147,19 @@ double megatron_tflops_per_gpu(const Scenario& sc, const IterationResult& r) {
            (r.iteration_time_s * sc.execution.gpus()) / 1e12;
 }
 
-TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.2%, worst <= 3.5%") {
+TEST_CASE("validation: SC21 Table 1 TFLOP/s per GPU, mean |error| <= 2.2%, worst <= 3.8%") {
     // 2.09 / 3.38% with the H200's whole forward gap (session 22), 2.10 / 3.40% with get_batch's time from A100 runs,
-    // 2.09 / 3.43% less what an A100 hides of the host waits (session 25).
+    // 2.09 / 3.43% less what an A100 hides of the host waits (session 25), 2.09 / 3.69% with the GPU's own idle.
     const Errors e = sc21_errors();
     const Summary s = summarize("SC21 Table 1", e.names, e.errors);
     CHECK(s.mean_abs <= 0.022);
-    CHECK(s.worst_abs <= 0.035);
+    CHECK(s.worst_abs <= 0.038);
 }
 
-TEST_CASE("validation: Table 5 and SC21 together, mean signed within +-1%, mean |error| <= 2.1%, worst <= 4.1%") {
+TEST_CASE("validation: Table 5 and SC21 together, mean signed within +-1%, mean |error| <= 2.0%, worst <= 3.8%") {
     // Issue 14's targets over the 18 rows in one sense, throughput (Table 5's times as published / simulated - 1):
-    // mean signed within +-1% (met since the host gaps: -0.03%), mean |error| <= 2.5% (2.05%), worst <= 5% (3.99%,
-    // Table 5's 530B full recompute). The tolerances pin today's figures.
+    // mean signed within +-1% (met since the host gaps: +0.24%), mean |error| <= 2.5% (1.94%), worst <= 5% (3.69%,
+    // SC21's 76.1B row). The tolerances pin today's figures.
     Errors all = sc21_errors();
     const Errors t5 = table5_errors();
     for (std::size_t i = 0; i < t5.errors.size(); ++i) {
@@ -168,8 +169,8 @@ TEST_CASE("validation: Table 5 and SC21 together, mean signed within +-1%, mean 
     REQUIRE(all.errors.size() == 18);
     const Summary s = summarize("Table 5 and SC21 Table 1, as throughput", all.names, all.errors);
     CHECK(std::abs(s.mean_signed) <= 0.01);
-    CHECK(s.mean_abs <= 0.021);
-    CHECK(s.worst_abs <= 0.041);
+    CHECK(s.mean_abs <= 0.020);
+    CHECK(s.worst_abs <= 0.038);
 }
 
 TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 10.4%, worst <= 25.6%") {
