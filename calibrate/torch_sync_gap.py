@@ -144,7 +144,8 @@ def window_timelines(trace_path):
     launch = {}
     for e in events:
         if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
-            launch.setdefault(e["args"]["correlation"], float(e["ts"]))
+            c = e["args"]["correlation"]
+            launch[c] = min(launch.get(c, float(e["ts"])), float(e["ts"]))  # the earliest call of that id
     acts = sorted((float(e["ts"]), float(e.get("dur", 0)), e.get("name", ""), e.get("args", {}).get("correlation"))
                   for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     marks = [i for i, a in enumerate(acts) if "spin_kernel" in a[2] and a[1] < MARKER_MAX_US]
@@ -330,7 +331,9 @@ def main():
                         prof.export_chrome_trace(tmp.name)
                         idle.append(window_breakdown(tmp.name))
                         if with_timeline and steps is synced:
-                            timelines.append(window_timelines(tmp.name)[1:])  # the layers' forward, the backward
+                            found = window_timelines(tmp.name)
+                            if len(found) == 3:  # get_batch, the layers' forward, the backward
+                                timelines.append(found[1:])
                 return idle
 
             for i in range(repeats + 2):
@@ -352,8 +355,12 @@ def main():
                     timelines = []
                     windows = [direct() for _ in range(repeats + 1)][1:]  # the first one warms the profiler up
                     measured_directly = direct_summary(windows)
-                    if with_timeline:
-                        measured_directly["synced_timelines"] = timelines[1:]
+                    if with_timeline and "direct_error" not in measured_directly:
+                        if len(timelines) == len(windows) + 1:  # each run's three windows found
+                            measured_directly["synced_timelines"] = timelines[1:]
+                        else:
+                            measured_directly["timeline_error"] = (f"timelines of {len(timelines)} of "
+                                                                   f"{len(windows) + 1} runs found")
                 except Exception as err:  # the profiler is optional: the difference method stands without it
                     measured_directly = {"direct_error": f"{type(err).__name__}: {err}"}
             row[key] = {**measured_directly, "forward_gap_us": 1e3 * statistics.median(fwd_gap),

@@ -4,9 +4,11 @@ the measurements by the rule written in scenarios/paper/table5.yaml (session 25)
 
   forward  = median over Table 5's four shapes x the runs of DIRECT of the GPU's idle time in the synchronised
              layers' forward less the same queued steps' idle (their launch gaps), read from the GPU's own timeline
-             (calibrate/torch_sync_gap.py's direct figures), plus get_batch's time per call on A100 runs of
-             Megatron-LM's own timer (A100_GET_BATCH);
-  backward = the same median of the backward's direct gap (direct_backward_gap_us);
+             (calibrate/torch_sync_gap.py's direct figures; each run's median synchronised idle less its median queued
+             idle, as the files keep no per-repeat figure for the layers alone), plus get_batch's time per call on A100
+             runs of Megatron-LM's own timer (A100_GET_BATCH);
+  backward = the median over the same of the backward's direct gap (direct_backward_gap_us: each run's median of
+             the synchronised idle less the queued idle, paired repeat by repeat);
 per recompute mode; the selective rows take the no-recompute figures; from each, what an A100 hides of it:
 
   hidden   = median over Table 5's four shapes x the runs of TIMELINES of the GPU's idle time in the synchronised
@@ -89,21 +91,28 @@ def a100_scale():
 
 def replay(timeline, scale_gemm=1.0, scale_other=1.0):
     """The GPU's idle time (us) in one synchronised step (calibrate/torch_sync_gap.py window_timelines: per activity
-    [launch, start, duration, class], times from the step's start) when each activity runs its duration x the scale of
-    its class, on a GPU no faster (scales >= 1). An activity cannot start before the measured GPU started it (where
-    the GPU had idled, the host was late with it; where it had not, a slower GPU reaches it later anyway), nor before
-    the previous one has ended plus the measured gap where that was launch latency (under HOST_WAIT_MIN_US). With both
-    scales 1 it gives the measured idle exactly."""
+    [launch, start, duration, class], times from the step's start, in start order) when each activity runs its
+    duration x the scale of its class, on a GPU no faster (scales >= 1). An activity cannot start before the measured
+    GPU started it (where the GPU had idled, the host was late with it; where it had not, a slower GPU reaches it later
+    anyway), nor before the activities before it have ended plus the measured gap where that was launch latency (under
+    HOST_WAIT_MIN_US); one that ran beside its predecessor (a copy beside a kernel) keeps its offset from that one's
+    start. Idle is measured as window_breakdown does: from the step's start to the last activity's end, less the busy
+    time. With both scales 1 it gives the measured idle exactly."""
     if scale_gemm < 1.0 or scale_other < 1.0:
         raise ValueError(f"replay: scales {scale_gemm}, {scale_other}: a faster GPU's launches would be bound by the "
                          "host's launch times, which this replay does not use")
     measured_end = replayed_end = idle = 0.0
+    previous = None  # the previous activity's measured and replayed start
     for _, start, duration, kind in timeline:
         gap = start - measured_end
-        begin = max(start, replayed_end + (gap if 0 < gap < HOST_WAIT_MIN_US else 0.0))
+        if gap < 0 and previous is not None:  # beside the activity before it
+            begin = max(start, previous[1] + (start - previous[0]))
+        else:
+            begin = max(start, replayed_end + (gap if 0 < gap < HOST_WAIT_MIN_US else 0.0))
         idle += max(0.0, begin - replayed_end)
-        replayed_end = begin + duration * (scale_gemm if kind == "g" else scale_other)
+        replayed_end = max(replayed_end, begin + duration * (scale_gemm if kind == "g" else scale_other))
         measured_end = max(measured_end, start + duration)
+        previous = (start, begin)
     return idle
 
 

@@ -1,8 +1,10 @@
 """The paper's scenarios carry the host gaps that scripts/host-gap-rule.py computes from the committed measurements
 (the rule in scenarios/paper/table5.yaml): a changed measurement or a hand-edited value fails here."""
 import importlib.util
+import json
 import os
 import re
+import sys
 
 import pytest
 
@@ -10,6 +12,8 @@ SRC = os.environ.get("STRATA_SOURCE_DIR", os.path.join(os.path.dirname(__file__)
 _spec = importlib.util.spec_from_file_location("host_gap_rule", os.path.join(SRC, "scripts", "host-gap-rule.py"))
 host_gap_rule = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(host_gap_rule)
+sys.path.insert(0, os.path.join(SRC, "calibrate"))
+import torch_sync_gap  # noqa: E402  (imports no torch at module level)
 
 GAPS = re.compile(r"recompute: (full|selective)[^}]*?host_gap_forward_us: (\d+), host_gap_backward_us: (\d+)", re.S)
 
@@ -52,6 +56,46 @@ def test_replay_reproduces_the_measured_idle():
     # [launch, start, duration, class] from the step's start: a lead of 5, a launch gap of 2, a host wait of 40.
     timeline = [[0.0, 5.0, 100.0, "g"], [1.0, 107.0, 10.0, "o"], [100.0, 157.0, 20.0, "g"], [110.0, 177.0, 3.0, "o"]]
     assert host_gap_rule.replay(timeline) == 5.0 + 2.0 + 40.0
+
+
+def _trace(tmp_path, activities):
+    """A profiler trace of one marker window holding activities (name, start, duration, category), times from the
+    marker's end."""
+    events = [{"ph": "X", "cat": "kernel", "name": "void spin_kernel(long)", "ts": -1.0, "dur": 1.0,
+               "args": {"correlation": 0}}]
+    for i, (name, ts, dur, cat) in enumerate(activities, 1):
+        events.append({"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": {"correlation": i}})
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts - 5.0, "dur": 2.0,
+                       "args": {"correlation": i}})
+    end = max(ts + dur for _, ts, dur, _ in activities) + 50.0
+    events.append({"ph": "X", "cat": "kernel", "name": "void spin_kernel(long)", "ts": end, "dur": 1.0,
+                   "args": {"correlation": 999}})
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return str(path)
+
+
+@pytest.mark.parametrize("activities", [
+    # back to back, a launch gap, a host wait
+    [("gemm", 3.0, 100.0, "kernel"), ("add", 106.0, 10.0, "kernel"), ("gemm", 150.0, 20.0, "kernel")],
+    # a copy beside a kernel, then a wait
+    [("gemm", 1.0, 100.0, "kernel"), ("Memcpy DtoD", 11.0, 20.0, "gpu_memcpy"), ("gelu", 151.0, 10.0, "kernel")],
+    # a copy that outlasts the kernel it started beside
+    [("gemm", 1.0, 100.0, "kernel"), ("Memcpy DtoD", 90.0, 20.0, "gpu_memcpy"), ("gelu", 120.0, 10.0, "kernel")],
+])
+def test_replay_at_scale_one_is_window_breakdowns_idle(tmp_path, activities):
+    path = _trace(tmp_path, activities)
+    (window,) = torch_sync_gap.window_breakdown(path)
+    (timeline,) = torch_sync_gap.window_timelines(path)
+    assert host_gap_rule.replay(timeline) == pytest.approx(window["idle"])
+
+
+def test_replay_keeps_a_copy_beside_its_kernel():
+    # The copy ran beside the gemm: a slower GPU runs it beside the gemm still, and the wait of 40 after the gemm
+    # (ended at 101, next at 141) is hidden by the gemm's 3x.
+    timeline = [[0.0, 1.0, 100.0, "g"], [5.0, 11.0, 20.0, "o"], [130.0, 141.0, 10.0, "o"]]
+    assert host_gap_rule.replay(timeline) == 1.0 + 40.0
+    assert host_gap_rule.replay(timeline, 3.0, 2.0) == 1.0
 
 
 def test_replay_with_a_slower_gpu_hides_the_host_waits_not_the_lead_or_the_launch_gaps():
