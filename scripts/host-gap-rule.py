@@ -47,7 +47,7 @@ DIRECT = ["2026-11-27b/h200-sync-gap.json", "2026-11-27b/h200-sync-gap-timeline.
 
 # Megatron-LM's "batch-generator" timer (synchronising, summed over an iteration's microbatches, printed by the last
 # rank) in public logs of A100 runs: (ms per iteration, microbatches per iteration, source). Normal runs of NVIDIA's
-# Megatron-LM only (README "Fidelity" lists what was left out and why).
+# Megatron-LM only (docs/fidelity.md lists what was left out and why).
 A100_GET_BATCH = [
     (1.62, 2, "BERT-345M, 1 GPU, ThetaGPU DGX A100, Megatron-LM e269e200 (xduan7/scalable-transformer "
               "docs/megatron_bert_345m.md)"),
