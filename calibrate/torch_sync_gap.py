@@ -91,6 +91,13 @@ def layer_2022(torch, h, heads, t):
 # no result.)
 MARKER_CYCLES = 1000
 MARKER_MAX_US = 1000.0
+# A profiler trace's GPU activities (what the windows' idle and timelines are made of).
+GPU_ACTIVITY = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def is_marker(name, dur_us):
+    """A marker kernel: a spin kernel shorter than MARKER_MAX_US (the queued steps' holding sleep is longer)."""
+    return "spin_kernel" in name and dur_us < MARKER_MAX_US
 
 
 # A gap between two kernels longer than this is the GPU waiting for its host; shorter ones are launch latency.
@@ -108,8 +115,8 @@ def window_breakdown(trace_path):
     with open(trace_path) as f:
         events = json.load(f)["traceEvents"]
     acts = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)),
-                   "spin_kernel" in e.get("name", "") and float(e.get("dur", 0)) < MARKER_MAX_US)
-                  for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+                   is_marker(e.get("name", ""), float(e.get("dur", 0))))
+                  for e in events if e.get("ph") == "X" and e.get("cat") in GPU_ACTIVITY)
     marks = [i for i, a in enumerate(acts) if a[2]]
     windows = []
     for m0, m1 in zip(marks, marks[1:]):
@@ -147,8 +154,8 @@ def window_timelines(trace_path):
             c = e["args"]["correlation"]
             launch[c] = min(launch.get(c, float(e["ts"])), float(e["ts"]))  # the earliest call of that id
     acts = sorted((float(e["ts"]), float(e.get("dur", 0)), e.get("name", ""), e.get("args", {}).get("correlation"))
-                  for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
-    marks = [i for i, a in enumerate(acts) if "spin_kernel" in a[2] and a[1] < MARKER_MAX_US]
+                  for e in events if e.get("ph") == "X" and e.get("cat") in GPU_ACTIVITY)
+    marks = [i for i, a in enumerate(acts) if is_marker(a[2], a[1])]
     out = []
     for m0, m1 in zip(marks, marks[1:]):
         t0 = acts[m0][0] + acts[m0][1]

@@ -255,7 +255,7 @@ Kernel activation_backward(const Dims& d) {
 // Transformer Engine's userbuffer overlap (--tp-comm-overlap) splits the GEMMs it overlaps, by its defaults
 // (transformer_engine/pytorch/module/base.py, initialize_ub): `ring_exchange` (QKV and fc1 forward, projection and
 // fc2 data gradients) as t GEMMs of n / t rows, one per ring step; `pipeline` (projection and fc2 forward) as 4
-// GEMMs of n / 4 rows, each chunk reduce-scattered during the next; `bulk` (the QKV / fc1 backward GEMMs) whole. A run's
+// GEMMs of a quarter of the output's columns each (pipelined() below), each chunk reduce-scattered during the next; `bulk` (the QKV / fc1 backward GEMMs) whole. A run's
 // userbuffer configuration may reduce-scatter projection and fc2 by ring exchange instead (execution keys
 // tp_overlap_proj_fprop / tp_overlap_fc2_fprop); TE's `aggregate` and its SM margin are not modelled.
 constexpr std::int64_t kTePipelineSplits = 4;
