@@ -251,8 +251,66 @@ TEST_CASE("SMs held by a collective: the held share without a table, the measure
     CHECK(CostModel(p).comm_sm_fraction() == Approx(1.0 - (0.80 / 0.90) / 1.30));
     // Overlapped compute loses that fraction over the overlap.
     const Time compute = Time::from_us(1000), collective = Time::from_us(400);
-    CHECK(CostModel(p).overlapped_compute(compute, collective).seconds() ==
+    CHECK(CostModel(p).overlapped_compute(compute, collective, 20).seconds() ==
           Approx((1000 + 400 * (1.0 - (0.80 / 0.90) / 1.30)) * 1e-6));
+    // ... and a shorter compute only over its own length.
+    CHECK(CostModel(p).overlapped_compute(collective, compute, 10).seconds() == Approx(400 * 1.30 * 1e-6));
+    CHECK(CostModel(p).overlapped_compute(compute, collective, 0) == compute);
+}
+
+TEST_CASE("SMs held by what moves a collective: NCCL's channels, a userbuffers kernel's CTAs, the copy engines none") {
+    DeviceProfile p = test_profile();  // 100 SMs
+    p.nccl_channels = 20;
+    p.measured_sms_held = {{2, 1.10}, {10, 1.30}, {20, 1.50}};
+    const CostModel c(p);
+    TpCollective nccl{"ag", CollectiveKind::all_gather, Bytes(64 << 20)};
+    CHECK(c.sms_held(nccl) == 20);
+    TpCollective ub = nccl;
+    ub.engine = CommEngine::userbuffers;
+    ub.sms = 2;
+    CHECK(c.sms_held(ub) == 2);
+    TpCollective ce = nccl;
+    ce.engine = CommEngine::copy_engine;
+    ce.sms = 16;  // ignored: no SM moves the bytes
+    CHECK(c.sms_held(ce) == 0);
+    CHECK(c.comm_sm_fraction(0) == 0.0);
+    CHECK(c.comm_sm_fraction(2) == Approx(1.0 - 1.0 / 1.10));
+    // In a pass: the compute beside each collective slows by what that collective holds.
+    Step work;
+    work.kernels.push_back(Kernel{"e", KernelKind::elementwise, {}, Bytes(400'000'000)});
+    const Time tw = c.compute_step(work);
+    for (const auto& [coll, fraction] : {std::pair{nccl, 1.0 - 1.0 / 1.50}, std::pair{ub, 1.0 - 1.0 / 1.10}, std::pair{ce, 0.0}}) {
+        Step s;
+        s.kind = Step::Kind::collective;
+        s.collective = coll;
+        s.overlapped = true;
+        const Time tc = c.tp_collective(coll.kind, 8, coll.message);
+        REQUIRE(tc < tw);
+        CHECK(c.pass_time({s, work}, 8).seconds() == Approx(tw.seconds() + fraction * tc.seconds()));
+    }
+}
+
+TEST_CASE("GEMM with an SM margin: its waves planned on the SMs left, at their share of the peak") {
+    DeviceProfile p = test_profile();  // 100 SMs, 128 x 64 tiles, ceiling 0.8
+    const CostModel c(p);
+    GemmShape g{1280, 1280, 4096, 1};  // 10 x 10 tiles of 128 x 128: one full wave on 100 SMs
+    CHECK(c.gemm_efficiency(g) == Approx(0.8));
+    g.sm_margin = 20;  // 80 SMs: best 200 tiles of 64 x 128 in 3 waves (2.5 filled), at 80% of the peak
+    CHECK(c.gemm_efficiency(g) == Approx(0.8 * (200.0 / 240.0) * 0.8));
+    g.sm_margin = 0;
+    Kernel whole{"g", KernelKind::gemm, g, g.bytes()};
+    Kernel carved = whole;
+    carved.gemm.sm_margin = 20;
+    CHECK(c.kernel(carved).time > c.kernel(whole).time);
+    // A measured shape is scaled by the model's ratio.
+    p.measured_gemms = {{1280, 1280, 4096, 1, 500.0}};
+    const CostModel m(p);
+    CHECK(m.kernel(whole).time.us() == Approx(500.0));
+    CHECK(m.kernel(carved).time.us() == Approx(500.0 / ((200.0 / 240.0) * 0.8)));
+    // Chunks keep the margin.
+    carved.gemm.chunks = 2;
+    GemmShape half = carved.gemm.chunk(640);
+    CHECK(half.sm_margin == 20);
 }
 
 TEST_CASE("SMs held: the shipped Hopper profiles carry the H100 measurement, the A100 profile the share model") {

@@ -391,8 +391,42 @@ TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overla
                 CHECK(k.gemm.chunks == 8);
             }
     lc.fp8 = false;
+    // What moves each collective: the ring exchanges by the copy engines; the pipelined reduce-scatter and the bulk
+    // overlaps by userbuffers kernels of their num_sm CTAs (TE's defaults: 16); the pipeline's last chunk by 32.
+    const std::map<std::string, std::pair<CommEngine, int>> engines = {
+        {"attn.all-gather", {CommEngine::copy_engine, 0}},      {"mlp.all-gather", {CommEngine::copy_engine, 0}},
+        {"attn.reduce-scatter", {CommEngine::userbuffers, 16}}, {"attn.reduce-scatter.last-chunk", {CommEngine::userbuffers, 32}},
+        {"mlp.grad-all-gather", {CommEngine::copy_engine, 0}},  {"attn.grad-all-gather", {CommEngine::copy_engine, 0}},
+        {"fc1.input-all-gather", {CommEngine::userbuffers, 16}}, {"fc1.grad-reduce-scatter", {CommEngine::userbuffers, 16}},
+        {"qkv.input-all-gather", {CommEngine::userbuffers, 16}}, {"qkv.grad-reduce-scatter", {CommEngine::userbuffers, 16}}};
+    std::map<std::string, std::pair<CommEngine, int>> seen;
+    for (const auto* pass : {&plan.forward, &plan.backward})
+        for (const Step& st : *pass)
+            if (st.kind == Step::Kind::collective) seen[st.collective.name] = {st.collective.engine, st.collective.sms};
+    for (const auto& [name, want] : engines) {
+        INFO(name);
+        REQUIRE(seen.count(name) == 1);
+        CHECK(seen[name] == want);
+    }
+    // A userbuffer config's SMs: fewer CTAs beside the GEMMs cost less; set_sm_margin runs the GEMM on the SMs left.
     const CostModel cost(sc.system.device);
-    CHECK(cost.pass_time(ring.forward, 8, 1) > cost.pass_time(plan.forward, 8, 1));
+    const auto layer_ms = [&](const LayerConfig& c) {
+        const LayerPlan p = build_layer(c);
+        return cost.pass_time(p.forward, 8, 1).ms() + cost.pass_time(p.backward, 8, 1).ms();
+    };
+    LayerConfig few = lc;
+    few.tp_overlap_fc2_fprop = TpOverlapRs::pipeline;
+    const double te_defaults = layer_ms(few);
+    few.tp_overlap_sms.num_sm = {1, 1, 1, 1, 2, 2, 2, 2, 2, 2};
+    CHECK(layer_ms(few) < te_defaults);
+    LayerConfig margin = lc;
+    margin.tp_overlap_fc2_fprop = TpOverlapRs::pipeline;
+    margin.tp_overlap_sms.sm_margin[std::size_t(TpOverlap::fc2_fprop)] = true;
+    const LayerPlan carved = build_layer(margin);
+    for (const Step& st : carved.forward)
+        for (const Kernel& k : st.kernels)
+            if (k.kind == KernelKind::gemm) CHECK(k.gemm.sm_margin == (k.name == "fc2" ? 16 : 0));
+    CHECK(layer_ms(margin) > te_defaults);
     lc.tp_comm_overlap = false;
     const LayerPlan whole = build_layer(lc);
     for (const auto* pass : {&whole.forward, &whole.backward})

@@ -46,7 +46,9 @@ struct KernelCost {
 ///         stream_k_efficiency e > 0 also stream-K, the tiles' work spread over every SM at
 ///         e / (1 + stream_k_fixup x (SMs / tiles - 1)) (the fixup only below one tile per SM), where better.
 ///         A chunked GEMM (GemmShape::chunks, Transformer Engine's overlap) costs its row or column chunks
-///         back to back.
+///         back to back. A GEMM with an SM margin (GemmShape::sm_margin, TE's set_sm_margin) plans its waves or
+///         stream-K on the SMs less the margin, at their share of the peak (a measured shape is scaled by the
+///         model's ratio).
 ///   elementwise: time = launch + bytes / (HBM x eta_mem)
 ///   tensor-parallel collective inside a node (ring, alpha-beta):
 ///         time = steps x step_latency + per_rank_bytes / bus_bandwidth
@@ -65,11 +67,17 @@ public:
     /// measured ratio to the grid), else the profile's flat forward / backward efficiency.
     [[nodiscard]] double flash_efficiency(const Kernel& k) const;
     [[nodiscard]] Time tp_collective(CollectiveKind kind, int ranks, Bytes message) const;
-    /// Share of the speed compute loses while an intra-node NCCL collective runs beside it:
-    /// 1 - speed_with_sms_held(nccl_channels) (without a measured table: nccl_channels / sm_count).
+    /// SMs a collective's kernel holds while it runs (CommEngine): NCCL's nccl_channels, a userbuffers kernel's own
+    /// CTAs, none for the copy engines.
+    [[nodiscard]] int sms_held(const TpCollective& c) const;
+    /// Share of the speed compute loses while a collective holding `sms` SMs runs beside it:
+    /// 1 - speed_with_sms_held(sms) (without a measured table: sms / sm_count); 0 for none.
+    [[nodiscard]] double comm_sm_fraction(int sms) const;
+    /// The same for an intra-node NCCL collective (nccl_channels SMs).
     [[nodiscard]] double comm_sm_fraction() const;
-    /// Duration of compute that runs concurrently with a collective of the given duration.
-    [[nodiscard]] Time overlapped_compute(Time compute, Time collective) const;
+    /// Duration of compute that runs concurrently with a collective of the given duration holding `sms` SMs: at
+    /// speed 1 - f (f = comm_sm_fraction(sms)) while the collective runs, at full speed after it.
+    [[nodiscard]] Time overlapped_compute(Time compute, Time collective, int sms) const;
     /// Sum of the kernels of a compute step.
     [[nodiscard]] Time compute_step(const Step& step) const;
     /// Serial time of a pass (tensor-parallel collectives over `ranks`, context-parallel ones over

@@ -30,6 +30,9 @@ struct GemmShape {
     /// n / chunks columns each (A read per chunk); the FLOPs are the whole GEMM's.
     std::int64_t chunks = 1;
     bool chunk_columns = false;
+    /// SMs the GEMM leaves free for communication (Transformer Engine's set_sm_margin: cuBLASLt's SM count target is
+    /// the device's SMs less this): it runs on the rest, every chunk, its whole length.
+    int sm_margin = 0;
     /// The extent the chunks split (m, or n with chunk_columns).
     [[nodiscard]] std::int64_t split_extent() const { return chunk_columns ? n : m; }
     /// The chunks that run: `chunks`, but never more than the split extent (none empty).
@@ -64,6 +67,11 @@ struct Kernel {
     bool flash2 = false;
 };
 
+/// What moves a collective's bytes, and so what the kernels that run beside it lose of the SMs: an NCCL kernel (one
+/// SM per channel: the device profile's intra_node.nccl_channels), a Transformer Engine userbuffers kernel of
+/// TpCollective::sms CTAs (pipeline and bulk overlaps), or the copy engines (TE's ring exchange: no SM).
+enum class CommEngine : std::uint8_t { nccl, userbuffers, copy_engine };
+
 /// A tensor-parallel collective over the t GPUs of the group, on a buffer of `message` bytes
 /// (the full, unsharded tensor).
 struct TpCollective {
@@ -72,6 +80,8 @@ struct TpCollective {
     Bytes message;
     /// Over the context-parallel group (c GPUs with the same tensor rank) instead of the tensor-parallel one.
     bool context_group = false;
+    CommEngine engine = CommEngine::nccl;
+    int sms = 0;  ///< userbuffers: the kernel's CTAs (ub_cfg num_sm), each holding an SM while it runs
 };
 
 /// One step of a pass: kernels run back to back on the compute stream, or a collective. A collective
@@ -120,6 +130,7 @@ struct LayerConfig {
     bool tp_comm_overlap = false; ///< forward SP collectives (and backward output-gradient gathers) overlap GEMMs
     TpOverlapRs tp_overlap_proj_fprop = TpOverlapRs::pipeline;  ///< with tp_comm_overlap: TE's method there
     TpOverlapRs tp_overlap_fc2_fprop = TpOverlapRs::pipeline;
+    TpOverlapSms tp_overlap_sms{};  ///< with tp_comm_overlap: each overlap's SMs (num_sm, set_sm_margin)
     bool fp8 = false;             ///< the linear layers' GEMMs in FP8, their saved inputs in FP8
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (output layer)
     bool fp8_current_scaling = false;  ///< with fp8: each cast reads its operand once more for the amax

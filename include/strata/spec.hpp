@@ -44,6 +44,35 @@ enum class Fp8Recipe { delayed, current };
 /// the next, the last chunk's alone after the GEMM) or ring_exchange (t row chunks passed round the ring by the copy
 /// engines under the GEMM, the rank's own shard last, then the received partial sums added after it).
 enum class TpOverlapRs { pipeline, ring_exchange };
+/// Transformer Engine's userbuffer overlaps, by their ub_cfg names (transformer_engine/pytorch/module/base.py,
+/// initialize_ub): the ring exchanges (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad), the forward reduce-scatters
+/// (proj_fprop, fc2_fprop: pipeline or ring_exchange, TpOverlapRs) and the bulk overlaps of the column-parallel layers'
+/// backward (qkv_dgrad, fc1_dgrad: the input's all-gather beside the data-gradient GEMM; qkv_wgrad, fc1_wgrad: the
+/// input gradient's reduce-scatter beside the weight-gradient GEMM).
+enum class TpOverlap : std::uint8_t {
+    qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad, proj_fprop, fc2_fprop, qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad
+};
+inline constexpr std::array<std::string_view, 10> kTpOverlapNames = {
+    "qkv_fprop", "fc1_fprop", "proj_dgrad", "fc2_dgrad", "proj_fprop", "fc2_fprop",
+    "qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad"};
+/// What each userbuffer overlap takes of the SMs (its ub_cfg num_sm and set_sm_margin). A pipeline or bulk overlap's
+/// communication is a kernel of num_sm CTAs (1024 threads each) beside the GEMM while it moves its bytes; a ring
+/// exchange's moves by the copy engines (TE's use_ce), no SM. With set_sm_margin TE tells cuBLASLt to run the GEMM
+/// on the SMs less num_sm (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), every chunk, its whole length. The defaults are TE
+/// 1.x's (num_sm 16 for pipeline and bulk, 1 for ring_exchange; no margin); TE >= 2.0 defaults set_sm_margin for
+/// pipeline and bulk (list them in tp_overlap_sm_margin).
+struct TpOverlapSms {
+    std::array<int, 10> num_sm = {1, 1, 1, 1, 16, 16, 16, 16, 16, 16};
+    std::array<bool, 10> sm_margin{};
+    [[nodiscard]] int sms(TpOverlap o) const { return num_sm[static_cast<std::size_t>(o)]; }
+    /// The SMs the overlap's GEMM leaves to communication: num_sm with set_sm_margin, else none.
+    [[nodiscard]] int margin(TpOverlap o) const { return sm_margin[static_cast<std::size_t>(o)] ? sms(o) : 0; }
+    friend bool operator==(const TpOverlapSms&, const TpOverlapSms&) = default;
+};
+/// The overlaps with set_sm_margin, in kTpOverlapNames' order.
+[[nodiscard]] std::vector<std::string> names_of(const TpOverlapSms& sms);
+/// Each overlap's num_sm as `name:n`, space-separated, in kTpOverlapNames' order (the CSV's cell).
+[[nodiscard]] std::string num_sm_text(const TpOverlapSms& sms);
 enum class RecomputeMethod { uniform, block };
 /// How the data-parallel gradients are averaged. scale: the gradient buffer is multiplied by 1 / replicas in place
 /// before the reduction when there is more than one replica (Megatron-Core's DDP, gradient_scaling_factor);
@@ -162,6 +191,9 @@ struct ExecutionSpec {
     /// proj_fprop / fc2_fprop; TE's default pipeline, NeMo 2.0's and Megatron-Bridge's FP8 configs ring_exchange).
     TpOverlapRs tp_overlap_proj_fprop = TpOverlapRs::pipeline;
     TpOverlapRs tp_overlap_fc2_fprop = TpOverlapRs::pipeline;
+    /// With tp_comm_overlap: each overlap's SMs (ub_cfg num_sm, set_sm_margin; execution keys tp_overlap_num_sm,
+    /// tp_overlap_sm_margin).
+    TpOverlapSms tp_overlap_sms{};
     Precision precision = Precision::bf16;
     Attention attention = Attention::unfused;  ///< flash: one fused kernel each way (FlashAttention)
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (see CrossEntropy)

@@ -100,7 +100,9 @@ double CostModel::flash_efficiency(const Kernel& k) const {
 }
 
 double CostModel::gemm_efficiency(const GemmShape& g) const {
-    const double sms = profile_.sm_count;
+    // With an SM margin the tiles are planned for, and run on, the SMs left: a share sms / sm_count of the peak.
+    const double all = profile_.sm_count;
+    const double sms = g.sm_margin > 0 && profile_.sm_count > 0 ? std::max(1, profile_.sm_count - g.sm_margin) : all;
     const std::int64_t tm = profile_.gemm_tile_m, tn = profile_.gemm_tile_n;
     const std::array<std::pair<std::int64_t, std::int64_t>, 3> tiles = {
         std::pair{tm, tn}, std::pair{tn, tm}, std::pair{std::max<std::int64_t>(tm / 2, 1), tn}};
@@ -119,7 +121,7 @@ double CostModel::gemm_efficiency(const GemmShape& g) const {
         }
     }
     const double k = double(g.k);
-    return profile_.gemm_efficiency_ceiling * best * (k / (k + profile_.gemm_k_half));
+    return profile_.gemm_efficiency_ceiling * best * (sms / all) * (k / (k + profile_.gemm_k_half));
 }
 
 KernelCost CostModel::kernel(const Kernel& kr) const {
@@ -164,7 +166,12 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
         // the [out, in] layout of the weights, the layer model as [in, out].
         const bool same_mn = (m.m == kr.gemm.m && m.n == kr.gemm.n) || (m.m == kr.gemm.n && m.n == kr.gemm.m);
         if (same_mn && m.k == kr.gemm.k && m.batch == kr.gemm.batch) {
-            return {Time::from_us(m.time_us), CostSource::measured};
+            if (kr.gemm.sm_margin <= 0) return {Time::from_us(m.time_us), CostSource::measured};
+            // Measured on every SM: scaled by the shape model's time on the SMs the margin leaves over its time on all.
+            GemmShape all = kr.gemm;
+            all.sm_margin = 0;
+            return {Time::from_seconds(m.time_us * 1e-6 * gemm_efficiency(all) / gemm_efficiency(kr.gemm)),
+                    CostSource::measured};
         }
     }
     double compute_s = kr.gemm.flops().value / (profile_.peak_flops * gemm_efficiency(kr.gemm));
@@ -250,17 +257,30 @@ double speed_with_sms_held(const DeviceProfile& p, double sms) {
     return std::max(0.1, share(sms) / share(k0) / s0);
 }
 
-double CostModel::comm_sm_fraction() const {
-    if (profile_.sm_count <= 0) return 0;
-    if (profile_.measured_sms_held.empty()) return std::min(0.9, double(profile_.nccl_channels) / double(profile_.sm_count));
-    return 1.0 - speed_with_sms_held(profile_, profile_.nccl_channels);
+int CostModel::sms_held(const TpCollective& c) const {
+    switch (c.engine) {
+        case CommEngine::nccl: return profile_.nccl_channels;
+        case CommEngine::userbuffers: return c.sms;
+        case CommEngine::copy_engine: return 0;
+    }
+    return 0;
 }
 
-Time CostModel::overlapped_compute(Time compute, Time collective) const {
-    // The kernels run at (1 - f) speed while the collective holds its SMs: the overlap of length
-    // min(collective, compute) costs an extra f times that.
-    const double f = comm_sm_fraction();
-    return compute + Time::from_seconds(f * std::min(compute, collective).seconds());
+double CostModel::comm_sm_fraction(int sms) const {
+    if (profile_.sm_count <= 0 || sms <= 0) return 0;
+    return 1.0 - speed_with_sms_held(profile_, sms);
+}
+
+double CostModel::comm_sm_fraction() const { return comm_sm_fraction(profile_.nccl_channels); }
+
+Time CostModel::overlapped_compute(Time compute, Time collective, int sms) const {
+    // The kernels run at (1 - f) speed while the collective holds its SMs: all of them, if they end within it
+    // (compute / (1 - f)); else the collective's length costs an extra f times that.
+    const double f = comm_sm_fraction(sms);
+    if (f <= 0) return compute;
+    const double slowed = compute.seconds() / (1.0 - f);
+    if (slowed <= collective.seconds()) return Time::from_seconds(slowed);
+    return compute + Time::from_seconds(f * collective.seconds());
 }
 
 Time CostModel::compute_step(const Step& step) const {
@@ -279,7 +299,7 @@ Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, int context_
         }
         const Time c = tp_collective(s.collective.kind, s.collective.context_group ? context_ranks : ranks, s.collective.message);
         if (s.overlapped && i + 1 < pass.size() && pass[i + 1].kind == Step::Kind::compute) {
-            total += std::max(c, overlapped_compute(compute_step(pass[i + 1]), c));
+            total += std::max(c, overlapped_compute(compute_step(pass[i + 1]), c, sms_held(s.collective)));
             ++i;
         } else {
             total += c;

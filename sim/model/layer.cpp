@@ -38,6 +38,7 @@ struct Dims {
     RecomputeModules modules;
     bool tp_overlap;       ///< tp_comm_overlap (with SP)
     TpOverlapRs proj_rs, fc2_rs;  ///< with tp_overlap: TE's method for those forward reduce-scatters
+    TpOverlapSms ub;              ///< with tp_overlap: each userbuffer overlap's SMs
     bool fp8;              ///< FP8 linear layers
     bool fp8_current;      ///< current (tensorwise) scaling: an amax pass before each cast
     bool sp;
@@ -80,6 +81,7 @@ Dims dims_of(const LayerConfig& c) {
     d.tp_overlap = c.tp_comm_overlap && c.sequence_parallel && c.tensor > 1;
     d.proj_rs = c.tp_overlap_proj_fprop;
     d.fc2_rs = c.tp_overlap_fc2_fprop;
+    d.ub = c.tp_overlap_sms;
     d.fp8 = c.fp8;
     d.fp8_current = c.fp8_current_scaling;
     d.fused_wgrad = c.gradient_accumulation_fusion;
@@ -128,6 +130,14 @@ Step collective(std::string name, CollectiveKind kind, std::int64_t message, boo
     s.kind = Step::Kind::collective;
     s.collective = TpCollective{std::move(name), kind, Bytes(message), context_group};
     s.overlapped = overlapped;
+    return s;
+}
+
+/// A collective moved by Transformer Engine's userbuffers: by a kernel of `sms` CTAs, or (sms 0) the copy engines.
+Step ub_collective(std::string name, CollectiveKind kind, std::int64_t message, bool overlapped, int sms) {
+    Step s = collective(std::move(name), kind, message, overlapped);
+    s.collective.engine = sms > 0 ? CommEngine::userbuffers : CommEngine::copy_engine;
+    s.collective.sms = sms;
     return s;
 }
 
@@ -257,16 +267,27 @@ Kernel activation_backward(const Dims& d) {
 // fc2 data gradients) as t GEMMs of n / t rows, one per ring step; `pipeline` (projection and fc2 forward) as 4
 // GEMMs of a quarter of the output's columns each (pipelined() below), each chunk reduce-scattered during the next; `bulk` (the QKV / fc1 backward GEMMs) whole. A run's
 // userbuffer configuration may reduce-scatter projection and fc2 by ring exchange instead (execution keys
-// tp_overlap_proj_fprop / tp_overlap_fc2_fprop); TE's `aggregate` and its SM margin are not modelled.
+// tp_overlap_proj_fprop / tp_overlap_fc2_fprop). Each overlap's SMs (TpOverlapSms): a ring exchange moves its chunks
+// by the copy engines (no SM), a pipeline or bulk overlap by a userbuffers kernel of num_sm CTAs beside the GEMM, and
+// with set_sm_margin the GEMM runs on the SMs less num_sm. TE's `aggregate` is not modelled.
 constexpr std::int64_t kTePipelineSplits = 4;
+/// The CTAs of the pipeline's last reduce-scatter, after the last GEMM chunk, whatever num_sm is (TE's UB_MAX_SM).
+constexpr int kTeMaxSms = 32;
 
-Kernel ring_exchange(const Dims& d, Kernel k) {
+/// A GEMM of userbuffer overlap `o`, with its SM margin.
+Kernel with_margin(const Dims& d, Kernel k, TpOverlap o) {
+    k.gemm.sm_margin = d.ub.margin(o);
+    return k;
+}
+Kernel ring_exchange(const Dims& d, Kernel k, TpOverlap o) {
+    k = with_margin(d, std::move(k), o);
     k.gemm.chunks = d.t;
     k.bytes = k.gemm.bytes();
     return k;
 }
 /// TE's split_overlap_rs splits the output's columns (the features), each chunk reduce-scattered over the tokens.
-Kernel pipelined(Kernel k) {
+Kernel pipelined(const Dims& d, Kernel k, TpOverlap o) {
+    k = with_margin(d, std::move(k), o);
     k.gemm.chunks = kTePipelineSplits;
     k.gemm.chunk_columns = true;
     k.bytes = k.gemm.bytes();
@@ -278,18 +299,18 @@ Kernel pipelined(Kernel k) {
 /// alone after the GEMM. `ring_exchange` (split_overlap_rs_p2p): t row chunks, each passed on by the copy engines
 /// during the next chunk's GEMM; the last chunk is the rank's own shard, which is not sent, so the transfers overlap
 /// the GEMM whole, and then each rank adds the t partial outputs of its shard (reads t shards, writes one).
-void overlapped_reduce_scatter(std::vector<Step>& p, const Dims& d, TpOverlapRs method, const std::string& name,
-                               std::int64_t message, Kernel gemm) {
+void overlapped_reduce_scatter(std::vector<Step>& p, const Dims& d, TpOverlapRs method, TpOverlap o,
+                               const std::string& name, std::int64_t message, Kernel gemm) {
     if (method == TpOverlapRs::ring_exchange) {
-        p.push_back(collective(name, CollectiveKind::reduce_scatter, message, true));
-        p.push_back(compute({ring_exchange(d, std::move(gemm))}));
+        p.push_back(ub_collective(name, CollectiveKind::reduce_scatter, message, true, 0));
+        p.push_back(compute({ring_exchange(d, std::move(gemm), o)}));
         p.push_back(compute({elementwise(name + ".sum", "", 2 * d.n * d.h + 2 * d.n_sp * d.h)}));
         return;
     }
     const std::int64_t last = message / kTePipelineSplits;
-    p.push_back(collective(name, CollectiveKind::reduce_scatter, message - last, true));
-    p.push_back(compute({pipelined(std::move(gemm))}));
-    p.push_back(collective(name + ".last-chunk", CollectiveKind::reduce_scatter, last));
+    p.push_back(ub_collective(name, CollectiveKind::reduce_scatter, message - last, true, d.ub.sms(o)));
+    p.push_back(compute({pipelined(d, std::move(gemm), o)}));
+    p.push_back(ub_collective(name + ".last-chunk", CollectiveKind::reduce_scatter, last, false, kTeMaxSms));
 }
 
 /// The forward pass with Megatron-LM's --tp-comm-overlap: each sequence-parallel all-gather runs with the GEMM that
@@ -299,17 +320,19 @@ std::vector<Step> forward_pass_overlapped(const Dims& d) {
     std::vector<Step> p;
     const std::int64_t msg = 2 * d.n * d.h;
     p.push_back(compute({elementwise("ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
-    p.push_back(collective("attn.all-gather", CollectiveKind::all_gather, msg, true));
-    p.push_back(compute({ring_exchange(d, linear("qkv", kFwd, d.n, d.qkv_out, d.h))}));
+    p.push_back(ub_collective("attn.all-gather", CollectiveKind::all_gather, msg, true, 0));
+    p.push_back(compute({ring_exchange(d, linear("qkv", kFwd, d.n, d.qkv_out, d.h), TpOverlap::qkv_fprop)}));
     if (d.rope) p.push_back(compute({elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))}));
     if (d.c > 1) p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
     p.push_back(compute(attention_core_forward(d)));
-    overlapped_reduce_scatter(p, d, d.proj_rs, "attn.reduce-scatter", msg, linear("proj", kFwd, d.n, d.h, d.h / d.t));
+    overlapped_reduce_scatter(p, d, d.proj_rs, TpOverlap::proj_fprop, "attn.reduce-scatter", msg,
+                              linear("proj", kFwd, d.n, d.h, d.h / d.t));
     p.push_back(compute({residual_add(d, "attn"), elementwise("ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
-    p.push_back(collective("mlp.all-gather", CollectiveKind::all_gather, msg, true));
-    p.push_back(compute({ring_exchange(d, linear("fc1", kFwd, d.n, d.fc1_out, d.h))}));
+    p.push_back(ub_collective("mlp.all-gather", CollectiveKind::all_gather, msg, true, 0));
+    p.push_back(compute({ring_exchange(d, linear("fc1", kFwd, d.n, d.fc1_out, d.h), TpOverlap::fc1_fprop)}));
     p.push_back(compute({activation_forward(d)}));
-    overlapped_reduce_scatter(p, d, d.fc2_rs, "mlp.reduce-scatter", msg, linear("fc2", kFwd, d.n, d.h, d.f / d.t));
+    overlapped_reduce_scatter(p, d, d.fc2_rs, TpOverlap::fc2_fprop, "mlp.reduce-scatter", msg,
+                              linear("fc2", kFwd, d.n, d.h, d.f / d.t));
     p.push_back(compute({residual_add(d, "mlp")}));
     return p;
 }
@@ -346,11 +369,22 @@ std::vector<Step> forward_pass(const Dims& d) {
 /// asynchronous communication the input all-gather (SP) overlaps the data-gradient GEMM and the
 /// input-gradient reduction overlaps the weight-gradient GEMM; without, the all-gather runs first and the
 /// reduction after both GEMMs (autograd reaches the communication op after the linear layer's backward).
+/// With tp_comm_overlap both are Transformer Engine's bulk overlaps (`dgrad`: the all-gather beside the data-gradient
+/// GEMM; `wgrad`: the reduce-scatter beside the weight-gradient GEMM), each by a userbuffers kernel of its num_sm CTAs.
 void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::string& name, std::int64_t in,
-                            std::int64_t out) {
+                            std::int64_t out, TpOverlap dgrad, TpOverlap wgrad_overlap) {
     const std::int64_t msg = 2 * d.n * d.h;
     const auto reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const std::string reduce_name = name + (d.sp ? ".grad-reduce-scatter" : ".grad-all-reduce");
+    if (d.tp_overlap) {
+        p.push_back(ub_collective(name + ".input-all-gather", CollectiveKind::all_gather, msg, true, d.ub.sms(dgrad)));
+        p.push_back(compute({with_margin(d, linear(name + ".dgrad", kDgrad, d.n, in, out), dgrad)}));
+        p.push_back(ub_collective(reduce_name, reduce, msg, true, d.ub.sms(wgrad_overlap)));
+        std::vector<Kernel> w = wgrad(d, name, in, out, d.n);
+        w.front() = with_margin(d, std::move(w.front()), wgrad_overlap);
+        p.push_back(compute(std::move(w) + bias_grad(d, name, d.n, out)));
+        return;
+    }
     if (d.sp) p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, msg, d.async_comm));
     if (!d.async_comm) {
         add(p, std::vector<Kernel>{linear(name + ".dgrad", kDgrad, d.n, in, out)} + wgrad(d, name, in, out, d.n) +
@@ -369,7 +403,10 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (rc == Recompute::full) p = forward_pass(d);  // re-run the whole layer forward first
     // Without dropout the residual add's gradient passes through: no kernel.
     if (d.dropout) add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
-    if (d.sp) p.push_back(collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg, d.tp_overlap));
+    // With tp_comm_overlap the output-gradient all-gathers are ring exchanges (copy engines) with the data-gradient GEMMs.
+    if (d.sp)
+        p.push_back(d.tp_overlap ? ub_collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg, true, 0)
+                                 : collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg));
     const bool selective = rc == Recompute::selective;
     // Selective recompute of the norms re-creates their outputs (the linear layers' inputs) before they are used.
     if (selective && d.modules.layernorm)
@@ -377,12 +414,14 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (selective && d.modules.mlp) {
         // The MLP's first GEMM and activation again, from its kept input (gathered again under SP).
         // With tp_comm_overlap the recomputed fc1 runs through TE's module again: its gather ring-exchanged with it.
-        if (d.sp) p.push_back(collective("recompute.mlp.all-gather", CollectiveKind::all_gather, msg, d.tp_overlap));
+        if (d.sp)
+            p.push_back(d.tp_overlap ? ub_collective("recompute.mlp.all-gather", CollectiveKind::all_gather, msg, true, 0)
+                                     : collective("recompute.mlp.all-gather", CollectiveKind::all_gather, msg));
         Kernel act = activation_forward(d);
         act.name = "recompute." + act.name;
         Kernel fc1 = linear("recompute.fc1", kFwd, d.n, d.fc1_out, d.h);
         if (d.tp_overlap) {
-            p.push_back(compute({ring_exchange(d, std::move(fc1))}));
+            p.push_back(compute({ring_exchange(d, std::move(fc1), TpOverlap::fc1_fprop)}));
             p.push_back(compute({act}));
         } else {
             add(p, {fc1, act});
@@ -390,7 +429,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     }
     if (d.tp_overlap) {
         // The output-gradient all-gather (issued above as an overlapped step) runs with fc2's data-gradient GEMM.
-        p.push_back(compute({ring_exchange(d, linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h))}));
+        p.push_back(compute({ring_exchange(d, linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h), TpOverlap::fc2_dgrad)}));
         p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n) + bias_grad(d, "fc2", d.n, d.h) +
                             std::vector<Kernel>{activation_backward(d)}));
     } else {
@@ -398,13 +437,15 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
                    wgrad(d, "fc2", d.f / d.t, d.h, d.n) +
                    bias_grad(d, "fc2", d.n, d.h) + std::vector<Kernel>{activation_backward(d)});
     }
-    column_linear_backward(p, d, "fc1", d.h, d.fc1_out);
+    column_linear_backward(p, d, "fc1", d.h, d.fc1_out, TpOverlap::fc1_dgrad, TpOverlap::fc1_wgrad);
     add(p, {elementwise("ln2.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h)});
     if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
-    if (d.sp) p.push_back(collective("attn.grad-all-gather", CollectiveKind::all_gather, msg, d.tp_overlap));
+    if (d.sp)
+        p.push_back(d.tp_overlap ? ub_collective("attn.grad-all-gather", CollectiveKind::all_gather, msg, true, 0)
+                                 : collective("attn.grad-all-gather", CollectiveKind::all_gather, msg));
     if (d.tp_overlap) {
-        p.push_back(compute({ring_exchange(d, linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h))}));
+        p.push_back(compute({ring_exchange(d, linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h), TpOverlap::proj_dgrad)}));
         p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n) + bias_grad(d, "proj", d.n, d.h)));
     } else {
         add(p, std::vector<Kernel>{linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h)} +
@@ -431,7 +472,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (d.rope) add(p, {elementwise("rope.bwd", "rope_bwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     if (selective && d.modules.layernorm)
         add(p, {elementwise("recompute.ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
-    column_linear_backward(p, d, "qkv", d.h, d.qkv_out);
+    column_linear_backward(p, d, "qkv", d.h, d.qkv_out, TpOverlap::qkv_dgrad, TpOverlap::qkv_wgrad);
     add(p, {elementwise("ln1.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("attn.residual-grad-add", d.n_sp * d.h)});
     return p;
@@ -537,6 +578,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.tp_comm_overlap = e.tp_comm_overlap;
     c.tp_overlap_proj_fprop = e.tp_overlap_proj_fprop;
     c.tp_overlap_fc2_fprop = e.tp_overlap_fc2_fprop;
+    c.tp_overlap_sms = e.tp_overlap_sms;
     c.fp8 = e.precision == Precision::fp8;
     c.cross_entropy = e.cross_entropy;
     c.fp8_current_scaling = e.fp8_recipe == Fp8Recipe::current;

@@ -36,6 +36,7 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
     const auto& e = sc.execution;
     const LayerPlan plan = build_layer(layer_config(sc.model, e));
     const CostModel cost(sc.system.device);
+    const DeviceProfile& dev = sc.system.device;
     out << fmt::format("{}: model {}, t={}, SP={}, recompute={}, b={}, attention {}{}{}\n", sc.name, sc.model.name, e.tensor,
                        e.sequence_parallel ? "on" : "off", to_string(e.recompute), e.microbatch, to_string(e.attention),
                        e.gradient_accumulation_fusion ? "" : ", no gradient-accumulation fusion",
@@ -48,7 +49,13 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
                                    to_string(step.collective.kind), double(step.collective.message.value) / 1e6,
                                    cost.tp_collective(step.collective.kind, step.collective.context_group ? e.context : e.tensor,
                                                       step.collective.message).ms(),
-                                   step.overlapped ? "  (overlapped with the next step)" : "");
+                                   !step.overlapped ? ""
+                                   : step.collective.engine == CommEngine::nccl
+                                       ? "  (overlapped with the next step)"
+                                       : step.collective.engine == CommEngine::copy_engine
+                                       ? "  (overlapped with the next step; copy engines, no SM)"
+                                       : fmt::format("  (overlapped with the next step; userbuffers, {} SMs at {:.1f}% speed)",
+                                                     step.collective.sms, 100.0 * (1.0 - cost.comm_sm_fraction(step.collective.sms))));
                 continue;
             }
             for (const auto& k : step.kernels) {
@@ -66,21 +73,24 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
                     const std::int64_t parts = k.gemm.chunk_parts();
                     const std::int64_t largest = (k.gemm.split_extent() + parts - 1) / parts;
                     const GemmShape chunk = k.gemm.chunk(largest);
-                    out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s){}\n", k.name,
+                    out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s){}{}\n", k.name,
                                        "gemm", k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, c.time.ms(), to_string(c.source),
                                        cost.gemm_efficiency(chunk), k.gemm.flops().value / c.time.seconds() / 1e12,
                                        parts > 1 ? fmt::format(", as {} chunks of {} {}", parts, largest,
                                                                        k.gemm.chunk_columns ? "columns" : "rows")
-                                                         : "");
+                                                         : "",
+                                       k.gemm.sm_margin > 0 ? fmt::format(", on {} SMs (margin {})", std::max(1, dev.sm_count - k.gemm.sm_margin),
+                                                                          k.gemm.sm_margin)
+                                                            : "");
                 }
             }
         }
     }
-    const DeviceProfile& dev = sc.system.device;
-    const bool overlapped = std::any_of(plan.forward.begin(), plan.forward.end(), [](const Step& s) { return s.overlapped; }) ||
-                            std::any_of(plan.backward.begin(), plan.backward.end(), [](const Step& s) { return s.overlapped; });
+    const auto nccl_overlapped = [](const Step& s) { return s.overlapped && s.collective.engine == CommEngine::nccl; };
+    const bool overlapped = std::any_of(plan.forward.begin(), plan.forward.end(), nccl_overlapped) ||
+                            std::any_of(plan.backward.begin(), plan.backward.end(), nccl_overlapped);
     if (overlapped && dev.nccl_channels > 0)
-        out << fmt::format("  compute overlapped with a collective runs at {:.1f}% speed while it holds {} SMs ({})\n",
+        out << fmt::format("  compute overlapped with an NCCL collective runs at {:.1f}% speed while it holds {} SMs ({})\n",
                            100.0 * (1.0 - cost.comm_sm_fraction()), dev.nccl_channels,
                            dev.measured_sms_held.empty() ? "the share of the SMs left" : "the profile's measured.sms_held");
     if (e.host_gaps())
@@ -172,6 +182,12 @@ double tflops_per_gpu(const Scenario& sc, const IterationResult& it) {
 double estimate_error(const ScreenRecord& s, const IterationResult& it) { return s.estimate_s / it.iteration_time_s - 1; }
 
 namespace {
+/// Each userbuffer overlap's num_sm, by name.
+nlohmann::json tp_overlap_num_sm_json(const TpOverlapSms& sms) {
+    nlohmann::json j = nlohmann::json::object();
+    for (std::size_t i = 0; i < kTpOverlapNames.size(); ++i) j[std::string(kTpOverlapNames[i])] = sms.num_sm[i];
+    return j;
+}
 std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
 /// A row the table marks `*`: simulated with representative replicas where there are replicas to represent.
 bool marked_representative(const CaseResult& r) {
@@ -316,6 +332,8 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"tp_comm_overlap", e.tp_comm_overlap},
                           {"tp_overlap_proj_fprop", to_string(e.tp_overlap_proj_fprop)},
                           {"tp_overlap_fc2_fprop", to_string(e.tp_overlap_fc2_fprop)},
+                          {"tp_overlap_num_sm", tp_overlap_num_sm_json(e.tp_overlap_sms)},
+                          {"tp_overlap_sm_margin", names_of(e.tp_overlap_sms)},
                           {"precision", to_string(e.precision)},
                           {"attention", to_string(e.attention)},
                           {"cross_entropy", to_string(e.cross_entropy)},

@@ -29,6 +29,7 @@ void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const Cos
             u.message = s.collective.message;
             u.overlapped = s.overlapped;
             u.context_group = s.collective.context_group;
+            u.sms_held = cost.sms_held(s.collective);
             out.push_back(u);
         }
     }
@@ -153,7 +154,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             for (const PlannedPhase& ph : plan) moving += ph.latency + (ph.alone ? *ph.alone : *ph.alone_if_quiet);
             if (paired) {
                 const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
-                moving = std::max(moving, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c)));
+                moving = std::max(moving, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c, s.sms_held)));
                 ++i;
             }
             add_pending(moving, i);
@@ -177,7 +178,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         if (paired) {
             // The overlapped kernels lose the SMs the collective holds while it runs.
             const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
-            TaskId w = sim_.add_compute(g.compute, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c)),
+            TaskId w = sim_.add_compute(g.compute, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c, s.sms_held)),
                                         label);
             for (TaskId d : prev) sim_.add_dependency(d, w);
             if (g.replica == 0) mark_paired_tp(last, w);

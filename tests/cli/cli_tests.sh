@@ -147,7 +147,11 @@ check "explain --profile shows the calibrated profile's measured kernels" '[[ $r
 check "explain names the host gaps before each unit when a case has them" '[[ $rc -eq 0 ]] && grep -q "the GPU idles 0.980 ms (forward) / 0.570 ms" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "177B on 2304" >"$tmp/out" 2>&1; rc=$?
 check "explain says nothing of host gaps without them" '[[ $rc -eq 0 ]] && ! grep -q "GPU idles" "$tmp/out"'
-check "explain says how fast compute overlapped with a collective runs, and from what" '[[ $rc -eq 0 ]] && grep -q "runs at 74.2% speed while it holds 32 SMs (the profile.s measured.sms_held)" "$tmp/out"'
+check "explain says what moves each Transformer Engine overlap's bytes and how fast the GEMM beside it runs" '[[ $rc -eq 0 ]] && grep -q "attn.all-gather .*(overlapped with the next step; copy engines, no SM)" "$tmp/out" && grep -q "attn.reduce-scatter .*(overlapped with the next step; userbuffers, 16 SMs at 82.2% speed)" "$tmp/out" && ! grep -q "NCCL collective runs at" "$tmp/out"'
+"$strata" explain "$root/scenarios/validation/nemo-h100.yaml" --case "GPT3-175B on 128" >"$tmp/out" 2>&1; rc=$?
+check "explain says how fast compute overlapped with an NCCL collective runs, and from what" '[[ $rc -eq 0 ]] && grep -q "runs at 74.2% speed while it holds 32 SMs (the profile.s measured.sms_held)" "$tmp/out"'
+"$strata" explain "$root/scenarios/validation/nemo-h100.yaml" --case "LLAMA2-70B on 64" >"$tmp/out" 2>&1; rc=$?
+check "explain shows a GEMM's SM margin (set_sm_margin)" '[[ $rc -eq 0 ]] && grep -q "proj .*as 4 chunks of 2048 columns, on 108 SMs (margin 24)" "$tmp/out" && grep -q "fc1.input-all-gather .*userbuffers, 2 SMs" "$tmp/out"'
 "$strata" explain "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" --set execution.tensor=16 >"$tmp/out" 2>&1; rc=$?
 check "explain says when the tensor-parallel group spans nodes (its costs are the intra-node figures)" '[[ $rc -eq 0 ]] && grep -q "(t = 16) spans 2 nodes of 8 GPUs" "$tmp/out"'
 "$strata" explain "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" >"$tmp/out" 2>&1
@@ -234,6 +238,11 @@ keys = [r[0].strip("`") for r in rows]
 loader = re.search(r"Valid keys: (.*)\.", error_of("execution.zzz=1")).group(1).split(", ")
 assert sorted(keys) == sorted(loader) and len(set(keys)) == len(keys), set(keys) ^ set(loader)
 echo = json.load(open(echoed))["results"][0]["execution"]
+def echoed_value(key):  # a dotted key (a flattened mapping) names an entry of a nested object
+    v = echo
+    for part in key.split("."):
+        v = v[part]
+    return v
 def num(s):
     m = re.fullmatch(r"2\^(\d+)", s)
     return 2 ** int(m.group(1)) if m else float(s)
@@ -252,13 +261,13 @@ for cell, values, default, _ in rows:
     else:
         assert "expected one of: " + values in error_of("execution.%s=zzz" % key), key
     if default in ("true", "false"):
-        assert echo[key] == (default == "true"), key
+        assert echoed_value(key) == (default == "true"), key
     elif default.startswith("["):
-        assert echo[key] == default.strip("[]").split(", "), key
+        assert echoed_value(key) == [d for d in default.strip("[]").split(", ") if d], key
     elif re.fullmatch(r"[0-9.]+", default):
-        assert echo[key] == float(default), key
+        assert echoed_value(key) == float(default), key
     elif re.fullmatch(r"[a-z0-9_]+", default) and default != "required":
-        assert echo[key] == default, (key, echo[key], default)
+        assert echoed_value(key) == default, (key, echoed_value(key), default)
 PY'
 "$strata" run "$root/scenarios/paper/table4.yaml" --analytical-only --json "$tmp/prov.json" >/dev/null 2>&1
 check "JSON provenance: version, revision and each input's SHA-256 as sha256sum has it" 'python3 - "$tmp/prov.json" <<"PY"
