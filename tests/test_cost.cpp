@@ -428,3 +428,78 @@ TEST_CASE("GEMM: the Hopper profiles' stream-K rate and fixup fit the measured c
     // No A100 measurement: its profile keeps the tiles' waves alone (Table 4's fit, Table 5 and SC21 unchanged).
     CHECK(load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/a100-sxm4-80gb.yaml").gemm_stream_k_efficiency == 0);
 }
+
+namespace {
+/// Model over measured for Transformer Engine's pipeline and bulk overlaps as emulated on an H100
+/// (calibrate/torch_tp_overlap.py; calibration data, GEMM microbenchmarks): the measured chunks (`split`), slowed
+/// while 16 SMs are held for as long as the collective takes at 360 GB/s (te1, TE 1.x), and with cuBLASLt told to
+/// leave those 16 SMs as well (te2, TE >= 2.0's set_sm_margin).
+struct OverlapFit {
+    std::vector<double> te1_bulk, te1_pipeline, te2;
+};
+OverlapFit overlap_fit() {
+    const DeviceProfile h100 = load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/h100-sxm5-80gb.yaml");
+    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/calibrate/results/2026-11-26b/h100-tp-overlap-3.json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    const CostModel c(h100);
+    const int sms = j.at("comm_sms");
+    OverlapFit fit;
+    for (const auto& row : j.at("rows"))
+        for (const auto& g : row.at("gemms")) {
+            const std::string method = g.at("method");
+            if (method != "pipeline" && method != "bulk") continue;
+            const double t = row.at("tensor"), msg = 2.0 * double(j.at("tokens")) * double(row.at("hidden"));
+            const Time hold = Time::from_seconds(msg * (t - 1) / t / 360e9 * (method == "pipeline" ? 0.75 : 1.0));
+            const Time split = Time::from_us(g.at("split_us").get<double>());
+            Kernel chunked = gemm(g.at("m"), g.at("n"), g.at("k"));
+            chunked.gemm.chunks = g.at("parts");
+            Kernel carved = chunked;
+            carved.gemm.sm_margin = sms;
+            const Time split_carved = Time::from_seconds(split.seconds() * c.kernel(carved).time.seconds() /
+                                                         c.kernel(chunked).time.seconds());
+            (method == "bulk" ? fit.te1_bulk : fit.te1_pipeline)
+                .push_back(c.overlapped_compute(split, hold, sms).seconds() / (g.at("te1_us").get<double>() * 1e-6));
+            fit.te2.push_back(c.overlapped_compute(split_carved, hold, sms).seconds() / (g.at("te2_us").get<double>() * 1e-6));
+        }
+    return fit;
+}
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+}  // namespace
+
+TEST_CASE("TE overlap SMs: the measured slowdown with SMs held and the margin's SMs reproduce the emulated overlaps") {
+    const OverlapFit fit = overlap_fit();
+    REQUIRE(fit.te1_bulk.size() == 32);
+    REQUIRE(fit.te1_pipeline.size() == 16);
+    REQUIRE(fit.te2.size() == 48);
+    // Bulk (one GEMM beside the 16-SM kernel): median model / measured 0.993, every shape within 8% (7.3% worst).
+    CHECK(median(fit.te1_bulk) == Approx(1.0).margin(0.02));
+    for (double r : fit.te1_bulk) CHECK(std::abs(r - 1.0) < 0.08);
+    // With the margin (TE >= 2.0): the GEMM's waves on 116 SMs, then the held SMs as without: median about 1.01.
+    CHECK(median(fit.te2) == Approx(1.0).margin(0.03));
+    // Known shortfall, not modelled (docs/fidelity.md): the pipelined chunks with SMs held run 9-36% slower than the
+    // whole-GEMM table says (median model / measured 0.874).
+    CHECK(median(fit.te1_pipeline) < 0.92);
+}
+
+TEST_CASE("TE overlap SMs: a margin of 16 SMs on whole GEMMs costs what the shape model says, within 5% on average") {
+    // calibrate/torch_tp_overlap.py --sweep: ten GEMMs through cuBLASLt with 16 SMs carved out, over without.
+    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/calibrate/results/2026-11-26b/h100-sm-sweep-3.json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    const CostModel c(load_device_profile(std::string(STRATA_SOURCE_DIR) + "/scenarios/devices/h100-sxm5-80gb.yaml"));
+    double sum = 0;
+    int n = 0;
+    for (const auto& g : j.at("sweep")) {
+        Kernel whole = gemm(g.at("m"), g.at("n"), g.at("k"));
+        Kernel carved = whole;
+        carved.gemm.sm_margin = 16;
+        const double model = c.kernel(carved).time.seconds() / c.kernel(whole).time.seconds();
+        const double measured = g.at("us").at("lt_carve16").get<double>() / g.at("us").at("lt").get<double>();
+        CHECK(model > 1.0);
+        sum += std::log(model / measured), ++n;
+    }
+    REQUIRE(n == 10);
+    CHECK(std::abs(sum / n) < 0.05);  // today +2.2%: the model a little dearer than the carve-out measured
+}
