@@ -503,3 +503,32 @@ TEST_CASE("TE overlap SMs: a margin of 16 SMs on whole GEMMs costs what the shap
     REQUIRE(n == 10);
     CHECK(std::abs(sum / n) < 0.05);  // today +2.2%: the model a little dearer than the carve-out measured
 }
+
+TEST_CASE("Ring exchange: the last GEMM chunk waits for the last transfer, so the pair takes the collective plus a chunk") {
+    const CostModel c(test_profile());  // 100 SMs, 100 GB/s bus bandwidth
+    TpCollective ring{"ag", CollectiveKind::all_gather, Bytes(400'000'000)};
+    ring.engine = CommEngine::copy_engine;
+    Step coll;
+    coll.kind = Step::Kind::collective;
+    coll.collective = ring;
+    coll.overlapped = true;
+    Step work;
+    Kernel k = gemm(1280, 1280, 4096);
+    k.gemm.chunks = 8;
+    work.kernels.push_back(k);
+    const Time tc = c.tp_collective(ring.kind, 8, ring.message), tw = c.compute_step(work);
+    const Time chunk = c.ring_tail(ring, work);
+    CHECK(chunk.ps() == tw.ps() / 8);
+    REQUIRE(tc > tw);  // transfer-bound: 3.5 ms of transfers against 8 small chunks
+    CHECK(c.pass_time({coll, work}, 8) == tc + chunk);
+    // Compute-bound (a slower GEMM): the chunks' own time.
+    work.kernels[0].gemm.k = 4096 * 64;
+    const Time slow = c.compute_step(work);
+    REQUIRE(slow > tc + c.ring_tail(ring, work));
+    CHECK(c.pass_time({coll, work}, 8) == slow);
+    // Not a ring exchange (NCCL, a userbuffers kernel) or no chunked GEMM: no tail.
+    coll.collective.engine = CommEngine::nccl;
+    CHECK(c.ring_tail(coll.collective, work) == Time::zero());
+    work.kernels[0].gemm.chunks = 1;
+    CHECK(c.ring_tail(ring, work) == Time::zero());
+}

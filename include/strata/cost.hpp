@@ -78,12 +78,17 @@ public:
     /// Duration of compute that runs concurrently with a collective of the given duration holding `sms` SMs: at
     /// speed 1 - f (f = comm_sm_fraction(sms)) while the collective runs, at full speed after it.
     [[nodiscard]] Time overlapped_compute(Time compute, Time collective, int sms) const;
+    /// A ring exchange (a collective on the copy engines, Transformer Engine's) beside `compute`: its chunked GEMM's
+    /// last chunk, which waits for the last transfer (an all-gather's last chunk computes on what the last transfer
+    /// brings; a reduce-scatter's first chunk is computed before its transfer can start), so the pair takes at least
+    /// the collective plus one chunk. Zero for any other collective, or without a chunked GEMM.
+    [[nodiscard]] Time ring_tail(const TpCollective& c, const Step& compute) const;
     /// Sum of the kernels of a compute step.
     [[nodiscard]] Time compute_step(const Step& step) const;
     /// Serial time of a pass (tensor-parallel collectives over `ranks`, context-parallel ones over
     /// `context_ranks`, both at the intra-node figures): compute steps and exposed collectives add up; an overlapped collective
     /// and the compute step after it take the longer of the two, the compute slowed by the SMs the
-    /// collective occupies while both run.
+    /// collective occupies while both run, the collective lengthened by a ring exchange's tail (ring_tail).
     [[nodiscard]] Time pass_time(const std::vector<Step>& pass, int ranks, int context_ranks = 1) const;
     /// Bytes per collective step moved by each rank (ring algorithm).
     [[nodiscard]] static Bytes ring_bytes_per_rank(CollectiveKind kind, int ranks, Bytes message);

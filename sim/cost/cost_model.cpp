@@ -283,6 +283,14 @@ Time CostModel::overlapped_compute(Time compute, Time collective, int sms) const
     return compute + Time::from_seconds(f * collective.seconds());
 }
 
+Time CostModel::ring_tail(const TpCollective& c, const Step& compute) const {
+    if (c.engine != CommEngine::copy_engine) return Time::zero();
+    for (const Kernel& k : compute.kernels)
+        if (k.gemm.chunks > 1 && (k.kind == KernelKind::gemm || k.kind == KernelKind::batched_gemm))
+            return Time::from_ps(kernel(k).time.ps() / k.gemm.chunk_parts());
+    return Time::zero();
+}
+
 Time CostModel::compute_step(const Step& step) const {
     Time t = Time::zero();
     for (const auto& k : step.kernels) t += kernel(k).time;
@@ -299,7 +307,8 @@ Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, int context_
         }
         const Time c = tp_collective(s.collective.kind, s.collective.context_group ? context_ranks : ranks, s.collective.message);
         if (s.overlapped && i + 1 < pass.size() && pass[i + 1].kind == Step::Kind::compute) {
-            total += std::max(c, overlapped_compute(compute_step(pass[i + 1]), c, sms_held(s.collective)));
+            total += std::max(c + ring_tail(s.collective, pass[i + 1]),
+                              overlapped_compute(compute_step(pass[i + 1]), c, sms_held(s.collective)));
             ++i;
         } else {
             total += c;

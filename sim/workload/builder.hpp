@@ -59,6 +59,7 @@ struct UnitStep {
     bool overlapped = false;
     bool context_group = false;  // over the context-parallel group rather than the tensor-parallel one
     int sms_held = 0;            // SMs its kernel holds from the kernels beside it (CostModel::sms_held)
+    Time tail;                   // a ring exchange: the paired kernels' last GEMM chunk, after its last transfer
 };
 
 /// A chunk's forward or backward pass as costed steps (adjacent compute steps merged).

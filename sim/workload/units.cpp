@@ -9,9 +9,15 @@
 namespace strata::workload {
 
 void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost) {
+    const Step* before = nullptr;
     for (const Step& s : pass) {
+        const Step* const collective = before;
+        before = &s;
         if (s.kind == Step::Kind::compute) {
             const Time d = cost.compute_step(s);
+            if (collective && collective->kind == Step::Kind::collective && collective->overlapped && !out.empty() &&
+                !out.back().is_compute)
+                out.back().tail = cost.ring_tail(collective->collective, s);
             // An overlapped collective pairs with exactly the compute step after it: later kernels must not join
             // that step, or they would run concurrently with the collective too.
             const bool paired = out.size() >= 2 && !out[out.size() - 2].is_compute && out[out.size() - 2].overlapped;
@@ -154,7 +160,11 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             for (const PlannedPhase& ph : plan) moving += ph.latency + (ph.alone ? *ph.alone : *ph.alone_if_quiet);
             if (paired) {
                 const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
-                moving = std::max(moving, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c, s.sms_held)));
+                // As unfused (below): the kernels beside it, then a ring exchange's tail after both, drawn in that order.
+                const Time beside = cost_.overlapped_compute(unit.steps[i + 1].duration, c, s.sms_held);
+                const Time tail = std::min(s.tail, beside);
+                moving = std::max(moving, span_time(g, beside - tail));
+                if (tail > Time::zero()) moving += span_time(g, tail);
                 ++i;
             }
             add_pending(moving, i);
@@ -176,13 +186,21 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         const TaskId last = emit_phases(g.tp, plan, prev.span(), tp_label, &first, !paired && g.replica == 0);
         note_first(first);
         if (paired) {
-            // The overlapped kernels lose the SMs the collective holds while it runs.
+            // The overlapped kernels lose the SMs the collective holds while it runs. A ring exchange's last GEMM chunk
+            // (its tail) runs after both the other chunks and the last transfer.
             const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
-            TaskId w = sim_.add_compute(g.compute, span_time(g, cost_.overlapped_compute(unit.steps[i + 1].duration, c, s.sms_held)),
-                                        label);
+            const Time beside = cost_.overlapped_compute(unit.steps[i + 1].duration, c, s.sms_held);
+            const Time tail = std::min(s.tail, beside);
+            TaskId w = sim_.add_compute(g.compute, span_time(g, beside - tail), label);
             for (TaskId d : prev) sim_.add_dependency(d, w);
             if (g.replica == 0) mark_paired_tp(last, w);
             prev.set(w, last);
+            if (tail > Time::zero()) {
+                const TaskId after = sim_.add_compute(g.compute, span_time(g, tail), label);
+                sim_.add_dependency(w, after);
+                sim_.add_dependency(last, after);
+                prev.set(after);
+            }
             ++i;
         } else {
             prev.set(last);
@@ -227,7 +245,7 @@ double Builder::unit_tasks(const Unit& unit, bool fused, bool keep_first, double
         pending = false;
         n += s.is_compute ? 1.0 : per_collective;
         if (paired) {
-            n += 1.0;
+            n += s.tail > Time::zero() ? 2.0 : 1.0;
             ++i;
         }
     }
