@@ -466,3 +466,34 @@ TEST_CASE("hardening: Transformer Engine's reduce-scatter methods name a method"
     const Experiment plain = load_experiment_text(kHead + kRest, kOrigin);
     CHECK(simulate(ex.cases[0]).iteration_time_s == simulate(plain.cases[0]).iteration_time_s);
 }
+
+TEST_CASE("hardening: Transformer Engine's userbuffer SMs and aggregation are checked against the case", "[hardening]") {
+    const std::string head = "model: model-small.yaml\nsystem: system-small.yaml\nexecution:\n  tensor: 8\n  pipeline: 1\n"
+                             "  sequence_parallel: true\n  tp_comm_overlap: true\n";
+    // An overlap name that is not TE's, and aggregation of what is not a ring all-gather.
+    CHECK_THAT(error_of(head + "  tp_overlap_num_sm: {fc3_fprop: 8}\n" + kRest),
+               Contains("unknown key 'tp_overlap_num_sm.fc3_fprop' in execution") && Contains("Did you mean 'tp_overlap_num_sm."));
+    CHECK_THAT(error_of(head + "  tp_overlap_aggregate: [proj_fprop]\n" + kRest),
+               Contains("execution.tp_overlap_aggregate") && Contains("qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad"));
+    CHECK_THAT(error_of(head + "  tp_overlap_sm_margin: proj\n" + kRest),
+               Contains("execution.tp_overlap_sm_margin") && Contains("proj_fprop"));
+    CHECK_THAT(error_of(head + "  tp_overlap_num_sm: {qkv_dgrad: 0}\n" + kRest), Contains("expected an integer in [1, 1024]"));
+    // As many SMs as the device has leave the GEMM none.
+    const std::string all = error_of(head + "  tp_overlap_num_sm: {qkv_dgrad: 1000}\n" + kRest);
+    CHECK_THAT(all, Contains("tp_overlap_num_sm.qkv_dgrad (1000) must be below the device's SMs"));
+    // Pairs of ranks need an even tensor size.
+    const std::string odd = "model: model-small.yaml\nsystem: system-small.yaml\nexecution:\n  tensor: 1\n  pipeline: 1\n"
+                            "  tp_overlap_aggregate: [fc2_dgrad]\n";
+    CHECK_NOTHROW(load_experiment_text(odd + kRest, kOrigin));  // without tp_comm_overlap it changes nothing
+    const Experiment ok = load_experiment_text(head + "  tp_overlap_num_sm: {qkv_dgrad: 8, fc1_wgrad: 2}\n"
+                                               "  tp_overlap_sm_margin: [proj_fprop]\n  tp_overlap_aggregate: [fc2_dgrad]\n" + kRest,
+                                               kOrigin);
+    const TpOverlapConfig& cfg = ok.cases[0].execution.tp_overlap_config;
+    CHECK(cfg.sms(TpOverlap::qkv_dgrad) == 8);
+    CHECK(cfg.sms(TpOverlap::fc1_wgrad) == 2);
+    CHECK(cfg.sms(TpOverlap::proj_fprop) == 16);  // TE 1.x's default
+    CHECK(cfg.margin(TpOverlap::proj_fprop) == 16);
+    CHECK(cfg.margin(TpOverlap::fc2_fprop) == 0);
+    CHECK(cfg.aggregated(TpOverlap::fc2_dgrad));
+    CHECK_FALSE(cfg.aggregated(TpOverlap::qkv_fprop));
+}

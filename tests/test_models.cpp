@@ -417,16 +417,41 @@ TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overla
     LayerConfig few = lc;
     few.tp_overlap_fc2_fprop = TpOverlapRs::pipeline;
     const double te_defaults = layer_ms(few);
-    few.tp_overlap_sms.num_sm = {1, 1, 1, 1, 2, 2, 2, 2, 2, 2};
+    few.tp_overlap_config.num_sm = {1, 1, 1, 1, 2, 2, 2, 2, 2, 2};
     CHECK(layer_ms(few) < te_defaults);
     LayerConfig margin = lc;
     margin.tp_overlap_fc2_fprop = TpOverlapRs::pipeline;
-    margin.tp_overlap_sms.sm_margin[std::size_t(TpOverlap::fc2_fprop)] = true;
+    margin.tp_overlap_config.sm_margin[std::size_t(TpOverlap::fc2_fprop)] = true;
     const LayerPlan carved = build_layer(margin);
     for (const Step& st : carved.forward)
         for (const Kernel& k : st.kernels)
             if (k.kind == KernelKind::gemm) CHECK(k.gemm.sm_margin == (k.name == "fc2" ? 16 : 0));
     CHECK(layer_ms(margin) > te_defaults);
+    // TE's aggregate on fc2's data-gradient ring exchange (NeMo's Llama 2 70B config): the first exchange of one chunk
+    // between pairs, exposed, then the rest under t / 2 GEMM chunks of two chunks' rows.
+    LayerConfig aggregated = lc;
+    aggregated.tp_overlap_config.aggregate[std::size_t(TpOverlap::fc2_dgrad)] = true;
+    const LayerPlan agg = build_layer(aggregated);
+    bool first_seen = false;
+    for (std::size_t i = 0; i < agg.backward.size(); ++i) {
+        const Step& st = agg.backward[i];
+        if (st.kind == Step::Kind::collective && st.collective.name == "mlp.grad-all-gather.first-exchange") {
+            first_seen = true;
+            CHECK_FALSE(st.overlapped);
+            CHECK(st.collective.engine == CommEngine::copy_engine);
+            const Step& rest = agg.backward.at(i + 1);
+            CHECK(rest.collective.name == "mlp.grad-all-gather");
+            CHECK(rest.overlapped);
+            const std::int64_t msg = 2 * sc.model.seq_len * sc.model.hidden;  // b = 1
+            CHECK(st.collective.message.value == msg / 7);  // one of the 7 chunks each rank receives
+            CHECK(st.collective.message.value + rest.collective.message.value == msg);
+            CHECK(agg.backward.at(i + 2).kernels.back().name == "fc2.dgrad");
+            CHECK(agg.backward.at(i + 2).kernels.back().gemm.chunks == 4);
+        }
+        for (const Kernel& k : st.kernels)
+            if (k.name == "proj.dgrad") CHECK(k.gemm.chunks == 8);  // not aggregated
+    }
+    CHECK(first_seen);
     lc.tp_comm_overlap = false;
     const LayerPlan whole = build_layer(lc);
     for (const auto* pass : {&whole.forward, &whole.backward})

@@ -55,24 +55,30 @@ enum class TpOverlap : std::uint8_t {
 inline constexpr std::array<std::string_view, 10> kTpOverlapNames = {
     "qkv_fprop", "fc1_fprop", "proj_dgrad", "fc2_dgrad", "proj_fprop", "fc2_fprop",
     "qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad"};
-/// What each userbuffer overlap takes of the SMs (its ub_cfg num_sm and set_sm_margin). A pipeline or bulk overlap's
-/// communication is a kernel of num_sm CTAs (1024 threads each) beside the GEMM while it moves its bytes; a ring
-/// exchange's moves by the copy engines (TE's use_ce), no SM. With set_sm_margin TE tells cuBLASLt to run the GEMM
-/// on the SMs less num_sm (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), every chunk, its whole length. The defaults are TE
-/// 1.x's (num_sm 16 for pipeline and bulk, 1 for ring_exchange; no margin); TE >= 2.0 defaults set_sm_margin for
-/// pipeline and bulk (list them in tp_overlap_sm_margin).
-struct TpOverlapSms {
+/// A userbuffer configuration's settings per overlap (TE's ub_cfg), as strata models them. num_sm: a pipeline or bulk
+/// overlap's communication is a kernel of num_sm CTAs (1024 threads each) beside the GEMM while it moves its bytes; a
+/// ring exchange's moves by the copy engines (TE's use_ce), no SM. sm_margin (set_sm_margin): TE tells cuBLASLt to
+/// run the GEMM on the SMs less num_sm (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), every chunk, its whole length.
+/// aggregate (ring-exchange all-gathers only): a first exchange of one chunk between pairs of ranks, exposed, then
+/// t / 2 GEMM chunks of two chunks' rows, each pair of chunks passed on under the GEMM. The defaults are TE 1.x's
+/// (num_sm 16 for pipeline and bulk, 1 for ring_exchange; no margin, no aggregation); TE >= 2.0 defaults set_sm_margin
+/// for pipeline and bulk (list them in tp_overlap_sm_margin).
+struct TpOverlapConfig {
     std::array<int, 10> num_sm = {1, 1, 1, 1, 16, 16, 16, 16, 16, 16};
     std::array<bool, 10> sm_margin{};
+    std::array<bool, 10> aggregate{};
     [[nodiscard]] int sms(TpOverlap o) const { return num_sm[static_cast<std::size_t>(o)]; }
     /// The SMs the overlap's GEMM leaves to communication: num_sm with set_sm_margin, else none.
     [[nodiscard]] int margin(TpOverlap o) const { return sm_margin[static_cast<std::size_t>(o)] ? sms(o) : 0; }
-    friend bool operator==(const TpOverlapSms&, const TpOverlapSms&) = default;
+    [[nodiscard]] bool aggregated(TpOverlap o) const { return aggregate[static_cast<std::size_t>(o)]; }
+    friend bool operator==(const TpOverlapConfig&, const TpOverlapConfig&) = default;
 };
-/// The overlaps with set_sm_margin, in kTpOverlapNames' order.
-[[nodiscard]] std::vector<std::string> names_of(const TpOverlapSms& sms);
+/// The ring-exchange all-gathers, the overlaps TE can aggregate (kTpOverlapNames' first four).
+inline constexpr std::array<std::string_view, 4> kTpOverlapRingGathers = {"qkv_fprop", "fc1_fprop", "proj_dgrad", "fc2_dgrad"};
+/// The overlaps set in `set` (sm_margin, aggregate), in kTpOverlapNames' order.
+[[nodiscard]] std::vector<std::string> overlap_names(const std::array<bool, 10>& set);
 /// Each overlap's num_sm as `name:n`, space-separated, in kTpOverlapNames' order (the CSV's cell).
-[[nodiscard]] std::string num_sm_text(const TpOverlapSms& sms);
+[[nodiscard]] std::string num_sm_text(const TpOverlapConfig& config);
 enum class RecomputeMethod { uniform, block };
 /// How the data-parallel gradients are averaged. scale: the gradient buffer is multiplied by 1 / replicas in place
 /// before the reduction when there is more than one replica (Megatron-Core's DDP, gradient_scaling_factor);
@@ -191,9 +197,9 @@ struct ExecutionSpec {
     /// proj_fprop / fc2_fprop; TE's default pipeline, NeMo 2.0's and Megatron-Bridge's FP8 configs ring_exchange).
     TpOverlapRs tp_overlap_proj_fprop = TpOverlapRs::pipeline;
     TpOverlapRs tp_overlap_fc2_fprop = TpOverlapRs::pipeline;
-    /// With tp_comm_overlap: each overlap's SMs (ub_cfg num_sm, set_sm_margin; execution keys tp_overlap_num_sm,
-    /// tp_overlap_sm_margin).
-    TpOverlapSms tp_overlap_sms{};
+    /// With tp_comm_overlap: each overlap's ub_cfg num_sm, set_sm_margin and aggregate (execution keys
+    /// tp_overlap_num_sm, tp_overlap_sm_margin, tp_overlap_aggregate).
+    TpOverlapConfig tp_overlap_config{};
     Precision precision = Precision::bf16;
     Attention attention = Attention::unfused;  ///< flash: one fused kernel each way (FlashAttention)
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (see CrossEntropy)

@@ -38,7 +38,7 @@ struct Dims {
     RecomputeModules modules;
     bool tp_overlap;       ///< tp_comm_overlap (with SP)
     TpOverlapRs proj_rs, fc2_rs;  ///< with tp_overlap: TE's method for those forward reduce-scatters
-    TpOverlapSms ub;              ///< with tp_overlap: each userbuffer overlap's SMs
+    TpOverlapConfig ub;              ///< with tp_overlap: each userbuffer overlap's SMs
     bool fp8;              ///< FP8 linear layers
     bool fp8_current;      ///< current (tensorwise) scaling: an amax pass before each cast
     bool sp;
@@ -81,7 +81,7 @@ Dims dims_of(const LayerConfig& c) {
     d.tp_overlap = c.tp_comm_overlap && c.sequence_parallel && c.tensor > 1;
     d.proj_rs = c.tp_overlap_proj_fprop;
     d.fc2_rs = c.tp_overlap_fc2_fprop;
-    d.ub = c.tp_overlap_sms;
+    d.ub = c.tp_overlap_config;
     d.fp8 = c.fp8;
     d.fp8_current = c.fp8_current_scaling;
     d.fused_wgrad = c.gradient_accumulation_fusion;
@@ -267,9 +267,10 @@ Kernel activation_backward(const Dims& d) {
 // fc2 data gradients) as t GEMMs of n / t rows, one per ring step; `pipeline` (projection and fc2 forward) as 4
 // GEMMs of a quarter of the output's columns each (pipelined() below), each chunk reduce-scattered during the next; `bulk` (the QKV / fc1 backward GEMMs) whole. A run's
 // userbuffer configuration may reduce-scatter projection and fc2 by ring exchange instead (execution keys
-// tp_overlap_proj_fprop / tp_overlap_fc2_fprop). Each overlap's SMs (TpOverlapSms): a ring exchange moves its chunks
+// tp_overlap_proj_fprop / tp_overlap_fc2_fprop). Each overlap's SMs (TpOverlapConfig): a ring exchange moves its chunks
 // by the copy engines (no SM), a pipeline or bulk overlap by a userbuffers kernel of num_sm CTAs beside the GEMM, and
-// with set_sm_margin the GEMM runs on the SMs less num_sm. TE's `aggregate` is not modelled.
+// with set_sm_margin the GEMM runs on the SMs less num_sm; with `aggregate` a ring all-gather's first exchange is
+// exposed and its GEMM runs as t / 2 chunks (ring_gather).
 constexpr std::int64_t kTePipelineSplits = 4;
 /// The CTAs of the pipeline's last reduce-scatter, after the last GEMM chunk, whatever num_sm is (TE's UB_MAX_SM).
 constexpr int kTeMaxSms = 32;
@@ -281,7 +282,7 @@ Kernel with_margin(const Dims& d, Kernel k, TpOverlap o) {
 }
 Kernel ring_exchange(const Dims& d, Kernel k, TpOverlap o) {
     k = with_margin(d, std::move(k), o);
-    k.gemm.chunks = d.t;
+    k.gemm.chunks = d.ub.aggregated(o) ? std::max<std::int64_t>(d.t / 2, 1) : d.t;
     k.bytes = k.gemm.bytes();
     return k;
 }
@@ -292,6 +293,20 @@ Kernel pipelined(const Dims& d, Kernel k, TpOverlap o) {
     k.gemm.chunk_columns = true;
     k.bytes = k.gemm.bytes();
     return k;
+}
+
+/// The all-gather of a ring exchange (copy engines) beside its GEMM. With TE's `aggregate` a first exchange of one
+/// chunk between pairs of ranks runs before any GEMM chunk, exposed, then pairs of chunks go round under the GEMM;
+/// both parts are costed as ring all-gathers of their share of the bytes (the first: one of the t - 1 chunks each rank
+/// receives).
+void ring_gather(std::vector<Step>& p, const Dims& d, const std::string& name, std::int64_t message, TpOverlap o) {
+    std::int64_t rest = message;
+    if (d.ub.aggregated(o)) {
+        const std::int64_t first = message / (d.t - 1);
+        p.push_back(ub_collective(name + ".first-exchange", CollectiveKind::all_gather, first, false, 0));
+        rest -= first;
+    }
+    if (rest > 0) p.push_back(ub_collective(name, CollectiveKind::all_gather, rest, true, 0));
 }
 
 /// A GEMM whose output TE reduce-scatters chunk by chunk. `pipeline` (TE's split_overlap_rs): each of 4 column
@@ -320,7 +335,7 @@ std::vector<Step> forward_pass_overlapped(const Dims& d) {
     std::vector<Step> p;
     const std::int64_t msg = 2 * d.n * d.h;
     p.push_back(compute({elementwise("ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
-    p.push_back(ub_collective("attn.all-gather", CollectiveKind::all_gather, msg, true, 0));
+    ring_gather(p, d, "attn.all-gather", msg, TpOverlap::qkv_fprop);
     p.push_back(compute({ring_exchange(d, linear("qkv", kFwd, d.n, d.qkv_out, d.h), TpOverlap::qkv_fprop)}));
     if (d.rope) p.push_back(compute({elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))}));
     if (d.c > 1) p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
@@ -328,7 +343,7 @@ std::vector<Step> forward_pass_overlapped(const Dims& d) {
     overlapped_reduce_scatter(p, d, d.proj_rs, TpOverlap::proj_fprop, "attn.reduce-scatter", msg,
                               linear("proj", kFwd, d.n, d.h, d.h / d.t));
     p.push_back(compute({residual_add(d, "attn"), elementwise("ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
-    p.push_back(ub_collective("mlp.all-gather", CollectiveKind::all_gather, msg, true, 0));
+    ring_gather(p, d, "mlp.all-gather", msg, TpOverlap::fc1_fprop);
     p.push_back(compute({ring_exchange(d, linear("fc1", kFwd, d.n, d.fc1_out, d.h), TpOverlap::fc1_fprop)}));
     p.push_back(compute({activation_forward(d)}));
     overlapped_reduce_scatter(p, d, d.fc2_rs, TpOverlap::fc2_fprop, "mlp.reduce-scatter", msg,
@@ -404,9 +419,10 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     // Without dropout the residual add's gradient passes through: no kernel.
     if (d.dropout) add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     // With tp_comm_overlap the output-gradient all-gathers are ring exchanges (copy engines) with the data-gradient GEMMs.
-    if (d.sp)
-        p.push_back(d.tp_overlap ? ub_collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg, true, 0)
-                                 : collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg));
+    if (d.tp_overlap)
+        ring_gather(p, d, "mlp.grad-all-gather", msg, TpOverlap::fc2_dgrad);
+    else if (d.sp)
+        p.push_back(collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg));
     const bool selective = rc == Recompute::selective;
     // Selective recompute of the norms re-creates their outputs (the linear layers' inputs) before they are used.
     if (selective && d.modules.layernorm)
@@ -414,9 +430,10 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (selective && d.modules.mlp) {
         // The MLP's first GEMM and activation again, from its kept input (gathered again under SP).
         // With tp_comm_overlap the recomputed fc1 runs through TE's module again: its gather ring-exchanged with it.
-        if (d.sp)
-            p.push_back(d.tp_overlap ? ub_collective("recompute.mlp.all-gather", CollectiveKind::all_gather, msg, true, 0)
-                                     : collective("recompute.mlp.all-gather", CollectiveKind::all_gather, msg));
+        if (d.tp_overlap)
+            ring_gather(p, d, "recompute.mlp.all-gather", msg, TpOverlap::fc1_fprop);
+        else if (d.sp)
+            p.push_back(collective("recompute.mlp.all-gather", CollectiveKind::all_gather, msg));
         Kernel act = activation_forward(d);
         act.name = "recompute." + act.name;
         Kernel fc1 = linear("recompute.fc1", kFwd, d.n, d.fc1_out, d.h);
@@ -441,9 +458,10 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     add(p, {elementwise("ln2.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h)});
     if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
-    if (d.sp)
-        p.push_back(d.tp_overlap ? ub_collective("attn.grad-all-gather", CollectiveKind::all_gather, msg, true, 0)
-                                 : collective("attn.grad-all-gather", CollectiveKind::all_gather, msg));
+    if (d.tp_overlap)
+        ring_gather(p, d, "attn.grad-all-gather", msg, TpOverlap::proj_dgrad);
+    else if (d.sp)
+        p.push_back(collective("attn.grad-all-gather", CollectiveKind::all_gather, msg));
     if (d.tp_overlap) {
         p.push_back(compute({ring_exchange(d, linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h), TpOverlap::proj_dgrad)}));
         p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n) + bias_grad(d, "proj", d.n, d.h)));
@@ -578,7 +596,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.tp_comm_overlap = e.tp_comm_overlap;
     c.tp_overlap_proj_fprop = e.tp_overlap_proj_fprop;
     c.tp_overlap_fc2_fprop = e.tp_overlap_fc2_fprop;
-    c.tp_overlap_sms = e.tp_overlap_sms;
+    c.tp_overlap_config = e.tp_overlap_config;
     c.fp8 = e.precision == Precision::fp8;
     c.cross_entropy = e.cross_entropy;
     c.fp8_current_scaling = e.fp8_recipe == Fp8Recipe::current;

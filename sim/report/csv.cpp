@@ -90,12 +90,14 @@ const std::vector<CsvColumn>& csv_columns() {
                      exec([](const ExecutionSpec& e) { return std::string(to_string(e.tp_overlap_proj_fprop)); })});
         c.push_back({"tp_overlap_fc2_fprop",
                      exec([](const ExecutionSpec& e) { return std::string(to_string(e.tp_overlap_fc2_fprop)); })});
-        c.push_back({"tp_overlap_num_sm", exec([](const ExecutionSpec& e) { return num_sm_text(e.tp_overlap_sms); })});
-        c.push_back({"tp_overlap_sm_margin", exec([](const ExecutionSpec& e) {
-                         std::string out;
-                         for (const auto& m : names_of(e.tp_overlap_sms)) out += (out.empty() ? "" : " ") + m;
-                         return out;
-                     })});
+        c.push_back({"tp_overlap_num_sm", exec([](const ExecutionSpec& e) { return num_sm_text(e.tp_overlap_config); })});
+        for (const auto& [column, member] : {std::pair{"tp_overlap_sm_margin", &TpOverlapConfig::sm_margin},
+                                             std::pair{"tp_overlap_aggregate", &TpOverlapConfig::aggregate}})
+            c.push_back({column, exec([member](const ExecutionSpec& e) {
+                             std::string out;
+                             for (const auto& m : overlap_names(e.tp_overlap_config.*member)) out += (out.empty() ? "" : " ") + m;
+                             return out;
+                         })});
         c.push_back({"gradient_accumulation_fusion",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.gradient_accumulation_fusion); })});
         c.push_back({"async_tp_comm", exec([](const ExecutionSpec& e) { return csv_bool(e.async_tp_comm); })});

@@ -183,7 +183,7 @@ double estimate_error(const ScreenRecord& s, const IterationResult& it) { return
 
 namespace {
 /// Each userbuffer overlap's num_sm, by name.
-nlohmann::json tp_overlap_num_sm_json(const TpOverlapSms& sms) {
+nlohmann::json tp_overlap_num_sm_json(const TpOverlapConfig& sms) {
     nlohmann::json j = nlohmann::json::object();
     for (std::size_t i = 0; i < kTpOverlapNames.size(); ++i) j[std::string(kTpOverlapNames[i])] = sms.num_sm[i];
     return j;
@@ -332,8 +332,9 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"tp_comm_overlap", e.tp_comm_overlap},
                           {"tp_overlap_proj_fprop", to_string(e.tp_overlap_proj_fprop)},
                           {"tp_overlap_fc2_fprop", to_string(e.tp_overlap_fc2_fprop)},
-                          {"tp_overlap_num_sm", tp_overlap_num_sm_json(e.tp_overlap_sms)},
-                          {"tp_overlap_sm_margin", names_of(e.tp_overlap_sms)},
+                          {"tp_overlap_num_sm", tp_overlap_num_sm_json(e.tp_overlap_config)},
+                          {"tp_overlap_sm_margin", overlap_names(e.tp_overlap_config.sm_margin)},
+                          {"tp_overlap_aggregate", overlap_names(e.tp_overlap_config.aggregate)},
                           {"precision", to_string(e.precision)},
                           {"attention", to_string(e.attention)},
                           {"cross_entropy", to_string(e.cross_entropy)},

@@ -13,14 +13,14 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 50> kExecutionKeys = {
+constexpr std::array<std::string_view, 51> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
     "tp_comm_overlap", "tp_overlap_proj_fprop", "tp_overlap_fc2_fprop", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "embedding_reduce_scatter", "check_for_nan_in_grad", "overlap_p2p_comm", "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-    "overlap_param_gather_with_optimizer_step", "tp_overlap_sm_margin",
+    "overlap_param_gather_with_optimizer_step", "tp_overlap_sm_margin", "tp_overlap_aggregate",
     // tp_overlap_num_sm, a mapping from userbuffer overlap (kTpOverlapNames) to its num_sm, flattened.
     "tp_overlap_num_sm.qkv_fprop", "tp_overlap_num_sm.fc1_fprop", "tp_overlap_num_sm.proj_dgrad",
     "tp_overlap_num_sm.fc2_dgrad", "tp_overlap_num_sm.proj_fprop", "tp_overlap_num_sm.fc2_fprop",
@@ -78,11 +78,15 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     // Each overlap's SMs (ub_cfg num_sm, set_sm_margin); checked against the device's SM count where the case is built.
     for (std::size_t i = 0; i < kTpOverlapNames.size(); ++i) {
         const std::string key = "tp_overlap_num_sm." + std::string(kTpOverlapNames[i]);
-        e.tp_overlap_sms.num_sm[i] = static_cast<int>(f.get_int(key, 1, 1024, e.tp_overlap_sms.num_sm[i]));
+        e.tp_overlap_config.num_sm[i] = static_cast<int>(f.get_int(key, 1, 1024, e.tp_overlap_config.num_sm[i]));
     }
+    const auto index = [](const std::string& name) {
+        return std::size_t(std::find(kTpOverlapNames.begin(), kTpOverlapNames.end(), name) - kTpOverlapNames.begin());
+    };
     for (const std::string& name : f.get_choices("tp_overlap_sm_margin", kTpOverlapNames, {}))
-        e.tp_overlap_sms.sm_margin[std::size_t(std::find(kTpOverlapNames.begin(), kTpOverlapNames.end(), name) -
-                                               kTpOverlapNames.begin())] = true;
+        e.tp_overlap_config.sm_margin[index(name)] = true;
+    for (const std::string& name : f.get_choices("tp_overlap_aggregate", kTpOverlapRingGathers, {}))
+        e.tp_overlap_config.aggregate[index(name)] = true;
     e.embedding_reduce_scatter = f.get_bool("embedding_reduce_scatter", true);
     e.check_for_nan_in_grad = f.get_bool("check_for_nan_in_grad", false);
     e.overlap_p2p_comm = f.get_bool("overlap_p2p_comm", false);

@@ -125,17 +125,17 @@ RecomputeModules recompute_modules_named(const std::vector<std::string>& names) 
     return m;
 }
 
-std::vector<std::string> names_of(const TpOverlapSms& sms) {
+std::vector<std::string> overlap_names(const std::array<bool, 10>& set) {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < kTpOverlapNames.size(); ++i)
-        if (sms.sm_margin[i]) out.emplace_back(kTpOverlapNames[i]);
+        if (set[i]) out.emplace_back(kTpOverlapNames[i]);
     return out;
 }
 
-std::string num_sm_text(const TpOverlapSms& sms) {
+std::string num_sm_text(const TpOverlapConfig& config) {
     std::string out;
     for (std::size_t i = 0; i < kTpOverlapNames.size(); ++i)
-        out += (i ? " " : "") + std::string(kTpOverlapNames[i]) + ":" + std::to_string(sms.num_sm[i]);
+        out += (i ? " " : "") + std::string(kTpOverlapNames[i]) + ":" + std::to_string(config.num_sm[i]);
     return out;
 }
 
@@ -382,11 +382,17 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
         return SpecProblem{"execution", "tp_comm_overlap",
                            "tp_comm_overlap needs tensor > 1 and sequence_parallel: true (Megatron-LM overlaps the "
                            "sequence-parallel all-gathers and reduce-scatters with the GEMMs)"};
+    if (e.tp_comm_overlap && e.tensor % 2 != 0)
+        for (std::size_t i = 0; i < kTpOverlapNames.size(); ++i)
+            if (e.tp_overlap_config.aggregate[i])
+                return SpecProblem{"execution", "tp_overlap_aggregate",
+                                   "tp_overlap_aggregate (" + std::string(kTpOverlapNames[i]) + ") needs an even tensor (got " +
+                                       s(e.tensor) + "): Transformer Engine exchanges chunks between pairs of ranks"};
     const int device_sms = sc.system.device.sm_count;
     for (std::size_t i = 0; i < kTpOverlapNames.size() && device_sms > 0; ++i)
-        if (e.tp_overlap_sms.num_sm[i] >= device_sms)
+        if (e.tp_overlap_config.num_sm[i] >= device_sms)
             return SpecProblem{"execution", "tp_overlap_num_sm." + std::string(kTpOverlapNames[i]),
-                               "tp_overlap_num_sm." + std::string(kTpOverlapNames[i]) + " (" + s(e.tp_overlap_sms.num_sm[i]) +
+                               "tp_overlap_num_sm." + std::string(kTpOverlapNames[i]) + " (" + s(e.tp_overlap_config.num_sm[i]) +
                                    ") must be below the device's SMs (" + s(device_sms) + ", device.sm_count in " +
                                    sc.system.device.file + "): the GEMM beside it needs some"};
     if (e.context > 1) {

@@ -268,9 +268,9 @@ TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B and 3.1 405B, FP8 curre
 
 TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 2.9%, worst <= 6.0%") {
     // NeMo 24.07's launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
-    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.81%, worst 5.91% (Nemotron-8B on 64),
-    // signed +2.01% (strata fast; 2.60% / 6.33% / +1.34% before TE's own SMs per overlap, each row's userbuffer config's
-    // num_sm and set_sm_margin, session 26; 3.08% / 5.26% / +2.16% before Transformer Engine's chunked GEMMs and its exposed
+    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.79%, worst 5.91% (Nemotron-8B on 64),
+    // signed +1.99% (strata fast; 2.60% / 6.33% / +1.34% before TE's own SMs per overlap, each row's userbuffer config's
+    // num_sm, set_sm_margin and aggregate, session 26; 3.08% / 5.26% / +2.16% before Transformer Engine's chunked GEMMs and its exposed
     // last reduce-scatter chunks, session 24;
     // 3.41% / 6.11% / +2.67% before sessions 18-19); with cuDNN's attention in place of
     // FlashAttention-2 the mean would be about 9.8%.
