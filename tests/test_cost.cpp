@@ -277,7 +277,10 @@ TEST_CASE("SMs held by what moves a collective: NCCL's channels, a userbuffers k
     CHECK(c.comm_sm_fraction(2) == Approx(1.0 - 1.0 / 1.10));
     // In a pass: the compute beside each collective slows by what that collective holds.
     Step work;
-    work.kernels.push_back(Kernel{"e", KernelKind::elementwise, {}, Bytes(400'000'000)});
+    Kernel copy;
+    copy.name = "e";
+    copy.bytes = Bytes(400'000'000);  // elementwise
+    work.kernels.push_back(copy);
     const Time tw = c.compute_step(work);
     for (const auto& [coll, fraction] : {std::pair{nccl, 1.0 - 1.0 / 1.50}, std::pair{ub, 1.0 - 1.0 / 1.10}, std::pair{ce, 0.0}}) {
         Step s;
@@ -298,7 +301,7 @@ TEST_CASE("GEMM with an SM margin: its waves planned on the SMs left, at their s
     g.sm_margin = 20;  // 80 SMs: best 200 tiles of 64 x 128 in 3 waves (2.5 filled), at 80% of the peak
     CHECK(c.gemm_efficiency(g) == Approx(0.8 * (200.0 / 240.0) * 0.8));
     g.sm_margin = 0;
-    Kernel whole{"g", KernelKind::gemm, g, g.bytes()};
+    Kernel whole = gemm(g.m, g.n, g.k);
     Kernel carved = whole;
     carved.gemm.sm_margin = 20;
     CHECK(c.kernel(carved).time > c.kernel(whole).time);

@@ -130,7 +130,7 @@ struct LayerConfig {
     bool tp_comm_overlap = false; ///< forward SP collectives (and backward output-gradient gathers) overlap GEMMs
     TpOverlapRs tp_overlap_proj_fprop = TpOverlapRs::pipeline;  ///< with tp_comm_overlap: TE's method there
     TpOverlapRs tp_overlap_fc2_fprop = TpOverlapRs::pipeline;
-    TpOverlapConfig tp_overlap_config{};  ///< with tp_comm_overlap: each overlap's SMs (num_sm, set_sm_margin)
+    TpOverlapConfig tp_overlap_config{};  ///< with tp_comm_overlap: each overlap's num_sm, set_sm_margin, aggregate
     bool fp8 = false;             ///< the linear layers' GEMMs in FP8, their saved inputs in FP8
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (output layer)
     bool fp8_current_scaling = false;  ///< with fp8: each cast reads its operand once more for the amax

@@ -38,7 +38,7 @@ struct Dims {
     RecomputeModules modules;
     bool tp_overlap;       ///< tp_comm_overlap (with SP)
     TpOverlapRs proj_rs, fc2_rs;  ///< with tp_overlap: TE's method for those forward reduce-scatters
-    TpOverlapConfig ub;              ///< with tp_overlap: each userbuffer overlap's SMs
+    TpOverlapConfig ub;           ///< with tp_overlap: each userbuffer overlap's settings (SMs, margin, aggregate)
     bool fp8;              ///< FP8 linear layers
     bool fp8_current;      ///< current (tensorwise) scaling: an amax pass before each cast
     bool sp;

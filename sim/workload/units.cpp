@@ -196,10 +196,10 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             if (g.replica == 0) mark_paired_tp(last, w);
             prev.set(w, last);
             if (tail > Time::zero()) {
-                const TaskId after = sim_.add_compute(g.compute, span_time(g, tail), label);
-                sim_.add_dependency(w, after);
-                sim_.add_dependency(last, after);
-                prev.set(after);
+                const TaskId last_chunk = sim_.add_compute(g.compute, span_time(g, tail), label);
+                sim_.add_dependency(w, last_chunk);
+                sim_.add_dependency(last, last_chunk);
+                prev.set(last_chunk);
             }
             ++i;
         } else {
