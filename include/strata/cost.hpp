@@ -26,7 +26,9 @@ struct KernelCost {
 /// the table, past its last entry scaled by the share model from there. Measured on an H100 the loss is much
 /// larger than the share at few SMs (2 SMs held: a GEMM 10-15% slower, not 1.5%): the GEMM's thread-block clusters
 /// and waves no longer fit the SMs left.
-[[nodiscard]] double speed_with_sms_held(const DeviceProfile& profile, double sms);
+/// `waves` > 0: a GEMM of that many output tiles per SM, at the table's per-wave slowdown where it has one
+/// (MeasuredSmsHeld::at).
+[[nodiscard]] double speed_with_sms_held(const DeviceProfile& profile, double sms, double waves = 0);
 /// The share model alone: the speed a kernel keeps when it loses the `sms` SMs held, 1 - sms / sm_count (at
 /// least 0.1; 1 without an SM count).
 [[nodiscard]] double sm_share_speed(const DeviceProfile& profile, double sms);
@@ -75,8 +77,16 @@ public:
     [[nodiscard]] double comm_sm_fraction(int sms) const;
     /// The same for an intra-node NCCL collective (nccl_channels SMs).
     [[nodiscard]] double comm_sm_fraction() const;
-    /// Duration of compute that runs concurrently with a collective of the given duration holding `sms` SMs: at
-    /// speed 1 - f (f = comm_sm_fraction(sms)) while the collective runs, at full speed after it.
+    /// The share of speed a compute step's kernels lose, together, while a collective holds `sms` SMs: each GEMM at
+    /// the table's slowdown for its waves (gemm_waves), the other kernels at comm_sm_fraction(sms), weighted by their
+    /// times.
+    [[nodiscard]] double step_sm_fraction(const Step& compute, int sms) const;
+    /// A GEMM's output tiles per SM (the profile's tile_m x tile_n tiles, per chunk, on the SMs its margin leaves).
+    [[nodiscard]] double gemm_waves(const GemmShape& g) const;
+    /// Duration of compute that runs concurrently with a collective of the given duration, losing a share
+    /// `fraction` of its speed while the collective runs: at speed 1 - fraction then, at full speed after it.
+    [[nodiscard]] static Time slowed_compute(Time compute, Time collective, double fraction);
+    /// The same with the fraction comm_sm_fraction(sms).
     [[nodiscard]] Time overlapped_compute(Time compute, Time collective, int sms) const;
     /// A ring exchange (a collective on the copy engines, Transformer Engine's) beside `compute`: its chunked GEMM's
     /// last chunk, which waits for the last transfer (an all-gather's last chunk computes on what the last transfer

@@ -55,10 +55,15 @@ struct MeasuredFlashAttention {
 
 /// A GEMM's time while another kernel holds `sms` of the SMs for the whole GEMM (an NCCL collective's channels,
 /// one SM each), over its time alone: the median over several GEMMs (strata-calibrate's SMs-held stage, or
-/// calibrate/torch_tp_overlap.py --sweep).
+/// calibrate/torch_tp_overlap.py --sweep). Optionally by the GEMM's waves w (its output tiles per SM): base +
+/// per_wave / w, a least-squares line over the same GEMMs (a GEMM with few tiles per SM loses more to held SMs).
 struct MeasuredSmsHeld {
     int sms = 0;
     double slowdown = 1;
+    double base = 0;      ///< with per_wave > 0: the slowdown of a GEMM with many waves
+    double per_wave = 0;  ///< 0: the median `slowdown` for every GEMM
+    /// The slowdown of a GEMM of `waves` output tiles per SM (<= 0: not a GEMM, or unknown: the median).
+    [[nodiscard]] double at(double waves) const { return per_wave > 0 && waves > 0 ? base + per_wave / waves : slowdown; }
 };
 
 /// The head_dim with the most measured fused-attention entries (ties: the larger): the grid the cost model

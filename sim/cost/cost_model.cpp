@@ -242,16 +242,17 @@ double sm_share_speed(const DeviceProfile& p, double sms) {
     return 1.0 - std::min(0.9, sms / double(p.sm_count));
 }
 
-double speed_with_sms_held(const DeviceProfile& p, double sms) {
+double speed_with_sms_held(const DeviceProfile& p, double sms, double waves) {
     if (p.sm_count <= 0 || sms <= 0) return 1.0;
     const auto share = [&](double k) { return sm_share_speed(p, k); };
     const std::vector<MeasuredSmsHeld>& t = p.measured_sms_held;
     if (t.empty()) return share(sms);
     double k0 = 0, s0 = 1.0;  // slowdown 1 with no SM held
     for (const MeasuredSmsHeld& e : t) {
-        if (sms <= e.sms) return 1.0 / (s0 + (e.slowdown - s0) * (sms - k0) / (double(e.sms) - k0));
+        const double se = e.at(waves);
+        if (sms <= e.sms) return 1.0 / (s0 + (se - s0) * (sms - k0) / (double(e.sms) - k0));
         k0 = e.sms;
-        s0 = e.slowdown;
+        s0 = se;
     }
     // Past the table: the last measured speed, less the further share of the SMs held.
     return std::max(0.1, share(sms) / share(k0) / s0);
@@ -273,10 +274,32 @@ double CostModel::comm_sm_fraction(int sms) const {
 
 double CostModel::comm_sm_fraction() const { return comm_sm_fraction(profile_.nccl_channels); }
 
+double CostModel::gemm_waves(const GemmShape& g) const {
+    const GemmShape one = g.chunk_parts() > 1 ? g.chunk((g.split_extent() + g.chunk_parts() - 1) / g.chunk_parts()) : g;
+    const std::int64_t tm = std::max<std::int64_t>(profile_.gemm_tile_m, 1), tn = std::max<std::int64_t>(profile_.gemm_tile_n, 1);
+    const int sms = std::max(1, profile_.sm_count - g.sm_margin);
+    return double((one.m + tm - 1) / tm) * double((one.n + tn - 1) / tn) * double(one.batch) / double(sms);
+}
+
+double CostModel::step_sm_fraction(const Step& compute, int sms) const {
+    if (profile_.sm_count <= 0 || sms <= 0) return 0;
+    double weighted = 0, total = 0;
+    for (const Kernel& k : compute.kernels) {
+        const double t = kernel(k).time.seconds();
+        const bool gemm = k.kind == KernelKind::gemm || k.kind == KernelKind::batched_gemm;
+        weighted += t * (gemm ? 1.0 - speed_with_sms_held(profile_, sms, gemm_waves(k.gemm)) : comm_sm_fraction(sms));
+        total += t;
+    }
+    return total > 0 ? weighted / total : comm_sm_fraction(sms);
+}
+
 Time CostModel::overlapped_compute(Time compute, Time collective, int sms) const {
+    return slowed_compute(compute, collective, comm_sm_fraction(sms));
+}
+
+Time CostModel::slowed_compute(Time compute, Time collective, double f) {
     // The kernels run at (1 - f) speed while the collective holds its SMs: all of them, if they end within it
     // (compute / (1 - f)); else the collective's length costs an extra f times that.
-    const double f = comm_sm_fraction(sms);
     if (f <= 0) return compute;
     const double slowed = compute.seconds() / (1.0 - f);
     if (slowed <= collective.seconds()) return Time::from_seconds(slowed);
@@ -308,7 +331,7 @@ Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, int context_
         const Time c = tp_collective(s.collective.kind, s.collective.context_group ? context_ranks : ranks, s.collective.message);
         if (s.overlapped && i + 1 < pass.size() && pass[i + 1].kind == Step::Kind::compute) {
             total += std::max(c + ring_tail(s.collective, pass[i + 1]),
-                              overlapped_compute(compute_step(pass[i + 1]), c, sms_held(s.collective)));
+                              slowed_compute(compute_step(pass[i + 1]), c, step_sm_fraction(pass[i + 1], sms_held(s.collective))));
             ++i;
         } else {
             total += c;

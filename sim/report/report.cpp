@@ -127,7 +127,8 @@ double print_profile_check(std::ostream& out, const DeviceProfile& profile) {
         // What the interference of overlapped collectives will use, beside what the share of the SMs would say.
         std::string line = fmt::format("a GEMM with SMs held (measured.sms_held) of {}:", profile.sm_count);
         for (const MeasuredSmsHeld& e : profile.measured_sms_held)
-            line += fmt::format(" {} -> {:.3f}x (share {:.3f}x)", e.sms, e.slowdown,
+            line += fmt::format(" {} -> {:.3f}x{} (share {:.3f}x)", e.sms, e.slowdown,
+                                e.per_wave > 0 ? fmt::format(", {:.3f} + {:.3f} / waves for a GEMM", e.base, e.per_wave) : "",
                                 1.0 / sm_share_speed(profile, e.sms));
         out << line << "\n";
     }

@@ -166,7 +166,7 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
         p.measured_flash_attention.push_back(a);
     }, flash_keys);
     check_flash_grid(measured, file, p.measured_flash_attention);
-    constexpr std::array<std::string_view, 3> held_keys = {"sms", "slowdown", "note"};
+    constexpr std::array<std::string_view, 5> held_keys = {"sms", "slowdown", "base", "per_wave", "note"};
     each("sms_held", [&](const Fields& f) {
         MeasuredSmsHeld h;
         h.sms = static_cast<int>(f.get_int("sms", 1, 1 << 16));
@@ -176,6 +176,12 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
             f.fail("sms", "entries must be in increasing order of sms without repeats (the previous one has " +
                               std::to_string(p.measured_sms_held.back().sms) + ")");
         h.slowdown = f.get_double("slowdown", 1.0, 100.0);
+        if (f.has("base") != f.has("per_wave"))
+            f.fail(f.has("base") ? "base" : "per_wave", "base and per_wave go together (slowdown = base + per_wave / waves)");
+        if (f.has("base")) {
+            h.base = f.get_double("base", 1.0, 100.0);
+            h.per_wave = f.get_double("per_wave", 0.0, 100.0);
+        }
         if (f.has("note")) (void)f.get_string("note");
         p.measured_sms_held.push_back(h);
     }, held_keys);

@@ -59,6 +59,7 @@ struct UnitStep {
     bool overlapped = false;
     bool context_group = false;  // over the context-parallel group rather than the tensor-parallel one
     int sms_held = 0;            // SMs its kernel holds from the kernels beside it (CostModel::sms_held)
+    double sm_fraction = 0;      // overlapped: the share of speed the paired kernels lose (CostModel::step_sm_fraction)
     Time tail;                   // a ring exchange: the paired kernels' last GEMM chunk, after its last transfer
 };
 

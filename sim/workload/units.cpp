@@ -16,8 +16,10 @@ void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const Cos
         if (s.kind == Step::Kind::compute) {
             const Time d = cost.compute_step(s);
             if (collective && collective->kind == Step::Kind::collective && collective->overlapped && !out.empty() &&
-                !out.back().is_compute)
+                !out.back().is_compute) {
                 out.back().tail = cost.ring_tail(collective->collective, s);
+                out.back().sm_fraction = cost.step_sm_fraction(s, out.back().sms_held);
+            }
             // An overlapped collective pairs with exactly the compute step after it: later kernels must not join
             // that step, or they would run concurrently with the collective too.
             const bool paired = out.size() >= 2 && !out[out.size() - 2].is_compute && out[out.size() - 2].overlapped;
@@ -161,7 +163,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             if (paired) {
                 const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
                 // As unfused (below): the kernels beside it, then a ring exchange's tail after both, drawn in that order.
-                const Time beside = cost_.overlapped_compute(unit.steps[i + 1].duration, c, s.sms_held);
+                const Time beside = CostModel::slowed_compute(unit.steps[i + 1].duration, c, s.sm_fraction);
                 const Time tail = std::min(s.tail, beside);
                 moving = std::max(moving, span_time(g, beside - tail));
                 if (tail > Time::zero()) moving += span_time(g, tail);
@@ -189,7 +191,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             // The overlapped kernels lose the SMs the collective holds while it runs. A ring exchange's last GEMM chunk
             // (its tail) runs after both the other chunks and the last transfer.
             const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
-            const Time beside = cost_.overlapped_compute(unit.steps[i + 1].duration, c, s.sms_held);
+            const Time beside = CostModel::slowed_compute(unit.steps[i + 1].duration, c, s.sm_fraction);
             const Time tail = std::min(s.tail, beside);
             TaskId w = sim_.add_compute(g.compute, span_time(g, beside - tail), label);
             for (TaskId d : prev) sim_.add_dependency(d, w);
