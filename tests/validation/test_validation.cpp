@@ -173,9 +173,9 @@ TEST_CASE("validation: Table 5 and SC21 together, mean signed within +-1%, mean 
     CHECK(s.worst_abs <= 0.038);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 8.6%, worst <= 23.4%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 8.9%, worst <= 24.4%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
-    // come out 6-7% fast, the 32B row 23.4% slow. The tolerance pins today's figure so that a regression is seen.
+    // come out 6-7% fast, the 32B row 24.3% slow. The tolerance pins today's figure so that a regression is seen.
     // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
     // an H200: slower than the FlashAttention-3 figure the profile had), an independent measurement, kept; and
     // from 6.39% / 13.64% when the interference of overlapped collectives became the H100's measured slowdown
@@ -199,17 +199,19 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // kept, the mechanisms are TE's code and their costs H100 GEMM microbenchmarks, independent of these rows (NeMo's
     // rows and Megatron-Bridge's 405B closer, these, the strong series' large rows and Bridge's 70B further). Then
     // TE's own SMs per overlap (session 26: ring exchanges by the copy engines, no SM; pipeline and bulk kernels of
-    // their num_sm, TE 1.x's 16 here, instead of NCCL's 32; no SM margin in TE 1.x) to 8.58% / 23.39%, signed -5.71%.
+    // their num_sm, TE 1.x's 16 here, instead of NCCL's 32; no SM margin in TE 1.x) to 8.58% / 23.39%, signed -5.71%;
+    // the slowdown with SMs held by each GEMM's waves (the H100 sweep's per-wave lines: the pipelined chunks, few tiles
+    // per SM, lose more) to 8.86% / 24.33%, signed -6.16%: kept, calibration data alone chose it.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.104);
-    CHECK(s.worst_abs <= 0.256);
+    CHECK(s.mean_abs <= 0.089);
+    CHECK(s.worst_abs <= 0.244);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 13.4%, worst <= 20.2%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 13.5%, worst <= 20.4%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
-    // MFU falls from 54.1% to 33.5% where the published one falls from 47% to 42% (README "Hopper strong scaling").
+    // MFU falls from 53.9% to 33.4% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
                                        "scenarios/validation/megatron-h100-strong.yaml",
                                        megatron_tflops_per_gpu);
@@ -219,9 +221,10 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     // before the fabric's adaptive routing (the 2,304-GPU row -8.8% -> -3.5%); 13.20% / 19.11% before Transformer
     // Engine's chunked GEMMs, the pipelined reduce-scatters' exposed last chunks and stream-K (session 24: 13.81% /
     // 22.42%; 96 GPUs +17.0% -> +11.3%, 4,608 GPUs -19.1% -> -22.4%); 13.81% / 22.42% before TE's own SMs per overlap
-    // (session 26: 13.39% / 20.18%, signed -3.32%; 96 GPUs +11.3% -> +15.1%, 2,304 -7.8% -> -4.9%, 4,608 -22.4% -> -20.2%).
-    CHECK(s.mean_abs <= 0.134);
-    CHECK(s.worst_abs <= 0.202);
+    // (session 26: 13.39% / 20.18%, signed -3.32%; 96 GPUs +11.3% -> +15.1%, 2,304 -7.8% -> -4.9%, 4,608 -22.4% -> -20.2%;
+    // then with the slowdown by each GEMM's waves 13.42% / 20.37% / -3.58%: +14.8 / -5.1 / -20.4%).
+    CHECK(s.mean_abs <= 0.135);
+    CHECK(s.worst_abs <= 0.204);
 }
 
 namespace {
@@ -250,11 +253,11 @@ std::vector<double> tokens_errors(const std::string& key, const std::string& fil
 
 }  // namespace
 
-TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B and 3.1 405B, FP8 current scaling) tokens/s per GPU within 2.0% / 3.3%") {
+TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B and 3.1 405B, FP8 current scaling) tokens/s per GPU within 2.0% / 3.1%") {
     // Hopper, today's software (Megatron-Bridge 26.04 and 26.04.01: bf16 gradient reduction, TE's fused cross-entropy,
     // FP8 current scaling and parameter gather, overlapped pipeline communication; 405B: context parallelism and the
-    // embedding and loss counted in the pipeline split). Today's figures, 70B +1.88%, 405B +3.19% (strata fast), pinned
-    // so that a change is seen (+2.19% / +3.51% before a ring exchange's last GEMM chunk waited for its last transfer;
+    // embedding and loss counted in the pipeline split). Today's figures, 70B +1.95%, 405B +3.02% (strata fast), pinned
+    // so that a change is seen (+1.88% / +3.19% before the slowdown with SMs held by each GEMM's waves; +2.19% / +3.51% before a ring exchange's last GEMM chunk waited for its last transfer;
     // -1.62% / -2.08% before TE's own SMs per overlap, session 26: the recipes' ring exchanges by the copy engines, no SM,
     // their bulk overlaps' 2-24 SMs instead of NCCL's 32, proj_fprop's and fc2_fprop's GEMMs on 131 SMs; +0.29% / +3.02% before Transformer Engine's chunked GEMMs and its ring-exchange reduce-scatters
     // (the recipes' userbuffer configs: proj_fprop and fc2_fprop ring_exchange, the sum of the partial outputs
@@ -263,13 +266,14 @@ TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B and 3.1 405B, FP8 curre
     const std::vector<double> errors = tokens_errors("megatron_bridge_h100", "scenarios/validation/megatron-bridge-h100.yaml");
     REQUIRE(errors.size() == 2);
     CHECK(std::abs(errors[0]) <= 0.020);
-    CHECK(std::abs(errors[1]) <= 0.033);
+    CHECK(std::abs(errors[1]) <= 0.031);
 }
 
-TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 2.9%, worst <= 6.0%") {
+TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 2.7%, worst <= 5.8%") {
     // NeMo 24.07's launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
-    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.79%, worst 5.91% (Nemotron-8B on 64),
-    // signed +1.99% (strata fast; 2.60% / 6.33% / +1.34% before TE's own SMs per overlap, each row's userbuffer config's
+    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.64%, worst 5.78% (Nemotron-8B on 64),
+    // signed +1.85% (strata fast; 2.79% / 5.91% / +1.99% before the slowdown with SMs held by each GEMM's waves;
+    // 2.60% / 6.33% / +1.34% before TE's own SMs per overlap, each row's userbuffer config's
     // num_sm, set_sm_margin and aggregate, session 26; 3.08% / 5.26% / +2.16% before Transformer Engine's chunked GEMMs and its exposed
     // last reduce-scatter chunks, session 24;
     // 3.41% / 6.11% / +2.67% before sessions 18-19); with cuDNN's attention in place of
@@ -280,8 +284,8 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
         mean += std::abs(e) / double(errors.size());
         worst = std::max(worst, std::abs(e));
     }
-    CHECK(mean <= 0.029);
-    CHECK(worst <= 0.060);
+    CHECK(mean <= 0.027);
+    CHECK(worst <= 0.058);
 }
 
 TEST_CASE(
