@@ -43,19 +43,22 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
                        e.async_tp_comm ? "" : ", synchronous backward collectives");
     for (const auto& [title, pass] : {std::pair{"forward", &plan.forward}, std::pair{"backward", &plan.backward}}) {
         out << fmt::format("  {} pass: {:.3f} ms\n", title, cost.pass_time(*pass, e.tensor, e.context).ms());
-        for (const auto& step : *pass) {
+        for (std::size_t i = 0; i < pass->size(); ++i) {
+            const Step& step = (*pass)[i];
             if (step.kind == Step::Kind::collective) {
+                // The kernels paired with it lose this share of their speed while it runs (each GEMM at its waves).
+                const bool paired = step.overlapped && i + 1 < pass->size() && (*pass)[i + 1].kind == Step::Kind::compute;
+                const double speed = paired ? 1.0 - cost.step_sm_fraction((*pass)[i + 1], cost.sms_held(step.collective)) : 1.0;
                 out << fmt::format("    {:<34} {:>14} {:>10.1f} MB {:>9.3f} ms{}\n", step.collective.name,
                                    to_string(step.collective.kind), double(step.collective.message.value) / 1e6,
                                    cost.tp_collective(step.collective.kind, step.collective.context_group ? e.context : e.tensor,
                                                       step.collective.message).ms(),
                                    !step.overlapped ? ""
-                                   : step.collective.engine == CommEngine::nccl
-                                       ? "  (overlapped with the next step)"
-                                       : step.collective.engine == CommEngine::copy_engine
-                                       ? "  (overlapped with the next step; copy engines, no SM)"
-                                       : fmt::format("  (overlapped with the next step; userbuffers, {} SMs at {:.1f}% speed)",
-                                                     step.collective.sms, 100.0 * (1.0 - cost.comm_sm_fraction(step.collective.sms))));
+                                   : step.collective.engine == CommEngine::copy_engine
+                                       ? std::string("  (overlapped with the next step; copy engines, no SM)")
+                                       : fmt::format("  (overlapped with the next step, at {:.1f}% speed beside its {} SMs{})",
+                                                     100.0 * speed, cost.sms_held(step.collective),
+                                                     step.collective.engine == CommEngine::userbuffers ? ", userbuffers" : ""));
                 continue;
             }
             for (const auto& k : step.kernels) {
@@ -90,9 +93,13 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
     const bool overlapped = std::any_of(plan.forward.begin(), plan.forward.end(), nccl_overlapped) ||
                             std::any_of(plan.backward.begin(), plan.backward.end(), nccl_overlapped);
     if (overlapped && dev.nccl_channels > 0)
-        out << fmt::format("  compute overlapped with an NCCL collective runs at {:.1f}% speed while it holds {} SMs ({})\n",
+        out << fmt::format("  compute overlapped with an NCCL collective runs at {:.1f}% speed while it holds {} SMs ({}{})\n",
                            100.0 * (1.0 - cost.comm_sm_fraction()), dev.nccl_channels,
-                           dev.measured_sms_held.empty() ? "the share of the SMs left" : "the profile's measured.sms_held");
+                           dev.measured_sms_held.empty() ? "the share of the SMs left" : "the profile's measured.sms_held",
+                           std::any_of(dev.measured_sms_held.begin(), dev.measured_sms_held.end(),
+                                       [](const MeasuredSmsHeld& h) { return h.per_wave > 0; })
+                               ? "; a GEMM at its waves' rate: each step's speed above"
+                               : "");
     if (e.host_gaps())
         out << fmt::format("  before each unit (a model chunk's pass for one microbatch) the GPU idles {:.3f} ms (forward) / {:.3f} ms\n"
                            "  (backward) while its host, synchronised with it, issues the unit (execution.host_gap_*_us; not in\n"

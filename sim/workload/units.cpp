@@ -38,6 +38,7 @@ void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const Cos
             u.overlapped = s.overlapped;
             u.context_group = s.collective.context_group;
             u.sms_held = cost.sms_held(s.collective);
+            u.sm_fraction = cost.comm_sm_fraction(u.sms_held);  // refined by the compute step it pairs with (above)
             out.push_back(u);
         }
     }

@@ -147,11 +147,11 @@ check "explain --profile shows the calibrated profile's measured kernels" '[[ $r
 check "explain names the host gaps before each unit when a case has them" '[[ $rc -eq 0 ]] && grep -q "the GPU idles 0.980 ms (forward) / 0.570 ms" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "177B on 2304" >"$tmp/out" 2>&1; rc=$?
 check "explain says nothing of host gaps without them" '[[ $rc -eq 0 ]] && ! grep -q "GPU idles" "$tmp/out"'
-check "explain says what moves each Transformer Engine overlap's bytes and how fast the GEMM beside it runs" '[[ $rc -eq 0 ]] && grep -q "attn.all-gather .*(overlapped with the next step; copy engines, no SM)" "$tmp/out" && grep -q "attn.reduce-scatter .*(overlapped with the next step; userbuffers, 16 SMs at 82.2% speed)" "$tmp/out" && ! grep -q "NCCL collective runs at" "$tmp/out"'
+check "explain says what moves each Transformer Engine overlap's bytes and how fast the GEMM beside it runs" '[[ $rc -eq 0 ]] && grep -q "attn.all-gather .*(overlapped with the next step; copy engines, no SM)" "$tmp/out" && grep -q "attn.reduce-scatter .*(overlapped with the next step, at 64.5% speed beside its 16 SMs, userbuffers)" "$tmp/out" && ! grep -q "NCCL collective runs at" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/nemo-h100.yaml" --case "GPT3-175B on 128" >"$tmp/out" 2>&1; rc=$?
-check "explain says how fast compute overlapped with an NCCL collective runs, and from what" '[[ $rc -eq 0 ]] && grep -q "runs at 74.2% speed while it holds 32 SMs (the profile.s measured.sms_held)" "$tmp/out"'
+check "explain says how fast compute overlapped with an NCCL collective runs, and from what" '[[ $rc -eq 0 ]] && grep -q "runs at 74.2% speed while it holds 32 SMs (the profile.s measured.sms_held; a GEMM at its waves. rate" "$tmp/out" && grep -q "qkv.input-all-gather .*(overlapped with the next step, at 71.9% speed beside its 32 SMs)" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/nemo-h100.yaml" --case "LLAMA2-70B on 64" >"$tmp/out" 2>&1; rc=$?
-check "explain shows a GEMM's SM margin (set_sm_margin)" '[[ $rc -eq 0 ]] && grep -q "proj .*as 4 chunks of 2048 columns, on 108 SMs (margin 24)" "$tmp/out" && grep -q "fc1.input-all-gather .*userbuffers, 2 SMs" "$tmp/out"'
+check "explain shows a GEMM's SM margin (set_sm_margin)" '[[ $rc -eq 0 ]] && grep -q "proj .*as 4 chunks of 2048 columns, on 108 SMs (margin 24)" "$tmp/out" && grep -q "fc1.input-all-gather .*beside its 2 SMs, userbuffers)" "$tmp/out"'
 "$strata" explain "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" --set execution.tensor=16 >"$tmp/out" 2>&1; rc=$?
 check "explain says when the tensor-parallel group spans nodes (its costs are the intra-node figures)" '[[ $rc -eq 0 ]] && grep -q "(t = 16) spans 2 nodes of 8 GPUs" "$tmp/out"'
 "$strata" explain "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" >"$tmp/out" 2>&1
