@@ -50,6 +50,11 @@ TEST_CASE("fused units: the same result to the picosecond with fewer tasks", "[f
         sc.execution.tp_comm_overlap = sp;
         validate(sc);
     }
+    SECTION("t = 8, tensor-parallel overlap, selective recompute of the norms and the MLP too") {
+        sc.execution.tp_comm_overlap = sp;
+        if (rc == Recompute::selective) sc.execution.recompute_modules = {true, true, true};
+        validate(sc);
+    }
     SECTION("t = 4: two replicas per node, whose reduction shares the tensor-parallel links (alone while it cannot run)") {
         sc.execution.tensor = 4;
         validate(sc);

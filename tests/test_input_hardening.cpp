@@ -485,6 +485,15 @@ TEST_CASE("hardening: Transformer Engine's userbuffer SMs and aggregation are ch
     const std::string odd = "model: model-small.yaml\nsystem: system-small.yaml\nexecution:\n  tensor: 1\n  pipeline: 1\n"
                             "  tp_overlap_aggregate: [fc2_dgrad]\n";
     CHECK_NOTHROW(load_experiment_text(odd + kRest, kOrigin));  // without tp_comm_overlap it changes nothing
+    // Nor is num_sm checked against the device then; and where it is, only where it is used (a ring exchange's num_sm
+    // matters only with a margin).
+    CHECK_NOTHROW(load_experiment_text(odd + "  tp_overlap_num_sm: {qkv_dgrad: 1000}\n" + kRest, kOrigin));
+    CHECK_NOTHROW(load_experiment_text(head + "  tp_overlap_num_sm: {qkv_fprop: 1000}\n" + kRest, kOrigin));
+    CHECK_THAT(error_of(head + "  tp_overlap_num_sm: {qkv_fprop: 1000}\n  tp_overlap_sm_margin: [qkv_fprop]\n" + kRest),
+               Contains("tp_overlap_num_sm.qkv_fprop (1000) must be below the device's SMs"));
+    // The lists' default, [], can be written (the JSON echo writes it; a case can clear an experiment's list).
+    const Experiment cleared = load_experiment_text(head + "  tp_overlap_sm_margin: []\n  tp_overlap_aggregate: []\n" + kRest, kOrigin);
+    CHECK(cleared.cases[0].execution.tp_overlap_config == TpOverlapConfig{});
     const Experiment ok = load_experiment_text(head + "  tp_overlap_num_sm: {qkv_dgrad: 8, fc1_wgrad: 2}\n"
                                                "  tp_overlap_sm_margin: [proj_fprop]\n  tp_overlap_aggregate: [fc2_dgrad]\n" + kRest,
                                                kOrigin);

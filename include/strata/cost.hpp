@@ -78,8 +78,8 @@ public:
     /// The same for an intra-node NCCL collective (nccl_channels SMs).
     [[nodiscard]] double comm_sm_fraction() const;
     /// The share of speed a compute step's kernels lose, together, while a collective holds `sms` SMs: each GEMM at
-    /// the table's slowdown for its waves (gemm_waves), the other kernels at comm_sm_fraction(sms), weighted by their
-    /// times.
+    /// the table's slowdown for its waves (gemm_waves, at least 1), none where its output tiles all fit on the SMs left;
+    /// the other kernels at comm_sm_fraction(sms); weighted by their times.
     [[nodiscard]] double step_sm_fraction(const Step& compute, int sms) const;
     /// A GEMM's output tiles per SM (the profile's tile_m x tile_n tiles, per chunk, on the SMs its margin leaves).
     [[nodiscard]] double gemm_waves(const GemmShape& g) const;

@@ -287,7 +287,15 @@ double CostModel::step_sm_fraction(const Step& compute, int sms) const {
     for (const Kernel& k : compute.kernels) {
         const double t = kernel(k).time.seconds();
         const bool gemm = k.kind == KernelKind::gemm || k.kind == KernelKind::batched_gemm;
-        weighted += t * (gemm ? 1.0 - speed_with_sms_held(profile_, sms, gemm_waves(k.gemm)) : comm_sm_fraction(sms));
+        double f = comm_sm_fraction(sms);
+        if (gemm) {
+            // A GEMM whose output tiles all fit on the SMs the collective leaves loses nothing to it; otherwise the
+            // table at its waves (at least one: the line is not extrapolated below a full wave).
+            const double waves = gemm_waves(k.gemm);
+            const double tiles = waves * double(std::max(1, profile_.sm_count - k.gemm.sm_margin));
+            f = tiles <= double(profile_.sm_count - sms) ? 0.0 : 1.0 - speed_with_sms_held(profile_, sms, std::max(waves, 1.0));
+        }
+        weighted += t * f;
         total += t;
     }
     return total > 0 ? weighted / total : comm_sm_fraction(sms);

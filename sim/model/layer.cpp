@@ -418,11 +418,9 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (rc == Recompute::full) p = forward_pass(d);  // re-run the whole layer forward first
     // Without dropout the residual add's gradient passes through: no kernel.
     if (d.dropout) add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
-    // With tp_comm_overlap the output-gradient all-gathers are ring exchanges (copy engines) with the data-gradient GEMMs.
-    if (d.tp_overlap)
-        ring_gather(p, d, "mlp.grad-all-gather", msg, TpOverlap::fc2_dgrad);
-    else if (d.sp)
-        p.push_back(collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg));
+    // With tp_comm_overlap the output-gradient all-gathers are ring exchanges (copy engines) beside the data-gradient
+    // GEMMs: fc2's comes in fc2's backward, after any selective recompute below.
+    if (d.sp && !d.tp_overlap) p.push_back(collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg));
     const bool selective = rc == Recompute::selective;
     // Selective recompute of the norms re-creates their outputs (the linear layers' inputs) before they are used.
     if (selective && d.modules.layernorm)
@@ -445,7 +443,8 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
         }
     }
     if (d.tp_overlap) {
-        // The output-gradient all-gather (issued above as an overlapped step) runs with fc2's data-gradient GEMM.
+        // The output-gradient all-gather runs with fc2's data-gradient GEMM (TE's ring exchange).
+        ring_gather(p, d, "mlp.grad-all-gather", msg, TpOverlap::fc2_dgrad);
         p.push_back(compute({ring_exchange(d, linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h), TpOverlap::fc2_dgrad)}));
         p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n) + bias_grad(d, "fc2", d.n, d.h) +
                             std::vector<Kernel>{activation_backward(d)}));

@@ -83,9 +83,9 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     const auto index = [](const std::string& name) {
         return std::size_t(std::find(kTpOverlapNames.begin(), kTpOverlapNames.end(), name) - kTpOverlapNames.begin());
     };
-    for (const std::string& name : f.get_choices("tp_overlap_sm_margin", kTpOverlapNames, {}))
+    for (const std::string& name : f.get_choices("tp_overlap_sm_margin", kTpOverlapNames, {}, true))
         e.tp_overlap_config.sm_margin[index(name)] = true;
-    for (const std::string& name : f.get_choices("tp_overlap_aggregate", kTpOverlapRingGathers, {}))
+    for (const std::string& name : f.get_choices("tp_overlap_aggregate", kTpOverlapRingGathers, {}, true))
         e.tp_overlap_config.aggregate[index(name)] = true;
     e.embedding_reduce_scatter = f.get_bool("embedding_reduce_scatter", true);
     e.check_for_nan_in_grad = f.get_bool("check_for_nan_in_grad", false);

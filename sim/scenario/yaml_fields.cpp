@@ -322,7 +322,7 @@ std::string Fields::get_choice(const std::string& key, std::span<const std::stri
 }
 
 std::vector<std::string> Fields::get_choices(const std::string& key, std::span<const std::string_view> choices,
-                                             std::vector<std::string> fallback) const {
+                                             std::vector<std::string> fallback, bool allow_empty) const {
     const std::string expected = "a list of: " + join(choices);
     const Entry* found = find(key);
     if (!found) return fallback;
@@ -349,7 +349,7 @@ std::vector<std::string> Fields::get_choices(const std::string& key, std::span<c
             throw InputError(where(e.file, item.Mark()) + ": " + part_ + "." + key + ": '" + s + "' is listed twice");
         out.push_back(s);
     }
-    if (out.empty()) fail_type(e, key, "a non-empty list of: " + join(choices));
+    if (out.empty() && !allow_empty) fail_type(e, key, "a non-empty list of: " + join(choices));
     return out;
 }
 

@@ -135,9 +135,10 @@ public:
     std::string get_choice(const std::string& key, std::span<const std::string_view> choices,
                            std::optional<std::string> fallback = std::nullopt) const;
 
-    /// A list of distinct choices (a YAML sequence of strings, or one string for a one-element list).
+    /// A list of distinct choices (a YAML sequence of strings, or one string for a one-element list); `[]` only with
+    /// allow_empty.
     std::vector<std::string> get_choices(const std::string& key, std::span<const std::string_view> choices,
-                                         std::vector<std::string> fallback) const;
+                                         std::vector<std::string> fallback, bool allow_empty = false) const;
 
     /// Throws InputError located at `key` (or the part when absent).
     [[noreturn]] void fail(const std::string& key, const std::string& message) const;

@@ -388,9 +388,17 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                 return SpecProblem{"execution", "tp_overlap_aggregate",
                                    "tp_overlap_aggregate (" + std::string(kTpOverlapNames[i]) + ") needs an even tensor (got " +
                                        s(e.tensor) + "): Transformer Engine exchanges chunks between pairs of ranks"};
+    // num_sm counts where an overlap's kernel holds SMs (pipeline and bulk) or its GEMM leaves them (a margin).
     const int device_sms = sc.system.device.sm_count;
-    for (std::size_t i = 0; i < kTpOverlapNames.size() && device_sms > 0; ++i)
-        if (e.tp_overlap_config.num_sm[i] >= device_sms)
+    const auto uses_sms = [&](std::size_t i) {
+        const auto o = static_cast<TpOverlap>(i);
+        if (e.tp_overlap_config.sm_margin[i]) return true;
+        if (o == TpOverlap::proj_fprop) return e.tp_overlap_proj_fprop == TpOverlapRs::pipeline;
+        if (o == TpOverlap::fc2_fprop) return e.tp_overlap_fc2_fprop == TpOverlapRs::pipeline;
+        return i >= std::size_t(TpOverlap::qkv_dgrad);  // the bulk overlaps; the ring exchanges move by copy engines
+    };
+    for (std::size_t i = 0; i < kTpOverlapNames.size() && device_sms > 0 && e.tp_comm_overlap; ++i)
+        if (uses_sms(i) && e.tp_overlap_config.num_sm[i] >= device_sms)
             return SpecProblem{"execution", "tp_overlap_num_sm." + std::string(kTpOverlapNames[i]),
                                "tp_overlap_num_sm." + std::string(kTpOverlapNames[i]) + " (" + s(e.tp_overlap_config.num_sm[i]) +
                                    ") must be below the device's SMs (" + s(device_sms) + ", device.sm_count in " +
