@@ -81,7 +81,9 @@ public:
     /// the table's slowdown for its waves (gemm_waves, at least 1), none where its output tiles all fit on the SMs left;
     /// the other kernels at comm_sm_fraction(sms); weighted by their times.
     [[nodiscard]] double step_sm_fraction(const Step& compute, int sms) const;
-    /// A GEMM's output tiles per SM (the profile's tile_m x tile_n tiles, per chunk, on the SMs its margin leaves).
+    /// The SMs a GEMM runs on: the device's, less its margin (at least one).
+    [[nodiscard]] int gemm_sms(const GemmShape& g) const;
+    /// A GEMM's output tiles per SM (the profile's tile_m x tile_n tiles, per chunk, on gemm_sms).
     [[nodiscard]] double gemm_waves(const GemmShape& g) const;
     /// Duration of compute that runs concurrently with a collective of the given duration, losing a share
     /// `fraction` of its speed while the collective runs: at speed 1 - fraction then, at full speed after it.

@@ -37,6 +37,8 @@ struct GemmShape {
     [[nodiscard]] std::int64_t split_extent() const { return chunk_columns ? n : m; }
     /// The chunks that run: `chunks`, but never more than the split extent (none empty).
     [[nodiscard]] std::int64_t chunk_parts() const { return std::min(chunks, std::max<std::int64_t>(split_extent(), 1)); }
+    /// The largest of the chunks that run, as a whole GEMM (this shape unchunked when it runs whole).
+    [[nodiscard]] GemmShape largest_chunk() const;
     /// One chunk as a whole GEMM: this shape with the split extent `size`.
     [[nodiscard]] GemmShape chunk(std::int64_t size) const {
         GemmShape c = *this;
@@ -52,6 +54,10 @@ struct GemmShape {
         return Bytes(batch * ((fp8 ? 1 : 2) * (a_reads * m * k + b_reads * k * n) + (accumulate_fp32 ? 8 : 2) * m * n));
     }
 };
+inline GemmShape GemmShape::largest_chunk() const {
+    const std::int64_t parts = chunk_parts();
+    return chunk((split_extent() + parts - 1) / parts);
+}
 
 /// One GPU kernel. Elementwise kernels carry the name calibration uses (layernorm_fwd, ...).
 struct Kernel {

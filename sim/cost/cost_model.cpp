@@ -102,7 +102,7 @@ double CostModel::flash_efficiency(const Kernel& k) const {
 double CostModel::gemm_efficiency(const GemmShape& g) const {
     // With an SM margin the tiles are planned for, and run on, the SMs left: a share sms / sm_count of the peak.
     const double all = profile_.sm_count;
-    const double sms = g.sm_margin > 0 && profile_.sm_count > 0 ? std::max(1, profile_.sm_count - g.sm_margin) : all;
+    const double sms = profile_.sm_count > 0 ? gemm_sms(g) : all;
     const std::int64_t tm = profile_.gemm_tile_m, tn = profile_.gemm_tile_n;
     const std::array<std::pair<std::int64_t, std::int64_t>, 3> tiles = {
         std::pair{tm, tn}, std::pair{tn, tm}, std::pair{std::max<std::int64_t>(tm / 2, 1), tn}};
@@ -274,11 +274,12 @@ double CostModel::comm_sm_fraction(int sms) const {
 
 double CostModel::comm_sm_fraction() const { return comm_sm_fraction(profile_.nccl_channels); }
 
+int CostModel::gemm_sms(const GemmShape& g) const { return std::max(1, profile_.sm_count - std::max(0, g.sm_margin)); }
+
 double CostModel::gemm_waves(const GemmShape& g) const {
-    const GemmShape one = g.chunk_parts() > 1 ? g.chunk((g.split_extent() + g.chunk_parts() - 1) / g.chunk_parts()) : g;
+    const GemmShape one = g.largest_chunk();
     const std::int64_t tm = std::max<std::int64_t>(profile_.gemm_tile_m, 1), tn = std::max<std::int64_t>(profile_.gemm_tile_n, 1);
-    const int sms = std::max(1, profile_.sm_count - g.sm_margin);
-    return double((one.m + tm - 1) / tm) * double((one.n + tn - 1) / tn) * double(one.batch) / double(sms);
+    return double((one.m + tm - 1) / tm) * double((one.n + tn - 1) / tn) * double(one.batch) / double(gemm_sms(g));
 }
 
 double CostModel::step_sm_fraction(const Step& compute, int sms) const {
@@ -292,7 +293,7 @@ double CostModel::step_sm_fraction(const Step& compute, int sms) const {
             // A GEMM whose output tiles all fit on the SMs the collective leaves loses nothing to it; otherwise the
             // table at its waves (at least one: the line is not extrapolated below a full wave).
             const double waves = gemm_waves(k.gemm);
-            const double tiles = waves * double(std::max(1, profile_.sm_count - k.gemm.sm_margin));
+            const double tiles = waves * double(gemm_sms(k.gemm));
             f = tiles <= double(profile_.sm_count - sms) ? 0.0 : 1.0 - speed_with_sms_held(profile_, sms, std::max(waves, 1.0));
         }
         weighted += t * f;

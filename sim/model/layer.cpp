@@ -309,6 +309,15 @@ void ring_gather(std::vector<Step>& p, const Dims& d, const std::string& name, s
     if (rest > 0) p.push_back(ub_collective(name, CollectiveKind::all_gather, rest, true, 0));
 }
 
+/// A sequence-parallel all-gather before a GEMM that consumes it: with tp_comm_overlap TE's ring exchange beside the
+/// GEMM (ring_gather); without, Megatron's synchronous all-gather, exposed; none without SP.
+void sp_gather(std::vector<Step>& p, const Dims& d, const std::string& name, std::int64_t message, TpOverlap o) {
+    if (d.tp_overlap)
+        ring_gather(p, d, name, message, o);
+    else if (d.sp)
+        p.push_back(collective(name, CollectiveKind::all_gather, message));
+}
+
 /// A GEMM whose output TE reduce-scatters chunk by chunk. `pipeline` (TE's split_overlap_rs): each of 4 column
 /// chunks' reduce-scatter runs during the next chunk's GEMM, so the last chunk's (a quarter of the collective) runs
 /// alone after the GEMM. `ring_exchange` (split_overlap_rs_p2p): t row chunks, each passed on by the copy engines
@@ -428,10 +437,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (selective && d.modules.mlp) {
         // The MLP's first GEMM and activation again, from its kept input (gathered again under SP).
         // With tp_comm_overlap the recomputed fc1 runs through TE's module again: its gather ring-exchanged with it.
-        if (d.tp_overlap)
-            ring_gather(p, d, "recompute.mlp.all-gather", msg, TpOverlap::fc1_fprop);
-        else if (d.sp)
-            p.push_back(collective("recompute.mlp.all-gather", CollectiveKind::all_gather, msg));
+        sp_gather(p, d, "recompute.mlp.all-gather", msg, TpOverlap::fc1_fprop);
         Kernel act = activation_forward(d);
         act.name = "recompute." + act.name;
         Kernel fc1 = linear("recompute.fc1", kFwd, d.n, d.fc1_out, d.h);
@@ -457,10 +463,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     add(p, {elementwise("ln2.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h)});
     if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
-    if (d.tp_overlap)
-        ring_gather(p, d, "attn.grad-all-gather", msg, TpOverlap::proj_dgrad);
-    else if (d.sp)
-        p.push_back(collective("attn.grad-all-gather", CollectiveKind::all_gather, msg));
+    sp_gather(p, d, "attn.grad-all-gather", msg, TpOverlap::proj_dgrad);
     if (d.tp_overlap) {
         p.push_back(compute({ring_exchange(d, linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h), TpOverlap::proj_dgrad)}));
         p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n) + bias_grad(d, "proj", d.n, d.h)));

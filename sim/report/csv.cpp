@@ -27,6 +27,13 @@ std::string csv_field(const std::string& v) {
 
 std::string csv_bool(bool b) { return b ? "true" : "false"; }
 
+/// A list of names as one cell, space-separated.
+std::string spaced(const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& m : names) out += (out.empty() ? "" : " ") + m;
+    return out;
+}
+
 /// A number as its shortest text, and a column reading the case's network: shared by the two column lists.
 constexpr auto num = [](auto v) { return fmt::format("{}", v); };
 constexpr auto net = [](auto f) { return [f](const CaseResult& r) { return f(r.scenario.system.network); }; };
@@ -54,11 +61,7 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"schedule", exec([](const ExecutionSpec& e) { return std::string(to_string(e.schedule)); })});
         c.push_back({"sequence_parallel", exec([](const ExecutionSpec& e) { return csv_bool(e.sequence_parallel); })});
         c.push_back({"recompute", exec([](const ExecutionSpec& e) { return std::string(to_string(e.recompute)); })});
-        c.push_back({"recompute_modules", exec([](const ExecutionSpec& e) {
-                         std::string out;
-                         for (const auto& m : names_of(e.recompute_modules)) out += (out.empty() ? "" : " ") + m;
-                         return out;
-                     })});
+        c.push_back({"recompute_modules", exec([](const ExecutionSpec& e) { return spaced(names_of(e.recompute_modules)); })});
         c.push_back({"recompute_layers", exec([](const ExecutionSpec& e) { return num(e.recompute_layers); })});
         c.push_back({"recompute_method",
                      exec([](const ExecutionSpec& e) { return std::string(to_string(e.recompute_method)); })});
@@ -91,13 +94,10 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"tp_overlap_fc2_fprop",
                      exec([](const ExecutionSpec& e) { return std::string(to_string(e.tp_overlap_fc2_fprop)); })});
         c.push_back({"tp_overlap_num_sm", exec([](const ExecutionSpec& e) { return num_sm_text(e.tp_overlap_config); })});
-        for (const auto& [column, member] : {std::pair{"tp_overlap_sm_margin", &TpOverlapConfig::sm_margin},
-                                             std::pair{"tp_overlap_aggregate", &TpOverlapConfig::aggregate}})
-            c.push_back({column, exec([member](const ExecutionSpec& e) {
-                             std::string out;
-                             for (const auto& m : overlap_names(e.tp_overlap_config.*member)) out += (out.empty() ? "" : " ") + m;
-                             return out;
-                         })});
+        c.push_back({"tp_overlap_sm_margin",
+                     exec([](const ExecutionSpec& e) { return spaced(overlap_names(e.tp_overlap_config.sm_margin)); })});
+        c.push_back({"tp_overlap_aggregate",
+                     exec([](const ExecutionSpec& e) { return spaced(overlap_names(e.tp_overlap_config.aggregate)); })});
         c.push_back({"gradient_accumulation_fusion",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.gradient_accumulation_fusion); })});
         c.push_back({"async_tp_comm", exec([](const ExecutionSpec& e) { return csv_bool(e.async_tp_comm); })});

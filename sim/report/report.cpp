@@ -74,15 +74,15 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
                 } else {
                     // A chunked GEMM (Transformer Engine's overlap): its whole shape, each chunk's efficiency.
                     const std::int64_t parts = k.gemm.chunk_parts();
-                    const std::int64_t largest = (k.gemm.split_extent() + parts - 1) / parts;
-                    const GemmShape chunk = k.gemm.chunk(largest);
+                    const GemmShape chunk = k.gemm.largest_chunk();
+                    const std::int64_t largest = k.gemm.chunk_columns ? chunk.n : chunk.m;
                     out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s){}{}\n", k.name,
                                        "gemm", k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, c.time.ms(), to_string(c.source),
                                        cost.gemm_efficiency(chunk), k.gemm.flops().value / c.time.seconds() / 1e12,
                                        parts > 1 ? fmt::format(", as {} chunks of {} {}", parts, largest,
                                                                        k.gemm.chunk_columns ? "columns" : "rows")
                                                          : "",
-                                       k.gemm.sm_margin > 0 ? fmt::format(", on {} SMs (margin {})", std::max(1, dev.sm_count - k.gemm.sm_margin),
+                                       k.gemm.sm_margin > 0 ? fmt::format(", on {} SMs (margin {})", cost.gemm_sms(k.gemm),
                                                                           k.gemm.sm_margin)
                                                             : "");
                 }
