@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""The GPU's power-limited clock against the work it runs: how fast a GEMM runs when it is a given share of the
+time, and how much slower a whole layer runs sustained than in its first steps, on the local GPU.
+
+A GEMM-bound loop holds an H100 / H200 at its 700 W limit and the SM clock falls from 1,980 MHz to 1,200-1,400
+(calibrate/results/2026-11-26/h100-dmon.log); memory-bound kernels draw less, so the clock a GEMM gets depends on
+what runs around it. Two parts, each sampled by NVML every 20 ms (SM clock, power, temperature):
+  mix     8192^3 BF16 GEMMs interleaved with device-to-device copies of about a GEMM's length, in patterns giving
+          the GEMMs a time share of 1, 3/4, 1/2, 1/4 (and 1/2 again last: drift), `--mix-s` seconds each after a
+          host pause; each GEMM timed by its own CUDA events; figures over the last 60% of each phase.
+  layers  a stack of GPT layers (torch_common.gpt_layer: one GPU's shapes at tensor size t, no communication, no
+          sequence parallelism) at the Megatron-LM H100 rows' shapes 1.7B (t = 1), 7.1B (t = 2), 70B and 177B
+          (t = 8), forward + backward step after step for `--layer-s` seconds after a host pause: the first steps
+          (cold) against the last 40% (sustained), each step timed by CUDA events; then the 177B stack for three
+          times as long (the GPU warmer).
+  duty    8192^3 GEMMs in bursts of 5-400 ms, each followed by as long a host pause (the GPU idle): whether a
+          gap lets the clock recover, and over what time the limiter averages.
+  attention  cuDNN's fused attention alone (12 heads, s = 4,096, d = 128, causal), forward + backward.
+--fp8: the mix's and duty's GEMMs in FP8 (E4M3, per-tensor scales, torch._scaled_mm); --only PART[,PART]: those
+parts alone (mix, duty, attention, layers).
+Usage: torch_power.py OUT.json [--mix-s 8] [--layer-s 10] [--quick] [--fp8] [--only PARTS]
+"""
+import json
+import statistics
+import sys
+import threading
+import time
+
+from torch_common import cuda_torch, gpt_layer
+
+
+class Sampler:
+    """NVML readings every `period` seconds on a thread, each tagged with the phase in force."""
+
+    def __init__(self, period=0.02):
+        self.samples, self.phase, self.period = [], "idle", period
+        self.ok = False
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nv = pynvml
+            self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            self.ok = True
+        except Exception as e:  # noqa: BLE001 - no NVML: timings only
+            print(f"torch_power: NVML unavailable ({e}); no clock or power readings", file=sys.stderr)
+        self.stop = threading.Event()
+        self.t0 = time.perf_counter()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        nv, h = self.nv, self.h
+        while not self.stop.is_set():
+            try:
+                self.samples.append((self.phase, time.perf_counter() - self.t0,
+                                     nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+                                     nv.nvmlDeviceGetPowerUsage(h) / 1e3,
+                                     nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)))
+            except Exception:  # noqa: BLE001 - a missed reading
+                pass
+            time.sleep(self.period)
+
+    def start(self):
+        if self.ok:
+            self.thread.start()
+
+    def summary(self, phase, after, until=None):
+        """Median SM MHz, mean W and last temperature of the samples of `phase` taken at or after time `after`."""
+        s = [x for x in self.samples if x[0] == phase and x[1] >= after and (until is None or x[1] <= until)]
+        if not s:
+            return {}
+        return {"sm_mhz_median": statistics.median(x[2] for x in s), "sm_mhz_min": min(x[2] for x in s),
+                "sm_mhz_max": max(x[2] for x in s), "power_w_mean": round(statistics.fmean(x[3] for x in s), 1),
+                "temp_c_last": s[-1][4], "samples": len(s)}
+
+    def now(self):
+        return time.perf_counter() - self.t0
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0].startswith("-"):
+        print(__doc__)
+        return 2
+    out = args[0]
+    quick = "--quick" in args
+    fp8 = "--fp8" in args
+    parts = set(args[args.index("--only") + 1].split(",")) if "--only" in args else {"mix", "duty", "attention", "layers"}
+
+    def opt(name, default):
+        return float(args[args.index(name) + 1]) if name in args else default
+
+    mix_s, layer_s = opt("--mix-s", 2.0 if quick else 8.0), opt("--layer-s", 3.0 if quick else 10.0)
+    torch = cuda_torch("torch_power")
+    if torch is None:
+        return 4
+    import torch.nn as nn
+
+    dev = torch.device("cuda")
+    res = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__, "mix_s": mix_s,
+           "layer_s": layer_s, "gemm_dtype": "fp8_e4m3" if fp8 else "bf16", "mix": [], "layers": []}
+    sampler = Sampler()
+    sampler.start()
+
+    def save():
+        res["samples"] = [[p, round(t, 3), c, round(w, 1), g] for p, t, c, w, g in sampler.samples]
+        with open(out, "w") as f:
+            json.dump(res, f, indent=1)
+
+    def ev():
+        return torch.cuda.Event(enable_timing=True)
+
+    # --- mix: GEMMs among copies ---------------------------------------------------------------------------------
+    n = 8192
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    c = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
+    flops = 2.0 * n**3
+    if fp8:
+        a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device=dev, dtype=torch.float32)
+
+        def mm():
+            torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    else:
+        def mm():
+            torch.mm(a, b, out=c)
+    for _ in range(5):
+        mm()
+    torch.cuda.synchronize()
+    e0, e1 = ev(), ev()
+    e0.record()
+    for _ in range(10):
+        mm()
+    e1.record()
+    e1.synchronize()
+    gemm_ms = e0.elapsed_time(e1) / 10
+    # A copy of about one GEMM's length: bytes read + written at the device's copy speed, measured here.
+    src = torch.empty(256 << 20, device=dev, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    e0.record()
+    for _ in range(10):
+        dst.copy_(src)
+    e1.record()
+    e1.synchronize()
+    copy_bw = 2 * src.numel() * 10 / (e0.elapsed_time(e1) / 1e3)
+    copy_bytes = int(min(max(gemm_ms * 1e-3 * copy_bw / 2, 1 << 20), 4 << 30)) // 4096 * 4096
+    src = torch.empty(copy_bytes, device=dev, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    res.update(gemm_cold_ms=round(gemm_ms, 4), gemm_cold_tflops=round(flops / (gemm_ms * 1e-3) / 1e12, 1),
+               copy_bandwidth_bytes_per_s=round(copy_bw), copy_bytes=copy_bytes)
+    print(f"8192^3 GEMM cold {gemm_ms:.3f} ms ({res['gemm_cold_tflops']} TF/s); copy {copy_bw / 1e12:.2f} TB/s, "
+          f"{copy_bytes >> 20} MiB per copy", file=sys.stderr, flush=True)
+
+    patterns = (("1/4", "GCCC"), ("1/2", "GC"), ("3/4", "GGGC"), ("1", "G"), ("0", "C"), ("1/2 again", "GC"))
+    for name, pat in patterns if "mix" in parts else ():
+        time.sleep(2.0)
+        phase = f"mix {name}"
+        sampler.phase = phase
+        t_start = sampler.now()
+        t_end = time.perf_counter() + mix_s
+        g_ms, c_ms, pending = [], [], None
+
+        def collect(block):
+            block[-1][2].synchronize()
+            when = sampler.now()
+            for k, x, y in block:
+                (g_ms if k == "G" else c_ms).append((when, x.elapsed_time(y)))
+
+        while time.perf_counter() < t_end:
+            block = []
+            for _ in range(max(1, 24 // len(pat))):
+                for k in pat:
+                    x, y = ev(), ev()
+                    x.record()
+                    if k == "G":
+                        mm()
+                    else:
+                        dst.copy_(src)
+                    y.record()
+                    block.append((k, x, y))
+            if pending:   # the block before this one: the GPU has this one queued meanwhile
+                collect(pending)
+            pending = block
+        collect(pending)
+        sampler.phase = "idle"
+        cut = t_start + 0.4 * (sampler.now() - t_start)
+        gl = [v for w, v in g_ms if w >= cut]
+        cl = [v for w, v in c_ms if w >= cut]
+        row = {"gemm_share": name, "pattern": pat,
+               "gemm_tflops_median": round(flops / (statistics.median(gl) * 1e-3) / 1e12, 1) if gl else None,
+               "gemm_tflops_first": round(flops / (g_ms[0][1] * 1e-3) / 1e12, 1) if g_ms else None,
+               "copy_tb_per_s_median": round(2 * copy_bytes / (statistics.median(cl) * 1e-3) / 1e12, 3) if cl else None,
+               "gemm_time_share": round(sum(gl) / (sum(gl) + sum(cl)), 3) if gl or cl else None}
+        row.update(sampler.summary(phase, cut))
+        res["mix"].append(row)
+        print(f"mix {name}: {row}", file=sys.stderr, flush=True)
+        save()
+
+    # --- duty: GEMM bursts between idle gaps of the same length (the power limiter's memory) --------------------------
+    for burst_ms in (5, 25, 100, 400) if "duty" in parts else ():
+        time.sleep(2.0)
+        phase = f"duty {burst_ms} ms"
+        per_burst = max(1, round(burst_ms / gemm_ms))
+        t_end = time.perf_counter() + mix_s
+        g_ms, in_burst = [], []
+        while time.perf_counter() < t_end:
+            sampler.phase = phase
+            block = []
+            for _ in range(per_burst):
+                x, y = ev(), ev()
+                x.record()
+                mm()
+                y.record()
+                block.append((x, y))
+            block[-1][1].synchronize()
+            busy = block[0][0].elapsed_time(block[-1][1])
+            g_ms += [x.elapsed_time(y) for x, y in block]
+            sampler.phase = phase + " idle"
+            time.sleep(busy / 1e3)
+        sampler.phase = "idle"
+        late = g_ms[len(g_ms) * 2 // 5:]
+        row = {"burst_ms": burst_ms, "gemms_per_burst": per_burst,
+               "gemm_tflops_median": round(flops / (statistics.median(late) * 1e-3) / 1e12, 1) if late else None}
+        row.update(sampler.summary(phase, 0.0))
+        res.setdefault("duty", []).append(row)
+        print(f"duty {burst_ms} ms: {row}", file=sys.stderr, flush=True)
+        save()
+
+    # --- attention: cuDNN's fused attention alone (one GPU of the 177B row at t = 8), forward + backward ---------------
+    try:
+        if "attention" not in parts:
+            raise LookupError("not asked for (--only)")
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        q, k, v = (torch.randn(1, 12, 4096, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        go = torch.randn(1, 12, 4096, 128, device=dev, dtype=torch.bfloat16)
+
+        def attn():
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(go)
+
+        for _ in range(3):
+            attn()
+        torch.cuda.synchronize()
+        time.sleep(2.0)
+        sampler.phase = "attention"
+        t_start = sampler.now()
+        t_end = time.perf_counter() + mix_s
+        times, pending = [], None
+        while time.perf_counter() < t_end:
+            block = []
+            for _ in range(8):
+                x, y = ev(), ev()
+                x.record()
+                attn()
+                y.record()
+                block.append((x, y))
+            if pending:
+                pending[-1][1].synchronize()
+                times += [(sampler.now(), x.elapsed_time(y)) for x, y in pending]
+            pending = block
+        sampler.phase = "idle"
+        cut = t_start + 0.4 * (sampler.now() - t_start)
+        late = [v for w, v in times if w >= cut]
+        row = {"shape": "1 x 12 heads x 4096 x 128, causal, forward + backward",
+               "first_ms": round(times[0][1], 4) if times else None,
+               "sustained_ms": round(statistics.median(late), 4) if late else None}
+        row.update(sampler.summary("attention", cut))
+        res["attention"] = row
+        print(f"attention: {row}", file=sys.stderr, flush=True)
+        del q, k, v, go
+        save()
+    except Exception as e:  # noqa: BLE001 - no cuDNN attention here: the other parts stand
+        print(f"attention: skipped ({e})", file=sys.stderr, flush=True)
+    del a, b, c, src, dst
+    torch.cuda.empty_cache()
+
+    # --- layers: cold against sustained ----------------------------------------------------------------------------
+    # The 177B stack once more for three times as long at the end (the GPU warmer: drift over a longer run).
+    shapes = (("1.7B", 2048, 16, 1, 4, 1), ("7.1B", 4096, 32, 2, 4, 1), ("70B", 8192, 64, 8, 4, 1),
+              ("177B", 12288, 96, 8, 4, 1), ("177B long", 12288, 96, 8, 4, 3))
+    for name, h, heads, t, depth, longer in shapes if "layers" in parts else ():
+        torch.manual_seed(0)
+        stack = nn.Sequential(*[gpt_layer(torch, h, heads, t) for _ in range(depth)]).to(dev, torch.bfloat16)
+        x = torch.randn(4096, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        gy = torch.ones(4096, h, device=dev, dtype=torch.bfloat16)
+
+        def step():
+            stack(x).backward(gy)
+
+        for _ in range(2):
+            step()
+        torch.cuda.synchronize()
+        time.sleep(3.0)
+        phase = f"layer {name}"
+        sampler.phase = phase
+        t_start = sampler.now()
+        t_end = time.perf_counter() + layer_s * longer
+        steps, pending = [], None
+
+        def collect_steps(block):
+            block[-1][1].synchronize()
+            when = sampler.now()
+            steps.extend((when, x0.elapsed_time(y0) / depth) for x0, y0 in block)
+
+        while time.perf_counter() < t_end:
+            block = []
+            for _ in range(2):
+                x0, y0 = ev(), ev()
+                x0.record()
+                step()
+                y0.record()
+                block.append((x0, y0))
+            if pending:   # the steps before these: the GPU has these queued meanwhile
+                collect_steps(pending)
+            pending = block
+        collect_steps(pending)
+        sampler.phase = "idle"
+        cut = t_start + 0.6 * (sampler.now() - t_start)
+        late = [v for w, v in steps if w >= cut]
+        cold = [v for _, v in steps[:3]]
+        row = {"model": name, "hidden": h, "heads": heads, "tensor": t, "layers": depth, "seq": 4096,
+               "steps": len(steps), "cold_ms_per_layer": round(statistics.median(cold), 4),
+               "sustained_ms_per_layer": round(statistics.median(late), 4) if late else None,
+               "series_ms_per_layer": [round(v, 4) for _, v in steps]}
+        if late:
+            row["sustained_over_cold"] = round(row["sustained_ms_per_layer"] / row["cold_ms_per_layer"], 4)
+        row["cold_readings"] = sampler.summary(phase, t_start, t_start + 0.5)
+        row.update(sampler.summary(phase, cut))
+        res["layers"].append(row)
+        print(f"layers {name}: cold {row['cold_ms_per_layer']} ms, sustained {row['sustained_ms_per_layer']} ms, "
+              f"{ {k: v for k, v in row.items() if k.startswith(('sm_', 'power', 'temp'))} }", file=sys.stderr,
+              flush=True)
+        save()
+        del stack, x, gy
+        torch.cuda.empty_cache()
+    sampler.stop.set()
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
