@@ -40,6 +40,32 @@ struct KernelCost {
 [[nodiscard]] std::optional<Time> measured_collective_time(const DeviceProfile& p, CollectiveKind kind, int ranks,
                                                            Bytes message);
 
+/// Seconds a layer's passes spend, at the profile's rates, in BF16 / FP16 GEMMs, FP8 GEMMs, fused attention and the
+/// rest (bandwidth-bound kernels, collectives the compute waits for): what sets the clock under a power limit.
+struct PowerMix {
+    double gemm_s = 0, gemm_fp8_s = 0, attention_s = 0, other_s = 0;
+};
+
+/// What a power limit leaves a mix of kernels: the SM clock, and the speed of its compute-bound kernels over the
+/// profile's own rates (above 1: a lighter mix than the profile's reference keeps a higher clock).
+struct SustainedClock {
+    double clock_mhz = 0;       ///< 0 without a power limit
+    double speed = 1;           ///< BF16 / FP16 GEMMs and fused attention
+    double speed_fp8 = 1;       ///< FP8 GEMMs
+    double boost_w = 0;         ///< the mix's mean power at the boost clock
+    bool extrapolated = false;  ///< below the measured curve's slowest clock (a limit under the measured board's)
+};
+
+/// The steady state of `mix` under `power`: the highest SM clock f <= boost at which the mix's mean power meets
+/// power.limit_w. At clock f a GEMM runs at speed s(f) of its boost-clock rate drawing P(f) (its curve,
+/// measured.gemm_power or gemm_power_fp8, linear in the clock between points, from the top point to (boost, speed
+/// 1) above it with the top two points' slope in watts; below the slowest point only for a limit under that
+/// point's watts, linearly from the last two points down to where GEMMs draw what bandwidth-bound kernels do);
+/// fused attention at the BF16 curve's speed drawing attention_w x P(f) / P(boost); the rest at memory_bound_w,
+/// unchanged. The mix's compute-bound seconds hold at reference_clock_mhz: each kind's time at f is its time there
+/// x s(reference) / s(f). Without a power limit: speed 1 and clock 0.
+[[nodiscard]] SustainedClock sustained_clock(const PowerLimit& power, const PowerMix& mix);
+
 /// Costs from a device profile. Analytical model:
 ///   GEMM: time = launch + max(flops / (peak x eff), bytes / (HBM x eta_mem)) where
 ///         eff = ceiling x wave_efficiency x k / (k + k_half); wave_efficiency is the fraction of the
@@ -57,6 +83,7 @@ struct KernelCost {
 ///         all-reduce: 2(n-1) steps, 2(n-1)/n x message; all-gather / reduce-scatter: n-1 steps, (n-1)/n.
 /// A calibrated profile's measured GEMM shape or elementwise op class replaces the analytical value, and a measured
 /// collective inside a node (measured_collective_time) the ring.
+/// Under a power limit (sustain) GEMMs and fused attention take their compute time over their sustained speed.
 class CostModel {
 public:
     explicit CostModel(DeviceProfile profile);
@@ -102,12 +129,23 @@ public:
     /// and the compute step after it take the longer of the two, the compute slowed by the SMs the
     /// collective occupies while both run, the collective lengthened by a ring exchange's tail (ring_tail).
     [[nodiscard]] Time pass_time(const std::vector<Step>& pass, int ranks, int context_ranks = 1) const;
+    /// A layer's time by kind of work at the profile's rates: compute steps' kernels as GEMMs, fused attention or
+    /// the rest; collectives the compute waits for (not overlapped) as the rest, over `ranks` (`context_ranks`).
+    [[nodiscard]] PowerMix power_mix(const std::vector<const std::vector<Step>*>& passes, int ranks,
+                                     int context_ranks = 1) const;
+    /// Runs GEMMs and fused attention at the speed the profile's power limit leaves a layer of these passes
+    /// (sustained_clock of power_mix at the profile's rates): the steady state of a GPU running that layer's forward
+    /// and backward passes over and over, as training does. A no-op without a power limit. Returns the clock.
+    SustainedClock sustain(const std::vector<const std::vector<Step>*>& passes, int ranks, int context_ranks = 1);
+    /// The clock sustain() set (speed 1: none).
+    [[nodiscard]] const SustainedClock& sustained() const { return sustained_; }
     /// Bytes per collective step moved by each rank (ring algorithm).
     [[nodiscard]] static Bytes ring_bytes_per_rank(CollectiveKind kind, int ranks, Bytes message);
     [[nodiscard]] static int ring_steps(CollectiveKind kind, int ranks);
 
 private:
     DeviceProfile profile_;
+    SustainedClock sustained_;
     /// The measured fused-attention grid as efficiencies: xs = log2(batch x heads), ss = log2(seq_len), each
     /// axis ascending; eff[dir][i * ss.size() + j] at (xs[i], ss[j]), dir 0 forward, 1 backward.
     struct FlashGrid {

@@ -66,6 +66,32 @@ struct MeasuredSmsHeld {
     [[nodiscard]] double at(double waves) const { return per_wave > 0 && waves > 0 ? base + per_wave / waves : slowdown; }
 };
 
+/// A GEMM's speed and power at one SM clock the board's power limit set (calibrate/torch_power.py: 8192^3 GEMMs
+/// interleaved with copies, each mix held until the clock settles; the GEMMs' own watts from the mix's mean power less
+/// the copies' share at the copy-only phase's power).
+struct MeasuredGemmPower {
+    double clock_mhz = 0;  ///< the SM clock NVML read
+    double speed = 1;      ///< the GEMM's rate over its rate at the boost clock (0, 1]
+    double watts = 0;      ///< the board's power while GEMMs alone run at that clock
+};
+
+/// The board's power limit and what kernels draw under it (limit_w 0: not modelled). A GEMM-bound loop draws more than
+/// the limit at the boost clock, so the clock falls until the mean power meets it; bandwidth-bound kernels draw less,
+/// so a layer's kernels settle at the clock where their mix meets the limit (sustained_clock in cost.hpp).
+struct PowerLimit {
+    double limit_w = 0;          ///< the board's power limit (nvidia-smi power.limit)
+    double boost_clock_mhz = 0;  ///< the SM clock with power to spare (nvidia-smi clocks.max.sm): speed 1
+    double memory_bound_w = 0;   ///< the board's power while a device-to-device copy runs (bandwidth-bound kernels)
+    double attention_w = 0;      ///< fused attention (forward + backward) alone at the boost clock
+    /// The SM clock at which the profile's own GEMM and fused-attention rates hold: its figures come from runs
+    /// neither cold nor at a layer's steady state (fixed from one GPU's layers measured at their steady state,
+    /// scripts/power-profile.py). The boost clock where not given.
+    double reference_clock_mhz = 0;
+    std::vector<MeasuredGemmPower> gemm;      ///< BF16 / FP16 GEMMs, by clock descending (at least one point)
+    std::vector<MeasuredGemmPower> gemm_fp8;  ///< FP8 GEMMs (empty: as `gemm`)
+    [[nodiscard]] bool present() const { return limit_w > 0; }
+};
+
 /// The head_dim with the most measured fused-attention entries (ties: the larger): the grid the cost model
 /// interpolates in. Other head dims scale it by their own measured ratio (CostModel). 0 for an empty table.
 [[nodiscard]] inline std::int64_t flash_grid_head_dim(const std::vector<MeasuredFlashAttention>& table) {
@@ -128,6 +154,10 @@ struct DeviceProfile {
     /// Measured slowdown of a GEMM while SMs are held (sorted by sms, unique). Where present it replaces the held
     /// share of the SMs in the interference of overlapped collectives (speed_with_sms_held).
     std::vector<MeasuredSmsHeld> measured_sms_held;
+    /// The power limit (power.*, measured.gemm_power, measured.gemm_power_fp8): where present, GEMMs and fused
+    /// attention run at the clock the limit leaves a layer's mix of kernels (CostModel::sustain); absent (the A100's),
+    /// at the profile's rates.
+    PowerLimit power;
     /// FlashAttention kernels' achieved share of peak_flops, forward and backward (0: none given).
     double peak_flops_fp8 = 0;             ///< dense FP8 tensor-core FLOP/s (0: no FP8)
     double gemm_efficiency_ceiling_fp8 = 0;  ///< the GEMM ceiling for FP8 GEMMs

@@ -19,6 +19,10 @@ struct LayerTiming {
     double forward_ms = 0;
     double backward_ms = 0;   ///< recompute included
     std::string cost_source;  ///< analytical | measured | mixed
+    /// Under the profile's power limit (CostModel::sustain): GEMMs' and fused attention's speed over the profile's
+    /// rates, and the SM clock (1 and 0 without a power limit).
+    double compute_speed = 1;
+    double sm_clock_mhz = 0;
 };
 
 /// Where a configuration search (strata search) placed a simulated candidate: its analytical estimate, that

@@ -350,6 +350,13 @@ struct SystemSpec {
     NetworkSpec network;
     OptimizerSpec optimizer;
     VariationSpec variation;
+    /// The system file's power_limit_w: the boards' power limit in watts over the device profile's power.limit_w
+    /// (0: none, the profile's rates); unset: the profile's. apply_power_limit() puts it into `device`.
+    std::optional<double> power_limit_w;
+
+    /// Puts power_limit_w into the device profile (again after `--profile` replaced it). Throws InputError where
+    /// the profile has no power block to limit, or the limit is not above what its bandwidth-bound kernels draw.
+    void apply_power_limit();
 
     [[nodiscard]] DeviceMemory device_memory() const { return {memory_capacity, memory_reserved}; }
 

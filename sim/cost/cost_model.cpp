@@ -12,6 +12,89 @@ namespace strata {
 const char* to_string(CostSource s) { return s == CostSource::analytical ? "analytical" : "measured"; }
 
 namespace {
+/// A GEMM curve at SM clock f: (speed, watts). Between points linear in the clock; above the top point, to
+/// (boost, speed 1) with the top two points' watts per MHz (one point: flat watts); below the slowest point, on from
+/// the last two points (a capped board).
+struct CurvePoint {
+    double speed, watts;
+};
+CurvePoint curve_at(const PowerLimit& power, const std::vector<MeasuredGemmPower>& c, double f) {
+    const auto lerp = [](const MeasuredGemmPower& hi, const MeasuredGemmPower& lo, double x) {
+        const double t = (x - lo.clock_mhz) / (hi.clock_mhz - lo.clock_mhz);
+        return CurvePoint{lo.speed + t * (hi.speed - lo.speed), lo.watts + t * (hi.watts - lo.watts)};
+    };
+    const MeasuredGemmPower& top = c.front();
+    if (f >= top.clock_mhz) {
+        const double per_mhz =
+            c.size() >= 2 ? (c[0].watts - c[1].watts) / (c[0].clock_mhz - c[1].clock_mhz) : 0.0;
+        const double span = power.boost_clock_mhz - top.clock_mhz;
+        const double t = span > 0 ? (f - top.clock_mhz) / span : 0.0;
+        return {top.speed + t * (1.0 - top.speed), top.watts + per_mhz * (f - top.clock_mhz)};
+    }
+    if (c.size() == 1) return {top.speed, top.watts};
+    std::size_t i = 0;
+    while (i + 2 < c.size() && f < c[i + 1].clock_mhz) ++i;
+    return lerp(c[i], c[i + 1], f);
+}
+}  // namespace
+
+SustainedClock sustained_clock(const PowerLimit& power, const PowerMix& mix) {
+    SustainedClock out;
+    if (!power.present() || power.gemm.empty()) return out;
+    const auto& bf16 = power.gemm;
+    const auto& fp8 = power.gemm_fp8.empty() ? power.gemm : power.gemm_fp8;
+    const double boost = power.boost_clock_mhz;
+    const double ref_clock = power.reference_clock_mhz > 0 ? power.reference_clock_mhz : boost;
+    const CurvePoint ref16 = curve_at(power, bf16, ref_clock), ref8 = curve_at(power, fp8, ref_clock);
+    const double boost16_w = curve_at(power, bf16, boost).watts;
+    const auto mean_w = [&](double f) {
+        const CurvePoint p16 = curve_at(power, bf16, f), p8 = curve_at(power, fp8, f);
+        const double stretch16 = ref16.speed / p16.speed, stretch8 = ref8.speed / p8.speed;
+        const double g = mix.gemm_s * stretch16, a = mix.attention_s * stretch16, g8 = mix.gemm_fp8_s * stretch8;
+        const double total = g + a + g8 + mix.other_s;
+        if (total <= 0) return 0.0;
+        return (g * p16.watts + a * power.attention_w * p16.watts / boost16_w + g8 * p8.watts +
+                mix.other_s * power.memory_bound_w) / total;
+    };
+    out.boost_w = mean_w(boost);
+    // The slowest clock: that of the slowest measured point of the curves the mix uses, or for a limit under a
+    // curve's slowest point the clock where those GEMMs would draw what bandwidth-bound kernels do (the curve
+    // extended); at least a tenth of the boost clock.
+    double slowest = boost, measured_slowest = boost;
+    const auto floor_of = [&](const std::vector<MeasuredGemmPower>& c) {
+        measured_slowest = std::min(measured_slowest, c.back().clock_mhz);
+        double f = c.back().clock_mhz;
+        if (power.limit_w < c.back().watts && c.size() >= 2) {
+            const MeasuredGemmPower& a = c[c.size() - 2];
+            const MeasuredGemmPower& b = c.back();
+            const double per_mhz = (a.watts - b.watts) / (a.clock_mhz - b.clock_mhz);
+            f = std::max(0.1 * boost, b.clock_mhz - (b.watts - power.memory_bound_w) / per_mhz);
+        }
+        slowest = std::min(slowest, f);
+    };
+    if (mix.gemm_s > 0 || mix.attention_s > 0 || mix.gemm_fp8_s <= 0) floor_of(bf16);
+    if (mix.gemm_fp8_s > 0) floor_of(fp8);
+    double f = boost;
+    if (out.boost_w > power.limit_w) {
+        if (mean_w(slowest) >= power.limit_w) {
+            f = slowest;
+        } else {  // mean_w(slowest) < limit < mean_w(boost): the highest clock that meets the limit
+            double lo = slowest, hi = boost;
+            for (int i = 0; i < 60; ++i) {
+                const double mid = 0.5 * (lo + hi);
+                (mean_w(mid) > power.limit_w ? hi : lo) = mid;
+            }
+            f = lo;
+        }
+    }
+    out.clock_mhz = f;
+    out.extrapolated = f < measured_slowest;
+    out.speed = curve_at(power, bf16, f).speed / ref16.speed;
+    out.speed_fp8 = curve_at(power, fp8, f).speed / ref8.speed;
+    return out;
+}
+
+namespace {
 /// Matmul FLOPs of a causal fused-attention kernel (forward 2 GEMMs, backward 5, each half done).
 double causal_flash_flops(double b_heads, double s_q, double s_kv, double d, bool forward) {
     return 0.5 * (forward ? 2.0 : 5.0) * 2.0 * s_q * s_kv * d * b_heads;
@@ -140,7 +223,7 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
     if (kr.kind == KernelKind::flash_attention_fwd || kr.kind == KernelKind::flash_attention_bwd) {
         const double eff = flash_efficiency(kr);
         if (eff <= 0) throw InputError(profile_.file + ": FlashAttention needs flash_attention efficiencies in the device profile");
-        const double compute_s = flash_attention_flops(kr).value / (profile_.peak_flops * eff);
+        const double compute_s = flash_attention_flops(kr).value / (profile_.peak_flops * eff) / sustained_.speed;
         const double memory_s = double(kr.bytes.value) / mem_bw;
         const CostSource source = flash_grid_.xs.empty() ? CostSource::analytical : CostSource::measured;
         return {Time::from_seconds(launch_s + std::max(compute_s, memory_s)), source};
@@ -166,11 +249,12 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
         // the [out, in] layout of the weights, the layer model as [in, out].
         const bool same_mn = (m.m == kr.gemm.m && m.n == kr.gemm.n) || (m.m == kr.gemm.n && m.n == kr.gemm.m);
         if (same_mn && m.k == kr.gemm.k && m.batch == kr.gemm.batch) {
-            if (kr.gemm.sm_margin <= 0) return {Time::from_us(m.time_us), CostSource::measured};
+            if (kr.gemm.sm_margin <= 0) return {Time::from_us(m.time_us / sustained_.speed), CostSource::measured};
             // Measured on every SM: scaled by the shape model's time on the SMs the margin leaves over its time on all.
             GemmShape all = kr.gemm;
             all.sm_margin = 0;
-            return {Time::from_seconds(m.time_us * 1e-6 * gemm_efficiency(all) / gemm_efficiency(kr.gemm)),
+            return {Time::from_seconds(m.time_us * 1e-6 * gemm_efficiency(all) / gemm_efficiency(kr.gemm) /
+                                       sustained_.speed),
                     CostSource::measured};
         }
     }
@@ -181,6 +265,7 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
         compute_s = kr.gemm.flops().value / (profile_.peak_flops_fp8 * gemm_efficiency(kr.gemm) *
                                              profile_.gemm_efficiency_ceiling_fp8 / profile_.gemm_efficiency_ceiling);
     }
+    compute_s /= kr.gemm.fp8 ? sustained_.speed_fp8 : sustained_.speed;
     const double memory_s = double(kr.gemm.bytes().value) / mem_bw;
     return {Time::from_seconds(launch_s + std::max(compute_s, memory_s)), CostSource::analytical};
 }
@@ -327,6 +412,38 @@ Time CostModel::compute_step(const Step& step) const {
     Time t = Time::zero();
     for (const auto& k : step.kernels) t += kernel(k).time;
     return t;
+}
+
+PowerMix CostModel::power_mix(const std::vector<const std::vector<Step>*>& passes, int ranks, int context_ranks) const {
+    PowerMix mix;
+    for (const auto* pass : passes) {
+        for (const Step& s : *pass) {
+            if (s.kind == Step::Kind::compute) {
+                for (const Kernel& k : s.kernels) {
+                    const double t = kernel(k).time.seconds();
+                    if (k.kind == KernelKind::gemm || k.kind == KernelKind::batched_gemm) {
+                        (k.gemm.fp8 ? mix.gemm_fp8_s : mix.gemm_s) += t;
+                    } else if (k.kind == KernelKind::flash_attention_fwd || k.kind == KernelKind::flash_attention_bwd) {
+                        mix.attention_s += t;
+                    } else {
+                        mix.other_s += t;
+                    }
+                }
+            } else if (!s.overlapped) {  // the compute waits: a collective's kernels move bytes, the SMs idle
+                mix.other_s +=
+                    tp_collective(s.collective.kind, s.collective.context_group ? context_ranks : ranks, s.collective.message)
+                        .seconds();
+            }
+        }
+    }
+    return mix;
+}
+
+SustainedClock CostModel::sustain(const std::vector<const std::vector<Step>*>& passes, int ranks, int context_ranks) {
+    sustained_ = SustainedClock{};
+    if (!profile_.power.present()) return sustained_;
+    sustained_ = sustained_clock(profile_.power, power_mix(passes, ranks, context_ranks));
+    return sustained_;
 }
 
 Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, int context_ranks) const {

@@ -103,6 +103,8 @@ void case_fields(IO& io, Result& r) {
     io(r.layer.forward_ms);
     io(r.layer.backward_ms);
     io(r.layer.cost_source);
+    io(r.layer.compute_speed);
+    io(r.layer.sm_clock_mhz);
 }
 
 // The fixed-size part of an IterationResult (stage_busy_s travels after it with its length).

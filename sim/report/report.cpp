@@ -17,7 +17,10 @@ CaseResult analyze(const Scenario& sc) {
     r.scenario = sc;
     r.memory = estimate_memory(sc.model, sc.execution, sc.system.device_memory());
     const LayerPlan plan = build_layer(layer_config(sc.model, sc.execution));
-    const CostModel cost(sc.system.device);
+    CostModel cost(sc.system.device);
+    const SustainedClock clock = cost.sustain({&plan.forward, &plan.backward}, sc.execution.tensor, sc.execution.context);
+    r.layer.compute_speed = clock.speed;
+    r.layer.sm_clock_mhz = clock.clock_mhz;
     r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor, sc.execution.context).ms();
     r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor, sc.execution.context).ms();
     bool any_measured = false, any_analytical = false;
@@ -35,7 +38,8 @@ CaseResult analyze(const Scenario& sc) {
 void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
     const auto& e = sc.execution;
     const LayerPlan plan = build_layer(layer_config(sc.model, e));
-    const CostModel cost(sc.system.device);
+    CostModel cost(sc.system.device);
+    const SustainedClock clock = cost.sustain({&plan.forward, &plan.backward}, e.tensor, e.context);
     const DeviceProfile& dev = sc.system.device;
     out << fmt::format("{}: model {}, t={}, SP={}, recompute={}, b={}, attention {}{}{}\n", sc.name, sc.model.name, e.tensor,
                        e.sequence_parallel ? "on" : "off", to_string(e.recompute), e.microbatch, to_string(e.attention),
@@ -100,6 +104,14 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
                                        [](const MeasuredSmsHeld& h) { return h.per_wave > 0; })
                                ? "; a GEMM at its waves' rate: each step's speed above"
                                : "");
+    if (dev.power.present())
+        out << fmt::format("  power limit {:.0f} W: at the boost clock this layer's kernels would draw {:.0f} W on average; "
+                           "{}SM clock about {:.0f} MHz{}: BF16 GEMMs and fused attention at {:.1f}% of the profile's rates"
+                           "{}, as timed above (power.*, measured.gemm_power)\n",
+                           dev.power.limit_w, clock.boost_w, clock.clock_mhz >= dev.power.boost_clock_mhz ? "under the limit: " : "",
+                           clock.clock_mhz, clock.extrapolated ? " (extrapolated below the measured curve)" : "",
+                           100.0 * clock.speed,
+                           e.precision == Precision::fp8 ? fmt::format(", FP8 GEMMs at {:.1f}%", 100.0 * clock.speed_fp8) : "");
     if (e.host_gaps())
         out << fmt::format("  before each unit (a model chunk's pass for one microbatch) the GPU idles {:.3f} ms (forward) / {:.3f} ms\n"
                            "  (backward) while its host, synchronised with it, issues the unit (execution.host_gap_*_us; not in\n"
@@ -438,6 +450,10 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
         stage_array("units_in_flight", [](const StageMemory& sm) { return sm.units_in_flight; });
         j["layer"] = {{"forward_ms", r.layer.forward_ms}, {"backward_ms", r.layer.backward_ms},
                       {"cost_source", r.layer.cost_source}};
+        if (r.layer.sm_clock_mhz > 0) {
+            j["layer"]["compute_speed"] = r.layer.compute_speed;
+            j["layer"]["sm_clock_mhz"] = std::round(r.layer.sm_clock_mhz);
+        }
         auto& per_stage = j["parameters_per_gpu_by_stage"] = nlohmann::ordered_json::array();
         for (int st = 0; st < e.pipeline; ++st) per_stage.push_back(std::llround(parameters_on_stage(m, e, st)));
         if (r.iteration) {

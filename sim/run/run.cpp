@@ -18,6 +18,7 @@ std::vector<Scenario> select_cases(const Experiment& ex, const std::string& case
             SystemSpec& sys = selected.back().system;
             sys.device = *profile;
             sys.use_nvlink_for_missing_intra_node();
+            sys.apply_power_limit();
         }
     }
     if (selected.empty()) {

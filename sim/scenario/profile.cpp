@@ -13,7 +13,7 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 39> kProfileKeys = {
+constexpr std::array<std::string_view, 44> kProfileKeys = {
     "format", "name", "kind",
     "provenance.gpu", "provenance.sm_count", "provenance.memory_bytes", "provenance.driver",
     "provenance.cuda_runtime", "provenance.cublas", "provenance.nccl", "provenance.gpus_used",
@@ -26,7 +26,8 @@ constexpr std::array<std::string_view, 39> kProfileKeys = {
     "measured.copy_bandwidth_bytes_per_s", "measured",
     "flash_attention.forward_efficiency", "flash_attention.backward_efficiency",
     "flash_attention.flash2_forward_ratio", "flash_attention.flash2_backward_ratio",
-    "device.peak_flops_fp8", "gemm.efficiency_ceiling_fp8", "intra_node.nvls_bus_bandwidth_bytes_per_s"};
+    "device.peak_flops_fp8", "gemm.efficiency_ceiling_fp8", "intra_node.nvls_bus_bandwidth_bytes_per_s",
+    "power.limit_w", "power.memory_bound_w", "power.attention_w", "power.boost_clock_mhz", "power.reference_clock_mhz"};
 
 /// The cost model interpolates a fused-attention kernel's efficiency bilinearly over the entries of the most
 /// common head_dim (the grid), so those must cover every (batch x heads, seq_len) pair of the grid.
@@ -53,7 +54,7 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
     if (measured && !measured.IsNull() && !measured.IsMap()) {
         throw InputError(yamlio::where_value(file, root, "measured") +
                          ": profile.measured: expected a mapping (copy_bandwidth_bytes_per_s, gemm, elementwise, "
-                         "collectives, collective_fit, layers, flash_attention, sms_held), got " + (measured.IsSequence() ? "a list" : "'" + measured.Scalar() + "'"));
+                         "collectives, collective_fit, layers, flash_attention, sms_held, gemm_power, gemm_power_fp8), got " + (measured.IsSequence() ? "a list" : "'" + measured.Scalar() + "'"));
     }
     auto each = [&](const char* name, auto&& fn, std::span<const std::string_view> keys) {
         if (!measured || !measured.IsMap()) return;
@@ -185,6 +186,46 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
         if (f.has("note")) (void)f.get_string("note");
         p.measured_sms_held.push_back(h);
     }, held_keys);
+    constexpr std::array<std::string_view, 4> power_keys = {"clock_mhz", "speed", "watts", "note"};
+    for (const char* name : {"gemm_power", "gemm_power_fp8"}) {
+        std::vector<MeasuredGemmPower>& curve = std::string(name) == "gemm_power" ? p.power.gemm : p.power.gemm_fp8;
+        each(name, [&](const Fields& f) {
+            MeasuredGemmPower g;
+            g.clock_mhz = f.get_double("clock_mhz", 1, 1e5);
+            if (p.power.boost_clock_mhz > 0 && g.clock_mhz > p.power.boost_clock_mhz)
+                f.fail("clock_mhz", "must be at most power.boost_clock_mhz (" + yamlio::number_text(p.power.boost_clock_mhz) + ")");
+            g.speed = f.get_double("speed", 0.05, 1.0);
+            g.watts = f.get_double("watts", 1, 1e5);
+            if (!curve.empty()) {
+                const MeasuredGemmPower& before = curve.back();
+                if (g.clock_mhz >= before.clock_mhz)
+                    f.fail("clock_mhz", "entries must be in decreasing order of clock_mhz without repeats (the previous one has " +
+                                            yamlio::number_text(before.clock_mhz) + ")");
+                if (g.speed >= before.speed)
+                    f.fail("speed", "must fall with the clock (the previous entry has " + yamlio::number_text(before.speed) + ")");
+                if (g.watts >= before.watts)
+                    f.fail("watts", "must fall with the clock: a lower clock draws less (the previous entry has " +
+                                        yamlio::number_text(before.watts) + " W)");
+            }
+            if (f.has("note")) (void)f.get_string("note");
+            curve.push_back(g);
+        }, power_keys);
+    }
+    const bool has_curve = !p.power.gemm.empty();
+    if (has_curve != p.power.present() || (!has_curve && !p.power.gemm_fp8.empty())) {
+        const YAML::Node at = has_curve || !p.power.gemm_fp8.empty() ? measured : root;
+        throw InputError(yamlio::where(file, at.Mark()) + ": profile: the power block and measured.gemm_power go together " +
+                         "(the board's limit and the BF16 GEMMs' power at the clocks it sets; gemm_power_fp8 beside them); " +
+                         (has_curve ? "power.limit_w is missing" : "measured.gemm_power is missing"));
+    }
+    for (const auto* curve : {&p.power.gemm, &p.power.gemm_fp8}) {
+        if (!curve->empty() && curve->back().watts > p.power.limit_w)
+            throw InputError(yamlio::where(file, measured.Mark()) + ": profile.measured." +
+                             (curve == &p.power.gemm ? "gemm_power" : "gemm_power_fp8") + ": its slowest point draws " +
+                             yamlio::number_text(curve->back().watts) + " W, above power.limit_w (" +
+                             yamlio::number_text(p.power.limit_w) + " W): the curve must reach the limit (a GEMM-only loop " +
+                             "settles there)");
+    }
 }
 
 DeviceProfile read_device(const Fields& f, const std::string& file);
@@ -194,10 +235,11 @@ DeviceProfile profile_from(const YAML::Node& root, const std::string& file) {
     // The lists under `measured` stay opaque values here (measured.gemm, ...); read_measured() reads them.
     f.reset(root, file);
     std::vector<std::string_view> known(kProfileKeys.begin(), kProfileKeys.end());
-    constexpr std::array<std::string_view, 7> lists = {"measured.gemm", "measured.elementwise",
+    constexpr std::array<std::string_view, 9> lists = {"measured.gemm", "measured.elementwise",
                                                        "measured.collectives", "measured.collective_fit",
                                                        "measured.layers", "measured.flash_attention",
-                                                       "measured.sms_held"};
+                                                       "measured.sms_held", "measured.gemm_power",
+                                                       "measured.gemm_power_fp8"};
     known.insert(known.end(), lists.begin(), lists.end());
     f.check_known(known);
 
@@ -262,6 +304,18 @@ DeviceProfile read_device(const Fields& f, const std::string& file) {
                "missing: FlashAttention-2 needs both flash2_forward_ratio and flash2_backward_ratio");
     if (f.has("measured.copy_bandwidth_bytes_per_s"))
         (void)f.get_double("measured.copy_bandwidth_bytes_per_s", 1e6, 1e15);
+    if (f.has("power.limit_w") || f.has("power.memory_bound_w") || f.has("power.attention_w") ||
+        f.has("power.boost_clock_mhz") || f.has("power.reference_clock_mhz")) {
+        p.power.limit_w = f.get_double("power.limit_w", 1, 1e5);
+        p.power.boost_clock_mhz = f.get_double("power.boost_clock_mhz", 1, 1e5);
+        p.power.memory_bound_w = f.get_double("power.memory_bound_w", 1, 1e5);
+        p.power.attention_w = f.get_double("power.attention_w", 1, 1e5);
+        p.power.reference_clock_mhz =
+            f.get_double("power.reference_clock_mhz", 1, p.power.boost_clock_mhz, p.power.boost_clock_mhz);
+        if (p.power.memory_bound_w >= p.power.limit_w)
+            f.fail("power.memory_bound_w", "must be below power.limit_w (" + yamlio::number_text(p.power.limit_w) +
+                                                " W): a copy does not reach the limit");
+    }
     return p;
 }
 }  // namespace

@@ -9,7 +9,7 @@
 namespace strata {
 
 namespace {
-constexpr std::array<std::string_view, 29> kSystemKeys = {
+constexpr std::array<std::string_view, 30> kSystemKeys = {
     "name",
     "device_profile",
     "gpus_per_node",
@@ -37,6 +37,7 @@ constexpr std::array<std::string_view, 29> kSystemKeys = {
     "variation.gpu_sigma",
     "variation.span_sigma",
     "variation.seed",
+    "power_limit_w",
     "description",
     "sources"};
 
@@ -55,6 +56,31 @@ Time us_field(const yamlio::Fields& f, const std::string& key, double fallback_u
 }  // namespace
 
 std::span<const std::string_view> system_keys() { return kSystemKeys; }
+
+namespace {
+/// What is wrong with the system's power_limit_w for its device profile ("" if nothing).
+std::string power_limit_problem(const SystemSpec& s) {
+    if (!s.power_limit_w || *s.power_limit_w <= 0) return "";
+    const PowerLimit& p = s.device.power;
+    if (!p.present())
+        return "a limit of " + yamlio::number_text(*s.power_limit_w) + " W needs a device profile with a power block " +
+               "(power.limit_w and measured.gemm_power); " + s.device.file + " has none: give 0 or leave the key out";
+    if (*s.power_limit_w <= p.memory_bound_w)
+        return "must be above what bandwidth-bound kernels draw (the device profile's power.memory_bound_w, " +
+               yamlio::number_text(p.memory_bound_w) + " W), got " + yamlio::number_text(*s.power_limit_w);
+    return "";
+}
+}  // namespace
+
+void SystemSpec::apply_power_limit() {
+    if (!power_limit_w) return;
+    if (const std::string problem = power_limit_problem(*this); !problem.empty())
+        throw InputError("system '" + name + "': power_limit_w: " + problem);
+    if (*power_limit_w <= 0)
+        device.power = PowerLimit{};
+    else
+        device.power.limit_w = *power_limit_w;
+}
 
 namespace parts {
 
@@ -138,6 +164,13 @@ SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::s
     s.variation.gpu_sigma = f.get_double("variation.gpu_sigma", 0, 0.2, 0);
     s.variation.span_sigma = f.get_double("variation.span_sigma", 0, 0.2, 0);
     s.variation.seed = static_cast<std::uint64_t>(f.get_int("variation.seed", 0, std::int64_t{1} << 62, 1));
+    if (f.has("power_limit_w")) {
+        s.power_limit_w = f.get_double("power_limit_w", 0, 1e5);
+        if (profile_read) {
+            if (const std::string problem = power_limit_problem(s); !problem.empty()) f.fail("power_limit_w", problem);
+            s.apply_power_limit();
+        }
+    }
     return s;
 }
 

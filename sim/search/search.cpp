@@ -28,10 +28,12 @@ namespace strata {
 
 namespace {
 
-double estimate(const Scenario& sc, const CostModel& cost) {
+double estimate(const Scenario& sc, const CostModel& boost) {
     const ExecutionSpec& e = sc.execution;
     const LayerConfig lc = layer_config(sc.model, e);
     const LayerPlan layer = build_layer(lc);
+    CostModel cost = boost;  // this candidate's layer sets the clock under a power limit, as in the simulation
+    cost.sustain({&layer.forward, &layer.backward}, e.tensor, e.context);
     const double layer_backward = cost.pass_time(layer.backward, e.tensor).seconds();
     const double per_layer = cost.pass_time(layer.forward, e.tensor).seconds() + layer_backward;
     const OutputPlan out = build_output(lc);

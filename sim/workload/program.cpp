@@ -50,6 +50,9 @@ Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab
         coll_params_.intra_link_bandwidth = n.nvlink_bandwidth.value;
     }
     want_detail_ = detail;
+    // Under the device's power limit, the clock of a GPU running this layer's passes over and over (CostModel::sustain).
+    const LayerPlan layer = build_layer(layer_config(sc.model, e_));
+    cost_.sustain({&layer.forward, &layer.backward}, e_.tensor, e_.context);
 }
 
 std::string Builder::describe(std::uint32_t label) const {

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""A device profile's power block from calibrate/torch_power.py's output: the board's limit, what a copy and fused
+attention draw, and the GEMMs' speed and power at the clocks the limit set (docs/device-profile.md, "Power limit").
+
+Each GEMM point is one mix phase whose clock the limit lowered (GEMMs a share s of the time, copies the rest): the
+GEMMs' own watts are the phase's mean power less the copies' share at the copy-only phase's power,
+(W - (1 - s) x W_copy) / s; their speed is the phase's median GEMM rate over the rate at the boost clock (the
+1/4-share phase, which stays at the boost clock). Phases at the boost clock give no point. --fp8 FILE: the FP8
+curve from a `torch_power.py --fp8 --only mix` run (measured.gemm_power_fp8).
+
+With --profile P (a profile that already has the block) and --strata BIN: power.reference_clock_mhz, the clock at
+which the profile's own rates hold, fitted (least squares, relative errors) so that strata's layers at their steady
+state match the layers the run measured at theirs (torch_common.gpt_layer: no sequence parallelism, no
+communication; `strata explain` of scenarios/validation/megatron-h100.yaml's rows at those shapes, the profile's
+power model applied, each candidate value written into a copy of P). PyTorch's eager elementwise kernels are slower
+than the profile's (calibrate/torch_elementwise.py: a median 0.58 of the copy bandwidth against the profile's
+elementwise.bandwidth_efficiency): --eager-elementwise F multiplies strata's bandwidth-bound kernels by F to match.
+Usage: power-profile.py POWER.json [--limit-w 700] [--attention-w W] [--fp8 FP8.json]
+                        [--profile P --strata BIN [--eager-elementwise F]]
+(--attention-w: for a run without the attention part, a figure measured on another GPU of the same chip.)
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+LAYERS = (("1.7B on 48", "1.7B"), ("7.1B on 96", "7.1B"), ("70B on 768", "70B"), ("177B on 2304", "177B"))
+SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scenarios", "validation", "megatron-h100.yaml")
+
+
+def layer_ms(strata, profile, case, eager):
+    """A layer's compute (collectives left out) from `strata explain`, bandwidth-bound kernels times `eager`."""
+    out = subprocess.run([strata, "explain", SCENARIO, "--case", case, "--profile", profile,
+                          "--set", "execution.tp_comm_overlap=false", "--set", "execution.sequence_parallel=false"],
+                         capture_output=True, text=True, check=True).stdout
+    total = 0.0
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) < 4 or "ms" not in f or f[1] not in ("gemm", "batched-gemm", "flash-attention", "elementwise"):
+            continue
+        t = float(f[f.index("ms") - 1])
+        total += t * (eager if f[1] == "elementwise" else 1.0)
+    return total
+
+
+def fit_reference(strata, profile, measured, eager, lo_clock, hi_clock):
+    with open(profile) as f:
+        text = f.read()
+    if not re.search(r"^  reference_clock_mhz: .*$", text, re.M):
+        raise SystemExit("power-profile: the profile has no power.reference_clock_mhz line to vary")
+    fd, tmp = tempfile.mkstemp(suffix=".yaml", dir=os.path.dirname(os.path.abspath(profile)))
+    os.close(fd)
+    try:
+        def residuals(ref):
+            with open(tmp, "w") as f:
+                f.write(re.sub(r"^  reference_clock_mhz: .*$", f"  reference_clock_mhz: {ref:.3f}", text, flags=re.M))
+            return [(layer_ms(strata, tmp, case, eager), measured[name], name) for case, name in LAYERS]
+
+        def cost(ref):
+            return sum((p / m - 1) ** 2 for p, m, _ in residuals(ref))
+
+        lo, hi = lo_clock, hi_clock  # golden-section search: the sum of squares is unimodal in the reference
+        g = (5 ** 0.5 - 1) / 2
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        fa, fb = cost(a), cost(b)
+        for _ in range(40):
+            if fa < fb:
+                hi, b, fb = b, a, fa
+                a = hi - g * (hi - lo)
+                fa = cost(a)
+            else:
+                lo, a, fa = a, b, fb
+                b = lo + g * (hi - lo)
+                fb = cost(b)
+        best = round((lo + hi) / 2)
+        return best, residuals(best)
+    finally:
+        os.unlink(tmp)
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0].startswith("-"):
+        print(__doc__)
+        return 2
+    with open(args[0]) as f:
+        d = json.load(f)
+
+    def opt(name, default):
+        return float(args[args.index(name) + 1]) if name in args else default
+
+    limit = opt("--limit-w", 700.0)
+
+    def curve(data):
+        mix = {r["gemm_share"]: r for r in data["mix"]}
+        boost = mix["1/4"]
+        if boost["sm_mhz_median"] < boost["sm_mhz_max"]:
+            raise SystemExit("power-profile: the 1/4 phase was not at the boost clock: no reference rate")
+        ref, copy_w = boost["gemm_tflops_median"], mix["0"]["power_w_mean"]
+        points = []
+        for name in ("1/2", "3/4", "1"):
+            r = mix[name]
+            if r["sm_mhz_median"] >= boost["sm_mhz_median"] - 10:  # the boost clock: not limited, no point
+                continue
+            s = r["gemm_time_share"]
+            points.append((r["sm_mhz_median"], r["gemm_tflops_median"] / ref, (r["power_w_mean"] - (1 - s) * copy_w) / s,
+                           name, s))
+        return boost["sm_mhz_median"], ref, copy_w, points
+
+    boost_mhz, ref, copy_w, points = curve(d)
+    att = d.get("attention", {}).get("power_w_mean")
+    attention_w = opt("--attention-w", att if att else 0.0)
+    if attention_w <= 0:
+        print("power-profile: no attention figure in the file: give --attention-w", file=sys.stderr)
+        return 1
+    print(f"# calibrate/torch_power.py on {d['device']} ({args[0]}): copy-only {copy_w:.1f} W,"
+          f" GEMM rate at the boost clock {ref} TF/s (8192^3, 1/4 of the time)")
+    print("power:")
+    print(f"  limit_w: {limit:g}")
+    print(f"  boost_clock_mhz: {boost_mhz:g}")
+    print(f"  memory_bound_w: {copy_w:.1f}")
+    print(f"  attention_w: {attention_w:.1f}")
+    print(f"  reference_clock_mhz: {boost_mhz:g}")
+    print("measured:")
+
+    def show(key, pts):
+        print(f"  {key}:")
+        for mhz, speed, watts, name, s in pts:
+            print(f"    - {{clock_mhz: {mhz:.0f}, speed: {speed:.4f}, watts: {watts:.1f}, note: \"GEMMs {name} of the time"
+                  f" ({s:.3f} measured)\"}}")
+
+    show("gemm_power", points)
+    if "--fp8" in args:
+        with open(args[args.index("--fp8") + 1]) as f:
+            d8 = json.load(f)
+        _, ref8, _, points8 = curve(d8)
+        print(f"  # FP8 ({args[args.index('--fp8') + 1]}): rate at the boost clock {ref8} TF/s")
+        show("gemm_power_fp8", points8)
+    if "--profile" in args:
+        if "--strata" not in args:
+            print("power-profile: --profile needs --strata BIN", file=sys.stderr)
+            return 2
+        measured = {r["model"]: r["sustained_ms_per_layer"] for r in d["layers"]}
+        ref, res = fit_reference(args[args.index("--strata") + 1], args[args.index("--profile") + 1], measured,
+                                 opt("--eager-elementwise", 1.0), points[-1][0], boost_mhz)
+        print(f"# power.reference_clock_mhz fitted to the run's layers at their steady state: {ref}")
+        for p, m, name in res:
+            print(f"#   {name}: strata {p:.3f} ms, measured {m:.3f} ms ({100 * (p / m - 1):+.1f}%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
