@@ -121,3 +121,41 @@ def test_window_timelines_pair_each_kernel_with_its_launch(tmp_path):
     path.write_text(json.dumps({"traceEvents": events}))
     assert torch_sync_gap.window_timelines(str(path)) == [
         [[19.0, 29.0, 100.0, "g"], [24.0, 129.0, 4.0, "o"], [None, 139.0, 2.0, "o"]]]
+
+
+def _power_profile(*args):
+    import subprocess
+    script = os.path.join(SRC, "scripts", "power-profile.py")
+    return subprocess.run([sys.executable, script, *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_power_profile_block_from_the_committed_runs():
+    runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
+    out = _power_profile(os.path.join(runs, "h100-power.json"), "--fp8", os.path.join(runs, "h100-power-fp8.json"))
+    lines = out.splitlines()
+    assert "  limit_w: 700" in lines and "  boost_clock_mhz: 1980" in lines
+    # The 1/2 phase: 687.5 W mean with GEMMs 0.512 of the time and copies at 395.4 W: (687.5 - 0.488 x 395.4) / 0.512.
+    with open(os.path.join(runs, "h100-power.json")) as f:
+        d = json.load(f)
+    mix = {r["gemm_share"]: r for r in d["mix"]}
+    half, copy_w = mix["1/2"], mix["0"]["power_w_mean"]
+    s = half["gemm_time_share"]
+    watts = (half["power_w_mean"] - (1 - s) * copy_w) / s
+    assert f"watts: {watts:.1f}" in out
+    assert out.count("{clock_mhz:") == 6  # three BF16 points, three FP8
+    # The GEMM-only phase is the slowest point, at or under the limit as the profile loader requires.
+    last16 = [l for l in lines if "{clock_mhz" in l][2]
+    assert "GEMMs 1 of the time" in last16 and float(last16.split("watts: ")[1].split(",")[0]) <= 700
+
+
+def test_power_blocks_in_the_hopper_profiles_are_the_scripts_output():
+    runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
+    for profile, run, extra in (("h100-sxm5-80gb", "h100-power.json", ["--fp8", os.path.join(runs, "h100-power-fp8.json")]),
+                                ("h200-sxm-141gb", "h200-power.json", ["--attention-w", "658.6"])):
+        out = _power_profile(os.path.join(runs, run), *extra)
+        with open(os.path.join(SRC, "scenarios", "devices", profile + ".yaml")) as f:
+            text = f.read()
+        for line in out.splitlines():
+            if line.startswith("    - {clock_mhz") or line.strip().startswith(("memory_bound_w", "attention_w", "limit_w",
+                                                                                  "boost_clock_mhz")):
+                assert line in text, (profile, line)
