@@ -53,7 +53,7 @@ struct SustainedClock {
     double speed = 1;           ///< BF16 / FP16 GEMMs and fused attention
     double speed_fp8 = 1;       ///< FP8 GEMMs
     double boost_w = 0;         ///< the mix's mean power at the boost clock
-    bool extrapolated = false;  ///< below the measured curve's slowest clock (a limit under the measured board's)
+    bool extrapolated = false;  ///< below the slowest measured clock of a curve the mix uses (a capped board)
 };
 
 /// The steady state of `mix` under `power`: the highest SM clock f <= boost at which the mix's mean power meets

@@ -60,9 +60,10 @@ SustainedClock sustained_clock(const PowerLimit& power, const PowerMix& mix) {
     // The slowest clock: that of the slowest measured point of the curves the mix uses, or for a limit under a
     // curve's slowest point the clock where those GEMMs would draw what bandwidth-bound kernels do (the curve
     // extended); at least a tenth of the boost clock.
-    double slowest = boost, measured_slowest = boost;
+    double slowest = boost;
+    double measured_slowest = 0;  // the highest slowest point among the curves in use: below it one is extrapolated
     const auto floor_of = [&](const std::vector<MeasuredGemmPower>& c) {
-        measured_slowest = std::min(measured_slowest, c.back().clock_mhz);
+        measured_slowest = std::max(measured_slowest, c.back().clock_mhz);
         double f = c.back().clock_mhz;
         if (power.limit_w < c.back().watts && c.size() >= 2) {
             const MeasuredGemmPower& a = c[c.size() - 2];

@@ -120,6 +120,8 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"nodes_per_leaf", net([](const NetworkSpec& n) { return num(n.nodes_per_leaf); })});
         c.push_back({"oversubscription", net([](const NetworkSpec& n) { return fmt::format("{:g}", n.oversubscription); })});
         c.push_back({"tiers", net([](const NetworkSpec& n) { return num(n.tiers); })});
+        c.push_back({"power_limit_w",
+                     [](const CaseResult& r) { return fmt::format("{:g}", r.scenario.system.device.power.limit_w); }});
         c.push_back({"variation_gpu_sigma",
                      [](const CaseResult& r) { return fmt::format("{:g}", r.scenario.system.variation.gpu_sigma); }});
         c.push_back({"variation_seed", [](const CaseResult& r) { return num(r.scenario.system.variation.seed); }});

@@ -407,6 +407,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
               {"hierarchical_collectives", n.hierarchical_collectives},
               {"p2p_latency_us", n.p2p_latency.us()},
               {"nccl_channels_per_nic", n.nccl_channels_per_nic}}},
+            {"power_limit_w", sys.device.power.limit_w},
             {"optimizer",
              {{"bytes_per_param_step", sys.optimizer.bytes_per_param_step},
               {"bytes_per_param_step_fp16", sys.optimizer.bytes_per_param_step_fp16},
