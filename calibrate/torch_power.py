@@ -32,7 +32,7 @@ from torch_common import cuda_torch, gpt_layer
 class Sampler:
     """NVML readings every `period` seconds on a thread, each tagged with the phase in force."""
 
-    def __init__(self, period=0.02):
+    def __init__(self, uuid=None, period=0.02):
         self.samples, self.phase, self.period = [], "idle", period
         self.ok = False
         try:
@@ -40,7 +40,15 @@ class Sampler:
 
             pynvml.nvmlInit()
             self.nv = pynvml
-            self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            # The GPU torch runs on (CUDA_VISIBLE_DEVICES may renumber): by its UUID, else NVML's first.
+            self.h = None
+            if uuid:
+                try:
+                    self.h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+                except Exception:  # noqa: BLE001 - an older NVML binding: by index
+                    self.h = None
+            if self.h is None:
+                self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
             self.ok = True
         except Exception as e:  # noqa: BLE001 - no NVML: timings only
             print(f"torch_power: NVML unavailable ({e}); no clock or power readings", file=sys.stderr)
@@ -99,7 +107,8 @@ def main():
     dev = torch.device("cuda")
     res = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__, "mix_s": mix_s,
            "layer_s": layer_s, "gemm_dtype": "fp8_e4m3" if fp8 else "bf16", "mix": [], "layers": []}
-    sampler = Sampler()
+    uuid = getattr(torch.cuda.get_device_properties(0), "uuid", None)
+    sampler = Sampler(f"GPU-{uuid}" if uuid is not None else None)
     sampler.start()
 
     def save():

@@ -11,17 +11,17 @@ curve from a `torch_power.py --fp8 --only mix` run (measured.gemm_power_fp8).
 With --profile P (a profile that already has the block) and --strata BIN: power.reference_clock_mhz, the clock at
 which the profile's own rates hold, fitted (least squares, relative errors) so that strata's layers at their steady
 state match the layers the run measured at theirs (torch_common.gpt_layer: no sequence parallelism, no
-communication; `strata explain` of scenarios/validation/megatron-h100.yaml's rows at those shapes, the profile's
-power model applied, each candidate value written into a copy of P). PyTorch's eager elementwise kernels are slower
-than the profile's (calibrate/torch_elementwise.py: a median 0.58 of the copy bandwidth against the profile's
-elementwise.bandwidth_efficiency): --eager-elementwise F multiplies strata's bandwidth-bound kernels by F to match.
+communication), as one GPU ran them: `strata explain --clock-from-kernels` of scenarios/validation/megatron-h100.yaml's
+rows at those shapes (the clock from the layer's kernels alone), each candidate written into a copy of P whose
+bandwidth-bound kernels run at PyTorch's eager speed, in the mix that sets the clock and in the time alike
+(--eager-efficiency, default 0.58 of the copy bandwidth: calibrate/torch_elementwise.py's median; the copy drops P's
+measured.elementwise). Needs PyYAML.
 Usage: power-profile.py POWER.json [--limit-w 700] [--attention-w W] [--fp8 FP8.json]
-                        [--profile P --strata BIN [--eager-elementwise F]]
+                        [--profile P --strata BIN [--eager-efficiency 0.58]]
 (--attention-w: for a run without the attention part, a figure measured on another GPU of the same chip.)
 """
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -30,9 +30,9 @@ LAYERS = (("1.7B on 48", "1.7B"), ("7.1B on 96", "7.1B"), ("70B on 768", "70B"),
 SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scenarios", "validation", "megatron-h100.yaml")
 
 
-def layer_ms(strata, profile, case, eager):
-    """A layer's compute (collectives left out) from `strata explain`, bandwidth-bound kernels times `eager`."""
-    out = subprocess.run([strata, "explain", SCENARIO, "--case", case, "--profile", profile,
+def layer_ms(strata, profile, case):
+    """A layer's compute (its kernels; collectives left out) from `strata explain --clock-from-kernels`."""
+    out = subprocess.run([strata, "explain", SCENARIO, "--case", case, "--profile", profile, "--clock-from-kernels",
                           "--set", "execution.tp_comm_overlap=false", "--set", "execution.sequence_parallel=false"],
                          capture_output=True, text=True, check=True).stdout
     total = 0.0
@@ -40,23 +40,29 @@ def layer_ms(strata, profile, case, eager):
         f = line.split()
         if len(f) < 4 or "ms" not in f or f[1] not in ("gemm", "batched-gemm", "flash-attention", "elementwise"):
             continue
-        t = float(f[f.index("ms") - 1])
-        total += t * (eager if f[1] == "elementwise" else 1.0)
+        total += float(f[f.index("ms") - 1])
     return total
 
 
 def fit_reference(strata, profile, measured, eager, lo_clock, hi_clock):
+    try:
+        import yaml
+    except ImportError:
+        raise SystemExit("power-profile: the fit needs PyYAML (apt-get install python3-yaml)")
     with open(profile) as f:
-        text = f.read()
-    if not re.search(r"^  reference_clock_mhz: .*$", text, re.M):
-        raise SystemExit("power-profile: the profile has no power.reference_clock_mhz line to vary")
+        doc = yaml.safe_load(f)
+    if "power" not in doc:
+        raise SystemExit(f"power-profile: {profile} has no power block to fit a reference clock in")
+    doc.setdefault("elementwise", {})["bandwidth_efficiency"] = eager
+    doc.get("measured", {}).pop("elementwise", None)
     fd, tmp = tempfile.mkstemp(suffix=".yaml", dir=os.path.dirname(os.path.abspath(profile)))
     os.close(fd)
     try:
         def residuals(ref):
+            doc["power"]["reference_clock_mhz"] = round(ref, 3)
             with open(tmp, "w") as f:
-                f.write(re.sub(r"^  reference_clock_mhz: .*$", f"  reference_clock_mhz: {ref:.3f}", text, flags=re.M))
-            return [(layer_ms(strata, tmp, case, eager), measured[name], name) for case, name in LAYERS]
+                yaml.safe_dump(doc, f)
+            return [(layer_ms(strata, tmp, case), measured[name], name) for case, name in LAYERS]
 
         def cost(ref):
             return sum((p / m - 1) ** 2 for p, m, _ in residuals(ref))
@@ -94,9 +100,15 @@ def main():
     limit = opt("--limit-w", 700.0)
 
     def curve(data):
-        mix = {r["gemm_share"]: r for r in data["mix"]}
+        mix = {r["gemm_share"]: r for r in data.get("mix", [])}
+        need = ("1/4", "1/2", "3/4", "1", "0")
+        missing = [n for n in need if n not in mix]
+        if missing:
+            raise SystemExit(f"power-profile: the run has no mix phase {', '.join(missing)} (torch_power.py's mix part)")
+        if any("sm_mhz_median" not in mix[n] or "power_w_mean" not in mix[n] for n in need):
+            raise SystemExit("power-profile: the run has no NVML readings (clock, power): nothing to build a curve from")
         boost = mix["1/4"]
-        if boost["sm_mhz_median"] < boost["sm_mhz_max"]:
+        if boost["sm_mhz_median"] < boost["sm_mhz_max"] - 15:
             raise SystemExit("power-profile: the 1/4 phase was not at the boost clock: no reference rate")
         ref, copy_w = boost["gemm_tflops_median"], mix["0"]["power_w_mean"]
         points = []
@@ -107,6 +119,15 @@ def main():
             s = r["gemm_time_share"]
             points.append((r["sm_mhz_median"], r["gemm_tflops_median"] / ref, (r["power_w_mean"] - (1 - s) * copy_w) / s,
                            name, s))
+        points.sort(key=lambda p: -p[0])
+        if len(points) < 2:
+            raise SystemExit(f"power-profile: {len(points)} phase(s) below the boost clock: a curve needs two")
+        for hi, lo in zip(points, points[1:]):
+            if not (hi[0] > lo[0] and 1 >= hi[1] > lo[1] and hi[2] > lo[2]):
+                raise SystemExit(f"power-profile: the points {hi[3]} and {lo[3]} do not fall together in clock, speed and "
+                                 f"watts ({hi[:3]} against {lo[:3]}): a noisy run; measure again")
+        if points[-1][2] > limit:
+            raise SystemExit(f"power-profile: the slowest point draws {points[-1][2]:.1f} W, above the {limit:g} W limit")
         return boost["sm_mhz_median"], ref, copy_w, points
 
     boost_mhz, ref, copy_w, points = curve(d)
@@ -144,7 +165,7 @@ def main():
             return 2
         measured = {r["model"]: r["sustained_ms_per_layer"] for r in d["layers"]}
         ref, res = fit_reference(args[args.index("--strata") + 1], args[args.index("--profile") + 1], measured,
-                                 opt("--eager-elementwise", 1.0), points[-1][0], boost_mhz)
+                                 opt("--eager-efficiency", 0.58), points[-1][0], boost_mhz)
         print(f"# power.reference_clock_mhz fitted to the run's layers at their steady state: {ref}")
         for p, m, name in res:
             print(f"#   {name}: strata {p:.3f} ms, measured {m:.3f} ms ({100 * (p / m - 1):+.1f}%)")

@@ -3,6 +3,7 @@
 #include "strata/cost.hpp"
 #include "strata/errors.hpp"
 #include "strata/layer.hpp"
+#include "strata/power.hpp"
 #include "strata/scenario.hpp"
 
 #include <catch2/catch.hpp>
@@ -134,7 +135,7 @@ TEST_CASE("power: the cost model slows GEMMs and fused attention by the sustaine
     CostModel c(d);
     const Scenario sc = megatron_case("177B on 2304");
     const LayerPlan plan = build_layer(layer_config(sc.model, sc.execution));
-    const SustainedClock clock = c.sustain({&plan.forward, &plan.backward}, 8);
+    const SustainedClock clock = sustain_for(c, sc.model, sc.execution);
     REQUIRE(clock.speed < 1.0);
     CHECK(c.sustained().clock_mhz == clock.clock_mhz);
     for (const auto* pass : {&plan.forward, &plan.backward})
@@ -146,25 +147,30 @@ TEST_CASE("power: the cost model slows GEMMs and fused attention by the sustaine
                 else
                     CHECK(with > without);
             }
-    // The mix: the passes' kernel times by kind at the profile's rates (sustain() computed it before slowing).
+    // The mix: the passes' kernel times by kind at the profile's rates (computed before slowing).
     const PowerMix mix = boost_free.power_mix({&plan.forward, &plan.backward}, 8);
+    CHECK(layer_power_mix(CostModel(d), sc.model, sc.execution).gemm_s == Approx(mix.gemm_s));
     CHECK(mix.gemm_s > 0);
     CHECK(mix.attention_s > 0);
     CHECK(mix.gemm_fp8_s == 0);
     CHECK(sustained_clock(d.power, mix).clock_mhz == Approx(clock.clock_mhz));
 }
 
-TEST_CASE("power: the Hopper profiles predict one GPU's layers at their steady state within 2.5%") {
+TEST_CASE("power: the Hopper profiles predict one GPU's layers at their steady state within 3%") {
     // Calibration data, not validation: calibrate/torch_power.py's layers (torch_common.gpt_layer, no sequence
-    // parallelism, no communication) after the clock settled, against strata's same layers (collectives left out,
-    // the profile's power model on; PyTorch's eager elementwise kernels run at 0.58 of the copy bandwidth, the
-    // profile's at elementwise.bandwidth_efficiency: scaled to match, as scripts/power-profile.py fits it).
+    // parallelism, no communication) after the clock settled, against strata's same layers with the profile's power
+    // model, as scripts/power-profile.py fits the reference clock: the clock from the layer's kernels alone (no
+    // collectives ran), and the bandwidth-bound kernels at PyTorch's eager 0.58 of the copy bandwidth
+    // (calibrate/torch_elementwise.py), in the mix and in the time alike.
     for (const auto& [profile, run] : {std::pair{"h100-sxm5-80gb.yaml", "h100-power.json"},
-                                       std::pair{"h200-sxm-141gb.yaml", "h200-power.json"}}) {
-        const DeviceProfile d = load_device_profile(kDevices + profile);
+                                       std::pair{"h100-sxm5-80gb-calibrated.yaml", "h100-power.json"},
+                                       std::pair{"h200-sxm-141gb.yaml", "h200-power.json"},
+                                       std::pair{"h200-sxm-141gb-calibrated.yaml", "h200-power.json"}}) {
+        DeviceProfile d = load_device_profile(kDevices + profile);
+        d.elementwise_bandwidth_efficiency = 0.58;
+        d.measured_elementwise.clear();
         std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/calibrate/results/2026-11-27c/" + run);
         const nlohmann::json j = nlohmann::json::parse(in);
-        const double eager = d.elementwise_bandwidth_efficiency / 0.58;
         int n = 0;
         for (const auto& row : j.at("layers")) {
             const std::string model = row.at("model");
@@ -178,15 +184,15 @@ TEST_CASE("power: the Hopper profiles predict one GPU's layers at their steady s
             sc.execution.tp_comm_overlap = false;
             const LayerPlan plan = build_layer(layer_config(sc.model, sc.execution));
             CostModel c(d);
-            (void)c.sustain({&plan.forward, &plan.backward}, sc.execution.tensor);
+            (void)sustain_for(c, sc.model, sc.execution, false);
             double ms = 0;
             for (const auto* pass : {&plan.forward, &plan.backward})
                 for (const Step& st : *pass)
                     for (const Kernel& k : st.kernels)
-                        ms += c.kernel(k).time.seconds() * 1e3 * (k.kind == KernelKind::elementwise ? eager : 1.0);
+                        ms += c.kernel(k).time.seconds() * 1e3;
             const double measured = row.at("sustained_ms_per_layer");
             INFO(profile << " " << row.at("model").get<std::string>() << ": strata " << ms << " ms, measured " << measured);
-            CHECK(std::abs(ms / measured - 1) < 0.025);
+            CHECK(std::abs(ms / measured - 1) < 0.03);
             ++n;
         }
         CHECK(n == 4);
@@ -207,23 +213,28 @@ TEST_CASE("power: bad power blocks and limits are clear errors") {
         }
         return std::string("(loaded)");
     };
+    const std::string two = "    - {clock_mhz: 1500, speed: 0.9, watts: 780}\n    - {clock_mhz: 1400, speed: 0.86, watts: 698}\n";
     CHECK_THAT(message(head + power), Catch::Contains("measured.gemm_power is missing"));
-    CHECK_THAT(message(head + "measured:\n  gemm_power:\n    - {clock_mhz: 1400, speed: 0.86, watts: 698}\n"),
-               Catch::Contains("power.limit_w is missing"));
+    CHECK_THAT(message(head + "measured:\n  gemm_power:\n" + two), Catch::Contains("the power block is missing"));
+    CHECK_THAT(message(head + power + "measured:\n  gemm_power:\n    - {clock_mhz: 1400, speed: 0.86, watts: 698}\n"),
+               Catch::Contains("at least two points"));
+    CHECK_THAT(message(head + "power: {limit_w: 700, boost_clock_mhz: 1980, memory_bound_w: 395, attention_w: 650,"
+                              " reference_clock_mhz: 1000}\nmeasured:\n  gemm_power:\n" + two),
+               Catch::Contains("at least measured.gemm_power's slowest clock"));
     CHECK_THAT(message(head + power + "measured:\n  gemm_power:\n    - {clock_mhz: 1400, speed: 0.86, watts: 698}\n"
                                       "    - {clock_mhz: 1500, speed: 0.9, watts: 780}\n"),
                Catch::Contains("decreasing order of clock_mhz"));
     CHECK_THAT(message(head + power + "measured:\n  gemm_power:\n    - {clock_mhz: 1500, speed: 0.9, watts: 780}\n"
                                       "    - {clock_mhz: 1400, speed: 0.86, watts: 790}\n"),
                Catch::Contains("must fall with the clock"));
-    CHECK_THAT(message(head + power + "measured:\n  gemm_power:\n    - {clock_mhz: 1500, speed: 0.9, watts: 780}\n"),
+    CHECK_THAT(message(head + power + "measured:\n  gemm_power:\n    - {clock_mhz: 1600, speed: 0.92, watts: 800}\n"
+                                      "    - {clock_mhz: 1500, speed: 0.9, watts: 780}\n"),
                Catch::Contains("above power.limit_w"));
     CHECK_THAT(message(head + power + "measured:\n  gemm_power:\n    - {clock_mhz: 2500, speed: 0.9, watts: 690}\n"),
                Catch::Contains("at most power.boost_clock_mhz"));
     CHECK_THAT(message(head + "power: {limit_w: 700, boost_clock_mhz: 1980, memory_bound_w: 800, attention_w: 650}\n"),
                Catch::Contains("must be below power.limit_w"));
-    CHECK(message(head + power + "measured:\n  gemm_power:\n    - {clock_mhz: 1400, speed: 0.86, watts: 698}\n") ==
-          "(loaded)");
+    CHECK(message(head + power + "measured:\n  gemm_power:\n" + two) == "(loaded)");
 
     // The system's override: only over a profile with a power block, only above what copies draw.
     SystemSpec s;
@@ -242,4 +253,27 @@ TEST_CASE("power: bad power blocks and limits are clear errors") {
     a100.device = load_device_profile(kDevices + "a100-sxm4-80gb.yaml");
     a100.power_limit_w = 400;
     CHECK_THROWS_WITH(a100.apply_power_limit(), Catch::Contains("needs a device profile with a power block"));
+}
+
+TEST_CASE("power: block recompute weighs the recomputing and the plain layers by their counts") {
+    Scenario sc = megatron_case("177B on 2304");
+    const DeviceProfile d = load_device_profile(kDevices + "h100-sxm5-80gb.yaml");
+    const CostModel c(d);
+    sc.execution.recompute = Recompute::full;
+    const PowerMix full = layer_power_mix(c, sc.model, sc.execution);
+    const LayerConfig lc = layer_config(sc.model, sc.execution);
+    const LayerPlan kept = build_layer_left_alone(lc);
+    const PowerMix alone = c.power_mix({&kept.forward, &kept.backward}, sc.execution.tensor, sc.execution.context);
+    const LayerPlan rec = build_layer(lc);
+    const PowerMix all = c.power_mix({&rec.forward, &rec.backward}, sc.execution.tensor, sc.execution.context);
+    CHECK(full.gemm_s == Approx(all.gemm_s));  // every layer recomputes
+    REQUIRE(all.gemm_s > alone.gemm_s);         // the rerun forward's GEMMs
+    const int layers = sc.execution.layers_in_chunk(sc.model.layers, 0);
+    sc.execution.recompute_layers = 4;
+    sc.execution.recompute_method = RecomputeMethod::block;
+    const int recomputed = sc.execution.recomputed_layers(layers);
+    REQUIRE(recomputed == 4);
+    const PowerMix block = layer_power_mix(c, sc.model, sc.execution);
+    CHECK(block.gemm_s == Approx((recomputed * all.gemm_s + (layers - recomputed) * alone.gemm_s) / layers));
+    CHECK(block.other_s == Approx((recomputed * all.other_s + (layers - recomputed) * alone.other_s) / layers));
 }

@@ -44,6 +44,11 @@ struct KernelCost {
 /// rest (bandwidth-bound kernels, collectives the compute waits for): what sets the clock under a power limit.
 struct PowerMix {
     double gemm_s = 0, gemm_fp8_s = 0, attention_s = 0, other_s = 0;
+    PowerMix& operator+=(const PowerMix& o) {
+        gemm_s += o.gemm_s, gemm_fp8_s += o.gemm_fp8_s, attention_s += o.attention_s, other_s += o.other_s;
+        return *this;
+    }
+    [[nodiscard]] PowerMix times(double w) const { return {gemm_s * w, gemm_fp8_s * w, attention_s * w, other_s * w}; }
 };
 
 /// What a power limit leaves a mix of kernels: the SM clock, and the speed of its compute-bound kernels over the
@@ -129,14 +134,15 @@ public:
     /// and the compute step after it take the longer of the two, the compute slowed by the SMs the
     /// collective occupies while both run, the collective lengthened by a ring exchange's tail (ring_tail).
     [[nodiscard]] Time pass_time(const std::vector<Step>& pass, int ranks, int context_ranks = 1) const;
-    /// A layer's time by kind of work at the profile's rates: compute steps' kernels as GEMMs, fused attention or
-    /// the rest; collectives the compute waits for (not overlapped) as the rest, over `ranks` (`context_ranks`).
+    /// A layer's time by kind of work at this model's rates (call it before sustain()): compute steps' kernels as
+    /// GEMMs, fused attention or the rest; with `collectives`, those the compute waits for (not overlapped) as the
+    /// rest, over `ranks` (`context_ranks`).
     [[nodiscard]] PowerMix power_mix(const std::vector<const std::vector<Step>*>& passes, int ranks,
-                                     int context_ranks = 1) const;
-    /// Runs GEMMs and fused attention at the speed the profile's power limit leaves a layer of these passes
-    /// (sustained_clock of power_mix at the profile's rates): the steady state of a GPU running that layer's forward
-    /// and backward passes over and over, as training does. A no-op without a power limit. Returns the clock.
-    SustainedClock sustain(const std::vector<const std::vector<Step>*>& passes, int ranks, int context_ranks = 1);
+                                     int context_ranks = 1, bool collectives = true) const;
+    /// Runs GEMMs and fused attention at the speed the profile's power limit leaves `mix` (sustained_clock): the
+    /// steady state of a GPU running that mix over and over, as training runs a layer's passes (layer_power_mix in
+    /// strata/power.hpp). A no-op without a power limit. Returns the clock.
+    SustainedClock sustain(const PowerMix& mix);
     /// The clock sustain() set (speed 1: none).
     [[nodiscard]] const SustainedClock& sustained() const { return sustained_; }
     /// Bytes per collective step moved by each rank (ring algorithm).

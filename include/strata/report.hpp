@@ -22,6 +22,7 @@ struct LayerTiming {
     /// Under the profile's power limit (CostModel::sustain): GEMMs' and fused attention's speed over the profile's
     /// rates, and the SM clock (1 and 0 without a power limit).
     double compute_speed = 1;
+    double compute_speed_fp8 = 1;
     double sm_clock_mhz = 0;
 };
 
@@ -53,7 +54,9 @@ double estimate_error(const ScreenRecord& s, const IterationResult& it);
 CaseResult analyze(const Scenario& scenario);
 
 /// One layer's forward and backward passes, step by step, with each kernel's cost and its source.
-void print_layer_breakdown(std::ostream& out, const Scenario& scenario);
+/// `clock_from_kernels`: the power limit's clock from the layer's kernels alone, its collectives left out (as one GPU
+/// runs the layer in a calibration: scripts/power-profile.py).
+void print_layer_breakdown(std::ostream& out, const Scenario& scenario, bool clock_from_kernels = false);
 
 /// For each whole layer a calibrated profile measured: the per-layer forward / backward time the simulator
 /// predicts from the profile's op-level entries (tensor-parallel collectives left out when the calibration ran

@@ -327,11 +327,15 @@ int main(int argc, char** argv) {
     run->add_flag("--no-variation", ro.no_variation, "every GPU at the profile's speed (turns the system's variation off)");
     run->add_flag("--analytical-only", ro.analytical_only, "skip the discrete-event simulation (memory and layer costs only)");
     std::string case_name;
+    bool clock_from_kernels = false;
     CLI::App* explain = app.add_subcommand("explain", "print one transformer layer's kernels and collectives with their costs");
     explain->add_option("file", file, "experiment YAML")->required();
     explain->add_option("--case", case_name, "only this case (default: all)");
     explain->add_option("--profile", ro.profile_path, "device profile to use instead of the system's (e.g. a calibrated one)");
     explain->add_option("--set", ro.overrides, set_help);
+    explain->add_flag("--clock-from-kernels", clock_from_kernels,
+                      "under a power limit, the clock from the layer's kernels alone, its collectives left out (as one GPU "
+                      "runs the layer in a calibration; scripts/power-profile.py)");
     SearchOptions so;
     CLI::App* srch = app.add_subcommand("search", "find the fastest execution of a model on N GPUs that fits in memory");
     srch->add_option("--model", so.model, "model YAML (e.g. scenarios/models/mt-nlg-530b.yaml)")->required();
@@ -432,7 +436,7 @@ int main(int argc, char** argv) {
         if (*explain) {  // one layer of each case, kernel by kernel
             const auto profile = ro.profile_path.empty() ? std::nullopt : std::optional(strata::load_device_profile(ro.profile_path));
             for (const auto& sc : strata::select_cases(strata::load_experiment(file, ro.overrides, case_name), case_name, profile ? &*profile : nullptr))
-                strata::print_layer_breakdown(std::cout, sc);
+                strata::print_layer_breakdown(std::cout, sc, clock_from_kernels);
             return 0;
         }
         if (*bench) {

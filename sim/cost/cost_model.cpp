@@ -20,15 +20,17 @@ struct CurvePoint {
 };
 CurvePoint curve_at(const PowerLimit& power, const std::vector<MeasuredGemmPower>& c, double f) {
     const auto lerp = [](const MeasuredGemmPower& hi, const MeasuredGemmPower& lo, double x) {
+        if (hi.clock_mhz <= lo.clock_mhz) return CurvePoint{lo.speed, lo.watts};  // the loader refuses it
         const double t = (x - lo.clock_mhz) / (hi.clock_mhz - lo.clock_mhz);
-        return CurvePoint{lo.speed + t * (hi.speed - lo.speed), lo.watts + t * (hi.watts - lo.watts)};
+        // Below the slowest point (a capped board) the line goes on, its speed kept above a twentieth.
+        return CurvePoint{std::max(0.05, lo.speed + t * (hi.speed - lo.speed)), lo.watts + t * (hi.watts - lo.watts)};
     };
     const MeasuredGemmPower& top = c.front();
     if (f >= top.clock_mhz) {
         const double per_mhz =
             c.size() >= 2 ? (c[0].watts - c[1].watts) / (c[0].clock_mhz - c[1].clock_mhz) : 0.0;
         const double span = power.boost_clock_mhz - top.clock_mhz;
-        const double t = span > 0 ? (f - top.clock_mhz) / span : 0.0;
+        const double t = span > 0 ? (f - top.clock_mhz) / span : 1.0;  // a top point at the boost clock: speed 1 there
         return {top.speed + t * (1.0 - top.speed), top.watts + per_mhz * (f - top.clock_mhz)};
     }
     if (c.size() == 1) return {top.speed, top.watts};
@@ -415,7 +417,8 @@ Time CostModel::compute_step(const Step& step) const {
     return t;
 }
 
-PowerMix CostModel::power_mix(const std::vector<const std::vector<Step>*>& passes, int ranks, int context_ranks) const {
+PowerMix CostModel::power_mix(const std::vector<const std::vector<Step>*>& passes, int ranks, int context_ranks,
+                              bool collectives) const {
     PowerMix mix;
     for (const auto* pass : passes) {
         for (const Step& s : *pass) {
@@ -430,7 +433,7 @@ PowerMix CostModel::power_mix(const std::vector<const std::vector<Step>*>& passe
                         mix.other_s += t;
                     }
                 }
-            } else if (!s.overlapped) {  // the compute waits: a collective's kernels move bytes, the SMs idle
+            } else if (collectives && !s.overlapped) {  // the compute waits: a collective's kernels move bytes, the SMs idle
                 mix.other_s +=
                     tp_collective(s.collective.kind, s.collective.context_group ? context_ranks : ranks, s.collective.message)
                         .seconds();
@@ -440,10 +443,8 @@ PowerMix CostModel::power_mix(const std::vector<const std::vector<Step>*>& passe
     return mix;
 }
 
-SustainedClock CostModel::sustain(const std::vector<const std::vector<Step>*>& passes, int ranks, int context_ranks) {
-    sustained_ = SustainedClock{};
-    if (!profile_.power.present()) return sustained_;
-    sustained_ = sustained_clock(profile_.power, power_mix(passes, ranks, context_ranks));
+SustainedClock CostModel::sustain(const PowerMix& mix) {
+    sustained_ = sustained_clock(profile_.power, mix);
     return sustained_;
 }
 

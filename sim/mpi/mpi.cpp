@@ -104,6 +104,7 @@ void case_fields(IO& io, Result& r) {
     io(r.layer.backward_ms);
     io(r.layer.cost_source);
     io(r.layer.compute_speed);
+    io(r.layer.compute_speed_fp8);
     io(r.layer.sm_clock_mhz);
 }
 

@@ -3,6 +3,7 @@
 
 #include "strata/cost.hpp"
 #include "strata/layer.hpp"
+#include "strata/power.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,8 +19,9 @@ CaseResult analyze(const Scenario& sc) {
     r.memory = estimate_memory(sc.model, sc.execution, sc.system.device_memory());
     const LayerPlan plan = build_layer(layer_config(sc.model, sc.execution));
     CostModel cost(sc.system.device);
-    const SustainedClock clock = cost.sustain({&plan.forward, &plan.backward}, sc.execution.tensor, sc.execution.context);
+    const SustainedClock clock = sustain_for(cost, sc.model, sc.execution);
     r.layer.compute_speed = clock.speed;
+    r.layer.compute_speed_fp8 = clock.speed_fp8;
     r.layer.sm_clock_mhz = clock.clock_mhz;
     r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor, sc.execution.context).ms();
     r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor, sc.execution.context).ms();
@@ -35,11 +37,11 @@ CaseResult analyze(const Scenario& sc) {
     return r;
 }
 
-void print_layer_breakdown(std::ostream& out, const Scenario& sc) {
+void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_from_kernels) {
     const auto& e = sc.execution;
     const LayerPlan plan = build_layer(layer_config(sc.model, e));
     CostModel cost(sc.system.device);
-    const SustainedClock clock = cost.sustain({&plan.forward, &plan.backward}, e.tensor, e.context);
+    const SustainedClock clock = sustain_for(cost, sc.model, e, !clock_from_kernels);
     const DeviceProfile& dev = sc.system.device;
     out << fmt::format("{}: model {}, t={}, SP={}, recompute={}, b={}, attention {}{}{}\n", sc.name, sc.model.name, e.tensor,
                        e.sequence_parallel ? "on" : "off", to_string(e.recompute), e.microbatch, to_string(e.attention),
@@ -453,6 +455,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                       {"cost_source", r.layer.cost_source}};
         if (r.layer.sm_clock_mhz > 0) {
             j["layer"]["compute_speed"] = r.layer.compute_speed;
+            j["layer"]["compute_speed_fp8"] = r.layer.compute_speed_fp8;
             j["layer"]["sm_clock_mhz"] = std::round(r.layer.sm_clock_mhz);
         }
         auto& per_stage = j["parameters_per_gpu_by_stage"] = nlohmann::ordered_json::array();

@@ -213,14 +213,31 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
     }
     const bool has_curve = !p.power.gemm.empty();
     if (has_curve != p.power.present() || (!has_curve && !p.power.gemm_fp8.empty())) {
-        const YAML::Node at = has_curve || !p.power.gemm_fp8.empty() ? measured : root;
-        throw InputError(yamlio::where(file, at.Mark()) + ": profile: the power block and measured.gemm_power go together " +
-                         "(the board's limit and the BF16 GEMMs' power at the clocks it sets; gemm_power_fp8 beside them); " +
-                         (has_curve ? "power.limit_w is missing" : "measured.gemm_power is missing"));
+        const bool power_block = root["power"] && root["power"].IsMap();
+        const YAML::Node at = power_block ? root["power"] : measured ? measured : root;
+        throw InputError(yamlio::where(file, at.Mark()) + ": profile: the power block (power.limit_w, boost_clock_mhz, " +
+                         "memory_bound_w, attention_w) and measured.gemm_power go together (the board's limit and the BF16 " +
+                         "GEMMs' power at the clocks it sets; gemm_power_fp8 beside them): " +
+                         (p.power.present() ? std::string("measured.gemm_power is missing")
+                          : has_curve       ? std::string("the power block is missing")
+                                            : std::string("the power block and measured.gemm_power are missing")));
     }
     for (const auto* curve : {&p.power.gemm, &p.power.gemm_fp8}) {
+        if (curve->size() == 1)
+            throw InputError(yamlio::where_value(file, measured, curve == &p.power.gemm ? "gemm_power" : "gemm_power_fp8") +
+                             ": profile.measured." + (curve == &p.power.gemm ? "gemm_power" : "gemm_power_fp8") +
+                             ": needs at least two points (the curve's slope in watts per MHz sets the clock above and "
+                             "below them)");
+    }
+    if (has_curve && p.power.reference_clock_mhz < p.power.gemm.back().clock_mhz)
+        throw InputError(yamlio::where_value(file, root["power"], "reference_clock_mhz") +
+                         ": profile.power.reference_clock_mhz: must be at least measured.gemm_power's slowest clock (" +
+                         yamlio::number_text(p.power.gemm.back().clock_mhz) + " MHz): the profile's rates hold on the curve, got " +
+                         yamlio::number_text(p.power.reference_clock_mhz));
+    for (const auto* curve : {&p.power.gemm, &p.power.gemm_fp8}) {
         if (!curve->empty() && curve->back().watts > p.power.limit_w)
-            throw InputError(yamlio::where(file, measured.Mark()) + ": profile.measured." +
+            throw InputError(yamlio::where_value(file, measured, curve == &p.power.gemm ? "gemm_power" : "gemm_power_fp8") +
+                             ": profile.measured." +
                              (curve == &p.power.gemm ? "gemm_power" : "gemm_power_fp8") + ": its slowest point draws " +
                              yamlio::number_text(curve->back().watts) + " W, above power.limit_w (" +
                              yamlio::number_text(p.power.limit_w) + " W): the curve must reach the limit (a GEMM-only loop " +

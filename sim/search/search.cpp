@@ -6,6 +6,7 @@
 // overlap_grad_reduce only what the last microbatch's backward on the stage does not hide, at least one layer's
 // bucket) + optimizer. The screen only orders candidates; the reported times are simulated, and every candidate
 // whose estimate is within the margin of the best is simulated, since the screen can misorder close ones.
+#include "strata/power.hpp"
 #include "strata/search.hpp"
 
 #include "strata/cost.hpp"
@@ -33,7 +34,7 @@ double estimate(const Scenario& sc, const CostModel& boost) {
     const LayerConfig lc = layer_config(sc.model, e);
     const LayerPlan layer = build_layer(lc);
     CostModel cost = boost;  // this candidate's layer sets the clock under a power limit, as in the simulation
-    cost.sustain({&layer.forward, &layer.backward}, e.tensor, e.context);
+    (void)sustain_for(cost, sc.model, e);
     const double layer_backward = cost.pass_time(layer.backward, e.tensor).seconds();
     const double per_layer = cost.pass_time(layer.forward, e.tensor).seconds() + layer_backward;
     const OutputPlan out = build_output(lc);

@@ -14,6 +14,7 @@
 #include "builder.hpp"
 
 #include "strata/errors.hpp"
+#include "strata/power.hpp"
 
 #include <fmt/format.h>
 
@@ -50,9 +51,8 @@ Builder::Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab
         coll_params_.intra_link_bandwidth = n.nvlink_bandwidth.value;
     }
     want_detail_ = detail;
-    // Under the device's power limit, the clock of a GPU running this layer's passes over and over (CostModel::sustain).
-    const LayerPlan layer = build_layer(layer_config(sc.model, e_));
-    cost_.sustain({&layer.forward, &layer.backward}, e_.tensor, e_.context);
+    // Under the device's power limit, the clock of a GPU running this layer's passes over and over (strata/power.hpp).
+    (void)sustain_for(cost_, sc.model, e_);
 }
 
 std::string Builder::describe(std::uint32_t label) const {

@@ -150,8 +150,11 @@ def test_power_profile_block_from_the_committed_runs():
 
 def test_power_blocks_in_the_hopper_profiles_are_the_scripts_output():
     runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
-    for profile, run, extra in (("h100-sxm5-80gb", "h100-power.json", ["--fp8", os.path.join(runs, "h100-power-fp8.json")]),
-                                ("h200-sxm-141gb", "h200-power.json", ["--attention-w", "658.6"])):
+    h100_fp8 = ["--fp8", os.path.join(runs, "h100-power-fp8.json")]
+    for profile, run, extra in (("h100-sxm5-80gb", "h100-power.json", h100_fp8),
+                                ("h100-sxm5-80gb-calibrated", "h100-power.json", h100_fp8),
+                                ("h200-sxm-141gb", "h200-power.json", ["--attention-w", "658.6"]),
+                                ("h200-sxm-141gb-calibrated", "h200-power.json", ["--attention-w", "658.6"])):
         out = _power_profile(os.path.join(runs, run), *extra)
         with open(os.path.join(SRC, "scenarios", "devices", profile + ".yaml")) as f:
             text = f.read()
@@ -159,3 +162,14 @@ def test_power_blocks_in_the_hopper_profiles_are_the_scripts_output():
             if line.startswith("    - {clock_mhz") or line.strip().startswith(("memory_bound_w", "attention_w", "limit_w",
                                                                                   "boost_clock_mhz")):
                 assert line in text, (profile, line)
+
+
+def test_power_profile_refuses_a_run_without_readings(tmp_path):
+    import subprocess
+    run = {"device": "x", "mix": [{"gemm_share": n, "gemm_tflops_median": 700.0, "gemm_time_share": 0.5}
+                                  for n in ("1/4", "1/2", "3/4", "1", "0")]}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    r = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "power-profile.py"), str(path)],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "no NVML readings" in (r.stdout + r.stderr)
