@@ -43,7 +43,7 @@ OWNER = {
     "fabric.hpp": "fabric",
     "schedule.hpp": "schedule",
     "layer.hpp": "model", "memory.hpp": "model",
-    "cost.hpp": "cost",
+    "cost.hpp": "cost", "power.hpp": "cost",
     "simulate.hpp": "workload",
     "scenario.hpp": "scenario",
     "report.hpp": "report",
