@@ -119,6 +119,32 @@ def main():
     def ev():
         return torch.cuda.Event(enable_timing=True)
 
+    def timed_loop(fn, seconds, per_block):
+        """fn() again and again for `seconds`, each call between CUDA events, a block of `per_block` calls queued before
+        the block ahead is read back (the GPU never waits for the host): [(seconds since the sampler began, ms)]."""
+        out, pending = [], None
+
+        def collect(block):
+            block[-1][1].synchronize()
+            when = sampler.now()
+            out.extend((when, x.elapsed_time(y)) for x, y in block)
+
+        t_end = time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            block = []
+            for _ in range(per_block):
+                x, y = ev(), ev()
+                x.record()
+                fn()
+                y.record()
+                block.append((x, y))
+            if pending:
+                collect(pending)
+            pending = block
+        if pending:
+            collect(pending)
+        return out
+
     # --- mix: GEMMs among copies ---------------------------------------------------------------------------------
     n = 8192
     a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
@@ -259,20 +285,7 @@ def main():
         time.sleep(2.0)
         sampler.phase = "attention"
         t_start = sampler.now()
-        t_end = time.perf_counter() + mix_s
-        times, pending = [], None
-        while time.perf_counter() < t_end:
-            block = []
-            for _ in range(8):
-                x, y = ev(), ev()
-                x.record()
-                attn()
-                y.record()
-                block.append((x, y))
-            if pending:
-                pending[-1][1].synchronize()
-                times += [(sampler.now(), x.elapsed_time(y)) for x, y in pending]
-            pending = block
+        times = timed_loop(attn, mix_s, 8)
         sampler.phase = "idle"
         cut = t_start + 0.4 * (sampler.now() - t_start)
         late = [v for w, v in times if w >= cut]
@@ -309,26 +322,7 @@ def main():
         phase = f"layer {name}"
         sampler.phase = phase
         t_start = sampler.now()
-        t_end = time.perf_counter() + layer_s * longer
-        steps, pending = [], None
-
-        def collect_steps(block):
-            block[-1][1].synchronize()
-            when = sampler.now()
-            steps.extend((when, x0.elapsed_time(y0) / depth) for x0, y0 in block)
-
-        while time.perf_counter() < t_end:
-            block = []
-            for _ in range(2):
-                x0, y0 = ev(), ev()
-                x0.record()
-                step()
-                y0.record()
-                block.append((x0, y0))
-            if pending:   # the steps before these: the GPU has these queued meanwhile
-                collect_steps(pending)
-            pending = block
-        collect_steps(pending)
+        steps = [(when, ms / depth) for when, ms in timed_loop(step, layer_s * longer, 2)]
         sampler.phase = "idle"
         cut = t_start + 0.6 * (sampler.now() - t_start)
         late = [v for w, v in steps if w >= cut]
