@@ -119,6 +119,17 @@ def main():
     def ev():
         return torch.cuda.Event(enable_timing=True)
 
+    def queued(fn, n):
+        """n calls of fn queued, each between two CUDA events: [(start, end)]."""
+        block = []
+        for _ in range(n):
+            x, y = ev(), ev()
+            x.record()
+            fn()
+            y.record()
+            block.append((x, y))
+        return block
+
     def timed_loop(fn, seconds, per_block):
         """fn() again and again for `seconds`, each call between CUDA events, a block of `per_block` calls queued before
         the block ahead is read back (the GPU never waits for the host): [(seconds since the sampler began, ms)]."""
@@ -131,13 +142,7 @@ def main():
 
         t_end = time.perf_counter() + seconds
         while time.perf_counter() < t_end:
-            block = []
-            for _ in range(per_block):
-                x, y = ev(), ev()
-                x.record()
-                fn()
-                y.record()
-                block.append((x, y))
+            block = queued(fn, per_block)
             if pending:
                 collect(pending)
             pending = block
@@ -240,16 +245,10 @@ def main():
         phase = f"duty {burst_ms} ms"
         per_burst = max(1, round(burst_ms / gemm_ms))
         t_end = time.perf_counter() + mix_s
-        g_ms, in_burst = [], []
+        g_ms = []
         while time.perf_counter() < t_end:
             sampler.phase = phase
-            block = []
-            for _ in range(per_burst):
-                x, y = ev(), ev()
-                x.record()
-                mm()
-                y.record()
-                block.append((x, y))
+            block = queued(mm, per_burst)
             block[-1][1].synchronize()
             busy = block[0][0].elapsed_time(block[-1][1])
             g_ms += [x.elapsed_time(y) for x, y in block]
