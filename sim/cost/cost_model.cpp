@@ -247,17 +247,18 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
         if (r > 0) t += part(q + 1).time * r;
         return {t, base.source};
     }
+    const double sustained_speed = kr.gemm.fp8 ? sustained_.speed_fp8 : sustained_.speed;
     for (const auto& m : profile_.measured_gemms) {
         // C = A B and its transpose C^T = B^T A^T are the same work: calibration writes weight gradients in
         // the [out, in] layout of the weights, the layer model as [in, out].
         const bool same_mn = (m.m == kr.gemm.m && m.n == kr.gemm.n) || (m.m == kr.gemm.n && m.n == kr.gemm.m);
         if (same_mn && m.k == kr.gemm.k && m.batch == kr.gemm.batch) {
-            if (kr.gemm.sm_margin <= 0) return {Time::from_us(m.time_us / sustained_.speed), CostSource::measured};
+            if (kr.gemm.sm_margin <= 0) return {Time::from_us(m.time_us / sustained_speed), CostSource::measured};
             // Measured on every SM: scaled by the shape model's time on the SMs the margin leaves over its time on all.
             GemmShape all = kr.gemm;
             all.sm_margin = 0;
             return {Time::from_seconds(m.time_us * 1e-6 * gemm_efficiency(all) / gemm_efficiency(kr.gemm) /
-                                       sustained_.speed),
+                                       sustained_speed),
                     CostSource::measured};
         }
     }
@@ -268,7 +269,7 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
         compute_s = kr.gemm.flops().value / (profile_.peak_flops_fp8 * gemm_efficiency(kr.gemm) *
                                              profile_.gemm_efficiency_ceiling_fp8 / profile_.gemm_efficiency_ceiling);
     }
-    compute_s /= kr.gemm.fp8 ? sustained_.speed_fp8 : sustained_.speed;
+    compute_s /= sustained_speed;
     const double memory_s = double(kr.gemm.bytes().value) / mem_bw;
     return {Time::from_seconds(launch_s + std::max(compute_s, memory_s)), CostSource::analytical};
 }
