@@ -253,11 +253,12 @@ TEST_CASE("SMs held by a collective: the held share without a table, the measure
     CHECK(CostModel(p).comm_sm_fraction() == Approx(1.0 - (0.80 / 0.90) / 1.30));
     // Overlapped compute loses that fraction over the overlap.
     const Time compute = Time::from_us(1000), collective = Time::from_us(400);
-    CHECK(CostModel(p).overlapped_compute(compute, collective, 20).seconds() ==
+    const CostModel c(p);
+    CHECK(CostModel::slowed_compute(compute, collective, c.comm_sm_fraction(20)).seconds() ==
           Approx((1000 + 400 * (1.0 - (0.80 / 0.90) / 1.30)) * 1e-6));
     // ... and a shorter compute only over its own length.
-    CHECK(CostModel(p).overlapped_compute(collective, compute, 10).seconds() == Approx(400 * 1.30 * 1e-6));
-    CHECK(CostModel(p).overlapped_compute(compute, collective, 0) == compute);
+    CHECK(CostModel::slowed_compute(collective, compute, c.comm_sm_fraction(10)).seconds() == Approx(400 * 1.30 * 1e-6));
+    CHECK(CostModel::slowed_compute(compute, collective, c.comm_sm_fraction(0)) == compute);
 }
 
 TEST_CASE("SMs held by what moves a collective: NCCL's channels, a userbuffers kernel's CTAs, the copy engines none") {

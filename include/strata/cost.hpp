@@ -120,8 +120,6 @@ public:
     /// Duration of compute that runs concurrently with a collective of the given duration, losing a share
     /// `fraction` of its speed while the collective runs: at speed 1 - fraction then, at full speed after it.
     [[nodiscard]] static Time slowed_compute(Time compute, Time collective, double fraction);
-    /// The same with the fraction comm_sm_fraction(sms).
-    [[nodiscard]] Time overlapped_compute(Time compute, Time collective, int sms) const;
     /// A ring exchange (a collective on the copy engines, Transformer Engine's) beside `compute`: its chunked GEMM's
     /// last chunk, which waits for the last transfer (an all-gather's last chunk computes on what the last transfer
     /// brings; a reduce-scatter's first chunk is computed before its transfer can start), so the pair takes at least

@@ -71,6 +71,10 @@ struct Kernel {
     enum class Linear : std::uint8_t { none, forward, data_grad, weight_grad } linear = Linear::none;
     /// A fused-attention kernel of FlashAttention-2 (attention: flash2), not the profile's own fused attention.
     bool flash2 = false;
+    [[nodiscard]] bool is_gemm() const { return kind == KernelKind::gemm || kind == KernelKind::batched_gemm; }
+    [[nodiscard]] bool is_fused_attention() const {
+        return kind == KernelKind::flash_attention_fwd || kind == KernelKind::flash_attention_bwd;
+    }
 };
 
 /// What moves a collective's bytes, and so what the kernels that run beside it lose of the SMs: an NCCL kernel (one

@@ -223,7 +223,7 @@ KernelCost CostModel::kernel(const Kernel& kr) const {
         }
         return {Time::from_seconds(launch_s + double(kr.bytes.value) / mem_bw), CostSource::analytical};
     }
-    if (kr.kind == KernelKind::flash_attention_fwd || kr.kind == KernelKind::flash_attention_bwd) {
+    if (kr.is_fused_attention()) {
         const double eff = flash_efficiency(kr);
         if (eff <= 0) throw InputError(profile_.file + ": FlashAttention needs flash_attention efficiencies in the device profile");
         const double compute_s = flash_attention_flops(kr).value / (profile_.peak_flops * eff) / sustained_.speed;
@@ -376,9 +376,8 @@ double CostModel::step_sm_fraction(const Step& compute, int sms) const {
     double weighted = 0, total = 0;
     for (const Kernel& k : compute.kernels) {
         const double t = kernel(k).time.seconds();
-        const bool gemm = k.kind == KernelKind::gemm || k.kind == KernelKind::batched_gemm;
         double f = comm_sm_fraction(sms);
-        if (gemm) {
+        if (k.is_gemm()) {
             // A GEMM whose output tiles all fit on the SMs the collective leaves loses nothing to it; otherwise the
             // table at its waves (at least one: the line is not extrapolated below a full wave).
             const double waves = gemm_waves(k.gemm);
@@ -389,10 +388,6 @@ double CostModel::step_sm_fraction(const Step& compute, int sms) const {
         total += t;
     }
     return total > 0 ? weighted / total : comm_sm_fraction(sms);
-}
-
-Time CostModel::overlapped_compute(Time compute, Time collective, int sms) const {
-    return slowed_compute(compute, collective, comm_sm_fraction(sms));
 }
 
 Time CostModel::slowed_compute(Time compute, Time collective, double f) {
@@ -407,7 +402,7 @@ Time CostModel::slowed_compute(Time compute, Time collective, double f) {
 Time CostModel::ring_tail(const TpCollective& c, const Step& compute) const {
     if (c.engine != CommEngine::copy_engine) return Time::zero();
     for (const Kernel& k : compute.kernels)
-        if (k.gemm.chunks > 1 && (k.kind == KernelKind::gemm || k.kind == KernelKind::batched_gemm))
+        if (k.gemm.chunks > 1 && k.is_gemm())
             return Time::from_ps(kernel(k).time.ps() / k.gemm.chunk_parts());
     return Time::zero();
 }
@@ -426,9 +421,9 @@ PowerMix CostModel::power_mix(const std::vector<const std::vector<Step>*>& passe
             if (s.kind == Step::Kind::compute) {
                 for (const Kernel& k : s.kernels) {
                     const double t = kernel(k).time.seconds();
-                    if (k.kind == KernelKind::gemm || k.kind == KernelKind::batched_gemm) {
+                    if (k.is_gemm()) {
                         (k.gemm.fp8 ? mix.gemm_fp8_s : mix.gemm_s) += t;
-                    } else if (k.kind == KernelKind::flash_attention_fwd || k.kind == KernelKind::flash_attention_bwd) {
+                    } else if (k.is_fused_attention()) {
                         mix.attention_s += t;
                     } else {
                         mix.other_s += t;

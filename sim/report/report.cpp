@@ -72,7 +72,7 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                 if (k.kind == KernelKind::elementwise) {
                     out << fmt::format("    {:<34} {:>14} {:>10.1f} MB {:>9.3f} ms  {}\n", k.name, "elementwise",
                                        double(k.bytes.value) / 1e6, c.time.ms(), to_string(c.source));
-                } else if (k.kind == KernelKind::flash_attention_fwd || k.kind == KernelKind::flash_attention_bwd) {
+                } else if (k.is_fused_attention()) {
                     const double eff = cost.flash_efficiency(k);
                     out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s, causal)\n",
                                        k.name, "flash-attention", k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, c.time.ms(),

@@ -187,8 +187,9 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
         p.measured_sms_held.push_back(h);
     }, held_keys);
     constexpr std::array<std::string_view, 4> power_keys = {"clock_mhz", "speed", "watts", "note"};
-    for (const char* name : {"gemm_power", "gemm_power_fp8"}) {
-        std::vector<MeasuredGemmPower>& curve = std::string(name) == "gemm_power" ? p.power.gemm : p.power.gemm_fp8;
+    const std::array<std::pair<const char*, std::vector<MeasuredGemmPower>*>, 2> curves = {
+        {{"gemm_power", &p.power.gemm}, {"gemm_power_fp8", &p.power.gemm_fp8}}};
+    for (const auto& [name, curve] : curves) {
         each(name, [&](const Fields& f) {
             MeasuredGemmPower g;
             g.clock_mhz = f.get_double("clock_mhz", 1, 1e5);
@@ -196,8 +197,8 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
                 f.fail("clock_mhz", "must be at most power.boost_clock_mhz (" + yamlio::number_text(p.power.boost_clock_mhz) + ")");
             g.speed = f.get_double("speed", 0.05, 1.0);
             g.watts = f.get_double("watts", 1, 1e5);
-            if (!curve.empty()) {
-                const MeasuredGemmPower& before = curve.back();
+            if (!curve->empty()) {
+                const MeasuredGemmPower& before = curve->back();
                 if (g.clock_mhz >= before.clock_mhz)
                     f.fail("clock_mhz", "entries must be in decreasing order of clock_mhz without repeats (the previous one has " +
                                             yamlio::number_text(before.clock_mhz) + ")");
@@ -208,7 +209,7 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
                                         yamlio::number_text(before.watts) + " W)");
             }
             if (f.has("note")) (void)f.get_string("note");
-            curve.push_back(g);
+            curve->push_back(g);
         }, power_keys);
     }
     const bool has_curve = !p.power.gemm.empty();
@@ -222,27 +223,21 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
                           : has_curve       ? std::string("the power block is missing")
                                             : std::string("the power block and measured.gemm_power are missing")));
     }
-    for (const auto* curve : {&p.power.gemm, &p.power.gemm_fp8}) {
+    for (const auto& [name, curve] : curves) {
+        const auto at = [&, n = name] { return yamlio::where_value(file, measured, n) + ": profile.measured." + n; };
         if (curve->size() == 1)
-            throw InputError(yamlio::where_value(file, measured, curve == &p.power.gemm ? "gemm_power" : "gemm_power_fp8") +
-                             ": profile.measured." + (curve == &p.power.gemm ? "gemm_power" : "gemm_power_fp8") +
-                             ": needs at least two points (the curve's slope in watts per MHz sets the clock above and "
-                             "below them)");
+            throw InputError(at() + ": needs at least two points (the curve's slope in watts per MHz sets the clock above "
+                                  "and below them)");
+        if (!curve->empty() && curve->back().watts > p.power.limit_w)
+            throw InputError(at() + ": its slowest point draws " + yamlio::number_text(curve->back().watts) +
+                             " W, above power.limit_w (" + yamlio::number_text(p.power.limit_w) +
+                             " W): the curve must reach the limit (a GEMM-only loop settles there)");
     }
     if (has_curve && p.power.reference_clock_mhz < p.power.gemm.back().clock_mhz)
         throw InputError(yamlio::where_value(file, root["power"], "reference_clock_mhz") +
                          ": profile.power.reference_clock_mhz: must be at least measured.gemm_power's slowest clock (" +
                          yamlio::number_text(p.power.gemm.back().clock_mhz) + " MHz): the profile's rates hold on the curve, got " +
                          yamlio::number_text(p.power.reference_clock_mhz));
-    for (const auto* curve : {&p.power.gemm, &p.power.gemm_fp8}) {
-        if (!curve->empty() && curve->back().watts > p.power.limit_w)
-            throw InputError(yamlio::where_value(file, measured, curve == &p.power.gemm ? "gemm_power" : "gemm_power_fp8") +
-                             ": profile.measured." +
-                             (curve == &p.power.gemm ? "gemm_power" : "gemm_power_fp8") + ": its slowest point draws " +
-                             yamlio::number_text(curve->back().watts) + " W, above power.limit_w (" +
-                             yamlio::number_text(p.power.limit_w) + " W): the curve must reach the limit (a GEMM-only loop " +
-                             "settles there)");
-    }
 }
 
 DeviceProfile read_device(const Fields& f, const std::string& file);

@@ -50,17 +50,11 @@ std::vector<double> Builder::dp_collective_speeds() const {
 
 Builder::KernelShares Builder::kernel_shares() const {
     const LayerPlan layer = build_layer(layer_config(sc_.model, e_));
-    double gemm = 0, attention = 0, all = 0;
-    for (const std::vector<Step>* pass : {&layer.forward, &layer.backward})
-        for (const Step& s : *pass)
-            for (const Kernel& k : s.kernels) {
-                const double t = cost_.kernel(k).time.seconds();
-                all += t;
-                if (k.kind == KernelKind::gemm || k.kind == KernelKind::batched_gemm) gemm += t;
-                if (k.kind == KernelKind::flash_attention_fwd || k.kind == KernelKind::flash_attention_bwd) attention += t;
-            }
+    // The layer's kernel time by kind (its collectives left out).
+    const PowerMix m = cost_.power_mix({&layer.forward, &layer.backward}, e_.tensor, e_.context, false);
+    const double gemm = m.gemm_s + m.gemm_fp8_s, all = gemm + m.attention_s + m.other_s;
     if (all <= 0) return {1.0, 0.0};
-    return {gemm / all, attention / all};
+    return {gemm / all, m.attention_s / all};
 }
 
 double Builder::rest_parameters(int r) const {
