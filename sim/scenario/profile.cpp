@@ -189,8 +189,9 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
     constexpr std::array<std::string_view, 4> power_keys = {"clock_mhz", "speed", "watts", "note"};
     const std::array<std::pair<const char*, std::vector<MeasuredGemmPower>*>, 2> curves = {
         {{"gemm_power", &p.power.gemm}, {"gemm_power_fp8", &p.power.gemm_fp8}}};
-    for (const auto& [name, curve] : curves) {
-        each(name, [&](const Fields& f) {
+    for (const auto& named : curves) {
+        std::vector<MeasuredGemmPower>* const curve = named.second;  // a plain variable: lambdas capture no bindings (clang 14)
+        each(named.first, [&, curve](const Fields& f) {
             MeasuredGemmPower g;
             g.clock_mhz = f.get_double("clock_mhz", 1, 1e5);
             if (p.power.boost_clock_mhz > 0 && g.clock_mhz > p.power.boost_clock_mhz)
