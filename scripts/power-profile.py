@@ -8,6 +8,12 @@ GEMMs' own watts are the phase's mean power less the copies' share at the copy-o
 1/4-share phase, which stays at the boost clock). Phases at the boost clock give no point. --fp8 FILE: the FP8
 curve from a `torch_power.py --fp8 --only mix` run (measured.gemm_power_fp8).
 
+The headroom after rest (power.headroom_j, power.idle_w; a run with the duty part): the 400 ms GEMM bursts, each after
+as long an idle gap, start at the boost clock and settle towards the GEMM-only clock. Each burst's clock readings
+(NVML, every 20 ms), as speed on the BF16 curve above that clock's, add up to the seconds at the boost clock the rest
+bought (the first burst left out: it follows the mix, not a gap); the mean over the bursts times what GEMMs draw at the
+boost clock above the limit is headroom_j. idle_w: the median power of the run's idle readings at the boost clock.
+
 With --profile P (a profile that already has the block) and --strata BIN: power.reference_clock_mhz, the clock at
 which the profile's own rates hold, fitted (least squares, relative errors) so that strata's layers at their steady
 state match the layers the run measured at theirs (torch_common.gpt_layer: no sequence parallelism, no
@@ -86,6 +92,49 @@ def fit_reference(strata, profile, measured, eager, lo_clock, hi_clock):
         os.unlink(tmp)
 
 
+def speed_at(points, boost_mhz, limit, mhz):
+    """The BF16 curve's speed at a clock (as strata's sustained_clock reads it: linear between points, up to (boost,
+    1) above the top one), and its watts there (above the top point with the top two points' slope)."""
+    pts = [(boost_mhz, 1.0, None)] + [(p[0], p[1], p[2]) for p in points]
+    if mhz >= pts[1][0]:
+        hi, lo = pts[0], pts[1]
+    else:
+        hi, lo = next(((a, b) for a, b in zip(pts[1:], pts[2:]) if b[0] <= mhz), (pts[-2], pts[-1]))
+    return lo[1] + (hi[1] - lo[1]) * (mhz - lo[0]) / (hi[0] - lo[0])
+
+
+def headroom(d, points, boost_mhz, limit):
+    samples = d.get("samples", [])
+    burst = [x for x in samples if x[0] == "duty 400 ms"]
+    if not burst:
+        return None
+    bursts, cur = [], []
+    for x in burst:
+        if cur and x[1] - cur[-1][1] > 0.06:
+            bursts.append(cur)
+            cur = []
+        cur.append(x)
+    bursts.append(cur)
+    bursts = bursts[1:]
+    if len(bursts) < 3:
+        raise SystemExit(f"power-profile: {len(bursts)} 400 ms bursts after an idle gap: too few for the headroom")
+    steady = points[-1][1]  # the GEMM-only phase: what the limit leaves GEMMs that run on
+    boosted = []
+    for b in bursts:
+        secs = 0.0
+        for i, x in enumerate(b):
+            dt = (b[i + 1][1] - x[1]) if i + 1 < len(b) else (x[1] - b[i - 1][1])
+            secs += max(0.0, speed_at(points, boost_mhz, limit, x[2]) - steady) / (1 - steady) * dt
+        boosted.append(secs)
+    top, second = points[0], points[1]
+    boost_w = top[2] + (top[2] - second[2]) / (top[0] - second[0]) * (boost_mhz - top[0])
+    idle = sorted(x[3] for x in samples if x[0] == "idle" and x[2] >= boost_mhz - 15)
+    if not idle:
+        raise SystemExit("power-profile: no idle readings at the boost clock")
+    mean_s = sum(boosted) / len(boosted)
+    return mean_s, boost_w, mean_s * (boost_w - limit), idle[len(idle) // 2], len(bursts), min(boosted), max(boosted)
+
+
 def main():
     args = sys.argv[1:]
     if not args or args[0].startswith("-"):
@@ -144,6 +193,13 @@ def main():
     print(f"  memory_bound_w: {copy_w:.1f}")
     print(f"  attention_w: {attention_w:.1f}")
     print(f"  reference_clock_mhz: {boost_mhz:g}")
+    rest = headroom(d, points, boost_mhz, limit)
+    if rest:
+        mean_s, boost_w, joules, idle_w, n, lo, hi = rest
+        print(f"  # {n} GEMM bursts of 400 ms after as long an idle gap: {1e3 * mean_s:.0f} ms at the boost clock"
+              f" ({1e3 * lo:.0f}-{1e3 * hi:.0f}), GEMMs there {boost_w:.0f} W")
+        print(f"  headroom_j: {joules:.1f}")
+        print(f"  idle_w: {idle_w:.1f}")
     print("measured:")
 
     def show(key, pts):

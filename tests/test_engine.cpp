@@ -1108,3 +1108,85 @@ TEST_CASE("sealed routes: bundled links give the same times to the picosecond", 
     CHECK_THROWS_AS(sim.add_route({{a, 1}}), SimulationError);
     CHECK_THROWS_AS(sim.seal_routes(), SimulationError);
 }
+
+TEST_CASE("idle headroom: rest before a resuming task buys credit that work tasks take off their durations",
+          "[engine][headroom]") {
+    // Credit: none at time zero, `accrual` x the idle time since the last work task ended, at most `cap`; each work
+    // task takes min(credit, its max saving, its duration).
+    Simulator sim;
+    const StreamId s = sim.add_stream("gpu");
+    const StreamId other = sim.add_stream("elsewhere");
+    sim.set_idle_headroom(s, ps(40), 0.5);
+    const TaskId a = sim.add_compute(s, ps(100), 1);  // at time zero: no rest, no credit
+    sim.set_headroom_work(a, ps(100), true);
+    const TaskId wait = sim.add_compute(other, ps(160), 2);
+    const TaskId b = sim.add_compute(s, ps(100), 3);  // idle 100..160: credit 30, takes its most, 25
+    sim.add_dependency(wait, b);
+    sim.set_headroom_work(b, ps(25), true);
+    const TaskId c = sim.add_compute(s, ps(100), 4);  // not resuming: the 5 left
+    sim.set_headroom_work(c, ps(50), false);
+    const TaskId long_wait = sim.add_compute(other, ps(1000), 5);
+    sim.add_dependency(c, long_wait);
+    const TaskId d = sim.add_compute(s, ps(100), 6);  // idle 1000 ps: 500 capped at 40
+    sim.add_dependency(long_wait, d);
+    sim.set_headroom_work(d, ps(100), true);
+    const TaskId plain = sim.add_compute(s, ps(10), 7);  // not work: counts as rest for the next resume
+    const TaskId e = sim.add_compute(s, ps(100), 8);     // 10 ps since d ended: credit 5
+    sim.set_headroom_work(e, ps(100), true);
+    const TaskId f = sim.add_compute(s, ps(100), 9);  // work without a resume: nothing left
+    sim.set_headroom_work(f, ps(100), false);
+    sim.run();
+    CHECK(sim.end_time(a) == ps(100));
+    CHECK(sim.start_time(b) == ps(160));
+    CHECK(sim.end_time(b) == ps(235));
+    CHECK(sim.end_time(c) == ps(330));
+    CHECK(sim.start_time(d) == ps(1330));
+    CHECK(sim.end_time(d) == ps(1390));
+    CHECK(sim.end_time(plain) == ps(1400));
+    CHECK(sim.end_time(e) == ps(1495));
+    CHECK(sim.end_time(f) == ps(1595));
+}
+
+TEST_CASE("idle headroom: work split into tasks saves what one task standing for them saves", "[engine][headroom]") {
+    // A fused unit is one task whose max saving is the sum of its pieces': the credit it takes is the same.
+    for (const std::int64_t credit_idle : {10, 45, 200}) {
+        auto run = [&](bool split) {
+            Simulator sim;
+            const StreamId s = sim.add_stream("gpu");
+            const StreamId other = sim.add_stream("elsewhere");
+            sim.set_idle_headroom(s, ps(60), 0.5);
+            const TaskId rest = sim.add_compute(other, ps(credit_idle), 1);
+            std::vector<TaskId> tasks;
+            if (split) {
+                for (int i = 0; i < 3; ++i) tasks.push_back(sim.add_compute(s, ps(100), 2));
+                sim.set_headroom_work(tasks[0], ps(20), true);
+                sim.set_headroom_work(tasks[1], ps(0), false);
+                sim.set_headroom_work(tasks[2], ps(30), false);
+            } else {
+                tasks.push_back(sim.add_compute(s, ps(300), 2));
+                sim.set_headroom_work(tasks[0], ps(50), true);
+            }
+            sim.add_dependency(rest, tasks[0]);
+            sim.run();
+            return sim.end_time(tasks.back());
+        };
+        CAPTURE(credit_idle);
+        CHECK(run(true) == run(false));
+        CHECK(run(false) == ps(credit_idle + 300 - std::min<std::int64_t>(50, credit_idle / 2)));
+    }
+}
+
+TEST_CASE("idle headroom: misuse throws SimulationError", "[engine][headroom][errors]") {
+    Simulator sim;
+    const StreamId s = sim.add_stream("gpu");
+    const StreamId plain = sim.add_stream("plain");
+    CHECK_THROWS_AS(sim.set_idle_headroom(s, ps(-1), 0.5), SimulationError);
+    CHECK_THROWS_AS(sim.set_idle_headroom(s, ps(10), -0.5), SimulationError);
+    sim.set_idle_headroom(s, ps(10), 0.5);
+    const TaskId t = sim.add_compute(plain, ps(10), 1);
+    CHECK_THROWS_AS(sim.set_headroom_work(t, ps(5), true), SimulationError);  // its stream has no headroom
+    const TaskId u = sim.add_compute(s, ps(10), 2);
+    CHECK_THROWS_AS(sim.set_headroom_work(u, ps(-5), true), SimulationError);
+    const TaskId x = sim.add_transfer(s, {}, Bytes(0), ps(5), 3);
+    CHECK_THROWS_AS(sim.set_headroom_work(x, ps(5), true), SimulationError);  // a transfer
+}

@@ -124,3 +124,32 @@ TEST_CASE("fused units: the progress estimate is the task count", "[fused]") {
     CHECK(static_cast<double>(total) >= 0.9 * static_cast<double>(r.tasks));
     CHECK(static_cast<double>(total) <= 1.1 * static_cast<double>(r.tasks));
 }
+
+TEST_CASE("fused units: the same result with idle headroom after rest (a power-limited H100)", "[fused][headroom]") {
+    // A rested H100 runs its kernels above the sustained clock until its headroom is spent (cost.hpp): a fused unit
+    // takes from the credit exactly what its pieces would, a kernel beside an overlapped collective no more than keeps
+    // it as long as the collective.
+    const int p = GENERATE(1, 4);
+    const bool sp = GENERATE(false, true);
+    Scenario sc = strata::testing::with_data(strata::testing::small_22b(p, 1, 8, sp, Recompute::selective), 4);
+    sc.system.device = load_device_profile(strata::testing::source_path("scenarios/devices/h100-sxm5-80gb.yaml"));
+    sc.execution.tp_comm_overlap = sp;
+    sc.system.variation.gpu_sigma = 0.02;
+    sc.system.variation.span_sigma = 0.03;
+    validate(sc);
+    REQUIRE(sc.system.device.power.headroom_j > 0);
+    CAPTURE(p, sp);
+    const IterationResult plain = run(sc, false);
+    const IterationResult fused = run(sc, true);
+    check_same(plain, fused);
+    CHECK(fused.tasks * 10 < plain.tasks * 8);
+    // The headroom acts where the GPUs rest: a pipeline's ramps (without it the same iteration is longer); one stage
+    // whose units follow back to back never rests.
+    Scenario tired = sc;
+    tired.system.device.power.headroom_j = 0;
+    if (p > 1) {
+        CHECK(run(tired, true).iteration_time > fused.iteration_time);
+    } else {
+        CHECK(run(tired, true).iteration_time == fused.iteration_time);
+    }
+}

@@ -277,3 +277,54 @@ TEST_CASE("power: block recompute weighs the recomputing and the plain layers by
     CHECK(block.gemm_s == Approx((recomputed * all.gemm_s + (layers - recomputed) * alone.gemm_s) / layers));
     CHECK(block.other_s == Approx((recomputed * all.other_s + (layers - recomputed) * alone.other_s) / layers));
 }
+
+TEST_CASE("power: headroom after rest: boost seconds from the energy above the limit, refilled by idle time") {
+    PowerLimit p = h100_power();
+    const PowerMix layer{0.8, 0, 0.06, 0.14};
+    CHECK(sustained_clock(p, layer).headroom_s == 0);  // not measured: none
+    p.headroom_j = 46.7;
+    p.idle_w = 134.8;
+    const SustainedClock c = sustained_clock(p, layer);
+    // The mix's seconds at clock f (boost-clock seconds over the curve's speed there; the rest unchanged).
+    const auto speed = [&](double f) {
+        std::size_t i = 0;
+        while (i + 2 < p.gemm.size() && f < p.gemm[i + 1].clock_mhz) ++i;
+        const double t = (f - p.gemm[i + 1].clock_mhz) / (p.gemm[i].clock_mhz - p.gemm[i + 1].clock_mhz);
+        return p.gemm[i + 1].speed + t * (p.gemm[i].speed - p.gemm[i + 1].speed);
+    };
+    const double at_clock = (layer.gemm_s + layer.attention_s) / speed(c.clock_mhz) + layer.other_s;
+    const double at_boost = layer.gemm_s + layer.attention_s + layer.other_s;  // speed 1 at the boost clock
+    const double gain = at_clock / at_boost - 1;
+    CHECK(c.saving_fraction == Approx(1 - at_boost / at_clock).epsilon(1e-9));
+    CHECK(c.headroom_s == Approx(46.7 / (c.boost_w - 700) * gain).epsilon(1e-9));
+    CHECK(c.headroom_accrual == Approx((700 - 134.8) / (c.boost_w - 700) * gain).epsilon(1e-9));
+    // A mix under the limit at the boost clock runs there anyway: nothing to save.
+    const SustainedClock light = sustained_clock(p, PowerMix{0.01, 0, 0, 1.0});
+    CHECK(light.saving_fraction == 0);
+    CHECK(light.headroom_s == 0);
+}
+
+TEST_CASE("power: the headroom keys go together, under the power block, idle below a copy") {
+    const std::string base = "format: strata-device-profile/1\nname: p\nkind: analytical\n"
+                             "device: {peak_flops: 1e15, hbm_bandwidth_bytes_per_s: 3e12, memory_capacity_bytes: 8e10,"
+                             " sm_count: 132, kernel_launch_us: 2}\n"
+                             "gemm: {efficiency_ceiling: 0.7, k_half: 100}\nelementwise: {bandwidth_efficiency: 0.7}\n";
+    const std::string curve = "measured:\n  gemm_power:\n    - {clock_mhz: 1500, speed: 0.9, watts: 780}\n"
+                              "    - {clock_mhz: 1400, speed: 0.86, watts: 698}\n";
+    const auto load = [&](const std::string& extra) {
+        return load_device_profile_text(
+            base + "power: {limit_w: 700, boost_clock_mhz: 1980, memory_bound_w: 395, attention_w: 650" + extra + "}\n" +
+                curve,
+            "p.yaml");
+    };
+    const DeviceProfile ok = load(", headroom_j: 46.7, idle_w: 134.8");
+    CHECK(ok.power.headroom_j == 46.7);
+    CHECK(ok.power.idle_w == 134.8);
+    CHECK(load("").power.headroom_j == 0);
+    CHECK_THROWS_WITH(load(", headroom_j: 46.7"), Catch::Contains("power.idle_w") && Catch::Contains("go together"));
+    CHECK_THROWS_WITH(load(", idle_w: 100"), Catch::Contains("power.headroom_j") && Catch::Contains("go together"));
+    CHECK_THROWS_WITH(load(", headroom_j: 46.7, idle_w: 500"), Catch::Contains("below power.memory_bound_w"));
+    CHECK_THROWS_WITH(load(", headroom_j: -1, idle_w: 100"), Catch::Contains("power.headroom_j"));
+    CHECK_THROWS_WITH(load_device_profile_text(base + "power: {headroom_j: 46.7, idle_w: 100}\n", "p.yaml"),
+                      Catch::Contains("p.yaml:"));
+}

@@ -59,6 +59,11 @@ struct SustainedClock {
     double speed_fp8 = 1;       ///< FP8 GEMMs
     double boost_w = 0;         ///< the mix's mean power at the boost clock
     bool extrapolated = false;  ///< below the slowest measured clock of a curve the mix uses (a capped board)
+    /// After rest (power.headroom_j): the share of the mix's time a run at the boost clock saves, the most of it a
+    /// rested board saves (seconds, the headroom run at the boost clock), and what a second idle gives back of that.
+    double saving_fraction = 0;
+    double headroom_s = 0;
+    double headroom_accrual = 0;
 };
 
 /// The steady state of `mix` under `power`: the highest SM clock f <= boost at which the mix's mean power meets
@@ -68,7 +73,10 @@ struct SustainedClock {
 /// point's watts, linearly from the last two points down to where GEMMs draw what bandwidth-bound kernels do);
 /// fused attention at the BF16 curve's speed drawing attention_w x P(f) / P(boost); the rest at memory_bound_w,
 /// unchanged. The mix's compute-bound seconds hold at reference_clock_mhz: each kind's time at f is its time there
-/// x s(reference) / s(f). Without a power limit: speed 1 and clock 0.
+/// x s(reference) / s(f). Without a power limit: speed 1 and clock 0. With power.headroom_j, below the boost clock:
+/// a rested board runs at the boost clock until it has drawn headroom_j above the limit (boost_w - limit_w per
+/// second), and each second idle at idle_w gives back limit_w - idle_w joules of it (saving_fraction, headroom_s,
+/// headroom_accrual).
 [[nodiscard]] SustainedClock sustained_clock(const PowerLimit& power, const PowerMix& mix);
 
 /// Costs from a device profile. Analytical model:

@@ -93,6 +93,7 @@ using LabelFn = std::function<std::string(std::uint32_t)>;
 ///   when the stream is free and all its dependencies have finished.
 /// - A compute task lasts its fixed duration, unless its stream is slowed (slow_while_busy): then its work
 ///   (the duration at full speed) progresses at `speed` while a flow of an interfering stream is active.
+/// - A compute task on a stream with idle headroom (set_idle_headroom) may start shorter: see there.
 /// - A transfer task first waits its latency, then moves `bytes` as a flow over its route; concurrent
 ///   flows share each link max-min fairly (a flow with multiplicity k on a link uses k x its rate there);
 ///   rates are recomputed whenever a flow starts or ends. A transfer with an empty route or zero bytes
@@ -129,6 +130,17 @@ public:
     /// slow it the same; several `busy` streams may slow one stream (the lowest speed is used); adding a pair
     /// twice changes nothing.
     void slow_while_busy(StreamId busy, StreamId slowed, double speed);
+
+    /// Rest makes `stream` faster (a power-limited GPU's clock rises while it idles, since its limit holds a mean over
+    /// a window): the stream holds credit, picoseconds its work tasks (set_headroom_work) may take off their
+    /// durations, `cap` at most, none at time zero (which counts as the end of a work task). The idle time before a
+    /// resuming work task, from the end of the stream's last work task to its start, adds `accrual` x that time. A work task takes min(credit, its
+    /// max_saving, its duration) off its duration as it starts (before any slowing). Taking the credit task by task
+    /// saves exactly what one task standing for them all (the sum of their max_savings) would.
+    void set_idle_headroom(StreamId stream, Time cap, double accrual);
+    /// Marks a pending compute task of a stream with idle headroom as work that may save up to `max_saving`;
+    /// `resume`: the stream's idle time before it accrues credit.
+    void set_headroom_work(TaskId task, Time max_saving, bool resume);
 
     /// Validates a route (links in range, multiplicity >= 1), merges repeated links (multiplicities add up, first
     /// seen order) and interns it.

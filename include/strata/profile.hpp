@@ -87,6 +87,10 @@ struct PowerLimit {
     /// neither cold nor at a layer's steady state (fixed from one GPU's layers measured at their steady state,
     /// scripts/power-profile.py). The boost clock where not given.
     double reference_clock_mhz = 0;
+    /// Rest: the energy above limit_w a rested board spends before its clock settles (GEMMs after an idle gap run
+    /// above their sustained clock until it is spent), in joules; 0: not measured (no headroom after idling).
+    double headroom_j = 0;
+    double idle_w = 0;  ///< the board's power while it waits, idle at the boost clock: what the rest refills by
     std::vector<MeasuredGemmPower> gemm;      ///< BF16 / FP16 GEMMs, by clock descending (at least one point)
     std::vector<MeasuredGemmPower> gemm_fp8;  ///< FP8 GEMMs (empty: as `gemm`)
     [[nodiscard]] bool present() const { return limit_w > 0; }

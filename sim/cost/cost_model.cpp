@@ -49,6 +49,11 @@ SustainedClock sustained_clock(const PowerLimit& power, const PowerMix& mix) {
     const double ref_clock = power.reference_clock_mhz > 0 ? power.reference_clock_mhz : boost;
     const CurvePoint ref16 = curve_at(power, bf16, ref_clock), ref8 = curve_at(power, fp8, ref_clock);
     const double boost16_w = curve_at(power, bf16, boost).watts;
+    // The mix's seconds at clock f.
+    const auto time_at = [&](double f) {
+        const double stretch16 = ref16.speed / curve_at(power, bf16, f).speed, stretch8 = ref8.speed / curve_at(power, fp8, f).speed;
+        return (mix.gemm_s + mix.attention_s) * stretch16 + mix.gemm_fp8_s * stretch8 + mix.other_s;
+    };
     const auto mean_w = [&](double f) {
         const CurvePoint p16 = curve_at(power, bf16, f), p8 = curve_at(power, fp8, f);
         const double stretch16 = ref16.speed / p16.speed, stretch8 = ref8.speed / p8.speed;
@@ -94,6 +99,16 @@ SustainedClock sustained_clock(const PowerLimit& power, const PowerMix& mix) {
     out.extrapolated = f < measured_slowest;
     out.speed = curve_at(power, bf16, f).speed / ref16.speed;
     out.speed_fp8 = curve_at(power, fp8, f).speed / ref8.speed;
+    if (power.headroom_j > 0 && out.boost_w > power.limit_w) {
+        const double sustained_s = time_at(f), boost_s = time_at(boost);
+        if (sustained_s > 0 && boost_s > 0 && boost_s < sustained_s) {
+            const double gain = sustained_s / boost_s - 1;  // sustained seconds saved per second run at the boost clock
+            const double excess_w = out.boost_w - power.limit_w;
+            out.saving_fraction = 1 - boost_s / sustained_s;
+            out.headroom_s = power.headroom_j / excess_w * gain;
+            out.headroom_accrual = std::max(0.0, power.limit_w - power.idle_w) / excess_w * gain;
+        }
+    }
     return out;
 }
 

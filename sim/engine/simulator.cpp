@@ -108,6 +108,8 @@ struct Simulator::Impl {
         std::uint32_t generation = 0;
         State state = State::pending;
         bool transfer = false;
+        bool work = false;    ///< compute on a stream with idle headroom: may be shortened (its max saving in `bytes`)
+        bool resume = false;  ///< work whose stream's idle time before it accrues headroom credit
     };
     struct Edge {
         std::uint32_t to;    ///< successor slot (alive: it waits for this task)
@@ -123,6 +125,7 @@ struct Simulator::Impl {
         bool busy = false;
         bool refill = false;
         bool slows_others = false;
+        bool headroom = false;  ///< set_idle_headroom: its state in `headrooms`
         std::int64_t busy_ps = 0;
         // Interference (slow_while_busy): for a slowed stream, its speed under interference, the interfering flows
         // active now, and its running compute task's remaining work (ps at full speed) since `since` at `rate`, its
@@ -140,6 +143,13 @@ struct Simulator::Impl {
     detail::BigVector<Stream> streams;
     std::vector<std::string> stream_names;
     std::vector<std::vector<StreamId>> stream_slows;  ///< streams each one slows while it carries bytes
+    /// A stream's idle headroom (set_idle_headroom): credit in ps it may take off its work tasks, at most `cap`.
+    struct Headroom {
+        std::int64_t cap = 0, credit = 0;
+        std::int64_t last_end = 0;  ///< the end of its last work task
+        double accrual = 0;         ///< credit per ps of idle time before a resuming task
+    };
+    std::vector<Headroom> headrooms;  ///< per stream (empty until a stream is given one)
     std::vector<std::string> link_names;
     std::vector<std::uint32_t>
         route_scratch;  ///< add_route: per link, its place in the route being merged + 1
@@ -452,6 +462,7 @@ struct Simulator::Impl {
             throw SimulationError("simulated time overflows: " + describe_slot(s) + " on stream '" + stream_names[sid] +
                                   "' starts at " + format_time(now) + " and lasts " + format_time(k.duration));
         }
+        if (k.work) take_headroom(sid, k);
         if (st.slowed_speed < 1.0 && !k.transfer) {
             st.remaining_ps = static_cast<double>(k.duration);
             st.since = now;
@@ -467,6 +478,19 @@ struct Simulator::Impl {
         } else {
             push(now + k.duration, task_end, sid, st.version, s);
         }
+    }
+
+    /// A work task starting on a stream with idle headroom: a resuming one first accrues credit for the idle time
+    /// since the stream's last work task ended; then it takes what it may of the credit off its duration.
+    void take_headroom(StreamId sid, Task& k) {
+        Headroom& h = headrooms[sid];
+        if (k.resume) {
+            const double gained = static_cast<double>(now - h.last_end) * h.accrual;
+            h.credit = std::min(h.cap, h.credit + static_cast<std::int64_t>(std::min(gained, static_cast<double>(h.cap))));
+        }
+        const std::int64_t save = std::min({h.credit, k.bytes, k.duration});
+        k.duration -= save;
+        h.credit -= save;
     }
 
     /// Schedules the running compute task of slowed stream `st` to end when its remaining work is done.
@@ -540,10 +564,12 @@ struct Simulator::Impl {
         st.head = k.next;
         if (st.head == kNone) st.tail = kNone;
         st.busy_ps += now - k.start;
+        if (k.work) headrooms[sid].last_end = now;
         ++done;
         stats.end_time = Time::from_ps(now);
         if (streaming && observer) {
-            observer(TaskRecord{(static_cast<TaskId>(k.generation) << 32) | s, sid, k.label, k.transfer, Bytes(k.bytes),
+            observer(TaskRecord{(static_cast<TaskId>(k.generation) << 32) | s, sid, k.label, k.transfer,
+                                Bytes(k.transfer ? k.bytes : 0),
                                 Time::from_ps(k.start), Time::from_ps(now)});
         }
         if (k.first_succ != kNone && --tasks[k.first_succ].waiting == 0) try_start(tasks[k.first_succ].stream);
@@ -827,6 +853,32 @@ TaskId Simulator::add_compute(StreamId stream, Time duration, std::uint32_t labe
                               impl_->stream_names[stream] + "'");
     }
     return impl_->new_task(stream, duration.ps(), label, false, kNone, 0);
+}
+
+void Simulator::set_idle_headroom(StreamId stream, Time cap, double accrual) {
+    Impl& im = *impl_;
+    im.check_building("set_idle_headroom");
+    im.check_stream(stream, "set_idle_headroom");
+    if (cap.ps() < 0 || !(accrual >= 0) || !std::isfinite(accrual))
+        throw SimulationError("Simulator::set_idle_headroom: cap and accrual must be finite and >= 0 on stream '" +
+                              im.stream_names[stream] + "'");
+    if (im.headrooms.size() <= stream) im.headrooms.resize(im.streams.size());
+    im.headrooms[stream] = Impl::Headroom{cap.ps(), 0, 0, accrual};  // no credit at time zero
+    im.streams[stream].headroom = true;
+}
+
+void Simulator::set_headroom_work(TaskId task, Time max_saving, bool resume) {
+    Impl& im = *impl_;
+    im.check_adding("set_headroom_work");
+    Impl::Task& k = im.live(task, "set_headroom_work");
+    if (k.state != Impl::State::pending) [[unlikely]]
+        im.throw_started(task, "set_headroom_work");
+    if (k.transfer || !im.streams[k.stream].headroom || max_saving.ps() < 0)
+        throw SimulationError("Simulator::set_headroom_work: a compute task on a stream with idle headroom and a "
+                              "saving >= 0 expected on stream '" + im.stream_names[k.stream] + "'");
+    k.work = true;
+    k.resume = resume;
+    k.bytes = max_saving.ps();
 }
 
 TaskId Simulator::add_transfer_on(StreamId stream, RouteId route, Bytes bytes, Time latency, std::uint32_t label) {

@@ -13,7 +13,7 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 44> kProfileKeys = {
+constexpr std::array<std::string_view, 46> kProfileKeys = {
     "format", "name", "kind",
     "provenance.gpu", "provenance.sm_count", "provenance.memory_bytes", "provenance.driver",
     "provenance.cuda_runtime", "provenance.cublas", "provenance.nccl", "provenance.gpus_used",
@@ -27,7 +27,8 @@ constexpr std::array<std::string_view, 44> kProfileKeys = {
     "flash_attention.forward_efficiency", "flash_attention.backward_efficiency",
     "flash_attention.flash2_forward_ratio", "flash_attention.flash2_backward_ratio",
     "device.peak_flops_fp8", "gemm.efficiency_ceiling_fp8", "intra_node.nvls_bus_bandwidth_bytes_per_s",
-    "power.limit_w", "power.memory_bound_w", "power.attention_w", "power.boost_clock_mhz", "power.reference_clock_mhz"};
+    "power.limit_w", "power.memory_bound_w", "power.attention_w", "power.boost_clock_mhz", "power.reference_clock_mhz",
+    "power.headroom_j", "power.idle_w"};
 
 /// The cost model interpolates a fused-attention kernel's efficiency bilinearly over the entries of the most
 /// common head_dim (the grid), so those must cover every (batch x heads, seq_len) pair of the grid.
@@ -328,6 +329,19 @@ DeviceProfile read_device(const Fields& f, const std::string& file) {
         if (p.power.memory_bound_w >= p.power.limit_w)
             f.fail("power.memory_bound_w", "must be below power.limit_w (" + yamlio::number_text(p.power.limit_w) +
                                                 " W): a copy does not reach the limit");
+    }
+    if (f.has("power.headroom_j") || f.has("power.idle_w")) {
+        if (!p.power.present())
+            f.fail(f.has("power.headroom_j") ? "power.headroom_j" : "power.idle_w",
+                   "needs the power block (power.limit_w and the rest): the headroom is above the board's limit");
+        if (!f.has("power.headroom_j") || !f.has("power.idle_w"))
+            f.fail(f.has("power.headroom_j") ? "power.idle_w" : "power.headroom_j",
+                   "missing: power.headroom_j and power.idle_w go together (what rest gives and how fast)");
+        p.power.headroom_j = f.get_double("power.headroom_j", 0.001, 1e5);
+        p.power.idle_w = f.get_double("power.idle_w", 0, 1e5);
+        if (p.power.idle_w >= p.power.memory_bound_w)
+            f.fail("power.idle_w", "must be below power.memory_bound_w (" + yamlio::number_text(p.power.memory_bound_w) +
+                                       " W): a waiting board draws less than a copying one");
     }
     return p;
 }

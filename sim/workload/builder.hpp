@@ -32,6 +32,7 @@
 #include "strata/simulate.hpp"
 #include "variation.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -119,6 +120,7 @@ private:
         bool keep_first = true;
         std::size_t from = 0;
         Time rest;
+        Time saving;  ///< the most the rest may save after rest (idle headroom)
     };
     /// One side of a pipeline message whose other side has not been generated yet (its `target` is held).
     struct PendingMessage {
@@ -381,6 +383,12 @@ private:
     void attach_overlap(std::uint64_t key, TaskId first);
     // Read from finished tasks (metrics.cpp).
     bool want_detail_ = false;
+    /// Under a power limit with headroom after rest (SustainedClock::saving_fraction): the share of a kernel's time a
+    /// run at the boost clock saves; 0: no headroom.
+    double saving_fraction_ = 0;
+    [[nodiscard]] Time max_saving(Time d) const {
+        return Time::from_ps(static_cast<std::int64_t>(std::floor(static_cast<double>(d.ps()) * saving_fraction_)));
+    }
     // Non-overlapped TP collectives of replica 0 not finished yet: per engine task slot, the generation + 1 of the
     // marked task (0: none), so that marking and finding cost no allocation.
     std::vector<std::uint32_t> exposed_tp_;

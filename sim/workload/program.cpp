@@ -69,6 +69,11 @@ void Builder::build() {
     check_task_limit();  // first: nothing proportional to the task count is built before it
     for (int r = 0; r < e_.pipeline; ++r) programs_.push_back(schedule::stage_program(shape_, r));
     make_groups();
+    // After rest a power-limited GPU runs its kernels above the sustained clock until the headroom is spent (cost.hpp).
+    if (const SustainedClock& clock = cost_.sustained(); clock.headroom_s > 0 && clock.saving_fraction > 0) {
+        saving_fraction_ = clock.saving_fraction;
+        for (const Group& g : groups_) sim_.set_idle_headroom(g.compute, Time::from_seconds(clock.headroom_s), clock.headroom_accrual);
+    }
     reductions_.resize(static_cast<std::size_t>(e_.pipeline));
     empty_route_ = sim_.add_route({});
     find_private_tp_links();

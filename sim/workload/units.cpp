@@ -109,10 +109,32 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             out.valid = true;
         }
     };
+    // Idle headroom (a power-limited GPU rested): the unit's first task on the compute stream accrues the rest before
+    // it, and its kernels may save up to their max_saving. A kernel beside an overlapped collective saves only what
+    // keeps it at least as long as the collective (which it then stops hiding), so that a fused unit saves exactly
+    // what its pieces would.
+    bool resumed = false;
+    auto work = [&](TaskId t, Time saving) {
+        if (saving_fraction_ <= 0) return;
+        sim_.set_headroom_work(t, saving, !resumed);
+        resumed = true;
+    };
+    auto beside_saving = [&](Time beside, Time moving) {
+        return std::min(max_saving(beside), std::max(Time::zero(), beside - moving));
+    };
+    auto alone_time = [&](const Plan& plan) {
+        Time moving = Time::zero();
+        for (const PlannedPhase& ph : plan)
+            moving += ph.latency + (ph.alone            ? *ph.alone
+                                    : ph.alone_if_quiet ? *ph.alone_if_quiet
+                                                        : sim_.alone_transfer_time(ph.route, ph.bytes));
+        return moving;
+    };
     // A fused group (fuse_units), after the unit's first task if `keep_first` (a backward unit's recompute workspace is
     // held while its first task runs): kernels and synchronous collectives that move alone add up here and run as one
     // compute task.
     Time pending = Time::zero();
+    Time pending_saving = Time::zero();
     bool have_pending = false;
     bool interrupted = false;  // a collective that does not move alone split the fused part
     std::size_t rest_from = unit.steps.size();  // where the fused part starts
@@ -121,13 +143,15 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         const TaskId t = sim_.add_compute(g.compute, pending, label);
         for (TaskId d : prev) sim_.add_dependency(d, t);
         note_first(t);
+        work(t, pending_saving);
         prev.set(t);
-        pending = Time::zero();
+        pending = pending_saving = Time::zero();
         have_pending = false;
     };
-    auto add_pending = [&](Time t, std::size_t i) {
+    auto add_pending = [&](Time t, Time saving, std::size_t i) {
         if (!have_pending && rest_from == unit.steps.size()) rest_from = i;
         pending += t;
+        pending_saving += saving;
         have_pending = true;
     };
     // Without run-to-run jitter a group's spans are fixed, so the fused part of a unit it ran before is taken as it was.
@@ -143,13 +167,15 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         const UnitStep& s = unit.steps[i];
         const bool fusing = fuse && (out.valid || !keep_first);
         if (s.is_compute) {
+            const Time d = span_time(g, s.duration);
             if (fusing) {
-                add_pending(span_time(g, s.duration), i);
+                add_pending(d, max_saving(d), i);
                 continue;
             }
-            TaskId t = sim_.add_compute(g.compute, span_time(g, s.duration), label);
-            for (TaskId d : prev) sim_.add_dependency(d, t);
+            TaskId t = sim_.add_compute(g.compute, d, label);
+            for (TaskId d_ : prev) sim_.add_dependency(d_, t);
             note_first(t);
+            work(t, max_saving(d));
             prev.set(t);
             continue;
         }
@@ -159,18 +185,25 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             // Its phases run one after another on the idle tp stream, each its latency plus its alone time (no data-
             // parallel collective of the stage runs now: dp_quiet); the kernels overlapped with it start with it on the
             // idle compute stream, and what follows waits for both.
-            Time moving = Time::zero();
-            for (const PlannedPhase& ph : plan) moving += ph.latency + (ph.alone ? *ph.alone : *ph.alone_if_quiet);
+            Time moving = alone_time(plan);
+            Time saving = Time::zero();
             if (paired) {
                 const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
                 // As unfused (below): the kernels beside it, then a ring exchange's tail after both, drawn in that order.
                 const Time beside = CostModel::slowed_compute(unit.steps[i + 1].duration, c, s.sm_fraction);
                 const Time tail = std::min(s.tail, beside);
-                moving = std::max(moving, span_time(g, beside - tail));
-                if (tail > Time::zero()) moving += span_time(g, tail);
+                // Each span drawn once (run-to-run jitter draws at every call), as unfused.
+                const Time kernels = span_time(g, beside - tail);
+                saving = beside_saving(kernels, moving);
+                moving = std::max(moving, kernels);
+                if (tail > Time::zero()) {
+                    const Time last = span_time(g, tail);
+                    moving += last;
+                    saving += max_saving(last);
+                }
                 ++i;
             }
-            add_pending(moving, i);
+            add_pending(moving, saving, i);
             continue;
         }
         interrupted = interrupted || have_pending;
@@ -182,6 +215,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             const TaskId anchor = sim_.add_compute(g.compute, Time::zero(), label);
             for (TaskId d : prev) sim_.add_dependency(d, anchor);
             note_first(anchor);
+            work(anchor, Time::zero());  // the rest before the unit accrues here, as before a fused unit's one task
             prev.set(anchor);
         }
         TaskId first{};
@@ -194,12 +228,16 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
             const Time beside = CostModel::slowed_compute(unit.steps[i + 1].duration, c, s.sm_fraction);
             const Time tail = std::min(s.tail, beside);
-            TaskId w = sim_.add_compute(g.compute, span_time(g, beside - tail), label);
+            const Time kernels = span_time(g, beside - tail);
+            TaskId w = sim_.add_compute(g.compute, kernels, label);
             for (TaskId d : prev) sim_.add_dependency(d, w);
+            if (saving_fraction_ > 0) work(w, beside_saving(kernels, alone_time(plan)));
             if (g.replica == 0) mark_paired_tp(last, w);
             prev.set(w, last);
             if (tail > Time::zero()) {
-                const TaskId last_chunk = sim_.add_compute(g.compute, span_time(g, tail), label);
+                const Time last_span = span_time(g, tail);
+                const TaskId last_chunk = sim_.add_compute(g.compute, last_span, label);
+                work(last_chunk, max_saving(last_span));
                 sim_.add_dependency(w, last_chunk);
                 sim_.add_dependency(last, last_chunk);
                 prev.set(last_chunk);
@@ -211,9 +249,10 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
     }
     if (cached) {
         pending = cached->rest;
+        pending_saving = cached->saving;
         have_pending = true;
     } else if (cacheable && !interrupted && have_pending) {
-        g.fused_parts.push_back({&unit, FusedPart{keep_first, rest_from, pending}});
+        g.fused_parts.push_back({&unit, FusedPart{keep_first, rest_from, pending, pending_saving}});
     }
     flush();
     if (!out.valid) {

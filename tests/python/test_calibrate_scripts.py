@@ -160,8 +160,29 @@ def test_power_blocks_in_the_hopper_profiles_are_the_scripts_output():
             text = f.read()
         for line in out.splitlines():
             if line.startswith("    - {clock_mhz") or line.strip().startswith(("memory_bound_w", "attention_w", "limit_w",
-                                                                                  "boost_clock_mhz")):
+                                                                                  "boost_clock_mhz", "headroom_j", "idle_w")):
                 assert line in text, (profile, line)
+        # The headroom after rest: the H100 run's duty part (the H200 run had none; its profiles borrow the H100's).
+        h100 = _power_profile(os.path.join(runs, "h100-power.json"))
+        for key in ("headroom_j", "idle_w"):
+            line = next(l for l in h100.splitlines() if l.strip().startswith(key + ":"))
+            assert line in text, (profile, line)
+
+
+def test_power_profile_headroom_from_the_bursts_after_idle_gaps():
+    # 8 bursts of 400 ms GEMMs (the first, after the mix, left out) from the boost clock towards the GEMM-only clock:
+    # their seconds at the boost clock times what GEMMs draw there above 700 W.
+    runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
+    out = _power_profile(os.path.join(runs, "h100-power.json"))
+    note = next(l for l in out.splitlines() if "GEMM bursts of 400 ms" in l)
+    assert note.strip().startswith("# 8 GEMM bursts")
+    boosted_ms = float(note.split(": ")[1].split(" ms")[0])
+    boost_w = float(note.split("GEMMs there ")[1].split(" W")[0])
+    joules = float(next(l for l in out.splitlines() if l.strip().startswith("headroom_j:")).split(": ")[1])
+    assert 100 <= boosted_ms <= 200 and 950 <= boost_w <= 1050
+    assert abs(joules - boosted_ms / 1e3 * (boost_w - 700)) < 0.5
+    # A run without the duty part (the H200's) gives no headroom lines.
+    assert "headroom_j" not in _power_profile(os.path.join(runs, "h200-power.json"), "--attention-w", "658.6")
 
 
 def test_power_profile_refuses_a_run_without_readings(tmp_path):
