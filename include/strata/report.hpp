@@ -24,6 +24,8 @@ struct LayerTiming {
     double compute_speed = 1;
     double compute_speed_fp8 = 1;
     double sm_clock_mhz = 0;
+    double headroom_ms = 0;             ///< the most a rested GPU saves at the boost clock (0: no headroom)
+    double headroom_saving_fraction = 0;  ///< the share of a kernel's time the boost clock saves
 };
 
 /// Where a configuration search (strata search) placed a simulated candidate: its analytical estimate, that

@@ -23,6 +23,8 @@ CaseResult analyze(const Scenario& sc) {
     r.layer.compute_speed = clock.speed;
     r.layer.compute_speed_fp8 = clock.speed_fp8;
     r.layer.sm_clock_mhz = clock.clock_mhz;
+    r.layer.headroom_ms = 1e3 * clock.headroom_s;
+    r.layer.headroom_saving_fraction = clock.saving_fraction;
     r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor, sc.execution.context).ms();
     r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor, sc.execution.context).ms();
     bool any_measured = false, any_analytical = false;
@@ -114,6 +116,9 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                            clock.clock_mhz, clock.extrapolated ? " (extrapolated below the measured curve)" : "",
                            100.0 * clock.speed,
                            e.precision == Precision::fp8 ? fmt::format(", FP8 GEMMs at {:.1f}%", 100.0 * clock.speed_fp8) : "");
+    if (clock.headroom_s > 0)  // simulated only: not in the passes above
+        out << fmt::format("  after rest (power.headroom_j, idle_w): {:.1f}% less time at the boost clock, up to {:.1f} ms saved; each ms idle "
+                           "between units gives back {:.2f} ms (simulation only)\n", 100.0 * clock.saving_fraction, 1e3 * clock.headroom_s, clock.headroom_accrual);
     if (e.host_gaps())
         out << fmt::format("  before each unit (a model chunk's pass for one microbatch) the GPU idles {:.3f} ms (forward) / {:.3f} ms\n"
                            "  (backward) while its host, synchronised with it, issues the unit (execution.host_gap_*_us; not in\n"
@@ -457,6 +462,8 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
             j["layer"]["compute_speed"] = r.layer.compute_speed;
             j["layer"]["compute_speed_fp8"] = r.layer.compute_speed_fp8;
             j["layer"]["sm_clock_mhz"] = std::round(r.layer.sm_clock_mhz);
+            if (r.layer.headroom_ms > 0)
+                j["layer"].update({{"headroom_ms", r.layer.headroom_ms}, {"headroom_saving_fraction", r.layer.headroom_saving_fraction}});
         }
         auto& per_stage = j["parameters_per_gpu_by_stage"] = nlohmann::ordered_json::array();
         for (int st = 0; st < e.pipeline; ++st) per_stage.push_back(std::llround(parameters_on_stage(m, e, st)));
