@@ -387,6 +387,7 @@ private:
     /// run at the boost clock saves; 0: no headroom.
     double saving_fraction_ = 0;
     [[nodiscard]] Time max_saving(Time d) const {
+        if (saving_fraction_ <= 0) return Time::zero();
         return Time::from_ps(static_cast<std::int64_t>(std::floor(static_cast<double>(d.ps()) * saving_fraction_)));
     }
     // Non-overlapped TP collectives of replica 0 not finished yet: per engine task slot, the generation + 1 of the

@@ -175,7 +175,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             TaskId t = sim_.add_compute(g.compute, d, label);
             for (TaskId d_ : prev) sim_.add_dependency(d_, t);
             note_first(t);
-            work(t, max_saving(d));
+            if (saving_fraction_ > 0) work(t, max_saving(d));
             prev.set(t);
             continue;
         }
@@ -194,12 +194,12 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
                 const Time tail = std::min(s.tail, beside);
                 // Each span drawn once (run-to-run jitter draws at every call), as unfused.
                 const Time kernels = span_time(g, beside - tail);
-                saving = beside_saving(kernels, moving);
+                if (saving_fraction_ > 0) saving = beside_saving(kernels, moving);
                 moving = std::max(moving, kernels);
                 if (tail > Time::zero()) {
                     const Time last = span_time(g, tail);
                     moving += last;
-                    saving += max_saving(last);
+                    if (saving_fraction_ > 0) saving += max_saving(last);
                 }
                 ++i;
             }
@@ -237,7 +237,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             if (tail > Time::zero()) {
                 const Time last_span = span_time(g, tail);
                 const TaskId last_chunk = sim_.add_compute(g.compute, last_span, label);
-                work(last_chunk, max_saving(last_span));
+                if (saving_fraction_ > 0) work(last_chunk, max_saving(last_span));
                 sim_.add_dependency(w, last_chunk);
                 sim_.add_dependency(last, last_chunk);
                 prev.set(last_chunk);
