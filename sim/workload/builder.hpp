@@ -395,12 +395,13 @@ private:
     std::vector<std::uint32_t> exposed_tp_;
     void mark_exposed_tp(TaskId t);
     // Overlapped TP collectives of replica 0 and the kernels beside them: the compute stream waits for the later of
-    // the two, so the time the collective runs on after its kernels have ended is exposed. Per slot of the
-    // collective's last phase: its generation + 1 and its partner; per slot of the partner: its generation + 1 and
-    // its end (-1: not ended yet).
+    // the two, so the time the collective runs on after its kernels have ended is exposed. Indexed by task slot, with
+    // the generation + 1 (0: none): a collective's slot holds its kernels' end once they ended first; the kernels'
+    // slot names their collective. Keyed so, a slot reused after the kernels end (streaming) cannot take their record
+    // before the collective ends.
     std::vector<std::uint32_t> paired_tp_, paired_compute_;
-    std::vector<TaskId> paired_partner_;
-    std::vector<std::int64_t> paired_compute_end_;
+    std::vector<TaskId> paired_partner_;         ///< by the kernels' slot: their collective
+    std::vector<std::int64_t> paired_compute_end_;  ///< by the collective's slot: its kernels' end, -1 before
     void mark_paired_tp(TaskId collective_last, TaskId compute);
     std::int64_t exposed_tp_ps_ = 0;
     std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0, g0_optimizer_end_ = 0;

@@ -34,13 +34,13 @@ void Builder::mark_paired_tp(TaskId collective_last, TaskId compute) {
     };
     const std::size_t c = engine::task_slot(collective_last), k = engine::task_slot(compute);
     grow(paired_tp_, c, 0u);
-    grow(paired_partner_, c, TaskId{});
+    grow(paired_compute_end_, c, std::int64_t{-1});
     grow(paired_compute_, k, 0u);
-    grow(paired_compute_end_, k, std::int64_t{-1});
+    grow(paired_partner_, k, TaskId{});
     paired_tp_[c] = engine::task_generation(collective_last) + 1;
-    paired_partner_[c] = compute;
+    paired_compute_end_[c] = -1;
     paired_compute_[k] = engine::task_generation(compute) + 1;
-    paired_compute_end_[k] = -1;
+    paired_partner_[k] = collective_last;
 }
 
 void Builder::observe(const engine::TaskRecord& r) {
@@ -56,19 +56,18 @@ void Builder::observe(const engine::TaskRecord& r) {
         }
         if (slot < paired_tp_.size() && paired_tp_[slot] == engine::task_generation(r.task) + 1) {
             // An overlapped collective ends: exposed from its kernels' end, if they ended first (tasks end in time
-            // order); else nothing, and the kernels' end need not be recorded.
+            // order); else nothing (its kernels, ending later or at once, find it gone).
             paired_tp_[slot] = 0;
-            const TaskId partner = paired_partner_[slot];
-            const std::size_t k = engine::task_slot(partner);
-            if (paired_compute_[k] == engine::task_generation(partner) + 1) {
-                if (paired_compute_end_[k] >= 0) exposed_tp_ps_ += std::max<std::int64_t>(0, r.end.ps() - paired_compute_end_[k]);
-                paired_compute_[k] = 0;
-            }
+            if (paired_compute_end_[slot] >= 0) exposed_tp_ps_ += std::max<std::int64_t>(0, r.end.ps() - paired_compute_end_[slot]);
         }
     } else if (const std::size_t slot = engine::task_slot(r.task);
                interval_stage_[r.stream] >= 0 && slot < paired_compute_.size() &&
                paired_compute_[slot] == engine::task_generation(r.task) + 1) {  // replica 0's compute stream
-        paired_compute_end_[slot] = r.end.ps();  // the kernels beside a collective that has not ended yet
+        paired_compute_[slot] = 0;
+        // The kernels beside a collective end: recorded on the collective, if it has not ended yet.
+        const TaskId collective = paired_partner_[slot];
+        const std::size_t c = engine::task_slot(collective);
+        if (paired_tp_[c] == engine::task_generation(collective) + 1) paired_compute_end_[c] = r.end.ps();
     }
     // With overlap_p2p_comm the transfers run beside the compute; the time a unit waits for one is counted as
     // bubble (not attributed), so only the blocking calls' transfers are read here.

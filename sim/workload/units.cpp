@@ -102,6 +102,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         [[nodiscard]] std::span<const TaskId> span() const { return {ids.data(), n}; }
     } prev;
     if (after) prev.set(*after);
+    bool prev_work = false;  // prev is one compute-stream task marked as work (idle headroom)
     const std::uint32_t tp_label = make_label(TaskKind::tp, label_chunk(label), label_mb(label));
     auto note_first = [&](TaskId t) {
         if (!out.valid) {
@@ -145,6 +146,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         note_first(t);
         work(t, pending_saving);
         prev.set(t);
+        prev_work = true;
         pending = pending_saving = Time::zero();
         have_pending = false;
     };
@@ -177,6 +179,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             note_first(t);
             if (saving_fraction_ > 0) work(t, max_saving(d));
             prev.set(t);
+            prev_work = true;
             continue;
         }
         const Plan& plan = tp_phases(g, s.kind, s.message, s.context_group);
@@ -217,6 +220,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             note_first(anchor);
             work(anchor, Time::zero());  // the rest before the unit accrues here, as before a fused unit's one task
             prev.set(anchor);
+            prev_work = true;
         }
         TaskId first{};
         // Synchronous (not paired with the next kernels): the in-order compute stream waits for every phase.
@@ -234,6 +238,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             if (saving_fraction_ > 0) work(w, beside_saving(kernels, alone_time(plan)));
             if (g.replica == 0) mark_paired_tp(last, w);
             prev.set(w, last);
+            prev_work = false;
             if (tail > Time::zero()) {
                 const Time last_span = span_time(g, tail);
                 const TaskId last_chunk = sim_.add_compute(g.compute, last_span, label);
@@ -241,10 +246,12 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
                 sim_.add_dependency(w, last_chunk);
                 sim_.add_dependency(last, last_chunk);
                 prev.set(last_chunk);
+                prev_work = true;
             }
             ++i;
         } else {
             prev.set(last);
+            prev_work = false;
         }
     }
     if (cached) {
@@ -260,6 +267,14 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         out.valid = true;
         for (TaskId d : prev) sim_.add_dependency(d, out.first);
         return out;
+    }
+    // With idle headroom the unit ends on the compute stream, after whatever collective it ends with: the rest before
+    // the next unit counts from there, as after a fused unit's one task.
+    if (saving_fraction_ > 0 && !(prev.n == 1 && prev_work)) {
+        const TaskId end_mark = sim_.add_compute(g.compute, Time::zero(), label);
+        for (TaskId d : prev) sim_.add_dependency(d, end_mark);
+        work(end_mark, Time::zero());
+        prev.set(end_mark);
     }
     if (prev.n == 1) {
         out.last = prev.ids[0];
