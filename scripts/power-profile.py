@@ -11,8 +11,9 @@ curve from a `torch_power.py --fp8 --only mix` run (measured.gemm_power_fp8).
 The headroom after rest (power.headroom_j, power.idle_w; a run with the duty part): the 400 ms GEMM bursts, each after
 as long an idle gap, start at the boost clock and settle towards the GEMM-only clock. Each burst's clock readings
 (NVML, every 20 ms), as speed on the BF16 curve above that clock's, add up to the seconds at the boost clock the rest
-bought (the first burst left out: it follows the mix, not a gap); the mean over the bursts times what GEMMs draw at the
-boost clock above the limit is headroom_j. idle_w: the median power of the run's idle readings at the boost clock.
+bought (the first burst left out: it follows the 2 s pause before the part, not a gap as long as itself, and bought
+220 ms on the H100 against 112-187 ms); the mean over the bursts times what GEMMs draw at the boost clock above the
+limit is headroom_j. idle_w: the median power of the run's idle readings at the boost clock.
 
 With --profile P (a profile that already has the block) and --strata BIN: power.reference_clock_mhz, the clock at
 which the profile's own rates hold, fitted (least squares, relative errors) so that strata's layers at their steady
@@ -92,9 +93,9 @@ def fit_reference(strata, profile, measured, eager, lo_clock, hi_clock):
         os.unlink(tmp)
 
 
-def speed_at(points, boost_mhz, limit, mhz):
-    """The BF16 curve's speed at a clock (as strata's sustained_clock reads it: linear between points, up to (boost,
-    1) above the top one), and its watts there (above the top point with the top two points' slope)."""
+def speed_at(points, boost_mhz, mhz):
+    """The BF16 curve's speed at a clock, as strata's sustained_clock reads it: linear between points, up to (boost,
+    1) above the top one."""
     pts = [(boost_mhz, 1.0, None)] + [(p[0], p[1], p[2]) for p in points]
     if mhz >= pts[1][0]:
         hi, lo = pts[0], pts[1]
@@ -124,7 +125,7 @@ def headroom(d, points, boost_mhz, limit):
         secs = 0.0
         for i, x in enumerate(b):
             dt = (b[i + 1][1] - x[1]) if i + 1 < len(b) else (x[1] - b[i - 1][1])
-            secs += max(0.0, speed_at(points, boost_mhz, limit, x[2]) - steady) / (1 - steady) * dt
+            secs += max(0.0, speed_at(points, boost_mhz, x[2]) - steady) / (1 - steady) * dt
         boosted.append(secs)
     top, second = points[0], points[1]
     boost_w = top[2] + (top[2] - second[2]) / (top[0] - second[0]) * (boost_mhz - top[0])

@@ -1176,17 +1176,49 @@ TEST_CASE("idle headroom: work split into tasks saves what one task standing for
     }
 }
 
+TEST_CASE("idle headroom: a slowed stream's work is shortened first, then slowed", "[engine][headroom][interference]") {
+    // As the interference test above, but a rest of 40 us before the task gave it 20 us of credit (accrual 0.5): its
+    // work is 80 us at full speed, started at 40 us; a flow from 60 to 110 us halves it: 20 us of work before, 25
+    // during, 35 after: ends at 145 us.
+    Simulator sim;
+    const StreamId compute = sim.add_stream("compute");
+    const StreamId comm = sim.add_stream("comm");
+    const StreamId other = sim.add_stream("elsewhere");
+    const LinkId l = sim.add_link("l", bw(1e9));
+    sim.slow_while_busy(comm, compute, 0.5);
+    sim.set_idle_headroom(compute, us(30), 0.5);
+    const TaskId rest = sim.add_compute(other, us(40), 1);
+    const TaskId k = sim.add_compute(compute, us(100), 2);
+    sim.add_dependency(rest, k);
+    sim.set_headroom_work(k, us(25), true);
+    const TaskId f = sim.add_transfer(comm, {{l, 1}}, Bytes(50'000), us(20), 3);
+    sim.add_dependency(rest, f);
+    sim.run();
+    CHECK(sim.start_time(k) == us(40));
+    CHECK(sim.end_time(f) == us(110));
+    CHECK(sim.end_time(k) == us(145));
+    // A task that has run cannot be marked.
+    Simulator late;
+    const StreamId s = late.add_stream("gpu");
+    late.set_idle_headroom(s, us(1), 1.0);
+    const TaskId first = late.add_compute(s, us(1), 1);
+    late.run();
+    CHECK_THROWS_AS(late.set_headroom_work(first, us(1), true), SimulationError);
+}
+
 TEST_CASE("idle headroom: misuse throws SimulationError", "[engine][headroom][errors]") {
     Simulator sim;
     const StreamId s = sim.add_stream("gpu");
     const StreamId plain = sim.add_stream("plain");
     CHECK_THROWS_AS(sim.set_idle_headroom(s, ps(-1), 0.5), SimulationError);
+    CHECK_THROWS_WITH(sim.set_idle_headroom(s, Time::from_ps((std::int64_t{1} << 62) + 1), 0.5),
+                      Catch::Contains("[0, 2^62]"));
     CHECK_THROWS_AS(sim.set_idle_headroom(s, ps(10), -0.5), SimulationError);
     sim.set_idle_headroom(s, ps(10), 0.5);
     const TaskId t = sim.add_compute(plain, ps(10), 1);
-    CHECK_THROWS_AS(sim.set_headroom_work(t, ps(5), true), SimulationError);  // its stream has no headroom
+    CHECK_THROWS_WITH(sim.set_headroom_work(t, ps(5), true), Catch::Contains("no idle headroom"));
     const TaskId u = sim.add_compute(s, ps(10), 2);
-    CHECK_THROWS_AS(sim.set_headroom_work(u, ps(-5), true), SimulationError);
+    CHECK_THROWS_WITH(sim.set_headroom_work(u, ps(-5), true), Catch::Contains("got -5 ps"));
     const TaskId x = sim.add_transfer(s, {}, Bytes(0), ps(5), 3);
-    CHECK_THROWS_AS(sim.set_headroom_work(x, ps(5), true), SimulationError);  // a transfer
+    CHECK_THROWS_WITH(sim.set_headroom_work(x, ps(5), true), Catch::Contains("is a transfer"));
 }

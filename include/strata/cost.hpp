@@ -59,8 +59,9 @@ struct SustainedClock {
     double speed_fp8 = 1;       ///< FP8 GEMMs
     double boost_w = 0;         ///< the mix's mean power at the boost clock
     bool extrapolated = false;  ///< below the slowest measured clock of a curve the mix uses (a capped board)
-    /// After rest (power.headroom_j): the share of the mix's time a run at the boost clock saves, the most of it a
-    /// rested board saves (seconds, the headroom run at the boost clock), and what a second idle gives back of that.
+    /// After rest (power.headroom_j): the share of the mix's time a run at the boost clock saves; the most a rested board
+    /// saves (seconds of sustained-clock time: headroom_j / (boost_w - limit_w) seconds at the boost clock, times the
+    /// boost's gain); and the seconds of saving each second idle gives back.
     double saving_fraction = 0;
     double headroom_s = 0;
     double headroom_accrual = 0;

@@ -111,6 +111,7 @@ struct Simulator::Impl {
         bool work = false;    ///< compute on a stream with idle headroom: may be shortened (its max saving in `bytes`)
         bool resume = false;  ///< work whose stream's idle time before it accrues headroom credit
     };
+    static_assert(sizeof(Task) == 64, "a task's slot is one cache line: no room for another field");
     struct Edge {
         std::uint32_t to;    ///< successor slot (alive: it waits for this task)
         std::uint32_t next;  ///< next edge of the same task, or kNone
@@ -859,9 +860,13 @@ void Simulator::set_idle_headroom(StreamId stream, Time cap, double accrual) {
     Impl& im = *impl_;
     im.check_building("set_idle_headroom");
     im.check_stream(stream, "set_idle_headroom");
-    if (cap.ps() < 0 || !(accrual >= 0) || !std::isfinite(accrual))
-        throw SimulationError("Simulator::set_idle_headroom: cap and accrual must be finite and >= 0 on stream '" +
-                              im.stream_names[stream] + "'");
+    constexpr std::int64_t kMaxCap = std::int64_t{1} << 62;  // so that credit + a capped gain cannot overflow
+    if (cap.ps() < 0 || cap.ps() > kMaxCap)
+        throw SimulationError("Simulator::set_idle_headroom: cap must be in [0, 2^62] ps, got " + std::to_string(cap.ps()) +
+                              " ps on stream '" + im.stream_names[stream] + "'");
+    if (!(accrual >= 0) || !std::isfinite(accrual))
+        throw SimulationError("Simulator::set_idle_headroom: accrual must be finite and >= 0, got " +
+                              std::to_string(accrual) + " on stream '" + im.stream_names[stream] + "'");
     if (im.headrooms.size() <= stream) im.headrooms.resize(im.streams.size());
     im.headrooms[stream] = Impl::Headroom{cap.ps(), 0, 0, accrual};  // no credit at time zero
     im.streams[stream].headroom = true;
@@ -873,9 +878,13 @@ void Simulator::set_headroom_work(TaskId task, Time max_saving, bool resume) {
     Impl::Task& k = im.live(task, "set_headroom_work");
     if (k.state != Impl::State::pending) [[unlikely]]
         im.throw_started(task, "set_headroom_work");
-    if (k.transfer || !im.streams[k.stream].headroom || max_saving.ps() < 0)
-        throw SimulationError("Simulator::set_headroom_work: a compute task on a stream with idle headroom and a "
-                              "saving >= 0 expected on stream '" + im.stream_names[k.stream] + "'");
+    const std::string what = "Simulator::set_headroom_work: " + im.describe_slot(slot_of(task)) + " on stream '" +
+                             im.stream_names[k.stream] + "'";
+    if (k.transfer) throw SimulationError(what + " is a transfer: only compute tasks run faster after rest");
+    if (!im.streams[k.stream].headroom)
+        throw SimulationError(what + ": the stream has no idle headroom (set_idle_headroom)");
+    if (max_saving.ps() < 0)
+        throw SimulationError(what + ": the most it may save must be >= 0, got " + std::to_string(max_saving.ps()) + " ps");
     k.work = true;
     k.resume = resume;
     k.bytes = max_saving.ps();

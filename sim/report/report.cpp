@@ -117,8 +117,8 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                            100.0 * clock.speed,
                            e.precision == Precision::fp8 ? fmt::format(", FP8 GEMMs at {:.1f}%", 100.0 * clock.speed_fp8) : "");
     if (clock.headroom_s > 0)  // simulated only: not in the passes above
-        out << fmt::format("  after rest (power.headroom_j, idle_w): {:.1f}% less time at the boost clock, up to {:.1f} ms saved; each ms idle "
-                           "between units gives back {:.2f} ms (simulation only)\n", 100.0 * clock.saving_fraction, 1e3 * clock.headroom_s, clock.headroom_accrual);
+        out << fmt::format("  after rest (power.headroom_j, idle_w): {:.1f}% less time at the boost clock, a full rest saves up to {:.1f} ms; "
+                           "each ms idle between units gives back {:.2f} ms (in the simulation)\n", 100.0 * clock.saving_fraction, 1e3 * clock.headroom_s, clock.headroom_accrual);
     if (e.host_gaps())
         out << fmt::format("  before each unit (a model chunk's pass for one microbatch) the GPU idles {:.3f} ms (forward) / {:.3f} ms\n"
                            "  (backward) while its host, synchronised with it, issues the unit (execution.host_gap_*_us; not in\n"
