@@ -878,13 +878,14 @@ void Simulator::set_headroom_work(TaskId task, Time max_saving, bool resume) {
     Impl::Task& k = im.live(task, "set_headroom_work");
     if (k.state != Impl::State::pending) [[unlikely]]
         im.throw_started(task, "set_headroom_work");
-    const std::string what = "Simulator::set_headroom_work: " + im.describe_slot(slot_of(task)) + " on stream '" +
-                             im.stream_names[k.stream] + "'";
-    if (k.transfer) throw SimulationError(what + " is a transfer: only compute tasks run faster after rest");
-    if (!im.streams[k.stream].headroom)
-        throw SimulationError(what + ": the stream has no idle headroom (set_idle_headroom)");
-    if (max_saving.ps() < 0)
+    if (k.transfer || !im.streams[k.stream].headroom || max_saving.ps() < 0) [[unlikely]] {
+        const std::string what = "Simulator::set_headroom_work: " + im.describe_slot(slot_of(task)) + " on stream '" +
+                                 im.stream_names[k.stream] + "'";
+        if (k.transfer) throw SimulationError(what + " is a transfer: only compute tasks run faster after rest");
+        if (!im.streams[k.stream].headroom)
+            throw SimulationError(what + ": the stream has no idle headroom (set_idle_headroom)");
         throw SimulationError(what + ": the most it may save must be >= 0, got " + std::to_string(max_saving.ps()) + " ps");
+    }
     k.work = true;
     k.resume = resume;
     k.bytes = max_saving.ps();
