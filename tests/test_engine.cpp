@@ -1197,13 +1197,13 @@ TEST_CASE("idle headroom: a slowed stream's work is shortened first, then slowed
     CHECK(sim.start_time(k) == us(40));
     CHECK(sim.end_time(f) == us(110));
     CHECK(sim.end_time(k) == us(145));
-    // A task that has run cannot be marked.
+    // Nothing can be marked once the graph has run.
     Simulator late;
     const StreamId s = late.add_stream("gpu");
     late.set_idle_headroom(s, us(1), 1.0);
     const TaskId first = late.add_compute(s, us(1), 1);
     late.run();
-    CHECK_THROWS_AS(late.set_headroom_work(first, us(1), true), SimulationError);
+    CHECK_THROWS_WITH(late.set_headroom_work(first, us(1), true), Catch::Contains("after run()"));
 }
 
 TEST_CASE("idle headroom: misuse throws SimulationError", "[engine][headroom][errors]") {

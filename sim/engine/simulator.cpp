@@ -487,7 +487,7 @@ struct Simulator::Impl {
         Headroom& h = headrooms[sid];
         if (k.resume) {
             const double gained = static_cast<double>(now - h.last_end) * h.accrual;
-            h.credit = std::min(h.cap, h.credit + static_cast<std::int64_t>(std::min(gained, static_cast<double>(h.cap))));
+            h.credit += static_cast<std::int64_t>(std::min(gained, static_cast<double>(h.cap - h.credit)));
         }
         const std::int64_t save = std::min({h.credit, k.bytes, k.duration});
         k.duration -= save;
