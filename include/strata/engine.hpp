@@ -133,10 +133,11 @@ public:
 
     /// Rest makes `stream` faster (a power-limited GPU's clock rises while it idles, since its limit holds a mean over
     /// a window): the stream holds credit, picoseconds its work tasks (set_headroom_work) may take off their
-    /// durations, `cap` at most, none at time zero (which counts as the end of a work task). The idle time before a
-    /// resuming work task, from the end of the stream's last work task to its start, adds `accrual` x that time. A work task takes min(credit, its
-    /// max_saving, its duration) off its duration as it starts (before any slowing). Taking the credit task by task
-    /// saves exactly what one task standing for them all (the sum of their max_savings) would.
+    /// durations, `cap` at most (2^62 ps), none at time zero (which counts as the end of a work task). The idle time
+    /// before a resuming work task, from the end of the stream's last work task to its start, adds `accrual` x that
+    /// time. A work task takes min(credit, its max_saving, its duration) off its duration as it starts (before any
+    /// slowing). Taking the credit task by task saves exactly what one task standing for them all (the sum of their
+    /// max_savings) would.
     void set_idle_headroom(StreamId stream, Time cap, double accrual);
     /// Marks a pending compute task of a stream with idle headroom as work that may save up to `max_saving`;
     /// `resume`: the stream's idle time before it accrues credit.

@@ -177,7 +177,7 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             TaskId t = sim_.add_compute(g.compute, d, label);
             for (TaskId d_ : prev) sim_.add_dependency(d_, t);
             note_first(t);
-            if (saving_fraction_ > 0) work(t, max_saving(d));
+            work(t, max_saving(d));
             prev.set(t);
             prev_work = true;
             continue;
@@ -197,12 +197,12 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
                 const Time tail = std::min(s.tail, beside);
                 // Each span drawn once (run-to-run jitter draws at every call), as unfused.
                 const Time kernels = span_time(g, beside - tail);
-                if (saving_fraction_ > 0) saving = beside_saving(kernels, moving);
+                saving = beside_saving(kernels, moving);
                 moving = std::max(moving, kernels);
                 if (tail > Time::zero()) {
                     const Time last = span_time(g, tail);
                     moving += last;
-                    if (saving_fraction_ > 0) saving += max_saving(last);
+                    saving += max_saving(last);
                 }
                 ++i;
             }
@@ -235,14 +235,14 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             const Time kernels = span_time(g, beside - tail);
             TaskId w = sim_.add_compute(g.compute, kernels, label);
             for (TaskId d : prev) sim_.add_dependency(d, w);
-            if (saving_fraction_ > 0) work(w, beside_saving(kernels, alone_time(plan)));
+            if (saving_fraction_ > 0) work(w, beside_saving(kernels, alone_time(plan)));  // alone_time walks the plan
             if (g.replica == 0) mark_paired_tp(last, w);
             prev.set(w, last);
             prev_work = false;
             if (tail > Time::zero()) {
                 const Time last_span = span_time(g, tail);
                 const TaskId last_chunk = sim_.add_compute(g.compute, last_span, label);
-                if (saving_fraction_ > 0) work(last_chunk, max_saving(last_span));
+                work(last_chunk, max_saving(last_span));
                 sim_.add_dependency(w, last_chunk);
                 sim_.add_dependency(last, last_chunk);
                 prev.set(last_chunk);
@@ -268,19 +268,15 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         for (TaskId d : prev) sim_.add_dependency(d, out.first);
         return out;
     }
-    // With idle headroom the unit ends on the compute stream, after whatever collective it ends with: the rest before
-    // the next unit counts from there, as after a fused unit's one task.
-    if (saving_fraction_ > 0 && !(prev.n == 1 && prev_work)) {
-        const TaskId end_mark = sim_.add_compute(g.compute, Time::zero(), label);
-        for (TaskId d : prev) sim_.add_dependency(d, end_mark);
-        work(end_mark, Time::zero());
-        prev.set(end_mark);
-    }
-    if (prev.n == 1) {
+    // The unit's last task: its one task, else a zero-length join on the compute stream after what it ends with. With
+    // idle headroom a lone collective gets the join too, so that the rest before the next unit counts from its end, as
+    // after a fused unit's one task.
+    if (prev.n == 1 && (prev_work || saving_fraction_ <= 0)) {
         out.last = prev.ids[0];
     } else {
         out.last = sim_.add_compute(g.compute, Time::zero(), label);
         for (TaskId d : prev) sim_.add_dependency(d, out.last);
+        work(out.last, Time::zero());
     }
     return out;
 }
