@@ -12,8 +12,11 @@
 namespace strata {
 
 struct SimulationOptions {
-    /// Called as the run progresses: (tasks done, tasks total, simulated time).
+    /// Called as the run progresses: (tasks done, tasks total, simulated time), every `progress_every` tasks done (0:
+    /// never) and once at the end. The total is the estimate made before the run, or the tasks created so far where
+    /// they are more.
     engine::ProgressFn progress;
+    std::uint64_t progress_every = 200000;
     /// Keep the first stage's memory timeline (for plots).
     bool keep_timeline = true;
     /// Fill SimulationDetail::trace with the processes and lanes of the iteration and its spans: every span goes to

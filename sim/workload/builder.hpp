@@ -248,8 +248,11 @@ private:
     /// collectives then join the kernels around them in one compute task of their summed length (the same
     /// picoseconds: each piece would have started the instant the one before it ended).
     void fuse_units();
-    /// The tasks a unit runs as (for the progress estimate).
-    [[nodiscard]] double unit_tasks(const Unit& unit, bool fused, bool keep_first, double per_collective) const;
+    /// estimate.cpp: the tasks the run will have (the progress estimate), and those group g's program runs as.
+    std::uint64_t estimate_tasks();
+    double program_tasks(Group& g);
+    /// The tasks a unit runs as on group g (nullptr: before the groups exist; for the progress estimate).
+    [[nodiscard]] double unit_tasks(Group* g, const Unit& unit, bool fused, bool keep_first, double per_collective);
     /// exposed: each phase counts as exposed tensor-parallel communication (a synchronous collective of replica 0).
     TaskId emit_phases(StreamId stream, const Plan& phases, std::span<const TaskId> deps, std::uint32_t label, TaskId* first,
                        bool exposed = false);

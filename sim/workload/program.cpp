@@ -190,23 +190,9 @@ void Builder::find_private_tp_links() {
 }
 
 void Builder::fuse_units() {
-    // Replica 0 is read for the metrics, traced groups for their spans. The progress estimate follows: a fused group's
-    // unit is the unit (its first task apart when it frees a recompute workspace), then the call's wait and transfer
-    // (its last task posts the call); unfused, each kernel and collective phase (one phase inside a node), then post,
-    // wait and transfer.
-    double estimate = 0;
-    for (Group& g : groups_) {
-        g.fused = options_.fuse_units && g.replica != 0 && !traced(g.stage, g.replica);
-        for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
-            const int v = schedule::virtual_stage(shape_, g.stage, chunk);
-            for (const bool forward : {true, false}) {
-                const bool keep_first = !forward && activations_.recompute_workspace(g.stage, chunk).value > 0;
-                estimate += (unit_tasks(unit_for(forward, v), g.fused, keep_first, 1.0) + (g.fused ? 2.0 : 3.0)) *
-                            shape_.microbatches;
-            }
-        }
-    }
-    expected_tasks_ = static_cast<std::uint64_t>(estimate);
+    // Replica 0 is read for the metrics, traced groups for their spans.
+    for (Group& g : groups_) g.fused = options_.fuse_units && g.replica != 0 && !traced(g.stage, g.replica);
+    expected_tasks_ = estimate_tasks();
 }
 
 void Builder::make_groups() {
@@ -281,31 +267,6 @@ void Builder::make_groups() {
                                      dp_speeds[static_cast<std::size_t>(r)]);
         }
     }
-}
-
-void Builder::check_task_limit() {
-    // Refuse a run too long before building anything (the programs too): every group runs the forward and
-    // the backward unit of each of its chunks for every microbatch.
-    const int p = e_.pipeline;
-    double estimate = 0;
-    for (int r = 0; r < p; ++r) {
-        for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
-            double per_microbatch = 0;
-            for (const bool forward : {true, false})
-                per_microbatch += unit_tasks(unit_for(forward, schedule::virtual_stage(shape_, r, chunk)), false, true, 2.0) +
-                                  3.0;  // p2p call, transfer
-            estimate += per_microbatch * shape_.microbatches;
-        }
-    }
-    estimate *= replicas_;
-    if (estimate > double(options_.max_tasks)) {
-        throw InputError(fmt::format("{}: case '{}' would run about {:.3g} million tasks, more than the limit of {} million "
-                                     "(a bound on run time; memory follows the tasks in flight); simulate fewer GPUs or "
-                                     "microbatches, or raise the limit ({})",
-                                     sc_.source, sc_.name, estimate / 1e6, options_.max_tasks / 1'000'000,
-                                     options_.max_tasks_option));
-    }
-    expected_tasks_ = static_cast<std::uint64_t>(estimate);
 }
 
 bool Builder::emit_next(std::size_t gi) {

@@ -38,7 +38,7 @@ IterationResult simulate(const Scenario& sc, const SimulationOptions& options, S
     workload::Builder builder(sc, sim, fab, options, detail != nullptr);
     builder.build();
     sim.set_label_formatter([&builder](std::uint32_t l) { return builder.describe(l); });
-    const engine::RunStats stats = sim.run(options.progress, 200000);
+    const engine::RunStats stats = sim.run(options.progress, options.progress_every);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return builder.collect(detail, wall, stats);
 }

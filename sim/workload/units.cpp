@@ -281,30 +281,6 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
     return out;
 }
 
-double Builder::unit_tasks(const Unit& unit, bool fused, bool keep_first, double per_collective) const {
-    // As emit_unit: a collective counts `per_collective` tasks (its phases) unfused; fused, what follows the first task
-    // runs as one task (collectives that move alone, as in a group that fuses), after the first if `keep_first`.
-    double n = 0;
-    bool pending = false;
-    for (std::size_t i = 0; i < unit.steps.size(); ++i) {
-        const UnitStep& s = unit.steps[i];
-        const bool paired = !s.is_compute && s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute;
-        if (fused && (i > 0 || !keep_first)) {
-            pending = true;
-            i += paired ? 1 : 0;
-            continue;
-        }
-        if (pending) n += 1.0;
-        pending = false;
-        n += s.is_compute ? 1.0 : per_collective;
-        if (paired) {
-            n += s.tail > Time::zero() ? 2.0 : 1.0;
-            ++i;
-        }
-    }
-    return n + (pending ? 1.0 : 0.0);
-}
-
 void Builder::for_each_pass(bool forward, int v,
                             const std::function<void(const std::vector<Step>&, bool layer)>& fn) const {
     const LayerConfig lc = layer_config(sc_.model, e_);

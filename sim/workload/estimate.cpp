@@ -1,0 +1,190 @@
+// The tasks a run will have, counted from the stage programs before it: the refusal of a run over the task limit
+// (check_task_limit, before anything proportional to the tasks is built) and the progress estimate (estimate_tasks,
+// once the groups and their collective plans exist), each unit and call counted as emit_unit and emit_instruction
+// emit it.
+#include "builder.hpp"
+
+#include "strata/errors.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+namespace strata::workload {
+
+void Builder::check_task_limit() {
+    // Refuse a run too long before building anything (the programs too): every group runs the forward and
+    // the backward unit of each of its chunks for every microbatch.
+    const int p = e_.pipeline;
+    double estimate = 0;
+    for (int r = 0; r < p; ++r) {
+        for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
+            double per_microbatch = 0;
+            for (const bool forward : {true, false})
+                per_microbatch += unit_tasks(nullptr, unit_for(forward, schedule::virtual_stage(shape_, r, chunk)), false, true, 2.0) +
+                                  3.0;  // p2p call, transfer
+            estimate += per_microbatch * shape_.microbatches;
+        }
+    }
+    estimate *= replicas_;
+    if (estimate > double(options_.max_tasks)) {
+        throw InputError(fmt::format("{}: case '{}' would run about {:.3g} million tasks, more than the limit of {} million "
+                                     "(a bound on run time; memory follows the tasks in flight); simulate fewer GPUs or "
+                                     "microbatches, or raise the limit ({})",
+                                     sc_.source, sc_.name, estimate / 1e6, options_.max_tasks / 1'000'000,
+                                     options_.max_tasks_option));
+    }
+    expected_tasks_ = static_cast<std::uint64_t>(estimate);
+}
+
+std::uint64_t Builder::estimate_tasks() {
+    // The progress estimate: each group's program, instruction by instruction, as emit_instruction runs it (every
+    // replica of a stage runs the same one, so it is counted once per stage and kind of group, on the first such
+    // group's collective plans).
+    std::map<std::pair<int, bool>, double> per_program;
+    double estimate = 0;
+    for (Group& g : groups_) {
+        auto it = per_program.find({g.stage, g.fused});
+        if (it == per_program.end()) it = per_program.emplace(std::pair{g.stage, g.fused}, program_tasks(g)).first;
+        estimate += it->second;
+    }
+    // Each stage's data-parallel streams: the gradient reduction (by bucket and the rest, or whole), the parameter
+    // gather (by piece when overlapped), the tied embedding's gradient sum.
+    const auto phases = [](const Plan& plan) { return double(std::max<std::size_t>(1, plan.size())); };
+    const bool splitting = e_.overlap_grad_reduce && weight_replicas() > 1;
+    for (int r = 0; r < e_.pipeline; ++r) {
+        if (splitting) {
+            for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
+                const Pieces& bp = pieces_of(false, schedule::virtual_stage(shape_, r, chunk));
+                estimate += phases(dp_plan(r, DpMessage::bucket)) * double(std::count(bp.is_layer.begin(), bp.is_layer.end(), true));
+            }
+            estimate += rest_parameters(r) > 0.5 ? phases(dp_plan(r, DpMessage::rest)) : 1.0;
+        } else {
+            estimate += weight_replicas() > 1 ? phases(dp_plan(r, DpMessage::whole)) : 1.0;
+        }
+        if (!gather_streams_.empty()) {
+            for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
+                const int v = schedule::virtual_stage(shape_, r, chunk);
+                const Pieces& fp = pieces_of(true, v);
+                for (std::size_t i = 0; i < fp.pieces.size(); ++i)
+                    estimate += phases(dp_plan(r, fp.is_layer[i]          ? DpMessage::gather_layer
+                                                  : v == 0 && i == 0 ? DpMessage::gather_embedding
+                                                                     : DpMessage::gather_output));
+            }
+        } else if (e_.distributed_optimizer && weight_replicas() > 1) {
+            estimate += phases(dp_plan(r, DpMessage::gather));
+        }
+    }
+    if (e_.pipeline > 1 && sc_.model.tied_embeddings) estimate += 1.0;
+    return static_cast<std::uint64_t>(estimate);
+}
+
+double Builder::program_tasks(Group& g) {
+    // A call: its post (a fused group's unit's last task stands for it after a unit) and its wait, a transfer per send,
+    // and per receive the all-gather of the shards without sequence parallelism. A unit: its host gap, then its tasks
+    // (unit_tasks), the first forward of each chunk (with the overlapped parameter gather) and the last backward (with
+    // the overlapped gradient reduction) layer by layer and unfused (emit_pieces).
+    const bool gathering = !gather_streams_.empty();
+    const bool splitting = e_.overlap_grad_reduce && weight_replicas() > 1;
+    const double gather_phases =
+        !e_.sequence_parallel && e_.tensor > 1
+            ? double(std::max<std::size_t>(1, tp_phases(g, CollectiveKind::all_gather, activation_message_).size()))
+            : 0.0;
+    std::map<std::tuple<bool, int, bool, bool>, double> units;  // (forward, virtual stage, by layer, fused)
+    double n = 0;
+    bool prev_unit = false;
+    bool reducing = false;
+    for (const schedule::Instruction& ins : programs_[static_cast<std::size_t>(g.stage)]) {
+        if (ins.kind == schedule::Instruction::Kind::call) {
+            n += (g.fused && prev_unit ? 1.0 : 2.0) + ins.call.send_count + gather_phases * ins.call.receive_count;
+            prev_unit = false;
+            continue;
+        }
+        const schedule::Unit& u = ins.unit;
+        prev_unit = true;
+        if ((u.forward ? e_.host_gap_forward : e_.host_gap_backward) > Time::zero()) n += 1.0;
+        const int v = schedule::virtual_stage(shape_, g.stage, u.chunk);
+        const bool by_layer = u.forward ? gathering && u.microbatch == 0
+                                        : splitting && u.microbatch == shape_.microbatches - 1;
+        // Once its first bucket is reduced, the group's later units run unfused (dp_quiet).
+        const bool fused = g.fused && !reducing;
+        reducing = reducing || (by_layer && !u.forward);
+        auto [it, added] = units.try_emplace({u.forward, v, by_layer, fused}, 0.0);
+        if (added) {
+            if (by_layer) {
+                for (const Unit& piece : pieces_of(u.forward, v).pieces) it->second += unit_tasks(&g, piece, false, true, 1.0);
+            } else {
+                const bool keep_first = !u.forward && activations_.recompute_workspace(g.stage, u.chunk).value > 0;
+                it->second = unit_tasks(&g, unit_for(u.forward, v), fused, keep_first, 1.0);
+            }
+        }
+        n += it->second;
+    }
+    // After the program: the gradients' check and averaging passes (for each bucket of the split backward, then for
+    // what the buckets left), the optimizer step, and the later chunks' step that opens an iteration cut after the
+    // first chunk's (overlap_param_gather_with_optimizer_step).
+    double buckets = 0;
+    if (splitting) {
+        for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
+            const Pieces& bp = pieces_of(false, schedule::virtual_stage(shape_, g.stage, chunk));
+            buckets += double(std::count(bp.is_layer.begin(), bp.is_layer.end(), true));
+        }
+    }
+    const double passes = (e_.check_for_nan_in_grad ? 1.0 : 0.0) + (e_.averages_by_pass() ? 1.0 : 0.0);
+    return n + passes * (buckets + 1.0) + 1.0 + (e_.overlap_param_gather_with_optimizer_step ? 1.0 : 0.0);
+}
+
+double Builder::unit_tasks(Group* g, const Unit& unit, bool fused, bool keep_first, double per_collective) {
+    // As emit_unit on group g (its collectives' phases and whether they move alone); without a group a collective
+    // counts `per_collective` tasks and moves alone. Fused, what follows the first task if `keep_first` runs as one
+    // task up to a collective that does not move alone. A unit that opens with a collective has an anchor before it;
+    // one that ends with two tasks (a collective and the kernels beside it), or with a lone collective under idle
+    // headroom, a join after them. Not foreseen: a fused group's units that run unfused while a data-parallel
+    // collective of its stage moves (dp_quiet).
+    enum class Last : std::uint8_t { none, one, pair, collective };
+    Last last = Last::none;
+    double n = 0;
+    bool pending = false;
+    for (std::size_t i = 0; i < unit.steps.size(); ++i) {
+        const UnitStep& s = unit.steps[i];
+        const bool fusing = fused && (last != Last::none || pending || !keep_first);
+        if (s.is_compute) {
+            if (fusing) {
+                pending = true;
+            } else {
+                n += 1.0, last = Last::one;
+            }
+            continue;
+        }
+        const bool paired = s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute;
+        double phases = per_collective;
+        bool alone = true;
+        if (g != nullptr) {
+            const Plan& plan = tp_phases(*g, s.kind, s.message, s.context_group);
+            phases = double(std::max<std::size_t>(1, plan.size()));
+            alone = std::all_of(plan.begin(), plan.end(), [](const PlannedPhase& ph) { return ph.alone || ph.alone_if_quiet; });
+        }
+        if (fusing && alone) {
+            pending = true;
+            i += paired ? 1 : 0;
+            continue;
+        }
+        if (pending) n += 1.0, last = Last::one, pending = false;
+        if (last == Last::none) n += 1.0;  // the anchor
+        n += phases;
+        last = Last::collective;
+        if (paired) {
+            n += s.tail > Time::zero() ? 2.0 : 1.0;
+            last = s.tail > Time::zero() ? Last::one : Last::pair;
+            ++i;
+        }
+    }
+    if (pending) n += 1.0, last = Last::one;
+    const bool join = last == Last::none || last == Last::pair || (last == Last::collective && saving_fraction_ > 0);
+    return n + (join ? 1.0 : 0.0);
+}
+
+}  // namespace strata::workload
