@@ -15,10 +15,17 @@ what runs around it. Two parts, each sampled by NVML every 20 ms (SM clock, powe
           times as long (the GPU warmer).
   duty    8192^3 GEMMs in bursts of 5-400 ms, each followed by as long a host pause (the GPU idle): whether a
           gap lets the clock recover, and over what time the limiter averages.
+  rest    what a rest of each length buys (the limiter is not a bucket of energy: docs/fidelity.md, "Headroom after
+          rest"): for rests of 50, 100, 200, 400, 800 and 2,000 ms, three times each: 1 s of 8192^3 GEMMs (the
+          limiter at its steady state), the rest (the GPU idle), then a 600 ms burst; every GEMM of the settling
+          run and of the burst timed by its own CUDA events and saved (start within its burst and length, ms), so
+          scripts/power-profile.py reads each rest's boost-clock time from the GEMMs themselves, not from NVML's
+          clock readings. About 25 s.
   attention  cuDNN's fused attention alone (12 heads, s = 4,096, d = 128, causal), forward + backward.
 --fp8: the mix's and duty's GEMMs in FP8 (E4M3, per-tensor scales, torch._scaled_mm); --only PART[,PART]: those
-parts alone (mix, duty, attention, layers).
+parts alone (mix, duty, rest, attention, layers; all but rest by default).
 Usage: torch_power.py OUT.json [--mix-s 8] [--layer-s 10] [--quick] [--fp8] [--only PARTS]
+(the rest part, read with the mix: torch_power.py OUT.json --only mix,rest --mix-s 4)
 """
 import json
 import statistics
@@ -94,6 +101,10 @@ def main():
     quick = "--quick" in args
     fp8 = "--fp8" in args
     parts = set(args[args.index("--only") + 1].split(",")) if "--only" in args else {"mix", "duty", "attention", "layers"}
+    unknown = parts - {"mix", "duty", "rest", "attention", "layers"}
+    if unknown:
+        print(f"torch_power: no part {', '.join(sorted(unknown))} (mix, duty, rest, attention, layers)", file=sys.stderr)
+        return 2
 
     def opt(name, default):
         return float(args[args.index(name) + 1]) if name in args else default
@@ -261,6 +272,34 @@ def main():
         row.update(sampler.summary(phase, 0.0))
         res.setdefault("duty", []).append(row)
         print(f"duty {burst_ms} ms: {row}", file=sys.stderr, flush=True)
+        save()
+
+    # --- rest: every GEMM of a burst after a rest of each length, after the limiter has settled -------------------------
+    def burst(n):
+        """n GEMMs queued and waited for: their events, and [(start within the burst, length)] in ms."""
+        block = queued(mm, n)
+        block[-1][1].synchronize()
+        t0 = block[0][0]
+        return block, [(round(t0.elapsed_time(x), 4), round(x.elapsed_time(y), 4)) for x, y in block]
+
+    settle_n, burst_n = max(1, round(1000 / gemm_ms)), max(1, round(600 / gemm_ms))
+    for rest_ms in (50, 100, 200, 400, 800, 2000) if "rest" in parts else ():
+        row = {"rest_ms": rest_ms, "settle": [], "bursts": [], "idle_ms": []}
+        for _ in range(3):
+            sampler.phase = f"rest {rest_ms} ms settle"
+            settled, times = burst(settle_n)
+            row["settle"].append(times)
+            sampler.phase = f"rest {rest_ms} ms idle"
+            time.sleep(rest_ms / 1e3)
+            sampler.phase = f"rest {rest_ms} ms burst"
+            block, times = burst(burst_n)
+            row["bursts"].append(times)
+            row["idle_ms"].append(round(settled[-1][1].elapsed_time(block[0][0]), 3))  # the GPU's own idle gap
+        sampler.phase = "idle"
+        res.setdefault("rest", []).append(row)
+        print(f"rest {rest_ms} ms: first GEMMs of each burst "
+              f"{[[ms for _, ms in b[:3]] for b in row['bursts']]} ms, settled {row['settle'][-1][-1][1]} ms",
+              file=sys.stderr, flush=True)
         save()
 
     # --- attention: cuDNN's fused attention alone (one GPU of the 177B row at t = 8), forward + backward ---------------

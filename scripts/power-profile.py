@@ -8,6 +8,10 @@ GEMMs' own watts are the phase's mean power less the copies' share at the copy-o
 1/4-share phase, which stays at the boost clock). Phases at the boost clock give no point. --fp8 FILE: the FP8
 curve from a `torch_power.py --fp8 --only mix` run (measured.gemm_power_fp8).
 
+A run with the rest part (torch_power.py --only mix,rest: the curve comes from the mix) adds a comment line per rest
+length: the milliseconds at the boost clock each burst bought, read from its own GEMMs' times (rest_series), and
+their joules above the limit; they inform the headroom model, not yet a profile key.
+
 The headroom after rest (power.headroom_j, power.idle_w; a run with the duty part): the 400 ms GEMM bursts, each after
 as long an idle gap, start at the boost clock and settle towards the GEMM-only clock. Each burst's clock readings
 (NVML, every 20 ms), as speed on the BF16 curve above that clock's, add up to the seconds at the boost clock the rest
@@ -136,6 +140,27 @@ def headroom(d, points, boost_mhz, limit):
     return mean_s, boost_w, mean_s * (boost_w - limit), idle[len(idle) // 2], len(bursts), min(boosted), max(boosted)
 
 
+def rest_series(d):
+    """The rest part's bursts (torch_power.py --only rest): for each rest length, the milliseconds at the boost clock
+    each burst bought, read from its own GEMMs: a GEMM of t ms, between the boost clock's b (the run's cold GEMM) and
+    the settled s (the median of the settling runs' last 40%), counts b (s - t) / (s - b). [(rest ms, the GPU's idle
+    gaps in ms, [ms per burst])]."""
+    out = []
+    b = d.get("gemm_cold_ms")
+    for row in d.get("rest", []):
+        settled = sorted(ms for run in row["settle"] for _, ms in run[len(run) * 3 // 5:])
+        if not settled or not b:
+            raise SystemExit(f"power-profile: the rest part's {row.get('rest_ms')} ms row has no settled GEMMs or no "
+                             "cold GEMM time")
+        s = settled[len(settled) // 2]
+        if s <= b:
+            raise SystemExit(f"power-profile: after a rest of {row['rest_ms']} ms the settled GEMM ({s} ms) is no slower "
+                             f"than the cold one ({b} ms): the limit never held; nothing to read")
+        bought = [sum(b * max(0.0, s - ms) / (s - b) for _, ms in burst) for burst in row["bursts"]]
+        out.append((row["rest_ms"], row.get("idle_ms", []), bought))
+    return out
+
+
 def main():
     args = sys.argv[1:]
     if not args or args[0].startswith("-"):
@@ -201,6 +226,12 @@ def main():
               f" ({1e3 * lo:.0f}-{1e3 * hi:.0f}), GEMMs there {boost_w:.0f} W")
         print(f"  headroom_j: {joules:.1f}")
         print(f"  idle_w: {idle_w:.1f}")
+    for rest_ms, idle, bought in rest_series(d):
+        top, second = points[0], points[1]
+        boost_w = top[2] + (top[2] - second[2]) / (top[0] - second[0]) * (boost_mhz - top[0])
+        mean = sum(bought) / len(bought)
+        print(f"  # after {rest_ms} ms of rest (idle {', '.join(f'{x:.1f}' for x in idle)} ms): {mean:.1f} ms at the"
+              f" boost clock ({', '.join(f'{x:.1f}' for x in bought)}), {mean / 1e3 * (boost_w - limit):.1f} J")
     print("measured:")
 
     def show(key, pts):

@@ -194,3 +194,40 @@ def test_power_profile_refuses_a_run_without_readings(tmp_path):
     r = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "power-profile.py"), str(path)],
                        capture_output=True, text=True)
     assert r.returncode != 0 and "no NVML readings" in (r.stdout + r.stderr)
+
+
+def test_power_profile_reads_each_rest_from_the_bursts_own_gemms(tmp_path):
+    # The rest part (torch_power.py --only mix,rest): a burst whose first k GEMMs ran at the boost clock's b ms and the
+    # rest at the settled s ms bought k x b ms at the boost clock; one halfway between, b / 2.
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("power_profile", os.path.join(SRC, "scripts", "power-profile.py"))
+    pp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pp)
+    b, s = 1.4, 1.6
+    settle = [[(i * s, s) for i in range(700)]]
+    def burst(k, halfway=0):
+        return [(0.0, b)] * k + [(0.0, (b + s) / 2)] * halfway + [(0.0, s)] * (400 - k - halfway)
+    run = {"gemm_cold_ms": b, "rest": [
+        {"rest_ms": 50, "idle_ms": [50.1], "settle": settle, "bursts": [burst(10), burst(20)]},
+        {"rest_ms": 2000, "idle_ms": [2000.2], "settle": settle, "bursts": [burst(100, halfway=2)]}]}
+    got = pp.rest_series(run)
+    assert [r[0] for r in got] == [50, 2000]
+    assert abs(got[0][2][0] - 10 * b) < 1e-9 and abs(got[0][2][1] - 20 * b) < 1e-9
+    assert abs(got[1][2][0] - (100 * b + b)) < 1e-9
+    # Through the script, with the committed H100 run's mix for the curve: a line per rest, joules above the limit.
+    with open(os.path.join(SRC, "calibrate", "results", "2026-11-27c", "h100-power.json")) as f:
+        d = json.load(f)
+    d.update(run)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(d))
+    lines = [l for l in _power_profile(str(path)).splitlines() if "ms of rest" in l]
+    assert len(lines) == 2 and "after 50 ms of rest (idle 50.1 ms): 21.0 ms at the boost clock (14.0, 28.0)" in lines[0]
+    joules = float(lines[1].split("), ")[-1].split(" J")[0])
+    assert 0.141 * 250 < joules < 0.141 * 350  # 141 ms at the boost clock, GEMMs there some 300 W above the limit
+    # A settled GEMM no slower than the cold one: the limit never held, and the script says so.
+    bad = dict(run, rest=[dict(run["rest"][0], settle=[[(0.0, b)] * 10])])
+    try:
+        pp.rest_series(bad)
+        assert False, "accepted"
+    except SystemExit as e:
+        assert "the limit never held" in str(e)
