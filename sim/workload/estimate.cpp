@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <tuple>
+#include <vector>
 
 namespace strata::workload {
 
@@ -93,7 +93,8 @@ double Builder::program_tasks(Group& g) {
         !e_.sequence_parallel && e_.tensor > 1
             ? double(std::max<std::size_t>(1, tp_phases(g, CollectiveKind::all_gather, activation_message_).size()))
             : 0.0;
-    std::map<std::tuple<bool, int, bool, bool>, double> units;  // (forward, virtual stage, by layer, fused)
+    // Each kind of unit counted once: by chunk, direction, by layer or whole, fused or not (-1: not yet).
+    std::vector<double> units(static_cast<std::size_t>(shape_.chunks) * 8, -1.0);
     double n = 0;
     bool prev_unit = false;
     bool reducing = false;
@@ -112,16 +113,18 @@ double Builder::program_tasks(Group& g) {
         // Once its first bucket is reduced, the group's later units run unfused (dp_quiet).
         const bool fused = g.fused && !reducing;
         reducing = reducing || (by_layer && !u.forward);
-        auto [it, added] = units.try_emplace({u.forward, v, by_layer, fused}, 0.0);
-        if (added) {
+        double& tasks = units[static_cast<std::size_t>(((u.chunk * 2 + (u.forward ? 1 : 0)) * 2 + (by_layer ? 1 : 0)) * 2 +
+                                                       (fused ? 1 : 0))];
+        if (tasks < 0) {
+            tasks = 0;
             if (by_layer) {
-                for (const Unit& piece : pieces_of(u.forward, v).pieces) it->second += unit_tasks(&g, piece, false, true, 1.0);
+                for (const Unit& piece : pieces_of(u.forward, v).pieces) tasks += unit_tasks(&g, piece, false, true, 1.0);
             } else {
                 const bool keep_first = !u.forward && activations_.recompute_workspace(g.stage, u.chunk).value > 0;
-                it->second = unit_tasks(&g, unit_for(u.forward, v), fused, keep_first, 1.0);
+                tasks = unit_tasks(&g, unit_for(u.forward, v), fused, keep_first, 1.0);
             }
         }
-        n += it->second;
+        n += tasks;
     }
     // After the program: the gradients' check and averaging passes (for each bucket of the split backward, then for
     // what the buckets left), the optimizer step, and the later chunks' step that opens an iteration cut after the
