@@ -137,7 +137,8 @@ double Builder::program_tasks(Group& g) {
         }
     }
     const double passes = (e_.check_for_nan_in_grad ? 1.0 : 0.0) + (e_.averages_by_pass() ? 1.0 : 0.0);
-    return n + passes * (buckets + 1.0) + 1.0 + (e_.overlap_param_gather_with_optimizer_step ? 1.0 : 0.0);
+    const bool rest = !splitting || rest_parameters(g.stage) > 0.0;  // prepare_gradients skips a stage with none left
+    return n + passes * (buckets + (rest ? 1.0 : 0.0)) + 1.0 + (e_.overlap_param_gather_with_optimizer_step ? 1.0 : 0.0);
 }
 
 double Builder::unit_tasks(Group* g, const Unit& unit, bool fused, bool keep_first, double per_collective) {
