@@ -20,12 +20,14 @@ what runs around it. Two parts, each sampled by NVML every 20 ms (SM clock, powe
           limiter at its steady state), the rest (the GPU idle), then a 600 ms burst; every GEMM of the settling
           run and of the burst timed by its own CUDA events and saved (start within its burst and length, ms), so
           scripts/power-profile.py reads each rest's boost-clock time from the GEMMs themselves, not from NVML's
-          clock readings. About 25 s.
+          clock readings. The lengths are counted in GEMMs at the cold (boost-clock) time, so at the settled clock the
+          settling runs last about 1.15 s and the bursts 0.65 s: about 45 s in all.
   attention  cuDNN's fused attention alone (12 heads, s = 4,096, d = 128, causal), forward + backward.
 --fp8: the mix's and duty's GEMMs in FP8 (E4M3, per-tensor scales, torch._scaled_mm); --only PART[,PART]: those
 parts alone (mix, duty, rest, attention, layers; all but rest by default).
 Usage: torch_power.py OUT.json [--mix-s 8] [--layer-s 10] [--quick] [--fp8] [--only PARTS]
-(the rest part, read with the mix: torch_power.py OUT.json --only mix,rest --mix-s 4)
+(the rest part, read with the mix and the attention's power, which power-profile.py needs: torch_power.py OUT.json
+ --only mix,attention,rest --mix-s 4, about 90 s)
 """
 import json
 import statistics

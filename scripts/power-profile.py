@@ -8,7 +8,7 @@ GEMMs' own watts are the phase's mean power less the copies' share at the copy-o
 1/4-share phase, which stays at the boost clock). Phases at the boost clock give no point. --fp8 FILE: the FP8
 curve from a `torch_power.py --fp8 --only mix` run (measured.gemm_power_fp8).
 
-A run with the rest part (torch_power.py --only mix,rest: the curve comes from the mix) adds a comment line per rest
+A run with the rest part (torch_power.py --only mix,attention,rest: the curve comes from the mix) adds a comment line per rest
 length: the milliseconds at the boost clock each burst bought, read from its own GEMMs' times (rest_series), and
 their joules above the limit; they inform the headroom model, not yet a profile key.
 

@@ -41,14 +41,21 @@ void Builder::check_task_limit() {
 }
 
 std::uint64_t Builder::estimate_tasks() {
-    // The progress estimate: each group's program, instruction by instruction, as emit_instruction runs it (every
-    // replica of a stage runs the same one, so it is counted once per stage and kind of group, on the first such
-    // group's collective plans).
-    std::map<std::pair<int, bool>, double> per_program;
+    // The progress estimate: each group's program, instruction by instruction, as emit_instruction runs it. Every
+    // replica of a stage runs the same one, so it is counted once per stage, kind of group and shape of its collective
+    // plans (their phases and which move alone: groups placed across nodes differ there).
+    std::map<std::tuple<int, bool, std::vector<std::uint32_t>>, double> per_program;
     double estimate = 0;
     for (Group& g : groups_) {
-        auto it = per_program.find({g.stage, g.fused});
-        if (it == per_program.end()) it = per_program.emplace(std::pair{g.stage, g.fused}, program_tasks(g)).first;
+        std::vector<std::uint32_t> shape;
+        for (const auto& [key, plan] : g.plans) {
+            shape.push_back(static_cast<std::uint32_t>(plan.size()));
+            shape.push_back(static_cast<std::uint32_t>(std::count_if(
+                plan.begin(), plan.end(), [](const PlannedPhase& ph) { return ph.alone || ph.alone_if_quiet; })));
+        }
+        auto key = std::tuple{g.stage, g.fused, std::move(shape)};
+        auto it = per_program.find(key);
+        if (it == per_program.end()) it = per_program.emplace(std::move(key), program_tasks(g)).first;
         estimate += it->second;
     }
     // Each stage's data-parallel streams: the gradient reduction (by bucket and the rest, or whole), the parameter
@@ -146,8 +153,8 @@ double Builder::unit_tasks(Group* g, const Unit& unit, bool fused, bool keep_fir
     // counts `per_collective` tasks and moves alone. Fused, what follows the first task if `keep_first` runs as one
     // task up to a collective that does not move alone. A unit that opens with a collective has an anchor before it;
     // one that ends with two tasks (a collective and the kernels beside it), or with a lone collective under idle
-    // headroom, a join after them. Not foreseen: a fused group's units that run unfused while a data-parallel
-    // collective of its stage moves (dp_quiet).
+    // headroom, a join after them. Not foreseen here: a fused group's units that run unfused while its stage's
+    // overlapped parameter gather is still in flight (dp_quiet; program_tasks counts the bucket reductions' part).
     enum class Last : std::uint8_t { none, one, pair, collective };
     Last last = Last::none;
     double n = 0;

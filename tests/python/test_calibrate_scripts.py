@@ -224,6 +224,15 @@ def test_power_profile_reads_each_rest_from_the_bursts_own_gemms(tmp_path):
     assert len(lines) == 2 and "after 50 ms of rest (idle 50.1 ms): 21.0 ms at the boost clock (14.0, 28.0)" in lines[0]
     joules = float(lines[1].split("), ")[-1].split(" J")[0])
     assert 0.141 * 250 < joules < 0.141 * 350  # 141 ms at the boost clock, GEMMs there some 300 W above the limit
+    # A run of the mix and the rest parts alone has no attention figure: the script asks for one (so the documented run
+    # is --only mix,attention,rest), and reads the rests once it has it.
+    import subprocess
+    alone = {k: v for k, v in d.items() if k not in ("attention", "duty", "layers")}
+    path.write_text(json.dumps(alone))
+    script = os.path.join(SRC, "scripts", "power-profile.py")
+    r = subprocess.run([sys.executable, script, str(path)], capture_output=True, text=True)
+    assert r.returncode != 0 and "--attention-w" in r.stderr
+    assert len([l for l in _power_profile(str(path), "--attention-w", "658.6").splitlines() if "ms of rest" in l]) == 2
     # A settled GEMM no slower than the cold one: the limit never held, and the script says so.
     bad = dict(run, rest=[dict(run["rest"][0], settle=[[(0.0, b)] * 10])])
     try:
