@@ -25,6 +25,34 @@ IterationResult run(const Scenario& sc, bool fuse) {
     return simulate(sc, opt);
 }
 
+/// A run with its progress reported every 50 tasks: the first report's total is the estimate made before the run (the
+/// final one is at least the tasks done, so it could not show an underestimate).
+struct Estimated {
+    IterationResult result;
+    std::uint64_t done = 0;
+    std::uint64_t estimate = 0;
+    /// The estimate within `tolerance` of the tasks run, every task reported.
+    void check(double tolerance) const {
+        CAPTURE(result.tasks, estimate);
+        CHECK(done == result.tasks);
+        CHECK(static_cast<double>(estimate) >= (1 - tolerance) * static_cast<double>(result.tasks));
+        CHECK(static_cast<double>(estimate) <= (1 + tolerance) * static_cast<double>(result.tasks));
+    }
+};
+
+Estimated run_estimated(const Scenario& sc, bool fuse) {
+    Estimated out;
+    SimulationOptions opt;
+    opt.fuse_units = fuse;
+    opt.progress_every = 50;
+    opt.progress = [&](std::uint64_t done, std::uint64_t total, Time) {
+        if (out.done == 0) out.estimate = total;
+        out.done = done;
+    };
+    out.result = simulate(sc, opt);
+    return out;
+}
+
 void check_same(const IterationResult& plain, const IterationResult& fused) {
     CHECK(fused.iteration_time == plain.iteration_time);
     CHECK(fused.exposed_comm.tensor == plain.exposed_comm.tensor);
@@ -121,19 +149,8 @@ TEST_CASE("fused units: the progress estimate is the task count", "[fused]") {
     const bool fuse = GENERATE(false, true);
     const int d = GENERATE(1, 4);
     Scenario sc = strata::testing::with_data(strata::testing::small_22b(4, 2, 8, true, Recompute::selective), d);
-    SimulationOptions opt;
-    opt.fuse_units = fuse;
-    std::uint64_t done = 0, total = 0, first_total = 0;
-    opt.progress_every = 100;  // the first report's total is the estimate (the final one is at least the tasks done)
-    opt.progress = [&](std::uint64_t dn, std::uint64_t tot, Time) {
-        if (done == 0) first_total = tot;
-        done = dn, total = tot;
-    };
-    const IterationResult r = simulate(sc, opt);
-    CAPTURE(fuse, d, r.tasks, first_total);
-    CHECK(done == r.tasks);
-    CHECK(static_cast<double>(first_total) >= 0.99 * static_cast<double>(r.tasks));
-    CHECK(static_cast<double>(first_total) <= 1.01 * static_cast<double>(r.tasks));
+    CAPTURE(fuse, d);
+    run_estimated(sc, fuse).check(0.01);
 }
 
 TEST_CASE("fused units: the progress estimate follows a Hopper run's program", "[fused][headroom]") {
@@ -155,19 +172,8 @@ TEST_CASE("fused units: the progress estimate follows a Hopper run's program", "
     if (variant == 2) sc.execution.overlap_param_gather = sc.execution.overlap_grad_reduce = false;
     if (variant == 3) sc.system.device.power.headroom_j = 0;
     if (variant == 4) sc.execution.distributed_optimizer = sc.execution.overlap_param_gather = sc.execution.overlap_grad_reduce = false;
-    SimulationOptions opt;
-    opt.fuse_units = fuse;
-    std::uint64_t done = 0, total = 0, first_total = 0;
-    opt.progress_every = 100;  // the first report's total is the estimate (the final one is at least the tasks done)
-    opt.progress = [&](std::uint64_t dn, std::uint64_t tot, Time) {
-        if (done == 0) first_total = tot;
-        done = dn, total = tot;
-    };
-    const IterationResult r = simulate(sc, opt);
-    CAPTURE(fuse, p, variant, r.tasks, first_total);
-    CHECK(done == r.tasks);
-    CHECK(static_cast<double>(first_total) >= 0.99 * static_cast<double>(r.tasks));
-    CHECK(static_cast<double>(first_total) <= 1.01 * static_cast<double>(r.tasks));
+    CAPTURE(fuse, p, variant);
+    run_estimated(sc, fuse).check(0.01);
 }
 
 TEST_CASE("fused units: the same result with idle headroom after rest (a power-limited H100)", "[fused][headroom]") {
@@ -280,21 +286,13 @@ TEST_CASE("fused units: random execution combinations give the unfused result, t
             continue;  // a combination the loader refuses (interleaving that does not divide, ...): its errors are tested elsewhere
         }
         CAPTURE(seed, text);
-        SimulationOptions fused;
-        std::uint64_t done = 0, first_total = 0;
-        fused.progress_every = 50;
-        fused.progress = [&](std::uint64_t dn, std::uint64_t tot, Time) {
-            if (done == 0) first_total = tot;
-            done = dn;
-        };
         const IterationResult plain = run(ex.cases.at(0), false);
-        const IterationResult a = simulate(ex.cases.at(0), fused);
+        const Estimated a = run_estimated(ex.cases.at(0), true);
         const IterationResult b = run(ex.cases.at(0), true);
-        check_same(plain, a);
-        CHECK(b.iteration_time == a.iteration_time);
-        CHECK(b.tasks == a.tasks);
-        CHECK(static_cast<double>(first_total) >= 0.95 * static_cast<double>(a.tasks));
-        CHECK(static_cast<double>(first_total) <= 1.05 * static_cast<double>(a.tasks));
+        check_same(plain, a.result);
+        CHECK(b.iteration_time == a.result.iteration_time);
+        CHECK(b.tasks == a.result.tasks);
+        a.check(0.05);
         ++ran;
     }
     CHECK(ran >= 50);  // the draws mostly load
