@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -234,10 +235,18 @@ TEST_CASE("fused units: random execution combinations give the unfused result, t
           "[fused][random]") {
     // Sixty combinations of the execution keys that change the units (drawn with fixed seeds: a failure names its
     // seed and prints its file) on a small model, on the three shipped systems: the fused run equals the unfused one to
-    // the picosecond, runs again alike, and the progress estimate is within 5% of its tasks (3,000 such draws gave
-    // 2.2% at worst, from the overlapped parameter gather, whose end the estimate cannot foresee).
+    // the picosecond, runs again alike, and the progress estimate is within 10% of its tasks (10,000 such draws gave
+    // 5.9% at worst, on a case of 6,224 tasks: the overlapped parameter gather, whose end the estimate cannot foresee,
+    // leaves some units unfused). More draws on demand: STRATA_RANDOM_DRAWS=N (seeds 1 to N; at most 100,000).
+    unsigned draws = 60;
+    if (const char* env = std::getenv("STRATA_RANDOM_DRAWS")) {
+        const unsigned long asked = std::strtoul(env, nullptr, 10);
+        REQUIRE(asked >= 1);
+        REQUIRE(asked <= 100000);
+        draws = static_cast<unsigned>(asked);
+    }
     int ran = 0;
-    for (unsigned seed = 1; seed <= 60; ++seed) {
+    for (unsigned seed = 1; seed <= draws; ++seed) {
         std::mt19937 rng(seed);
         const auto pick = [&](std::initializer_list<const char*> v) { return std::string(*(v.begin() + rng() % v.size())); };
         const bool coin = rng() & 1U;
@@ -292,8 +301,8 @@ TEST_CASE("fused units: random execution combinations give the unfused result, t
         check_same(plain, a.result);
         CHECK(b.iteration_time == a.result.iteration_time);
         CHECK(b.tasks == a.result.tasks);
-        a.check(0.05);
+        a.check(0.10);
         ++ran;
     }
-    CHECK(ran >= 50);  // the draws mostly load
+    CHECK(ran * 6 >= static_cast<int>(draws) * 5);  // the draws mostly load
 }
