@@ -227,6 +227,15 @@ private:
     }
     /// Ranks that share a stage's weights: data x context parallel (gradients reduced over them).
     [[nodiscard]] int weight_replicas() const { return e_.data * e_.context; }
+    /// The gradients are reduced bucket by bucket (one per layer) under the last microbatch's backward.
+    [[nodiscard]] bool reduces_by_bucket() const { return e_.overlap_grad_reduce && weight_replicas() > 1; }
+    /// Unit u runs layer by layer, its pieces unfused (emit_pieces): the first forward of each chunk under the
+    /// overlapped parameter gather (each piece waits for its bucket), the last backward when the gradients are reduced
+    /// by bucket (each layer's piece starts its bucket's reduction).
+    [[nodiscard]] bool runs_by_layer(const schedule::Unit& u) const {
+        return u.forward ? !gather_streams_.empty() && u.microbatch == 0
+                         : reduces_by_bucket() && u.microbatch == shape_.microbatches - 1;
+    }
     [[nodiscard]] std::size_t message_index(const schedule::Unit& u) const;
 
     // units.cpp
@@ -251,8 +260,8 @@ private:
     /// estimate.cpp: the tasks the run will have (the progress estimate), and those group g's program runs as.
     std::uint64_t estimate_tasks();
     double program_tasks(Group& g);
-    /// The tasks a unit runs as on group g (nullptr: before the groups exist; for the progress estimate).
-    [[nodiscard]] double unit_tasks(Group* g, const Unit& unit, bool fused, bool keep_first, double per_collective);
+    /// The tasks a unit runs as on group g (nullptr: before the groups exist, a bound; for the progress estimate).
+    [[nodiscard]] double unit_tasks(Group* g, const Unit& unit, bool fused, bool keep_first);
     /// exposed: each phase counts as exposed tensor-parallel communication (a synchronous collective of replica 0).
     TaskId emit_phases(StreamId stream, const Plan& phases, std::span<const TaskId> deps, std::uint32_t label, TaskId* first,
                        bool exposed = false);
@@ -276,6 +285,10 @@ private:
         std::vector<bool> is_layer;
     };
     const Pieces& pieces_of(bool forward, int virtual_stage);
+    /// The layer buckets of stage r's backward pieces, over its chunks.
+    std::size_t layer_buckets(int r);
+    /// Which parameters the gather's piece i of virtual stage v carries (a layer, the input embedding, the output layer).
+    static DpMessage gather_message(const Pieces& forward_pieces, int v, std::size_t i);
     /// Emits the pieces one after the other on group g (each its own unit, never fused), after `after`; `each` sees
     /// every piece's index and tasks as it is emitted.
     UnitTasks emit_pieces(Group& g, const Pieces& pieces, std::optional<TaskId> after, std::uint32_t label,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <vector>
 
 namespace strata::workload {
@@ -24,7 +25,7 @@ void Builder::check_task_limit() {
         for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
             double per_microbatch = 0;
             for (const bool forward : {true, false})
-                per_microbatch += unit_tasks(nullptr, unit_for(forward, schedule::virtual_stage(shape_, r, chunk)), false, true, 2.0) +
+                per_microbatch += unit_tasks(nullptr, unit_for(forward, schedule::virtual_stage(shape_, r, chunk)), false, true) +
                                   3.0;  // p2p call, transfer
             estimate += per_microbatch * shape_.microbatches;
         }
@@ -37,7 +38,21 @@ void Builder::check_task_limit() {
                                      sc_.source, sc_.name, estimate / 1e6, options_.max_tasks / 1'000'000,
                                      options_.max_tasks_option));
     }
-    expected_tasks_ = static_cast<std::uint64_t>(estimate);
+}
+
+std::size_t Builder::layer_buckets(int r) {
+    std::size_t n = 0;
+    for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
+        const Pieces& bp = pieces_of(false, schedule::virtual_stage(shape_, r, chunk));
+        n += static_cast<std::size_t>(std::count(bp.is_layer.begin(), bp.is_layer.end(), true));
+    }
+    return n;
+}
+
+Builder::DpMessage Builder::gather_message(const Pieces& forward_pieces, int v, std::size_t i) {
+    return forward_pieces.is_layer[i] ? DpMessage::gather_layer
+           : v == 0 && i == 0         ? DpMessage::gather_embedding
+                                      : DpMessage::gather_output;
 }
 
 std::uint64_t Builder::estimate_tasks() {
@@ -61,13 +76,9 @@ std::uint64_t Builder::estimate_tasks() {
     // Each stage's data-parallel streams: the gradient reduction (by bucket and the rest, or whole), the parameter
     // gather (by piece when overlapped), the tied embedding's gradient sum.
     const auto phases = [](const Plan& plan) { return double(std::max<std::size_t>(1, plan.size())); };
-    const bool splitting = e_.overlap_grad_reduce && weight_replicas() > 1;
     for (int r = 0; r < e_.pipeline; ++r) {
-        if (splitting) {
-            for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
-                const Pieces& bp = pieces_of(false, schedule::virtual_stage(shape_, r, chunk));
-                estimate += phases(dp_plan(r, DpMessage::bucket)) * double(std::count(bp.is_layer.begin(), bp.is_layer.end(), true));
-            }
+        if (reduces_by_bucket()) {
+            estimate += phases(dp_plan(r, DpMessage::bucket)) * double(layer_buckets(r));
             estimate += rest_parameters(r) > 0.5 ? phases(dp_plan(r, DpMessage::rest)) : 1.0;
         } else {
             estimate += weight_replicas() > 1 ? phases(dp_plan(r, DpMessage::whole)) : 1.0;
@@ -76,10 +87,7 @@ std::uint64_t Builder::estimate_tasks() {
             for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
                 const int v = schedule::virtual_stage(shape_, r, chunk);
                 const Pieces& fp = pieces_of(true, v);
-                for (std::size_t i = 0; i < fp.pieces.size(); ++i)
-                    estimate += phases(dp_plan(r, fp.is_layer[i]          ? DpMessage::gather_layer
-                                                  : v == 0 && i == 0 ? DpMessage::gather_embedding
-                                                                     : DpMessage::gather_output));
+                for (std::size_t i = 0; i < fp.pieces.size(); ++i) estimate += phases(dp_plan(r, gather_message(fp, v, i)));
             }
         } else if (e_.distributed_optimizer && weight_replicas() > 1) {
             estimate += phases(dp_plan(r, DpMessage::gather));
@@ -94,8 +102,6 @@ double Builder::program_tasks(Group& g) {
     // and per receive the all-gather of the shards without sequence parallelism. A unit: its host gap, then its tasks
     // (unit_tasks), the first forward of each chunk (with the overlapped parameter gather) and the last backward (with
     // the overlapped gradient reduction) layer by layer and unfused (emit_pieces).
-    const bool gathering = !gather_streams_.empty();
-    const bool splitting = e_.overlap_grad_reduce && weight_replicas() > 1;
     const double gather_phases =
         !e_.sequence_parallel && e_.tensor > 1
             ? double(std::max<std::size_t>(1, tp_phases(g, CollectiveKind::all_gather, activation_message_).size()))
@@ -115,8 +121,7 @@ double Builder::program_tasks(Group& g) {
         prev_unit = true;
         if ((u.forward ? e_.host_gap_forward : e_.host_gap_backward) > Time::zero()) n += 1.0;
         const int v = schedule::virtual_stage(shape_, g.stage, u.chunk);
-        const bool by_layer = u.forward ? gathering && u.microbatch == 0
-                                        : splitting && u.microbatch == shape_.microbatches - 1;
+        const bool by_layer = runs_by_layer(u);
         // Once its first bucket is reduced, the group's later units run unfused (dp_quiet).
         const bool fused = g.fused && !reducing;
         reducing = reducing || (by_layer && !u.forward);
@@ -125,10 +130,10 @@ double Builder::program_tasks(Group& g) {
         if (tasks < 0) {
             tasks = 0;
             if (by_layer) {
-                for (const Unit& piece : pieces_of(u.forward, v).pieces) tasks += unit_tasks(&g, piece, false, true, 1.0);
+                for (const Unit& piece : pieces_of(u.forward, v).pieces) tasks += unit_tasks(&g, piece, false, true);
             } else {
                 const bool keep_first = !u.forward && activations_.recompute_workspace(g.stage, u.chunk).value > 0;
-                tasks = unit_tasks(&g, unit_for(u.forward, v), fused, keep_first, 1.0);
+                tasks = unit_tasks(&g, unit_for(u.forward, v), fused, keep_first);
             }
         }
         n += tasks;
@@ -136,21 +141,16 @@ double Builder::program_tasks(Group& g) {
     // After the program: the gradients' check and averaging passes (for each bucket of the split backward, then for
     // what the buckets left), the optimizer step, and the later chunks' step that opens an iteration cut after the
     // first chunk's (overlap_param_gather_with_optimizer_step).
-    double buckets = 0;
-    if (splitting) {
-        for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
-            const Pieces& bp = pieces_of(false, schedule::virtual_stage(shape_, g.stage, chunk));
-            buckets += double(std::count(bp.is_layer.begin(), bp.is_layer.end(), true));
-        }
-    }
+    const bool by_bucket = reduces_by_bucket();
+    const double buckets = by_bucket ? double(layer_buckets(g.stage)) : 0.0;
     const double passes = (e_.check_for_nan_in_grad ? 1.0 : 0.0) + (e_.averages_by_pass() ? 1.0 : 0.0);
-    const bool rest = !splitting || rest_parameters(g.stage) > 0.0;  // prepare_gradients skips a stage with none left
+    const bool rest = !by_bucket || rest_parameters(g.stage) > 0.0;  // prepare_gradients skips a stage with none left
     return n + passes * (buckets + (rest ? 1.0 : 0.0)) + 1.0 + (e_.overlap_param_gather_with_optimizer_step ? 1.0 : 0.0);
 }
 
-double Builder::unit_tasks(Group* g, const Unit& unit, bool fused, bool keep_first, double per_collective) {
-    // As emit_unit on group g (its collectives' phases and whether they move alone); without a group a collective
-    // counts `per_collective` tasks and moves alone. Fused, what follows the first task if `keep_first` runs as one
+double Builder::unit_tasks(Group* g, const Unit& unit, bool fused, bool keep_first) {
+    // As emit_unit on group g (its collectives' phases and whether they move alone); without a group (the task limit's
+    // bound) a collective counts two phases and moves alone. Fused, what follows the first task if `keep_first` runs as one
     // task up to a collective that does not move alone. A unit that opens with a collective has an anchor before it;
     // one that ends with two tasks (a collective and the kernels beside it), or with a lone collective under idle
     // headroom, a join after them. Not foreseen here: a fused group's units that run unfused while its stage's
@@ -171,7 +171,7 @@ double Builder::unit_tasks(Group* g, const Unit& unit, bool fused, bool keep_fir
             continue;
         }
         const bool paired = s.overlapped && i + 1 < unit.steps.size() && unit.steps[i + 1].is_compute;
-        double phases = per_collective;
+        double phases = 2.0;
         bool alone = true;
         if (g != nullptr) {
             const Plan& plan = tp_phases(*g, s.kind, s.message, s.context_group);

@@ -288,10 +288,7 @@ void Builder::emit_overlapped_param_gathers() {
             ch.chunk_offset.push_back(ch.gathered.size());
             const Pieces& fp = pieces_of(true, v);
             for (std::size_t i = 0; i < fp.pieces.size(); ++i) {
-                const DpMessage m = fp.is_layer[i]          ? DpMessage::gather_layer
-                                    : v == 0 && i == 0 ? DpMessage::gather_embedding
-                                                       : DpMessage::gather_output;
-                const Plan& plan = dp_plan(static_cast<int>(r), m);
+                const Plan& plan = dp_plan(static_cast<int>(r), gather_message(fp, v, i));
                 ch.gathered.push_back(emit_phases(gather_streams_[r], plan, {}, make_label(TaskKind::dp, 1, 0), nullptr));
                 gather_left_[r] += static_cast<std::uint32_t>(std::max<std::size_t>(1, plan.size()));
             }

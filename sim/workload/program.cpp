@@ -293,7 +293,6 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     Group& g = groups_[gi];
     const bool scatter_gather = !e_.sequence_parallel && e_.tensor > 1;
     const int last_v = shape_.virtual_stages() - 1;
-    const int n = shape_.microbatches;
     const auto activations = index(MemoryCategory::activations);
     const auto embedding_output = index(MemoryCategory::embedding_output);
     // The program is one chain on the compute stream: each unit or call starts after the one before it (so
@@ -333,10 +332,7 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     const schedule::Unit& s = ins.unit;
     const int v = schedule::virtual_stage(shape_, g.stage, s.chunk);
     const std::uint32_t label = make_label(s.forward ? TaskKind::forward : TaskKind::backward, s.chunk, s.microbatch);
-    const bool split = !s.forward && e_.overlap_grad_reduce && weight_replicas() > 1 && s.microbatch == n - 1;
     const Bytes workspace = s.forward ? Bytes(0) : activations_.recompute_workspace(g.stage, s.chunk);
-    // The first forward of each chunk waits for its parameters' buckets, with the gather overlapped.
-    const bool gathering = s.forward && s.microbatch == 0 && !gathers_.empty();
     std::optional<TaskId> after = g.prev_last;
     if (const Time host = s.forward ? e_.host_gap_forward : e_.host_gap_backward; host > Time::zero()) {
         // The host's time from its synchronisation to the unit's first kernel: the GPU idles (a task off its stream).
@@ -345,9 +341,11 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
         if (after) sim_.add_dependency(*after, gap);
         after = gap;
     }
-    const UnitTasks ut = split       ? emit_backward_by_layer(g, v, after, label)
-                         : gathering ? emit_forward_by_layer(g, s.chunk, after, label)
-                                     : emit_unit(g, unit_for(s.forward, v), after, label, workspace.value > 0);
+    // The first forward of each chunk waits for its parameters' buckets with the gather overlapped; the last backward
+    // starts the buckets' reductions with overlap_grad_reduce.
+    const UnitTasks ut = !runs_by_layer(s) ? emit_unit(g, unit_for(s.forward, v), after, label, workspace.value > 0)
+                         : s.forward       ? emit_forward_by_layer(g, s.chunk, after, label)
+                                           : emit_backward_by_layer(g, v, after, label);
     if (e_.overlap_p2p_comm) {
         // Asynchronous pipeline calls: the unit waits for the transfer bringing its input and for this group's
         // sends of its direction since its last unit of that direction (Megatron's wait handles).
