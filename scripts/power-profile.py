@@ -108,6 +108,12 @@ def speed_at(points, boost_mhz, mhz):
     return lo[1] + (hi[1] - lo[1]) * (mhz - lo[0]) / (hi[0] - lo[0])
 
 
+def boost_watts(points, boost_mhz):
+    """What GEMMs draw at the boost clock: the curve's top two points extended to it."""
+    top, second = points[0], points[1]
+    return top[2] + (top[2] - second[2]) / (top[0] - second[0]) * (boost_mhz - top[0])
+
+
 def headroom(d, points, boost_mhz, limit):
     samples = d.get("samples", [])
     burst = [x for x in samples if x[0] == "duty 400 ms"]
@@ -131,8 +137,7 @@ def headroom(d, points, boost_mhz, limit):
             dt = (b[i + 1][1] - x[1]) if i + 1 < len(b) else (x[1] - b[i - 1][1])
             secs += max(0.0, speed_at(points, boost_mhz, x[2]) - steady) / (1 - steady) * dt
         boosted.append(secs)
-    top, second = points[0], points[1]
-    boost_w = top[2] + (top[2] - second[2]) / (top[0] - second[0]) * (boost_mhz - top[0])
+    boost_w = boost_watts(points, boost_mhz)
     idle = sorted(x[3] for x in samples if x[0] == "idle" and x[2] >= boost_mhz - 15)
     if not idle:
         raise SystemExit("power-profile: no idle readings at the boost clock")
@@ -226,12 +231,11 @@ def main():
               f" ({1e3 * lo:.0f}-{1e3 * hi:.0f}), GEMMs there {boost_w:.0f} W")
         print(f"  headroom_j: {joules:.1f}")
         print(f"  idle_w: {idle_w:.1f}")
+    gemm_boost_w = boost_watts(points, boost_mhz)
     for rest_ms, idle, bought in rest_series(d):
-        top, second = points[0], points[1]
-        boost_w = top[2] + (top[2] - second[2]) / (top[0] - second[0]) * (boost_mhz - top[0])
         mean = sum(bought) / len(bought)
         print(f"  # after {rest_ms} ms of rest (idle {', '.join(f'{x:.1f}' for x in idle)} ms): {mean:.1f} ms at the"
-              f" boost clock ({', '.join(f'{x:.1f}' for x in bought)}), {mean / 1e3 * (boost_w - limit):.1f} J")
+              f" boost clock ({', '.join(f'{x:.1f}' for x in bought)}), {mean / 1e3 * (gemm_boost_w - limit):.1f} J")
     print("measured:")
 
     def show(key, pts):
