@@ -22,10 +22,16 @@ what runs around it. Two parts, each sampled by NVML every 20 ms (SM clock, powe
           scripts/power-profile.py reads each rest's boost-clock time from the GEMMs themselves, not from NVML's
           clock readings. The lengths are counted in GEMMs at the cold (boost-clock) time, so at the settled clock the
           settling runs last about 1.15 s and the bursts 0.65 s: about 45 s in all.
+  gaps    four GPT layers at the 177B (t = 8) and 1.7B (t = 1) rows' shapes, forward + backward step after step,
+          each step waited for and then the GPU left idle for a gap of 2-50 ms (`--gaps`), `--mix-s` seconds per gap,
+          after back-to-back steps (the steady state): each step's time and the GPU's idle before it, against the
+          headroom model's prediction (a pipeline's waits give the clock back; docs/fidelity.md).
   attention  cuDNN's fused attention alone (12 heads, s = 4,096, d = 128, causal), forward + backward.
 --fp8: the mix's and duty's GEMMs in FP8 (E4M3, per-tensor scales, torch._scaled_mm); --only PART[,PART]: those
-parts alone (mix, duty, rest, attention, layers; all but rest by default).
-Usage: torch_power.py OUT.json [--mix-s 8] [--layer-s 10] [--quick] [--fp8] [--only PARTS]
+parts alone (mix, duty, rest, attention, layers, gaps; all but rest and gaps by default).
+--rests MS[,MS]: the rest part's rest lengths in ms (default 50,100,200,400,800,2000); --gaps MS[,MS]: the gaps
+part's (default 2,5,10,20,50).
+Usage: torch_power.py OUT.json [--mix-s 8] [--layer-s 10] [--quick] [--fp8] [--only PARTS] [--rests MS,...]
 (the rest part, read with the mix and the attention's power, which power-profile.py needs: torch_power.py OUT.json
  --only mix,attention,rest --mix-s 4, about 90 s)
 """
@@ -103,15 +109,34 @@ def main():
     quick = "--quick" in args
     fp8 = "--fp8" in args
     parts = set(args[args.index("--only") + 1].split(",")) if "--only" in args else {"mix", "duty", "attention", "layers"}
-    unknown = parts - {"mix", "duty", "rest", "attention", "layers"}
+    unknown = parts - {"mix", "duty", "rest", "attention", "layers", "gaps"}
     if unknown:
-        print(f"torch_power: no part {', '.join(sorted(unknown))} (mix, duty, rest, attention, layers)", file=sys.stderr)
+        print(f"torch_power: no part {', '.join(sorted(unknown))} (mix, duty, rest, attention, layers, gaps)",
+              file=sys.stderr)
         return 2
 
     def opt(name, default):
         return float(args[args.index(name) + 1]) if name in args else default
 
     mix_s, layer_s = opt("--mix-s", 2.0 if quick else 8.0), opt("--layer-s", 3.0 if quick else 10.0)
+    try:
+        rests = [float(x) for x in args[args.index("--rests") + 1].split(",")] if "--rests" in args else \
+            [50, 100, 200, 400, 800, 2000]
+    except (IndexError, ValueError):
+        rests = []
+    try:
+        gaps = [float(x) for x in args[args.index("--gaps") + 1].split(",")] if "--gaps" in args else \
+            [2, 5, 10, 20, 50]
+    except (IndexError, ValueError):
+        gaps = []
+    if not gaps or any(not 0 <= g <= 60000 for g in gaps):
+        print("torch_power: --gaps takes idle gaps in ms, comma-separated, each in [0, 60000], e.g. 0,2,5,10",
+              file=sys.stderr)
+        return 2
+    if not rests or any(not 0 < r <= 60000 for r in rests):
+        print("torch_power: --rests takes rest lengths in ms, comma-separated, each in (0, 60000], e.g. 2,5,10,50",
+              file=sys.stderr)
+        return 2
     torch = cuda_torch("torch_power")
     if torch is None:
         return 4
@@ -285,7 +310,7 @@ def main():
         return block, [(round(t0.elapsed_time(x), 4), round(x.elapsed_time(y), 4)) for x, y in block]
 
     settle_n, burst_n = max(1, round(1000 / gemm_ms)), max(1, round(600 / gemm_ms))
-    for rest_ms in (50, 100, 200, 400, 800, 2000) if "rest" in parts else ():
+    for rest_ms in rests if "rest" in parts else ():
         row = {"rest_ms": rest_ms, "settle": [], "bursts": [], "idle_ms": []}
         for _ in range(3):
             sampler.phase = f"rest {rest_ms} ms settle"
@@ -380,6 +405,49 @@ def main():
               f"{ {k: v for k, v in row.items() if k.startswith(('sm_', 'power', 'temp'))} }", file=sys.stderr,
               flush=True)
         save()
+        del stack, x, gy
+        torch.cuda.empty_cache()
+    # --- gaps: a layer stack's steps with idle gaps between them (the headroom a pipeline's waits give back) -----------
+    for name, h, heads, t in (("177B", 12288, 96, 8), ("1.7B", 2048, 16, 1)) if "gaps" in parts else ():
+        torch.manual_seed(0)
+        stack = nn.Sequential(*[gpt_layer(torch, h, heads, t) for _ in range(4)]).to(dev, torch.bfloat16)
+        x = torch.randn(4096, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        gy = torch.ones(4096, h, device=dev, dtype=torch.bfloat16)
+
+        def step():
+            stack(x).backward(gy)
+
+        for _ in range(2):
+            step()
+        torch.cuda.synchronize()
+        for gap_ms in [None] + gaps:
+            time.sleep(2.0)
+            phase = f"gaps {name} {gap_ms if gap_ms is not None else 'none'}"
+            sampler.phase = phase
+            t_start = sampler.now()
+            if gap_ms is None:  # back to back, the GPU never waiting: the steady state
+                series = [(0.0, ms) for _, ms in timed_loop(step, mix_s, 2)]
+            else:   # each step waited for, then the host idle for gap_ms: [(the GPU's idle before it, its ms)]
+                series, prev, t_end = [], None, time.perf_counter() + mix_s
+                while time.perf_counter() < t_end:
+                    (a0, a1), = queued(step, 1)
+                    a1.synchronize()
+                    series.append((round(prev.elapsed_time(a0), 4) if prev else None, round(a0.elapsed_time(a1), 4)))
+                    prev = a1
+                    time.sleep(gap_ms / 1e3)
+            sampler.phase = "idle"
+            late = series[len(series) * 2 // 5:]
+            row = {"model": name, "hidden": h, "heads": heads, "tensor": t, "layers": 4, "seq": 4096,
+                   "gap_ms": gap_ms, "steps": len(series),
+                   "step_ms_median": round(statistics.median(ms for _, ms in late), 4) if late else None,
+                   "idle_ms_median": round(statistics.median(i for i, _ in late if i is not None), 4)
+                   if any(i is not None for i, _ in late) else None,
+                   "series": series}
+            row.update(sampler.summary(phase, 0.0))
+            res.setdefault("gaps", []).append(row)
+            print(f"gaps {name} {gap_ms} ms: step {row['step_ms_median']} ms, GPU idle {row['idle_ms_median']} ms, "
+                  f"{ {k: v for k, v in row.items() if k.startswith(('sm_', 'power'))} }", file=sys.stderr, flush=True)
+            save()
         del stack, x, gy
         torch.cuda.empty_cache()
     sampler.stop.set()

@@ -8,11 +8,16 @@ GEMMs' own watts are the phase's mean power less the copies' share at the copy-o
 1/4-share phase, which stays at the boost clock). Phases at the boost clock give no point. --fp8 FILE: the FP8
 curve from a `torch_power.py --fp8 --only mix` run (measured.gemm_power_fp8).
 
-A run with the rest part (torch_power.py --only mix,attention,rest: the curve comes from the mix) adds a comment line per rest
-length: the milliseconds at the boost clock each burst bought, read from its own GEMMs' times (rest_series), and
-their joules above the limit; they inform the headroom model, not yet a profile key.
+The headroom after rest (power.headroom_j, power.idle_w), from a run with the rest part (torch_power.py --only
+mix,attention,rest; or --rest REST.json: the rest part of another run on the same board, the curve staying this
+run's): each burst after a rest, its GEMMs timed one by one (rest_series), bought so many ms at the boost clock; the
+median over the bursts after a GPU idle gap of 45 ms or more (a full rest: on the H200 50 ms bought what 2 s did),
+times what GEMMs draw at the boost clock above the limit (this run's curve), is headroom_j; idle_w is the median power
+of the rest run's idle readings at the boost clock. A comment line per rest length gives what its bursts bought, the
+model's credit for that idle gap, and the first GEMM's wake-up (it runs slower as the GPU leaves its idle clock).
 
-The headroom after rest (power.headroom_j, power.idle_w; a run with the duty part): the 400 ms GEMM bursts, each after
+Without a rest part, from the duty part (the older reading, session 28; NVML's clock lags by about 100 ms, and on
+the H200 it read 163 ms where the GEMMs' own times read 115): the 400 ms GEMM bursts, each after
 as long an idle gap, start at the boost clock and settle towards the GEMM-only clock. Each burst's clock readings
 (NVML, every 20 ms), as speed on the BF16 curve above that clock's, add up to the seconds at the boost clock the rest
 bought (the first burst left out: it follows the 2 s pause before the part, not a gap as long as itself, and bought
@@ -27,7 +32,7 @@ rows at those shapes (the clock from the layer's kernels alone), each candidate 
 bandwidth-bound kernels run at PyTorch's eager speed, in the mix that sets the clock and in the time alike
 (--eager-efficiency, default 0.58 of the copy bandwidth: calibrate/torch_elementwise.py's median; the copy drops P's
 measured.elementwise). Needs PyYAML.
-Usage: power-profile.py POWER.json [--limit-w 700] [--attention-w W] [--fp8 FP8.json]
+Usage: power-profile.py POWER.json [--limit-w 700] [--attention-w W] [--fp8 FP8.json] [--rest REST.json]
                         [--profile P --strata BIN [--eager-efficiency 0.58]]
 (--attention-w: for a run without the attention part, a figure measured on another GPU of the same chip.)
 """
@@ -145,11 +150,16 @@ def headroom(d, points, boost_mhz, limit):
     return mean_s, boost_w, mean_s * (boost_w - limit), idle[len(idle) // 2], len(bursts), min(boosted), max(boosted)
 
 
+FULL_REST_MS = 45.0  # a GPU idle gap at least this long refills the headroom (docs/fidelity.md, "Headroom after rest")
+
+
 def rest_series(d):
     """The rest part's bursts (torch_power.py --only rest): for each rest length, the milliseconds at the boost clock
     each burst bought, read from its own GEMMs: a GEMM of t ms, between the boost clock's b (the run's cold GEMM) and
-    the settled s (the median of the settling runs' last 40%), counts b (s - t) / (s - b). [(rest ms, the GPU's idle
-    gaps in ms, [ms per burst])]."""
+    the settled s (the median of the settling runs' last 40%), counts b (s - t) / (s - b), signed (a GEMM slower than
+    the settled one, as the limiter undershoots, gives back), over the whole burst but its first GEMM, which runs
+    slower as the GPU wakes from its idle clock (its excess over b is the wake-up, reported apart).
+    [(rest ms, the GPU's idle gaps in ms, [ms bought per burst], [wake-up ms per burst])]."""
     out = []
     b = d.get("gemm_cold_ms")
     for row in d.get("rest", []):
@@ -161,9 +171,23 @@ def rest_series(d):
         if s <= b:
             raise SystemExit(f"power-profile: after a rest of {row['rest_ms']} ms the settled GEMM ({s} ms) is no slower "
                              f"than the cold one ({b} ms): the limit never held; nothing to read")
-        bought = [sum(b * max(0.0, s - ms) / (s - b) for _, ms in burst) for burst in row["bursts"]]
-        out.append((row["rest_ms"], row.get("idle_ms", []), bought))
+        if any(len(burst) < 2 for burst in row["bursts"]):
+            raise SystemExit(f"power-profile: a burst after the {row['rest_ms']} ms rest has fewer than two GEMMs")
+        bought = [sum(b * (s - ms) / (s - b) for _, ms in burst[1:]) for burst in row["bursts"]]
+        wake = [burst[0][1] - b for burst in row["bursts"]]
+        out.append((row["rest_ms"], row.get("idle_ms", []), bought, wake))
     return out
+
+
+def rest_headroom(series):
+    """What a full rest buys: the median over the bursts after a GPU idle gap of FULL_REST_MS or more (ms at the boost
+    clock), with their count, least and most; None without such bursts."""
+    full = sorted(ms for _, idle, bought, _ in series for i, ms in zip(idle, bought) if i >= FULL_REST_MS)
+    if not full:
+        return None
+    n = len(full)
+    median = full[n // 2] if n % 2 else (full[n // 2 - 1] + full[n // 2]) / 2
+    return median, n, full[0], full[-1]
 
 
 def main():
@@ -224,18 +248,50 @@ def main():
     print(f"  memory_bound_w: {copy_w:.1f}")
     print(f"  attention_w: {attention_w:.1f}")
     print(f"  reference_clock_mhz: {boost_mhz:g}")
-    rest = headroom(d, points, boost_mhz, limit)
-    if rest:
-        mean_s, boost_w, joules, idle_w, n, lo, hi = rest
+    gemm_boost_w = boost_watts(points, boost_mhz)
+    duty = headroom(d, points, boost_mhz, limit)
+    rest_file = args[args.index("--rest") + 1] if "--rest" in args else None
+    rd = d
+    if rest_file:
+        with open(rest_file) as f:
+            rd = json.load(f)
+    series = rest_series(rd)
+    full = rest_headroom(series)
+    if rest_file and not full:
+        raise SystemExit(f"power-profile: {rest_file} has no burst after a GPU idle gap of {FULL_REST_MS:g} ms or more "
+                         "(torch_power.py --only mix,attention,rest)")
+    idle_w = None
+    if full:
+        med_ms, n, lo, hi = full
+        idle = sorted(x[3] for x in rd.get("samples", []) if x[0] == "idle" and x[2] >= boost_mhz - 15)
+        if not idle:
+            raise SystemExit("power-profile: no idle readings at the boost clock in the rest run")
+        idle_w = idle[len(idle) // 2]
+        print(f"  # {n} GEMM bursts after a GPU idle gap of {FULL_REST_MS:g} ms or more"
+              f"{' (' + rest_file + ')' if rest_file else ''}, each GEMM timed: {med_ms:.0f} ms at the boost clock"
+              f" (median; {lo:.0f}-{hi:.0f}), GEMMs there {gemm_boost_w:.0f} W")
+        if duty:
+            print(f"  # (the duty part's 400 ms bursts{' of ' + args[0] if rest_file else ''}, read from NVML's clock:"
+                  f" {1e3 * duty[0]:.0f} ms)")
+        print(f"  headroom_j: {med_ms / 1e3 * (gemm_boost_w - limit):.1f}")
+        print(f"  idle_w: {idle_w:.1f}")
+    elif duty:
+        mean_s, boost_w, joules, idle_w, n, lo, hi = duty
         print(f"  # {n} GEMM bursts of 400 ms after as long an idle gap: {1e3 * mean_s:.0f} ms at the boost clock"
               f" ({1e3 * lo:.0f}-{1e3 * hi:.0f}), GEMMs there {boost_w:.0f} W")
         print(f"  headroom_j: {joules:.1f}")
         print(f"  idle_w: {idle_w:.1f}")
-    gemm_boost_w = boost_watts(points, boost_mhz)
-    for rest_ms, idle, bought in rest_series(d):
+    for rest_ms, idle, bought, wake in series:
         mean = sum(bought) / len(bought)
-        print(f"  # after {rest_ms} ms of rest (idle {', '.join(f'{x:.1f}' for x in idle)} ms): {mean:.1f} ms at the"
-              f" boost clock ({', '.join(f'{x:.1f}' for x in bought)}), {mean / 1e3 * (gemm_boost_w - limit):.1f} J")
+        line = (f"  # after {rest_ms:g} ms of rest (idle {', '.join(f'{x:.1f}' for x in idle)} ms): {mean:.1f} ms at the"
+                f" boost clock ({', '.join(f'{x:.1f}' for x in bought)}), {mean / 1e3 * (gemm_boost_w - limit):.1f} J;"
+                f" first GEMM +{', +'.join(f'{x:.2f}' for x in wake)} ms")
+        if full and idle and idle_w is not None:
+            # The model's credit for that idle: each ms of it buys (limit - idle_w) / (boost_w - limit) ms at the boost
+            # clock, up to the full rest's.
+            rate = (limit - idle_w) / (gemm_boost_w - limit)
+            line += f"; model {sum(min(full[0], rate * i) for i in idle) / len(idle):.1f} ms"
+        print(line)
     print("measured:")
 
     def show(key, pts):

@@ -150,23 +150,25 @@ def test_power_profile_block_from_the_committed_runs():
 
 def test_power_blocks_in_the_hopper_profiles_are_the_scripts_output():
     runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
-    h100_fp8 = ["--fp8", os.path.join(runs, "h100-power-fp8.json")]
-    for profile, run, extra in (("h100-sxm5-80gb", "h100-power.json", h100_fp8),
-                                ("h100-sxm5-80gb-calibrated", "h100-power.json", h100_fp8),
-                                ("h200-sxm-141gb", "h200-power.json", ["--attention-w", "658.6"]),
-                                ("h200-sxm-141gb-calibrated", "h200-power.json", ["--attention-w", "658.6"])):
+    rests = os.path.join(SRC, "calibrate", "results", "2026-11-27d")
+    h100 = ["--fp8", os.path.join(runs, "h100-power-fp8.json"), "--rest", os.path.join(rests, "h100-rest.json")]
+    # The H200's curve from the first H200 run; its attention, FP8 curve and rests from the second (2026-11-27d).
+    h200 = ["--attention-w", "687.8", "--fp8", os.path.join(rests, "h200-fp8.json"),
+            "--rest", os.path.join(rests, "h200-rest.json")]
+    for profile, run, extra in (("h100-sxm5-80gb", "h100-power.json", h100),
+                                ("h100-sxm5-80gb-calibrated", "h100-power.json", h100),
+                                ("h200-sxm-141gb", "h200-power.json", h200),
+                                ("h200-sxm-141gb-calibrated", "h200-power.json", h200)):
         out = _power_profile(os.path.join(runs, run), *extra)
         with open(os.path.join(SRC, "scenarios", "devices", profile + ".yaml")) as f:
             text = f.read()
+        checked = 0
         for line in out.splitlines():
             if line.startswith("    - {clock_mhz") or line.strip().startswith(("memory_bound_w", "attention_w", "limit_w",
                                                                                   "boost_clock_mhz", "headroom_j", "idle_w")):
                 assert line in text, (profile, line)
-        # The headroom after rest: the H100 run's duty part (the H200 run had none; its profiles borrow the H100's).
-        h100 = _power_profile(os.path.join(runs, "h100-power.json"))
-        for key in ("headroom_j", "idle_w"):
-            line = next(l for l in h100.splitlines() if l.strip().startswith(key + ":"))
-            assert line in text, (profile, line)
+                checked += 1
+        assert checked == 12, (profile, checked)  # six keys, three BF16 points, three FP8
 
 
 def test_power_profile_headroom_from_the_bursts_after_idle_gaps():
@@ -197,42 +199,72 @@ def test_power_profile_refuses_a_run_without_readings(tmp_path):
 
 
 def test_power_profile_reads_each_rest_from_the_bursts_own_gemms(tmp_path):
-    # The rest part (torch_power.py --only mix,rest): a burst whose first k GEMMs ran at the boost clock's b ms and the
-    # rest at the settled s ms bought k x b ms at the boost clock; one halfway between, b / 2.
+    # The rest part (torch_power.py --only mix,rest): a burst whose first GEMM woke the GPU (0.3 ms over the boost
+    # clock's b), whose next k ran at b and the rest at the settled s bought k x b ms at the boost clock; one halfway
+    # between, b / 2; one as far above s as b is below it (the limiter's undershoot), -b.
     import importlib.util
     spec = importlib.util.spec_from_file_location("power_profile", os.path.join(SRC, "scripts", "power-profile.py"))
     pp = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pp)
     b, s = 1.4, 1.6
     settle = [[(i * s, s) for i in range(700)]]
-    def burst(k, halfway=0):
-        return [(0.0, b)] * k + [(0.0, (b + s) / 2)] * halfway + [(0.0, s)] * (400 - k - halfway)
+    def burst(k, halfway=0, under=0):
+        return ([(0.0, b + 0.3)] + [(0.0, b)] * k + [(0.0, (b + s) / 2)] * halfway + [(0.0, 2 * s - b)] * under
+                + [(0.0, s)] * (400 - k - halfway - under))
     run = {"gemm_cold_ms": b, "rest": [
-        {"rest_ms": 50, "idle_ms": [50.1], "settle": settle, "bursts": [burst(10), burst(20)]},
-        {"rest_ms": 2000, "idle_ms": [2000.2], "settle": settle, "bursts": [burst(100, halfway=2)]}]}
+        {"rest_ms": 50, "idle_ms": [50.1, 50.3], "settle": settle, "bursts": [burst(10), burst(20)]},
+        {"rest_ms": 2000, "idle_ms": [2000.2], "settle": settle, "bursts": [burst(100, halfway=2, under=3)]},
+        {"rest_ms": 5, "idle_ms": [7.0], "settle": settle, "bursts": [burst(4)]}]}
     got = pp.rest_series(run)
-    assert [r[0] for r in got] == [50, 2000]
+    assert [r[0] for r in got] == [50, 2000, 5]
     assert abs(got[0][2][0] - 10 * b) < 1e-9 and abs(got[0][2][1] - 20 * b) < 1e-9
-    assert abs(got[1][2][0] - (100 * b + b)) < 1e-9
+    assert abs(got[1][2][0] - (100 * b + b - 3 * b)) < 1e-9
+    assert all(abs(w - 0.3) < 1e-9 for r in got for w in r[3])
+    # A full rest is an idle gap of 45 ms or more: the median of 14, 28 and 137.2 ms; the 7 ms gap is not one.
+    median, n, lo, hi = pp.rest_headroom(got)
+    assert n == 3 and abs(median - 20 * b) < 1e-9 and abs(lo - 10 * b) < 1e-9 and abs(hi - 98 * b) < 1e-9
+    assert pp.rest_headroom(got[2:]) is None
     # Through the script, with the committed H100 run's mix for the curve: a line per rest, joules above the limit.
     with open(os.path.join(SRC, "calibrate", "results", "2026-11-27c", "h100-power.json")) as f:
         d = json.load(f)
     d.update(run)
     path = tmp_path / "run.json"
     path.write_text(json.dumps(d))
-    lines = [l for l in _power_profile(str(path)).splitlines() if "ms of rest" in l]
-    assert len(lines) == 2 and "after 50 ms of rest (idle 50.1 ms): 21.0 ms at the boost clock (14.0, 28.0)" in lines[0]
-    joules = float(lines[1].split("), ")[-1].split(" J")[0])
-    assert 0.141 * 250 < joules < 0.141 * 350  # 141 ms at the boost clock, GEMMs there some 300 W above the limit
+    out = _power_profile(str(path))
+    lines = [l for l in out.splitlines() if "ms of rest" in l]
+    assert len(lines) == 3 and "after 50 ms of rest (idle 50.1, 50.3 ms): 21.0 ms at the boost clock (14.0, 28.0)" in lines[0]
+    assert "first GEMM +0.30, +0.30 ms" in lines[0]
+    joules = float(lines[1].split(" J;")[0].split(", ")[-1])
+    assert 0.1372 * 250 < joules < 0.1372 * 350  # 137.2 ms at the boost clock, GEMMs there some 300 W above the limit
+    # The headroom from the rest part (the run's duty part only noted): the full rests' median, 28 ms, in joules above
+    # the limit; the 5 ms row's model credit: 7 ms of idle at (700 - idle_w) / (boost_w - 700) per ms.
+    note = next(l for l in out.splitlines() if "after a GPU idle gap of 45 ms or more" in l)
+    assert note.strip().startswith("# 3 GEMM bursts") and "28 ms at the boost clock (median; 14-137)" in note
+    boost_w = float(note.split("GEMMs there ")[1].split(" W")[0])
+    headroom_j = float(next(l for l in out.splitlines() if l.strip().startswith("headroom_j:")).split(": ")[1])
+    idle_w = float(next(l for l in out.splitlines() if l.strip().startswith("idle_w:")).split(": ")[1])
+    assert abs(headroom_j - 0.028 * (boost_w - 700)) < 0.06 and "read from NVML's clock" in out
+    model = float(lines[2].split("model ")[1].split(" ms")[0])
+    assert abs(model - 7.0 * (700 - idle_w) / (boost_w - 700)) < 0.06
+    # --rest: the rests from another run, the curve this one's; a rest run without a full rest is refused.
+    rest_only = tmp_path / "rest.json"
+    rest_only.write_text(json.dumps(dict(run, samples=d["samples"])))
+    runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
+    out2 = _power_profile(os.path.join(runs, "h100-power.json"), "--rest", str(rest_only))
+    assert f"headroom_j: {headroom_j:.1f}" in out2 and "rest.json), each GEMM timed" in out2
+    rest_only.write_text(json.dumps(dict(run, rest=run["rest"][2:], samples=d["samples"])))
+    import subprocess
+    r = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "power-profile.py"),
+                        os.path.join(runs, "h100-power.json"), "--rest", str(rest_only)], capture_output=True, text=True)
+    assert r.returncode != 0 and "no burst after a GPU idle gap of 45 ms or more" in r.stderr
     # A run of the mix and the rest parts alone has no attention figure: the script asks for one (so the documented run
     # is --only mix,attention,rest), and reads the rests once it has it.
-    import subprocess
     alone = {k: v for k, v in d.items() if k not in ("attention", "duty", "layers")}
     path.write_text(json.dumps(alone))
     script = os.path.join(SRC, "scripts", "power-profile.py")
     r = subprocess.run([sys.executable, script, str(path)], capture_output=True, text=True)
     assert r.returncode != 0 and "--attention-w" in r.stderr
-    assert len([l for l in _power_profile(str(path), "--attention-w", "658.6").splitlines() if "ms of rest" in l]) == 2
+    assert len([l for l in _power_profile(str(path), "--attention-w", "658.6").splitlines() if "ms of rest" in l]) == 3
     # A settled GEMM no slower than the cold one: the limit never held, and the script says so.
     bad = dict(run, rest=[dict(run["rest"][0], settle=[[(0.0, b)] * 10])])
     try:
