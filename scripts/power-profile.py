@@ -60,19 +60,27 @@ def layer_ms(strata, profile, case):
     return total
 
 
-def fit_reference(strata, profile, measured, eager, lo_clock, hi_clock):
+def eager_profile(profile, eager):
+    """(the profile as a dict with its bandwidth-bound kernels at `eager` of the copy bandwidth, as PyTorch's eager
+    kernels run; a temporary file beside it to write it to). The caller removes the file."""
     try:
         import yaml
     except ImportError:
-        raise SystemExit("power-profile: the fit needs PyYAML (apt-get install python3-yaml)")
+        raise SystemExit("power-profile: this needs PyYAML (apt-get install python3-yaml)")
     with open(profile) as f:
         doc = yaml.safe_load(f)
     if "power" not in doc:
-        raise SystemExit(f"power-profile: {profile} has no power block to fit a reference clock in")
+        raise SystemExit(f"power-profile: {profile} has no power block")
     doc.setdefault("elementwise", {})["bandwidth_efficiency"] = eager
     doc.get("measured", {}).pop("elementwise", None)
     fd, tmp = tempfile.mkstemp(suffix=".yaml", dir=os.path.dirname(os.path.abspath(profile)))
     os.close(fd)
+    return doc, tmp
+
+
+def fit_reference(strata, profile, measured, eager, lo_clock, hi_clock):
+    import yaml
+    doc, tmp = eager_profile(profile, eager)
     try:
         def residuals(ref):
             doc["power"]["reference_clock_mhz"] = round(ref, 3)

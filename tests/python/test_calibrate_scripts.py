@@ -272,3 +272,193 @@ def test_power_profile_reads_each_rest_from_the_bursts_own_gemms(tmp_path):
         assert False, "accepted"
     except SystemExit as e:
         assert "the limit never held" in str(e)
+
+
+def _headroom_gaps():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("headroom_gaps", os.path.join(SRC, "scripts", "headroom-gaps.py"))
+    hg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hg)
+    return hg
+
+
+def test_headroom_gaps_compares_each_gap_with_the_model():
+    # The model's saving after an idle gap: the accrual times the idle, capped by the full rest's saving and by the
+    # step's own saving at the boost clock; the measured one: the back-to-back step less the step after the gap.
+    hg = _headroom_gaps()
+    line = ("  after rest (power.headroom_j, idle_w): 8.8% less time at the boost clock, a full rest saves up to 13.3 ms; "
+            "each ms idle between units gives back 0.31 ms (in the simulation)")
+    terms = hg.parse_terms("x\n" + line + "\n")
+    assert all(abs(a - b) < 1e-12 for a, b in zip(terms, (0.088, 13.3, 0.31)))
+    rows = [{"model": "177B", "gap_ms": None, "step_ms_median": 43.0, "idle_ms_median": None},
+            {"model": "177B", "gap_ms": 2, "step_ms_median": 42.6, "idle_ms_median": 2.4},
+            {"model": "177B", "gap_ms": 50, "step_ms_median": 40.1, "idle_ms_median": 50.3}]
+    got = hg.compare(rows, {"177B": terms})
+    assert [g[1] for g in got] == [2, 50]
+    assert abs(got[0][4] - 0.4) < 1e-9 and abs(got[0][5] - 0.31 * 2.4) < 1e-9      # the accrual binds
+    assert abs(got[1][4] - 2.9) < 1e-9 and abs(got[1][5] - 0.088 * 43.0) < 1e-9    # the step's own saving binds
+    assert abs(hg.model_saving((0.5, 13.3, 0.31), 100.0, 43.0) - 13.3) < 1e-9     # the full rest binds
+    for bad, what in ((rows[1:], "no back-to-back series"), (rows, None)):
+        try:
+            hg.compare(bad, {} if what is None else {"177B": terms})
+            assert False, "accepted"
+        except SystemExit as e:
+            assert (what or "no model terms") in str(e)
+    try:
+        hg.parse_terms("no such line")
+        assert False, "accepted"
+    except SystemExit as e:
+        assert "no headroom line" in str(e)
+
+
+def test_headroom_gaps_through_strata(tmp_path):
+    # End to end on the shipped H100 profile: the terms come from strata explain of the rows' layers, and each printed
+    # model saving follows from them and the run's figures.
+    import subprocess
+    strata = os.environ.get("STRATA_BIN", os.path.join(SRC, "build", "strata"))
+    if not os.path.exists(strata):
+        import pytest
+        pytest.skip("no strata binary")
+    run = {"gaps": [{"model": "177B", "gap_ms": None, "step_ms_median": 43.0, "idle_ms_median": None},
+                    {"model": "177B", "gap_ms": 5, "step_ms_median": 42.0, "idle_ms_median": 5.6},
+                    {"model": "1.7B", "gap_ms": None, "step_ms_median": 12.5, "idle_ms_median": None},
+                    {"model": "1.7B", "gap_ms": 50, "step_ms_median": 11.9, "idle_ms_median": 50.2}]}
+    path = tmp_path / "gaps.json"
+    path.write_text(json.dumps(run))
+    out = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "headroom-gaps.py"), str(path), "--profile",
+                          os.path.join(SRC, "scenarios", "devices", "h100-sxm5-80gb.yaml"), "--strata", strata],
+                         capture_output=True, text=True, check=True).stdout
+    terms = {}
+    for l in out.splitlines():
+        if l.startswith("# 177B:") or l.startswith("# 1.7B:"):
+            f = l.split()
+            terms[f[1][:-1]] = (float(f[5][:-1]) / 100, float(l.split("up to ")[1].split(" ms")[0]),
+                                float(l.split("rest, ")[1].split(" ms")[0]))
+    assert set(terms) == {"177B", "1.7B"} and all(0 < t[0] < 0.3 and t[1] > 0 and t[2] > 0 for t in terms.values())
+    table = {l.split()[0] + " " + l.split()[1]: l.split() for l in out.splitlines() if l.startswith(("177B ", "1.7B "))}
+    hg = _headroom_gaps()
+    for key, idle, t0 in (("177B 5", 5.6, 43.0), ("1.7B 50", 50.2, 12.5)):
+        want = hg.model_saving(terms[key.split()[0]], idle, t0)
+        assert abs(float(table[key][5]) - want) < 0.002, (key, table[key], want)
+
+
+class _FakeTorch:
+    """Enough of torch for calibrate/torch_power.py's control flow: tensors that do nothing, and CUDA events on a GPU
+    clock that each kernel advances by a fixed time (GEMM 1.4 ms, copy 1.0 ms, layer forward 3 ms, backward 6 ms)."""
+
+    def __init__(self):
+        import types
+        fake = self
+        self.clock_ms = 0.0
+        self.__version__ = "fake"
+        self.bfloat16, self.float32, self.uint8, self.float8_e4m3fn = "bf16", "fp32", "u8", "fp8"
+
+        class Tensor:
+            def __init__(self, n=1 << 20):
+                self.n = n
+
+            def numel(self):
+                return self.n
+
+            def to(self, *a, **k):
+                return self
+
+            def t(self):
+                return self
+
+            def contiguous(self):
+                return self
+
+            def copy_(self, src):
+                fake.clock_ms += 1.0
+                return self
+
+            def backward(self, grad=None):
+                fake.clock_ms += 6.0
+
+        class Event:
+            def __init__(self, enable_timing=True):
+                self.t = None
+
+            def record(self):
+                self.t = fake.clock_ms
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, other):
+                return other.t - self.t
+
+        class Stack:
+            def __init__(self, *mods):
+                pass
+
+            def to(self, *a, **k):
+                return self
+
+            def __call__(self, x):
+                fake.clock_ms += 3.0
+                return Tensor()
+
+        self.Tensor = Tensor
+        self.cuda = types.SimpleNamespace(
+            Event=Event, synchronize=lambda: None, empty_cache=lambda: None,
+            get_device_properties=lambda i: types.SimpleNamespace(name="Fake GPU"), is_available=lambda: True)
+        self.nn = types.ModuleType("torch.nn")
+        self.nn.Sequential = Stack
+
+    def device(self, name):
+        return name
+
+    def randn(self, *shape, **k):
+        return self.Tensor()
+
+    def empty(self, *shape, **k):
+        return self.Tensor(shape[0] if len(shape) == 1 else 1 << 20)
+
+    def empty_like(self, x):
+        return self.Tensor(x.n)
+
+    def ones(self, *shape, **k):
+        return self.Tensor()
+
+    def manual_seed(self, s):
+        pass
+
+    def mm(self, a, b, out=None):
+        self.clock_ms += 1.4
+
+    def _scaled_mm(self, *a, **k):
+        self.clock_ms += 0.8
+
+
+def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
+    # Every part of torch_power.py (the rest and gaps parts too) runs to its end and writes what power-profile.py and
+    # headroom-gaps.py read, on a fake torch whose kernels advance a GPU clock: a GPU lease is not spent on a typo.
+    import types
+    import torch_power
+    fake = _FakeTorch()
+    module = types.ModuleType("torch")
+    module.nn = fake.nn
+    monkeypatch.setitem(sys.modules, "torch", module)
+    monkeypatch.setitem(sys.modules, "torch.nn", fake.nn)
+    monkeypatch.setattr(torch_power, "cuda_torch", lambda tool: fake)
+    monkeypatch.setattr(torch_power, "gpt_layer", lambda torch, h, heads, t: None)
+    monkeypatch.setattr(torch_power.time, "sleep", lambda s: None)
+    out = tmp_path / "power.json"
+    monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), "--only", "mix,duty,rest,attention,layers,gaps",
+                                      "--mix-s", "0.02", "--layer-s", "0.02", "--rests", "5,50", "--gaps", "2,10"])
+    rc = torch_power.main()
+    assert rc == 0
+    d = json.loads(out.read_text())
+    assert [r["gemm_share"] for r in d["mix"]] == ["1/4", "1/2", "3/4", "1", "0", "1/2 again"]
+    assert [r["burst_ms"] for r in d["duty"]] == [5, 25, 100, 400]
+    assert [r["rest_ms"] for r in d["rest"]] == [5.0, 50.0] and all(len(r["bursts"]) == 3 for r in d["rest"])
+    assert abs(d["gemm_cold_ms"] - 1.4) < 1e-9
+    # gaps: per shape the back-to-back series, then one per gap, each step 9 ms on the fake clock.
+    assert [(r["model"], r["gap_ms"]) for r in d["gaps"]] == [("177B", None), ("177B", 2.0), ("177B", 10.0),
+                                                            ("1.7B", None), ("1.7B", 2.0), ("1.7B", 10.0)]
+    assert all(abs(r["step_ms_median"] - 9.0) < 1e-9 for r in d["gaps"])
+    assert all(r["idle_ms_median"] == 0.0 for r in d["gaps"] if r["gap_ms"] is not None)
+    assert "attention" not in d  # the fake has no torch.nn.functional: the part says so and the others stand
+    assert len(d["layers"]) == 5
