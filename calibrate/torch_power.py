@@ -4,7 +4,7 @@ time, and how much slower a whole layer runs sustained than in its first steps, 
 
 A GEMM-bound loop holds an H100 / H200 at its 700 W limit and the SM clock falls from 1,980 MHz to 1,200-1,400
 (calibrate/results/2026-11-26/h100-dmon.log); memory-bound kernels draw less, so the clock a GEMM gets depends on
-what runs around it. Two parts, each sampled by NVML every 20 ms (SM clock, power, temperature):
+what runs around it. Six parts, each sampled by NVML every 20 ms (SM clock, power, temperature):
   mix     8192^3 BF16 GEMMs interleaved with device-to-device copies of about a GEMM's length, in patterns giving
           the GEMMs a time share of 1, 3/4, 1/2, 1/4 (and 1/2 again last: drift), `--mix-s` seconds each after a
           host pause; each GEMM timed by its own CUDA events; figures over the last 60% of each phase.
@@ -15,23 +15,25 @@ what runs around it. Two parts, each sampled by NVML every 20 ms (SM clock, powe
           times as long (the GPU warmer).
   duty    8192^3 GEMMs in bursts of 5-400 ms, each followed by as long a host pause (the GPU idle): whether a
           gap lets the clock recover, and over what time the limiter averages.
-  rest    what a rest of each length buys (the limiter is not a bucket of energy: docs/fidelity.md, "Headroom after
-          rest"): for rests of 50, 100, 200, 400, 800 and 2,000 ms, three times each: 1 s of 8192^3 GEMMs (the
+  rest    what a rest of each length buys (docs/fidelity.md, "Headroom after rest"): for rests of 50, 100, 200,
+          400, 800 and 2,000 ms (`--rests`), three times each: 1 s of 8192^3 GEMMs (the
           limiter at its steady state), the rest (the GPU idle), then a 600 ms burst; every GEMM of the settling
           run and of the burst timed by its own CUDA events and saved (start within its burst and length, ms), so
           scripts/power-profile.py reads each rest's boost-clock time from the GEMMs themselves, not from NVML's
           clock readings. The lengths are counted in GEMMs at the cold (boost-clock) time, so at the settled clock the
           settling runs last about 1.15 s and the bursts 0.65 s: about 45 s in all.
   gaps    four GPT layers at the 177B (t = 8) and 1.7B (t = 1) rows' shapes, forward + backward step after step,
-          each step waited for and then the GPU left idle for a gap of 2-50 ms (`--gaps`), `--mix-s` seconds per gap,
-          after back-to-back steps (the steady state): each step's time and the GPU's idle before it, against the
-          headroom model's prediction (a pipeline's waits give the clock back; docs/fidelity.md).
+          each step waited for and then the GPU left idle for a gap of 0-50 ms (`--gaps`; 0: waited for, no sleep,
+          the control whose step carries the same launch lead-in and wake-up as the others), `--mix-s` seconds per
+          gap, after back-to-back steps (the steady state): each step's time and the GPU's idle before it, read
+          against the headroom model by scripts/headroom-gaps.py (a pipeline's waits give the clock back).
   attention  cuDNN's fused attention alone (12 heads, s = 4,096, d = 128, causal), forward + backward.
 --fp8: the mix's and duty's GEMMs in FP8 (E4M3, per-tensor scales, torch._scaled_mm); --only PART[,PART]: those
 parts alone (mix, duty, rest, attention, layers, gaps; all but rest and gaps by default).
 --rests MS[,MS]: the rest part's rest lengths in ms (default 50,100,200,400,800,2000); --gaps MS[,MS]: the gaps
-part's (default 2,5,10,20,50).
+part's (default 0,2,5,10,20,50).
 Usage: torch_power.py OUT.json [--mix-s 8] [--layer-s 10] [--quick] [--fp8] [--only PARTS] [--rests MS,...]
+                        [--gaps MS,...]
 (the rest part, read with the mix and the attention's power, which power-profile.py needs: torch_power.py OUT.json
  --only mix,attention,rest --mix-s 4, about 90 s)
 """
@@ -126,7 +128,7 @@ def main():
         rests = []
     try:
         gaps = [float(x) for x in args[args.index("--gaps") + 1].split(",")] if "--gaps" in args else \
-            [2, 5, 10, 20, 50]
+            [0, 2, 5, 10, 20, 50]
     except (IndexError, ValueError):
         gaps = []
     if not gaps or any(not 0 <= g <= 60000 for g in gaps):

@@ -8,7 +8,8 @@ GPU's median idle before it and the time it saved against back-to-back steps, be
 after that idle: min(idle x the accrual, the full rest's saving, the step x the saving fraction), the three terms from
 `strata explain --clock-from-kernels` of the row's layer with the profile's bandwidth-bound kernels at PyTorch's eager
 speed (as power-profile.py's fit runs them; --eager-efficiency, default 0.58). The step's own length is the measured
-back-to-back step, so the comparison is of the saving alone.
+back-to-back step, so the comparison is of the saving alone. Savings are counted against the gap-0 series (each step
+waited for, no sleep) where the run has one, the model's for that series' own idle taken off likewise.
 
 Usage: headroom-gaps.py GAPS.json --profile P --strata BIN [--eager-efficiency 0.58]   (needs PyYAML)
 """
@@ -51,7 +52,11 @@ def model_saving(terms, idle_ms, step_ms):
 
 
 def compare(rows, terms_by_model):
-    """[(model, gap ms, step ms, idle ms, measured saving ms, model saving ms)] from the run's gaps rows."""
+    """[(model, gap ms, step ms, idle ms, measured saving ms, model saving ms)] from the run's gaps rows. The savings are
+    counted against the gap-0 series where the run has one (each step waited for, no sleep: the same launch lead-in and
+    wake-up as the other gaps' steps, which back-to-back steps hide) and the model's saving for that series' own idle
+    taken off likewise; else against the back-to-back series. The step's saving fraction applies to the back-to-back
+    step (the steady state)."""
     out = []
     by_model = {}
     for r in rows:
@@ -62,12 +67,16 @@ def compare(rows, terms_by_model):
             raise SystemExit(f"headroom-gaps: the {model} shape has no back-to-back series to compare with")
         if model not in terms_by_model:
             raise SystemExit(f"headroom-gaps: no model terms for the {model} shape ({', '.join(sorted(CASES))})")
-        t0 = base["step_ms_median"]
+        steady = base["step_ms_median"]
+        control = next((r for r in rs if r["gap_ms"] == 0 and r.get("step_ms_median") is not None
+                        and r.get("idle_ms_median") is not None), None)
+        t0 = control["step_ms_median"] if control else steady
+        m0 = model_saving(terms_by_model[model], control["idle_ms_median"], steady) if control else 0.0
         for r in rs:
-            if r["gap_ms"] is None or r.get("step_ms_median") is None or r.get("idle_ms_median") is None:
+            if r is control or r["gap_ms"] is None or r.get("step_ms_median") is None or r.get("idle_ms_median") is None:
                 continue
             out.append((model, r["gap_ms"], r["step_ms_median"], r["idle_ms_median"], t0 - r["step_ms_median"],
-                        model_saving(terms_by_model[model], r["idle_ms_median"], t0)))
+                        model_saving(terms_by_model[model], r["idle_ms_median"], steady) - m0))
     return out
 
 
@@ -80,10 +89,16 @@ def main():
         rows = json.load(f).get("gaps", [])
     if not rows:
         raise SystemExit(f"headroom-gaps: {args[0]} has no gaps part (torch_power.py OUT.json --only gaps)")
-    strata, profile = args[args.index("--strata") + 1], args[args.index("--profile") + 1]
-    eager = float(args[args.index("--eager-efficiency") + 1]) if "--eager-efficiency" in args else 0.58
+    def value(name):
+        i = args.index(name)
+        if i + 1 >= len(args) or args[i + 1].startswith("--"):
+            raise SystemExit(f"headroom-gaps: {name} takes a value")
+        return args[i + 1]
+
+    strata, profile = value("--strata"), value("--profile")
+    eager = float(value("--eager-efficiency")) if "--eager-efficiency" in args else 0.58
+    doc, tmp = _power_profile().eager_profile(profile, eager)  # says so if PyYAML is missing
     import yaml
-    doc, tmp = _power_profile().eager_profile(profile, eager)
     try:
         with open(tmp, "w") as f:
             yaml.safe_dump(doc, f)

@@ -9,20 +9,21 @@ GEMMs' own watts are the phase's mean power less the copies' share at the copy-o
 curve from a `torch_power.py --fp8 --only mix` run (measured.gemm_power_fp8).
 
 The headroom after rest (power.headroom_j, power.idle_w), from a run with the rest part (torch_power.py --only
-mix,attention,rest; or --rest REST.json: the rest part of another run on the same board, the curve staying this
-run's): each burst after a rest, its GEMMs timed one by one (rest_series), bought so many ms at the boost clock; the
-median over the bursts after a GPU idle gap of 45 ms or more (a full rest: on the H200 50 ms bought what 2 s did),
-times what GEMMs draw at the boost clock above the limit (this run's curve), is headroom_j; idle_w is the median power
-of the rest run's idle readings at the boost clock. A comment line per rest length gives what its bursts bought, the
-model's credit for that idle gap, and the first GEMM's wake-up (it runs slower as the GPU leaves its idle clock).
+mix,attention,rest; or --rest REST.json: the rest part of another run, the curve staying this run's): each burst
+after a rest, its GEMMs timed one by one against that run's boost-clock and steady GEMM (rest_series), bought so many
+ms at the boost clock; the median over the bursts after a GPU idle gap of 150 ms or more (a full rest), times what
+GEMMs draw at the boost clock above the limit (this run's curve), is headroom_j; idle_w is the median power of the
+rest run's idle readings at the boost clock, those within 1 s after work left out. A comment line per rest length gives
+what its bursts bought (and of it in their first 100 ms), the model's credit for that idle gap, and the first GEMM's
+wake-up (it runs slower as the GPU leaves its idle clock).
 
-Without a rest part, from the duty part (the older reading, session 28; NVML's clock lags by about 100 ms, and on
-the H200 it read 163 ms where the GEMMs' own times read 115): the 400 ms GEMM bursts, each after
-as long an idle gap, start at the boost clock and settle towards the GEMM-only clock. Each burst's clock readings
+Without a rest part, from the duty part (session 28's reading; NVML reports the clock about every 100 ms; on the
+runs of 2026-11-27d it read 176 and 163 ms where the GEMMs' own times read 152 and 134): the 400 ms GEMM bursts, each
+after as long an idle gap, start at the boost clock and settle towards the GEMM-only clock. Each burst's clock readings
 (NVML, every 20 ms), as speed on the BF16 curve above that clock's, add up to the seconds at the boost clock the rest
 bought (the first burst left out: it follows the 2 s pause before the part, not a gap as long as itself, and bought
 220 ms on the H100 against 112-187 ms); the mean over the bursts times what GEMMs draw at the boost clock above the
-limit is headroom_j. idle_w: the median power of the run's idle readings at the boost clock.
+limit is headroom_j; idle_w as above.
 
 With --profile P (a profile that already has the block) and --strata BIN: power.reference_clock_mhz, the clock at
 which the profile's own rates hold, fitted (least squares, relative errors) so that strata's layers at their steady
@@ -151,51 +152,84 @@ def headroom(d, points, boost_mhz, limit):
             secs += max(0.0, speed_at(points, boost_mhz, x[2]) - steady) / (1 - steady) * dt
         boosted.append(secs)
     boost_w = boost_watts(points, boost_mhz)
-    idle = sorted(x[3] for x in samples if x[0] == "idle" and x[2] >= boost_mhz - 15)
-    if not idle:
+    idle_w = idle_watts(samples, boost_mhz)
+    if idle_w is None:
         raise SystemExit("power-profile: no idle readings at the boost clock")
     mean_s = sum(boosted) / len(boosted)
-    return mean_s, boost_w, mean_s * (boost_w - limit), idle[len(idle) // 2], len(bursts), min(boosted), max(boosted)
+    return mean_s, boost_w, mean_s * (boost_w - limit), idle_w, len(bursts), min(boosted), max(boosted)
 
 
-FULL_REST_MS = 45.0  # a GPU idle gap at least this long refills the headroom (docs/fidelity.md, "Headroom after rest")
+FULL_REST_MS = 150.0  # a GPU idle gap at least this long refills the headroom (docs/fidelity.md, "Headroom after rest")
+FAST_MS = 100.0  # the part of a burst read apart: the clock's fall from the boost clock
+
+
+def _median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
 def rest_series(d):
-    """The rest part's bursts (torch_power.py --only rest): for each rest length, the milliseconds at the boost clock
-    each burst bought, read from its own GEMMs: a GEMM of t ms, between the boost clock's b (the run's cold GEMM) and
-    the settled s (the median of the settling runs' last 40%), counts b (s - t) / (s - b), signed (a GEMM slower than
-    the settled one, as the limiter undershoots, gives back), over the whole burst but its first GEMM, which runs
-    slower as the GPU wakes from its idle clock (its excess over b is the wake-up, reported apart).
-    [(rest ms, the GPU's idle gaps in ms, [ms bought per burst], [wake-up ms per burst])]."""
+    """The rest part's bursts (torch_power.py --only mix,attention,rest), each GEMM timed: for each rest length, the
+    milliseconds at the boost clock each burst bought. A GEMM of t ms counts b (s - t) / (s - b), signed (one slower
+    than s gives back), against two references from the same run: s, the GEMM-only steady state (the mix part's
+    phase "1": the sustained rate the profile's rates hold at), and b, the boost clock's GEMM (the median of the second
+    to sixth GEMMs of the bursts after a full rest, FULL_REST_MS or more). The first GEMM of each burst is left out:
+    it runs slower as the GPU wakes from its idle clock (its excess over b, the wake-up, is reported apart). Summed over
+    the whole burst (600 ms of work: the clock has not come back to s by then, so this is a lower bound of what the
+    rest bought) and over its first FAST_MS (the fall from the boost clock).
+    (b, s, [(rest ms, idle gaps ms, [ms bought per burst], [of it in the first FAST_MS], [wake-up ms per burst])])."""
+    rows = d.get("rest", [])
+    mix = {r["gemm_share"]: r for r in d.get("mix", [])}
+    if not rows:
+        return None, None, []
+    if "1" not in mix or not mix["1"].get("gemm_tflops_median"):
+        raise SystemExit("power-profile: the rest run has no GEMM-only phase (torch_power.py --only mix,attention,rest):"
+                         " no steady state to count the rests against")
+    s = 2 * 8192 ** 3 / (mix["1"]["gemm_tflops_median"] * 1e12) * 1e3
+    for row in rows:
+        if len(row.get("idle_ms", [])) != len(row["bursts"]) or any(len(burst) < 6 for burst in row["bursts"]):
+            raise SystemExit(f"power-profile: the {row.get('rest_ms')} ms rest's bursts and idle gaps do not pair up, or"
+                             " a burst has fewer than six GEMMs")
+    firsts = [ms for row in rows for burst, idle in zip(row["bursts"], row["idle_ms"]) if idle >= FULL_REST_MS
+              for _, ms in burst[1:6]]
+    if not firsts:
+        raise SystemExit(f"power-profile: no burst after a GPU idle gap of {FULL_REST_MS:g} ms or more: no boost-clock "
+                         "GEMM to count against (torch_power.py --rests with a rest of 200 ms or more)")
+    b = _median(firsts)
+    if s <= b:
+        raise SystemExit(f"power-profile: the steady GEMM ({s:.4f} ms) is no slower than the boost clock's ({b:.4f} ms):"
+                         " the limit never held; nothing to read")
     out = []
-    b = d.get("gemm_cold_ms")
-    for row in d.get("rest", []):
-        settled = sorted(ms for run in row["settle"] for _, ms in run[len(run) * 3 // 5:])
-        if not settled or not b:
-            raise SystemExit(f"power-profile: the rest part's {row.get('rest_ms')} ms row has no settled GEMMs or no "
-                             "cold GEMM time")
-        s = settled[len(settled) // 2]
-        if s <= b:
-            raise SystemExit(f"power-profile: after a rest of {row['rest_ms']} ms the settled GEMM ({s} ms) is no slower "
-                             f"than the cold one ({b} ms): the limit never held; nothing to read")
-        if any(len(burst) < 2 for burst in row["bursts"]):
-            raise SystemExit(f"power-profile: a burst after the {row['rest_ms']} ms rest has fewer than two GEMMs")
-        bought = [sum(b * (s - ms) / (s - b) for _, ms in burst[1:]) for burst in row["bursts"]]
-        wake = [burst[0][1] - b for burst in row["bursts"]]
-        out.append((row["rest_ms"], row.get("idle_ms", []), bought, wake))
-    return out
+    for row in rows:
+        bought, fast = [], []
+        for burst in row["bursts"]:
+            bought.append(sum(b * (s - ms) / (s - b) for _, ms in burst[1:]))
+            fast.append(sum(b * (s - ms) / (s - b) for start, ms in burst[1:] if start < FAST_MS))
+        out.append((row["rest_ms"], row["idle_ms"], bought, fast, [burst[0][1] - b for burst in row["bursts"]]))
+    return b, s, out
 
 
 def rest_headroom(series):
-    """What a full rest buys: the median over the bursts after a GPU idle gap of FULL_REST_MS or more (ms at the boost
-    clock), with their count, least and most; None without such bursts."""
-    full = sorted(ms for _, idle, bought, _ in series for i, ms in zip(idle, bought) if i >= FULL_REST_MS)
+    """What a full rest buys: the medians over the bursts after a GPU idle gap of FULL_REST_MS or more of the ms at the
+    boost clock (whole burst, first FAST_MS), with their count, least and most; None without such bursts."""
+    full = [(ms, f) for _, idle, bought, fast, _ in series for i, ms, f in zip(idle, bought, fast) if i >= FULL_REST_MS]
     if not full:
         return None
-    n = len(full)
-    median = full[n // 2] if n % 2 else (full[n // 2 - 1] + full[n // 2]) / 2
-    return median, n, full[0], full[-1]
+    whole = [ms for ms, _ in full]
+    return _median(whole), len(full), min(whole), max(whole), _median(f for _, f in full)
+
+
+def idle_watts(samples, boost_mhz):
+    """The board's power while it waits: the median of the NVML readings of the phase "idle" at the boost clock, those
+    within 1 s after a reading of work left out (NVML's power lags the work it follows). None without any."""
+    last_work, idle = None, []
+    for phase, t, mhz, watts, _ in samples:
+        if phase != "idle" and not phase.endswith(" idle"):
+            last_work = t
+        elif phase == "idle" and mhz >= boost_mhz - 15 and (last_work is None or t - last_work >= 1.0):
+            idle.append(watts)
+    return _median(idle) if idle else None
 
 
 def main():
@@ -258,26 +292,34 @@ def main():
     print(f"  reference_clock_mhz: {boost_mhz:g}")
     gemm_boost_w = boost_watts(points, boost_mhz)
     duty = headroom(d, points, boost_mhz, limit)
-    rest_file = args[args.index("--rest") + 1] if "--rest" in args else None
+    rest_file = None
+    if "--rest" in args:
+        i = args.index("--rest")
+        if i + 1 >= len(args) or args[i + 1].startswith("-"):
+            print("power-profile: --rest takes a torch_power.py run with the rest part", file=sys.stderr)
+            return 2
+        rest_file = args[i + 1]
     rd = d
     if rest_file:
         with open(rest_file) as f:
             rd = json.load(f)
-    series = rest_series(rd)
+        if d.get("rest"):
+            print(f"  # (the rest part of {args[0]} left aside for {rest_file}'s)")
+    b, s, series = rest_series(rd)
     full = rest_headroom(series)
-    if rest_file and not full:
-        raise SystemExit(f"power-profile: {rest_file} has no burst after a GPU idle gap of {FULL_REST_MS:g} ms or more "
-                         "(torch_power.py --only mix,attention,rest)")
+    if rd.get("rest") and not full:
+        raise SystemExit(f"power-profile: {rest_file or args[0]} has no burst after a GPU idle gap of {FULL_REST_MS:g} ms"
+                         " or more (torch_power.py --rests with a rest of 200 ms or more)")
     idle_w = None
     if full:
-        med_ms, n, lo, hi = full
-        idle = sorted(x[3] for x in rd.get("samples", []) if x[0] == "idle" and x[2] >= boost_mhz - 15)
-        if not idle:
+        med_ms, n, lo, hi, fast_ms = full
+        idle_w = idle_watts(rd.get("samples", []), boost_mhz)
+        if idle_w is None:
             raise SystemExit("power-profile: no idle readings at the boost clock in the rest run")
-        idle_w = idle[len(idle) // 2]
-        print(f"  # {n} GEMM bursts after a GPU idle gap of {FULL_REST_MS:g} ms or more"
-              f"{' (' + rest_file + ')' if rest_file else ''}, each GEMM timed: {med_ms:.0f} ms at the boost clock"
-              f" (median; {lo:.0f}-{hi:.0f}), GEMMs there {gemm_boost_w:.0f} W")
+        print(f"  # {n} GEMM bursts of 600 ms after a GPU idle gap of {FULL_REST_MS:g} ms or more"
+              f"{' (' + rest_file + ')' if rest_file else ''}, each GEMM timed against the run's boost-clock"
+              f" ({b:.4f} ms) and steady ({s:.4f} ms) 8192^3 GEMM: {med_ms:.0f} ms at the boost clock (median;"
+              f" {lo:.0f}-{hi:.0f}; {fast_ms:.0f} of it in the first {FAST_MS:g} ms), GEMMs there {gemm_boost_w:.0f} W")
         if duty:
             print(f"  # (the duty part's 400 ms bursts{' of ' + args[0] if rest_file else ''}, read from NVML's clock:"
                   f" {1e3 * duty[0]:.0f} ms)")
@@ -289,12 +331,13 @@ def main():
               f" ({1e3 * lo:.0f}-{1e3 * hi:.0f}), GEMMs there {boost_w:.0f} W")
         print(f"  headroom_j: {joules:.1f}")
         print(f"  idle_w: {idle_w:.1f}")
-    for rest_ms, idle, bought, wake in series:
+    for rest_ms, idle, bought, fast, wake in series:
         mean = sum(bought) / len(bought)
         line = (f"  # after {rest_ms:g} ms of rest (idle {', '.join(f'{x:.1f}' for x in idle)} ms): {mean:.1f} ms at the"
-                f" boost clock ({', '.join(f'{x:.1f}' for x in bought)}), {mean / 1e3 * (gemm_boost_w - limit):.1f} J;"
-                f" first GEMM +{', +'.join(f'{x:.2f}' for x in wake)} ms")
-        if full and idle and idle_w is not None:
+                f" boost clock ({', '.join(f'{x:.1f}' for x in bought)}; first {FAST_MS:g} ms"
+                f" {', '.join(f'{x:.1f}' for x in fast)}), {mean / 1e3 * (gemm_boost_w - limit):.1f} J;"
+                f" first GEMM {', '.join(f'{x:+.2f}' for x in wake)} ms")
+        if full:
             # The model's credit for that idle: each ms of it buys (limit - idle_w) / (boost_w - limit) ms at the boost
             # clock, up to the full rest's.
             rate = (limit - idle_w) / (gemm_boost_w - limit)

@@ -151,24 +151,31 @@ def test_power_profile_block_from_the_committed_runs():
 def test_power_blocks_in_the_hopper_profiles_are_the_scripts_output():
     runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
     rests = os.path.join(SRC, "calibrate", "results", "2026-11-27d")
+    # The curves from session 27's runs; the headroom from session 30's rest runs (a second H100 and H200).
     h100 = ["--fp8", os.path.join(runs, "h100-power-fp8.json"), "--rest", os.path.join(rests, "h100-rest.json")]
-    # The H200's curve from the first H200 run; its attention, FP8 curve and rests from the second (2026-11-27d).
-    h200 = ["--attention-w", "687.8", "--fp8", os.path.join(rests, "h200-fp8.json"),
-            "--rest", os.path.join(rests, "h200-rest.json")]
-    for profile, run, extra in (("h100-sxm5-80gb", "h100-power.json", h100),
-                                ("h100-sxm5-80gb-calibrated", "h100-power.json", h100),
-                                ("h200-sxm-141gb", "h200-power.json", h200),
-                                ("h200-sxm-141gb-calibrated", "h200-power.json", h200)):
+    h200 = ["--attention-w", "658.6", "--rest", os.path.join(rests, "h200-rest.json")]
+    for profile, run, extra, lines in (("h100-sxm5-80gb", "h100-power.json", h100, 12),
+                                       ("h100-sxm5-80gb-calibrated", "h100-power.json", h100, 12),
+                                       ("h200-sxm-141gb", "h200-power.json", h200, 9),
+                                       ("h200-sxm-141gb-calibrated", "h200-power.json", h200, 9)):
         out = _power_profile(os.path.join(runs, run), *extra)
         with open(os.path.join(SRC, "scenarios", "devices", profile + ".yaml")) as f:
-            text = f.read()
+            text = f.read().splitlines()
         checked = 0
         for line in out.splitlines():
             if line.startswith("    - {clock_mhz") or line.strip().startswith(("memory_bound_w", "attention_w", "limit_w",
                                                                                   "boost_clock_mhz", "headroom_j", "idle_w")):
                 assert line in text, (profile, line)
                 checked += 1
-        assert checked == 12, (profile, checked)  # six keys, three BF16 points, three FP8
+        assert checked == lines, (profile, checked)  # six keys and the curves' points
+        # The comment's figures are the script's: the bursts' median and range, and the GEMMs' watts at the boost clock.
+        note = next(l for l in out.splitlines() if "GEMM bursts of 600 ms" in l)
+        ms = note.split(": ")[1].split(" ms at the boost clock")[0]
+        spread = note.split("(median; ")[1].split(";")[0]
+        watts = note.split("GEMMs there ")[1].split(" W")[0]
+        comment = " ".join(l.strip("# ") for l in text if l.startswith("  #"))
+        assert f"{ms} ms at the boost clock (median; {spread})" in comment, (profile, ms, spread)
+        assert f"GEMMs there {watts} W" in comment, (profile, watts)
 
 
 def test_power_profile_headroom_from_the_bursts_after_idle_gaps():
@@ -199,64 +206,83 @@ def test_power_profile_refuses_a_run_without_readings(tmp_path):
 
 
 def test_power_profile_reads_each_rest_from_the_bursts_own_gemms(tmp_path):
-    # The rest part (torch_power.py --only mix,rest): a burst whose first GEMM woke the GPU (0.3 ms over the boost
-    # clock's b), whose next k ran at b and the rest at the settled s bought k x b ms at the boost clock; one halfway
-    # between, b / 2; one as far above s as b is below it (the limiter's undershoot), -b.
+    # The rest part (torch_power.py --only mix,attention,rest), each GEMM timed. References from the same run: s, the
+    # GEMM-only steady state (the mix part's phase "1": 2 x 8192^3 flops at its rate), and b, the boost clock's GEMM
+    # (the median of the second to sixth GEMMs of the bursts after a full rest, 150 ms or more). A burst whose first
+    # GEMM woke the GPU (0.3 ms over b), whose next k ran at b and the rest at s, bought k x b ms at the boost clock; one
+    # halfway between, b / 2; one as far above s as b is below it (the limiter's undershoot), -b.
     import importlib.util
     spec = importlib.util.spec_from_file_location("power_profile", os.path.join(SRC, "scripts", "power-profile.py"))
     pp = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pp)
-    b, s = 1.4, 1.6
-    settle = [[(i * s, s) for i in range(700)]]
+    b = 1.4
+    rate = 700.0  # TF/s: s = 2 x 8192^3 / 700e12 s
+    s = 2 * 8192 ** 3 / (rate * 1e12) * 1e3
     def burst(k, halfway=0, under=0):
-        return ([(0.0, b + 0.3)] + [(0.0, b)] * k + [(0.0, (b + s) / 2)] * halfway + [(0.0, 2 * s - b)] * under
-                + [(0.0, s)] * (400 - k - halfway - under))
-    run = {"gemm_cold_ms": b, "rest": [
-        {"rest_ms": 50, "idle_ms": [50.1, 50.3], "settle": settle, "bursts": [burst(10), burst(20)]},
-        {"rest_ms": 2000, "idle_ms": [2000.2], "settle": settle, "bursts": [burst(100, halfway=2, under=3)]},
-        {"rest_ms": 5, "idle_ms": [7.0], "settle": settle, "bursts": [burst(4)]}]}
-    got = pp.rest_series(run)
-    assert [r[0] for r in got] == [50, 2000, 5]
+        times = [b + 0.3] + [b] * k + [(b + s) / 2] * halfway + [2 * s - b] * under
+        times += [s] * (400 - len(times))
+        out, t = [], 0.0
+        for ms in times:  # (start within the burst, length)
+            out.append((t, ms))
+            t += ms
+        return out
+    run = {"mix": [{"gemm_share": "1", "gemm_tflops_median": rate}], "rest": [
+        {"rest_ms": 200, "idle_ms": [200.1, 200.3], "settle": [], "bursts": [burst(10), burst(20)]},
+        {"rest_ms": 2000, "idle_ms": [2000.2], "settle": [], "bursts": [burst(100, halfway=2, under=3)]},
+        {"rest_ms": 5, "idle_ms": [7.0], "settle": [], "bursts": [burst(4)]}]}
+    b_got, s_got, got = pp.rest_series(run)
+    assert abs(b_got - b) < 1e-12 and abs(s_got - s) < 1e-12
+    assert [r[0] for r in got] == [200, 2000, 5]
     assert abs(got[0][2][0] - 10 * b) < 1e-9 and abs(got[0][2][1] - 20 * b) < 1e-9
     assert abs(got[1][2][0] - (100 * b + b - 3 * b)) < 1e-9
-    assert all(abs(w - 0.3) < 1e-9 for r in got for w in r[3])
-    # A full rest is an idle gap of 45 ms or more: the median of 14, 28 and 137.2 ms; the 7 ms gap is not one.
-    median, n, lo, hi = pp.rest_headroom(got)
+    # The first 100 ms: the 100-GEMM burst's boost GEMMs that start within it (1.7 ms of wake-up, then 1.4 ms each:
+    # the 71 starting at 1.7, 3.1, ..., 99.7 ms).
+    assert abs(got[1][3][0] - 71 * b) < 1e-9
+    assert all(abs(w - 0.3) < 1e-9 for r in got for w in r[4])
+    # A full rest: the median of 14, 28 and 137.2 ms (odd count) and of 14 and 28 (even: their mean); the 7 ms gap is not one.
+    median, n, lo, hi, fast = pp.rest_headroom(got)
     assert n == 3 and abs(median - 20 * b) < 1e-9 and abs(lo - 10 * b) < 1e-9 and abs(hi - 98 * b) < 1e-9
+    assert abs(pp.rest_headroom(got[:1])[0] - 15 * b) < 1e-9
     assert pp.rest_headroom(got[2:]) is None
     # Through the script, with the committed H100 run's mix for the curve: a line per rest, joules above the limit.
     with open(os.path.join(SRC, "calibrate", "results", "2026-11-27c", "h100-power.json")) as f:
         d = json.load(f)
-    d.update(run)
+    d.update(run, mix=d["mix"])  # the run's own mix: its GEMM-only phase is s
+    s = 2 * 8192 ** 3 / (next(r for r in d["mix"] if r["gemm_share"] == "1")["gemm_tflops_median"] * 1e12) * 1e3
+    def burst2(k):
+        return [(i * b, b + 0.3 if i == 0 else b if i <= k else s) for i in range(400)]
+    d["rest"] = [{"rest_ms": 200, "idle_ms": [200.1, 200.3], "settle": [], "bursts": [burst2(10), burst2(20)]},
+                 {"rest_ms": 5, "idle_ms": [7.0], "settle": [], "bursts": [burst2(4)]}]
     path = tmp_path / "run.json"
     path.write_text(json.dumps(d))
     out = _power_profile(str(path))
     lines = [l for l in out.splitlines() if "ms of rest" in l]
-    assert len(lines) == 3 and "after 50 ms of rest (idle 50.1, 50.3 ms): 21.0 ms at the boost clock (14.0, 28.0)" in lines[0]
+    assert len(lines) == 2 and "after 200 ms of rest (idle 200.1, 200.3 ms): 21.0 ms at the boost clock (14.0, 28.0;" in lines[0]
     assert "first GEMM +0.30, +0.30 ms" in lines[0]
-    joules = float(lines[1].split(" J;")[0].split(", ")[-1])
-    assert 0.1372 * 250 < joules < 0.1372 * 350  # 137.2 ms at the boost clock, GEMMs there some 300 W above the limit
-    # The headroom from the rest part (the run's duty part only noted): the full rests' median, 28 ms, in joules above
+    # The headroom from the rest part (the run's duty part only noted): the full rests' median, 21 ms, in joules above
     # the limit; the 5 ms row's model credit: 7 ms of idle at (700 - idle_w) / (boost_w - 700) per ms.
-    note = next(l for l in out.splitlines() if "after a GPU idle gap of 45 ms or more" in l)
-    assert note.strip().startswith("# 3 GEMM bursts") and "28 ms at the boost clock (median; 14-137)" in note
+    note = next(l for l in out.splitlines() if "GEMM bursts of 600 ms after a GPU idle gap of 150 ms or more" in l)
+    assert note.strip().startswith("# 2 GEMM bursts") and "21 ms at the boost clock (median; 14-28;" in note
     boost_w = float(note.split("GEMMs there ")[1].split(" W")[0])
     headroom_j = float(next(l for l in out.splitlines() if l.strip().startswith("headroom_j:")).split(": ")[1])
     idle_w = float(next(l for l in out.splitlines() if l.strip().startswith("idle_w:")).split(": ")[1])
-    assert abs(headroom_j - 0.028 * (boost_w - 700)) < 0.06 and "read from NVML's clock" in out
-    model = float(lines[2].split("model ")[1].split(" ms")[0])
+    assert abs(headroom_j - 0.021 * (boost_w - 700)) < 0.06 and "read from NVML's clock" in out
+    model = float(lines[1].split("model ")[1].split(" ms")[0])
     assert abs(model - 7.0 * (700 - idle_w) / (boost_w - 700)) < 0.06
     # --rest: the rests from another run, the curve this one's; a rest run without a full rest is refused.
     rest_only = tmp_path / "rest.json"
-    rest_only.write_text(json.dumps(dict(run, samples=d["samples"])))
+    rest_only.write_text(json.dumps({k: d[k] for k in ("mix", "rest", "samples")}))
     runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
     out2 = _power_profile(os.path.join(runs, "h100-power.json"), "--rest", str(rest_only))
     assert f"headroom_j: {headroom_j:.1f}" in out2 and "rest.json), each GEMM timed" in out2
-    rest_only.write_text(json.dumps(dict(run, rest=run["rest"][2:], samples=d["samples"])))
+    rest_only.write_text(json.dumps({"mix": d["mix"], "rest": d["rest"][1:], "samples": d["samples"]}))
     import subprocess
     r = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "power-profile.py"),
                         os.path.join(runs, "h100-power.json"), "--rest", str(rest_only)], capture_output=True, text=True)
-    assert r.returncode != 0 and "no burst after a GPU idle gap of 45 ms or more" in r.stderr
+    assert r.returncode != 0 and "no burst after a GPU idle gap of 150 ms or more" in r.stderr
+    r = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "power-profile.py"),
+                        os.path.join(runs, "h100-power.json"), "--rest"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--rest takes" in r.stderr
     # A run of the mix and the rest parts alone has no attention figure: the script asks for one (so the documented run
     # is --only mix,attention,rest), and reads the rests once it has it.
     alone = {k: v for k, v in d.items() if k not in ("attention", "duty", "layers")}
@@ -264,14 +290,20 @@ def test_power_profile_reads_each_rest_from_the_bursts_own_gemms(tmp_path):
     script = os.path.join(SRC, "scripts", "power-profile.py")
     r = subprocess.run([sys.executable, script, str(path)], capture_output=True, text=True)
     assert r.returncode != 0 and "--attention-w" in r.stderr
-    assert len([l for l in _power_profile(str(path), "--attention-w", "658.6").splitlines() if "ms of rest" in l]) == 3
-    # A settled GEMM no slower than the cold one: the limit never held, and the script says so.
-    bad = dict(run, rest=[dict(run["rest"][0], settle=[[(0.0, b)] * 10])])
+    assert len([l for l in _power_profile(str(path), "--attention-w", "658.6").splitlines() if "ms of rest" in l]) == 2
+    # A steady GEMM no slower than the boost clock's: the limit never held, and the script says so; a run without the
+    # mix part's GEMM-only phase has no steady state.
+    bad = dict(run, mix=[{"gemm_share": "1", "gemm_tflops_median": 2 * 8192 ** 3 / (b * 1e-3) / 1e12 * 1.01}])
     try:
         pp.rest_series(bad)
         assert False, "accepted"
     except SystemExit as e:
         assert "the limit never held" in str(e)
+    try:
+        pp.rest_series(dict(run, mix=[]))
+        assert False, "accepted"
+    except SystemExit as e:
+        assert "no GEMM-only phase" in str(e)
 
 
 def _headroom_gaps():
@@ -304,6 +336,12 @@ def test_headroom_gaps_compares_each_gap_with_the_model():
             assert False, "accepted"
         except SystemExit as e:
             assert (what or "no model terms") in str(e)
+    # With a gap-0 series (waited for, no sleep: 0.3 ms idle, 42.9 ms a step) the savings count from it, the model's
+    # for its idle taken off: the 50 ms gap saved 2.8 ms, the model 0.088 x 43 - 0.31 x 0.3.
+    control = {"model": "177B", "gap_ms": 0, "step_ms_median": 42.9, "idle_ms_median": 0.3}
+    got = hg.compare(rows + [control], {"177B": terms})
+    assert [g[1] for g in got] == [2, 50]
+    assert abs(got[1][4] - 2.8) < 1e-9 and abs(got[1][5] - (0.088 * 43.0 - 0.31 * 0.3)) < 1e-9
     try:
         hg.parse_terms("no such line")
         assert False, "accepted"
@@ -445,7 +483,11 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(torch_power, "cuda_torch", lambda tool: fake)
     monkeypatch.setattr(torch_power, "gpt_layer", lambda torch, h, heads, t: None)
     monkeypatch.setattr(torch_power.time, "sleep", lambda s: None)
+    monkeypatch.setattr(torch_power.Sampler, "start", lambda self: None)  # no NVML thread spinning without sleeps
     out = tmp_path / "power.json"
+    for bad in (["--rests", "0,5"], ["--rests", "a"], ["--rests"], ["--gaps", "-1"], ["--gaps", "x,2"], ["--only", "nope"]):
+        monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), *bad])
+        assert torch_power.main() == 2, bad
     monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), "--only", "mix,duty,rest,attention,layers,gaps",
                                       "--mix-s", "0.02", "--layer-s", "0.02", "--rests", "5,50", "--gaps", "2,10"])
     rc = torch_power.main()

@@ -173,9 +173,9 @@ TEST_CASE("validation: Table 5 and SC21 together, mean signed within +-1%, mean 
     CHECK(s.worst_abs <= 0.038);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 9.9%, worst <= 24.6%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 9.7%, worst <= 24.0%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
-    // come out 6-7% fast, the 32B row 24.3% slow. The tolerance pins today's figure so that a regression is seen.
+    // come out 5-8% fast, the 32B row 23.8% slow. The tolerance pins today's figure so that a regression is seen.
     // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
     // an H200: slower than the FlashAttention-3 figure the profile had), an independent measurement, kept; and
     // from 6.39% / 13.64% when the interference of overlapped collectives became the H100's measured slowdown
@@ -209,17 +209,16 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // Then the headroom after rest (session 28: a rested board runs above its sustained clock until it has spent the
     // energy the same run's GEMM bursts after idle gaps measured) to 9.60% / 23.86%, signed -6.81%: the pipelined rows'
     // ramps, where stages wait, 1.3-2.1 points faster, the p = 1 rows 0.5-1.4 (the first forward's waits for its
-    // parameter buckets). Then the headroom measured GEMM by GEMM (session 30: a full rest buys 81 ms at the boost
-    // clock on an H100, where NVML's lagging clock had read 154 ms: 24.5 J for 46.7) to 9.79% / 24.47%, signed -7.00%:
-    // kept, calibration data alone chose it.
+    // parameter buckets). Session 30 timed the headroom GEMM by GEMM on a second H100 (152 ms at the boost clock, NVML
+    // had read 154: 46.0 J and 122.8 W for 46.7 and 134.8): 9.59% / 23.81% / -6.80%.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.099);
-    CHECK(s.worst_abs <= 0.246);
+    CHECK(s.mean_abs <= 0.097);
+    CHECK(s.worst_abs <= 0.240);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.7%, worst <= 20.5%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.5%, worst <= 20.2%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
     // MFU falls from 53.9% to 33.4% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
@@ -234,10 +233,9 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     // (session 26: 13.39% / 20.18%, signed -3.32%; 96 GPUs +11.3% -> +15.1%, 2,304 -7.8% -> -4.9%, 4,608 -22.4% -> -20.2%;
     // then with the slowdown by each GEMM's waves 13.42% / 20.37% / -3.58%: +14.8 / -5.1 / -20.4%); the power limit
     // (session 27) 13.86% / 22.73% / -6.74%: +10.7 / -8.2 / -22.7%; the headroom after rest (session 28) 12.40% /
-    // 20.10% / -5.17%: +10.9 / -6.3 / -20.1%; its GEMM-by-GEMM measurement (session 30) 12.56% / 20.38% / -5.33%:
-    // +10.8 / -6.5 / -20.4%.
-    CHECK(s.mean_abs <= 0.127);
-    CHECK(s.worst_abs <= 0.205);
+    // 20.10% / -5.17%: +10.9 / -6.3 / -20.1%; its GEMM-by-GEMM measurement (session 30) 12.41% / 20.11% / -5.17%.
+    CHECK(s.mean_abs <= 0.125);
+    CHECK(s.worst_abs <= 0.202);
 }
 
 namespace {
@@ -269,8 +267,8 @@ std::vector<double> tokens_errors(const std::string& key, const std::string& fil
 TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B and 3.1 405B, FP8 current scaling) tokens/s per GPU within 0.2% / 1.1%") {
     // Hopper, today's software (Megatron-Bridge 26.04 and 26.04.01: bf16 gradient reduction, TE's fused cross-entropy,
     // FP8 current scaling and parameter gather, overlapped pipeline communication; 405B: context parallelism and the
-    // embedding and loss counted in the pipeline split). Today's figures, 70B -0.04%, 405B -0.97%, pinned so that a
-    // change is seen (+0.03% / -0.97% before the headroom measured GEMM by GEMM, session 30; -0.21% / -1.16% before the headroom after rest, session 28; +1.95% / +3.02% before the power
+    // embedding and loss counted in the pipeline split). Today's figures, 70B +0.03%, 405B -0.96%, pinned so that a
+    // change is seen (-0.21% / -1.16% before the headroom after rest, session 28; +1.95% / +3.02% before the power
     // limit, session 27; +1.88% / +3.19% before the slowdown with SMs held by each GEMM's waves; +2.19% / +3.51% before a ring exchange's last GEMM chunk waited for its last transfer;
     // -1.62% / -2.08% before TE's own SMs per overlap, session 26: the recipes' ring exchanges by the copy engines, no SM,
     // their bulk overlaps' 2-24 SMs instead of NCCL's 32, proj_fprop's and fc2_fprop's GEMMs on 131 SMs; +0.29% / +3.02% before Transformer Engine's chunked GEMMs and its ring-exchange reduce-scatters
@@ -283,10 +281,10 @@ TEST_CASE("validation: Megatron-Bridge H100 (Llama 3 70B and 3.1 405B, FP8 curre
     CHECK(std::abs(errors[1]) <= 0.011);
 }
 
-TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 2.9%, worst <= 8.3%") {
+TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 2.9%, worst <= 8.2%") {
     // NeMo 24.07's launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
-    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.85%, worst 8.23% (GPT3-175B on 512, strata
-    // slow), signed +0.87% (2.84% / 8.15% / +0.89% before the headroom measured GEMM by GEMM, session 30; 2.63% / 8.92% / +0.44% before the headroom after rest, session 28; 2.64% / 5.78% (Nemotron-8B on 64, strata fast) / +1.85% before the power limit, session 27;
+    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.85%, worst 8.14% (GPT3-175B on 512, strata
+    // slow), signed +0.90% (2.84% / 8.15% / +0.89% before session 30's GEMM-by-GEMM headroom; 2.63% / 8.92% / +0.44% before the headroom after rest, session 28; 2.64% / 5.78% (Nemotron-8B on 64, strata fast) / +1.85% before the power limit, session 27;
     // 2.79% / 5.91% / +1.99% before the slowdown with SMs held by each GEMM's waves;
     // 2.60% / 6.33% / +1.34% before TE's own SMs per overlap, each row's userbuffer config's
     // num_sm, set_sm_margin and aggregate, session 26; 3.08% / 5.26% / +2.16% before Transformer Engine's chunked GEMMs and its exposed
@@ -300,7 +298,7 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
         worst = std::max(worst, std::abs(e));
     }
     CHECK(mean <= 0.029);
-    CHECK(worst <= 0.083);
+    CHECK(worst <= 0.082);
 }
 
 TEST_CASE(
