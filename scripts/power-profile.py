@@ -152,9 +152,7 @@ def headroom(d, points, boost_mhz, limit):
             secs += max(0.0, speed_at(points, boost_mhz, x[2]) - steady) / (1 - steady) * dt
         boosted.append(secs)
     boost_w = boost_watts(points, boost_mhz)
-    idle_w = idle_watts(samples, boost_mhz)
-    if idle_w is None:
-        raise SystemExit("power-profile: no idle readings at the boost clock")
+    idle_w = idle_watts(samples, boost_mhz)  # None without idle readings: the caller says so where it needs it
     mean_s = sum(boosted) / len(boosted)
     return mean_s, boost_w, mean_s * (boost_w - limit), idle_w, len(bursts), min(boosted), max(boosted)
 
@@ -169,15 +167,16 @@ def _median(xs):
     return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
-def rest_series(d):
+def rest_series(d, s_scale=1.0):
     """The rest part's bursts (torch_power.py --only mix,attention,rest), each GEMM timed: for each rest length, the
     milliseconds at the boost clock each burst bought. A GEMM of t ms counts b (s - t) / (s - b), signed (one slower
     than s gives back), against two references from the same run: s, the GEMM-only steady state (the mix part's
     phase "1": the sustained rate the profile's rates hold at), and b, the boost clock's GEMM (the median of the second
     to sixth GEMMs of the bursts after a full rest, FULL_REST_MS or more). The first GEMM of each burst is left out:
     it runs slower as the GPU wakes from its idle clock (its excess over b, the wake-up, is reported apart). Summed over
-    the whole burst (600 ms of work: the clock has not come back to s by then, so this is a lower bound of what the
-    rest bought) and over its first FAST_MS (the fall from the boost clock).
+    the whole burst (600 ms of work; the clock has not come back to s by its end, and the GEMMs that follow it undershoot
+    s on the H100: not a bound either way) and over its first FAST_MS (the fall from the boost clock). s - b is a fifth
+    of b, so each 1% in s moves the sums by about 20% (s_scale: s times it, for that spread).
     (b, s, [(rest ms, idle gaps ms, [ms bought per burst], [of it in the first FAST_MS], [wake-up ms per burst])])."""
     rows = d.get("rest", [])
     mix = {r["gemm_share"]: r for r in d.get("mix", [])}
@@ -186,7 +185,7 @@ def rest_series(d):
     if "1" not in mix or not mix["1"].get("gemm_tflops_median"):
         raise SystemExit("power-profile: the rest run has no GEMM-only phase (torch_power.py --only mix,attention,rest):"
                          " no steady state to count the rests against")
-    s = 2 * 8192 ** 3 / (mix["1"]["gemm_tflops_median"] * 1e12) * 1e3
+    s = 2 * 8192 ** 3 / (mix["1"]["gemm_tflops_median"] * 1e12) * 1e3 * s_scale
     for row in rows:
         if len(row.get("idle_ms", [])) != len(row["bursts"]) or any(len(burst) < 6 for burst in row["bursts"]):
             raise SystemExit(f"power-profile: the {row.get('rest_ms')} ms rest's bursts and idle gaps do not pair up, or"
@@ -303,13 +302,12 @@ def main():
     if rest_file:
         with open(rest_file) as f:
             rd = json.load(f)
+        if not rd.get("rest"):
+            raise SystemExit(f"power-profile: {rest_file} has no rest part (torch_power.py --only mix,attention,rest)")
         if d.get("rest"):
             print(f"  # (the rest part of {args[0]} left aside for {rest_file}'s)")
     b, s, series = rest_series(rd)
-    full = rest_headroom(series)
-    if rd.get("rest") and not full:
-        raise SystemExit(f"power-profile: {rest_file or args[0]} has no burst after a GPU idle gap of {FULL_REST_MS:g} ms"
-                         " or more (torch_power.py --rests with a rest of 200 ms or more)")
+    full = rest_headroom(series)  # rest_series refuses a rest part without a full rest
     idle_w = None
     if full:
         med_ms, n, lo, hi, fast_ms = full
@@ -320,6 +318,8 @@ def main():
               f"{' (' + rest_file + ')' if rest_file else ''}, each GEMM timed against the run's boost-clock"
               f" ({b:.4f} ms) and steady ({s:.4f} ms) 8192^3 GEMM: {med_ms:.0f} ms at the boost clock (median;"
               f" {lo:.0f}-{hi:.0f}; {fast_ms:.0f} of it in the first {FAST_MS:g} ms), GEMMs there {gemm_boost_w:.0f} W")
+        lo_s, hi_s = (rest_headroom(rest_series(rd, k)[2])[0] for k in (0.995, 1.005))
+        print(f"  # (with the steady GEMM 0.5% faster or slower: {lo_s:.0f} or {hi_s:.0f} ms)")
         if duty:
             print(f"  # (the duty part's 400 ms bursts{' of ' + args[0] if rest_file else ''}, read from NVML's clock:"
                   f" {1e3 * duty[0]:.0f} ms)")
@@ -327,6 +327,8 @@ def main():
         print(f"  idle_w: {idle_w:.1f}")
     elif duty:
         mean_s, boost_w, joules, idle_w, n, lo, hi = duty
+        if idle_w is None:
+            raise SystemExit("power-profile: no idle readings at the boost clock")
         print(f"  # {n} GEMM bursts of 400 ms after as long an idle gap: {1e3 * mean_s:.0f} ms at the boost clock"
               f" ({1e3 * lo:.0f}-{1e3 * hi:.0f}), GEMMs there {boost_w:.0f} W")
         print(f"  headroom_j: {joules:.1f}")

@@ -229,7 +229,8 @@ def test_power_profile_reads_each_rest_from_the_bursts_own_gemms(tmp_path):
     run = {"mix": [{"gemm_share": "1", "gemm_tflops_median": rate}], "rest": [
         {"rest_ms": 200, "idle_ms": [200.1, 200.3], "settle": [], "bursts": [burst(10), burst(20)]},
         {"rest_ms": 2000, "idle_ms": [2000.2], "settle": [], "bursts": [burst(100, halfway=2, under=3)]},
-        {"rest_ms": 5, "idle_ms": [7.0], "settle": [], "bursts": [burst(4)]}]}
+        {"rest_ms": 5, "idle_ms": [7.0] * 4, "settle": [], "bursts": [burst(0)] * 4}]}
+    # The short rests' bursts (at s from their second GEMM, the majority of the 2nd-6th GEMMs) do not enter b.
     b_got, s_got, got = pp.rest_series(run)
     assert abs(b_got - b) < 1e-12 and abs(s_got - s) < 1e-12
     assert [r[0] for r in got] == [200, 2000, 5]
@@ -243,7 +244,19 @@ def test_power_profile_reads_each_rest_from_the_bursts_own_gemms(tmp_path):
     median, n, lo, hi, fast = pp.rest_headroom(got)
     assert n == 3 and abs(median - 20 * b) < 1e-9 and abs(lo - 10 * b) < 1e-9 and abs(hi - 98 * b) < 1e-9
     assert abs(pp.rest_headroom(got[:1])[0] - 15 * b) < 1e-9
-    assert pp.rest_headroom(got[2:]) is None
+    assert pp.rest_headroom(got[2:]) is None and all(abs(x) < 1e-9 for x in got[2][2])
+    for bad in (dict(run["rest"][0], idle_ms=[200.1]), dict(run["rest"][0], bursts=[burst(10)[:5], burst(20)])):
+        try:
+            pp.rest_series(dict(run, rest=[bad]))
+            assert False, "accepted"
+        except SystemExit as e:
+            assert "do not pair up" in str(e)
+    # The idle power: the idle readings at the boost clock, those within 1 s after work left out (NVML's power lags).
+    samples = [("mix 1", 0.0, 1400, 700.0, 60), ("idle", 0.5, 1980, 400.0, 60), ("idle", 0.9, 1980, 300.0, 60),
+               ("idle", 1.2, 1980, 130.0, 60), ("idle", 1.5, 1980, 126.0, 60), ("idle", 2.0, 1400, 120.0, 60),
+               ("rest 50 ms idle", 2.1, 1980, 200.0, 60), ("idle", 2.5, 1980, 128.0, 60)]
+    assert pp.idle_watts(samples, 1980) == 128.0
+    assert pp.idle_watts(samples[:3], 1980) is None
     # Through the script, with the committed H100 run's mix for the curve: a line per rest, joules above the limit.
     with open(os.path.join(SRC, "calibrate", "results", "2026-11-27c", "h100-power.json")) as f:
         d = json.load(f)
@@ -283,6 +296,9 @@ def test_power_profile_reads_each_rest_from_the_bursts_own_gemms(tmp_path):
     r = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "power-profile.py"),
                         os.path.join(runs, "h100-power.json"), "--rest"], capture_output=True, text=True)
     assert r.returncode == 2 and "--rest takes" in r.stderr
+    r = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "power-profile.py"), os.path.join(runs, "h100-power.json"),
+                        "--rest", os.path.join(runs, "h100-power-2.json")], capture_output=True, text=True)
+    assert r.returncode != 0 and "has no rest part" in r.stderr
     # A run of the mix and the rest parts alone has no attention figure: the script asks for one (so the documented run
     # is --only mix,attention,rest), and reads the rests once it has it.
     alone = {k: v for k, v in d.items() if k not in ("attention", "duty", "layers")}
@@ -489,7 +505,7 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
         monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), *bad])
         assert torch_power.main() == 2, bad
     monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), "--only", "mix,duty,rest,attention,layers,gaps",
-                                      "--mix-s", "0.02", "--layer-s", "0.02", "--rests", "5,50", "--gaps", "2,10"])
+                                      "--mix-s", "0.02", "--layer-s", "0.02", "--rests", "5,50", "--gaps", "0,10"])
     rc = torch_power.main()
     assert rc == 0
     d = json.loads(out.read_text())
@@ -498,8 +514,8 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
     assert [r["rest_ms"] for r in d["rest"]] == [5.0, 50.0] and all(len(r["bursts"]) == 3 for r in d["rest"])
     assert abs(d["gemm_cold_ms"] - 1.4) < 1e-9
     # gaps: per shape the back-to-back series, then one per gap, each step 9 ms on the fake clock.
-    assert [(r["model"], r["gap_ms"]) for r in d["gaps"]] == [("177B", None), ("177B", 2.0), ("177B", 10.0),
-                                                            ("1.7B", None), ("1.7B", 2.0), ("1.7B", 10.0)]
+    assert [(r["model"], r["gap_ms"]) for r in d["gaps"]] == [("177B", None), ("177B", 0.0), ("177B", 10.0),
+                                                            ("1.7B", None), ("1.7B", 0.0), ("1.7B", 10.0)]
     assert all(abs(r["step_ms_median"] - 9.0) < 1e-9 for r in d["gaps"])
     assert all(r["idle_ms_median"] == 0.0 for r in d["gaps"] if r["gap_ms"] is not None)
     assert "attention" not in d  # the fake has no torch.nn.functional: the part says so and the others stand
