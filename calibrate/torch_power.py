@@ -373,7 +373,9 @@ def main():
     # The 177B stack once more for three times as long at the end (the GPU warmer: drift over a longer run).
     shapes = (("1.7B", 2048, 16, 1, 4, 1), ("7.1B", 4096, 32, 2, 4, 1), ("70B", 8192, 64, 8, 4, 1),
               ("177B", 12288, 96, 8, 4, 1), ("177B long", 12288, 96, 8, 4, 3))
-    for name, h, heads, t, depth, longer in shapes if "layers" in parts else ():
+    def layer_step(h, heads, t, depth):
+        """Forward + backward of `depth` GPT layers at one GPU's shapes for tensor size t, on 4,096 tokens, warmed up
+        (two steps, waited for): (step, what to delete after)."""
         torch.manual_seed(0)
         stack = nn.Sequential(*[gpt_layer(torch, h, heads, t) for _ in range(depth)]).to(dev, torch.bfloat16)
         x = torch.randn(4096, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
@@ -385,6 +387,10 @@ def main():
         for _ in range(2):
             step()
         torch.cuda.synchronize()
+        return step, [stack, x, gy]
+
+    for name, h, heads, t, depth, longer in shapes if "layers" in parts else ():
+        step, held = layer_step(h, heads, t, depth)
         time.sleep(3.0)
         phase = f"layer {name}"
         sampler.phase = phase
@@ -407,21 +413,11 @@ def main():
               f"{ {k: v for k, v in row.items() if k.startswith(('sm_', 'power', 'temp'))} }", file=sys.stderr,
               flush=True)
         save()
-        del stack, x, gy
+        del step, held
         torch.cuda.empty_cache()
     # --- gaps: a layer stack's steps with idle gaps between them (the headroom a pipeline's waits give back) -----------
     for name, h, heads, t in (("177B", 12288, 96, 8), ("1.7B", 2048, 16, 1)) if "gaps" in parts else ():
-        torch.manual_seed(0)
-        stack = nn.Sequential(*[gpt_layer(torch, h, heads, t) for _ in range(4)]).to(dev, torch.bfloat16)
-        x = torch.randn(4096, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
-        gy = torch.ones(4096, h, device=dev, dtype=torch.bfloat16)
-
-        def step():
-            stack(x).backward(gy)
-
-        for _ in range(2):
-            step()
-        torch.cuda.synchronize()
+        step, held = layer_step(h, heads, t, 4)
         for gap_ms in [None] + gaps:
             time.sleep(2.0)
             phase = f"gaps {name} {gap_ms if gap_ms is not None else 'none'}"
@@ -450,7 +446,7 @@ def main():
             print(f"gaps {name} {gap_ms} ms: step {row['step_ms_median']} ms, GPU idle {row['idle_ms_median']} ms, "
                   f"{ {k: v for k, v in row.items() if k.startswith(('sm_', 'power'))} }", file=sys.stderr, flush=True)
             save()
-        del stack, x, gy
+        del step, held
         torch.cuda.empty_cache()
     sampler.stop.set()
     save()
