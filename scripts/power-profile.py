@@ -128,7 +128,7 @@ def boost_watts(points, boost_mhz):
     return top[2] + (top[2] - second[2]) / (top[0] - second[0]) * (boost_mhz - top[0])
 
 
-def headroom(d, points, boost_mhz, limit):
+def headroom(d, points, boost_mhz):
     samples = d.get("samples", [])
     burst = [x for x in samples if x[0] == "duty 400 ms"]
     if not burst:
@@ -151,10 +151,8 @@ def headroom(d, points, boost_mhz, limit):
             dt = (b[i + 1][1] - x[1]) if i + 1 < len(b) else (x[1] - b[i - 1][1])
             secs += max(0.0, speed_at(points, boost_mhz, x[2]) - steady) / (1 - steady) * dt
         boosted.append(secs)
-    boost_w = boost_watts(points, boost_mhz)
     idle_w = idle_watts(samples, boost_mhz)  # None without idle readings: the caller says so where it needs it
-    mean_s = sum(boosted) / len(boosted)
-    return mean_s, boost_w, mean_s * (boost_w - limit), idle_w, len(bursts), min(boosted), max(boosted)
+    return sum(boosted) / len(boosted), idle_w, len(bursts), min(boosted), max(boosted)
 
 
 FULL_REST_MS = 150.0  # a GPU idle gap at least this long refills the headroom (docs/fidelity.md, "Headroom after rest")
@@ -290,7 +288,7 @@ def main():
     print(f"  attention_w: {attention_w:.1f}")
     print(f"  reference_clock_mhz: {boost_mhz:g}")
     gemm_boost_w = boost_watts(points, boost_mhz)
-    duty = headroom(d, points, boost_mhz, limit)
+    duty = headroom(d, points, boost_mhz)
     rest_file = None
     if "--rest" in args:
         i = args.index("--rest")
@@ -326,13 +324,16 @@ def main():
         print(f"  headroom_j: {med_ms / 1e3 * (gemm_boost_w - limit):.1f}")
         print(f"  idle_w: {idle_w:.1f}")
     elif duty:
-        mean_s, boost_w, joules, idle_w, n, lo, hi = duty
+        mean_s, idle_w, n, lo, hi = duty
         if idle_w is None:
             raise SystemExit("power-profile: no idle readings at the boost clock")
         print(f"  # {n} GEMM bursts of 400 ms after as long an idle gap: {1e3 * mean_s:.0f} ms at the boost clock"
-              f" ({1e3 * lo:.0f}-{1e3 * hi:.0f}), GEMMs there {boost_w:.0f} W")
-        print(f"  headroom_j: {joules:.1f}")
+              f" ({1e3 * lo:.0f}-{1e3 * hi:.0f}), GEMMs there {gemm_boost_w:.0f} W")
+        print(f"  headroom_j: {mean_s * (gemm_boost_w - limit):.1f}")
         print(f"  idle_w: {idle_w:.1f}")
+    # The model's credit for an idle gap: each ms of it buys (limit - idle_w) / (boost_w - limit) ms at the boost
+    # clock, up to the full rest's.
+    rate = (limit - idle_w) / (gemm_boost_w - limit) if full else None
     for rest_ms, idle, bought, fast, wake in series:
         mean = sum(bought) / len(bought)
         line = (f"  # after {rest_ms:g} ms of rest (idle {', '.join(f'{x:.1f}' for x in idle)} ms): {mean:.1f} ms at the"
@@ -340,9 +341,6 @@ def main():
                 f" {', '.join(f'{x:.1f}' for x in fast)}), {mean / 1e3 * (gemm_boost_w - limit):.1f} J;"
                 f" first GEMM {', '.join(f'{x:+.2f}' for x in wake)} ms")
         if full:
-            # The model's credit for that idle: each ms of it buys (limit - idle_w) / (boost_w - limit) ms at the boost
-            # clock, up to the full rest's.
-            rate = (limit - idle_w) / (gemm_boost_w - limit)
             line += f"; model {sum(min(full[0], rate * i) for i in idle) / len(idle):.1f} ms"
         print(line)
     print("measured:")
