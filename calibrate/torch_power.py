@@ -17,7 +17,7 @@ what runs around it. Six parts, each sampled by NVML every 20 ms (SM clock, powe
           gap lets the clock recover, and over what time the limiter averages.
   rest    what a rest of each length buys (docs/fidelity.md, "Headroom after rest"): for rests of 50, 100, 200,
           400, 800 and 2,000 ms (`--rests`), three times each: 1 s of 8192^3 GEMMs (the
-          limiter at its steady state), the rest (the GPU idle), then a 600 ms burst; every GEMM of the settling
+          limiter settling; not yet at its steady state), the rest (the GPU idle), then a 600 ms burst; every GEMM of the settling
           run and of the burst timed by its own CUDA events and saved (start within its burst and length, ms), so
           scripts/power-profile.py reads each rest's boost-clock time from the GEMMs themselves, not from NVML's
           clock readings. The lengths are counted in GEMMs at the cold (boost-clock) time, so at the settled clock the
@@ -121,21 +121,21 @@ def main():
         return float(args[args.index(name) + 1]) if name in args else default
 
     mix_s, layer_s = opt("--mix-s", 2.0 if quick else 8.0), opt("--layer-s", 3.0 if quick else 10.0)
-    try:
-        rests = [float(x) for x in args[args.index("--rests") + 1].split(",")] if "--rests" in args else \
-            [50, 100, 200, 400, 800, 2000]
-    except (IndexError, ValueError):
-        rests = []
-    try:
-        gaps = [float(x) for x in args[args.index("--gaps") + 1].split(",")] if "--gaps" in args else \
-            [0, 2, 5, 10, 20, 50]
-    except (IndexError, ValueError):
-        gaps = []
-    if not gaps or any(not 0 <= g <= 60000 for g in gaps):
+    def ms_list(name, default, zero_ok):
+        """The comma-separated milliseconds after `name` (else `default`), each in [0 or above, 60000]; None if not."""
+        try:
+            values = [float(x) for x in args[args.index(name) + 1].split(",")] if name in args else default
+        except (IndexError, ValueError):
+            return None
+        return values if all((0 <= v if zero_ok else 0 < v) and v <= 60000 for v in values) else None
+
+    gaps = ms_list("--gaps", [0, 2, 5, 10, 20, 50], True)
+    if not gaps:
         print("torch_power: --gaps takes idle gaps in ms, comma-separated, each in [0, 60000], e.g. 0,2,5,10",
               file=sys.stderr)
         return 2
-    if not rests or any(not 0 < r <= 60000 for r in rests):
+    rests = ms_list("--rests", [50, 100, 200, 400, 800, 2000], False)
+    if not rests:
         print("torch_power: --rests takes rest lengths in ms, comma-separated, each in (0, 60000], e.g. 2,5,10,50",
               file=sys.stderr)
         return 2
