@@ -237,7 +237,8 @@ def main():
     copy_bytes = int(min(max(gemm_ms * 1e-3 * copy_bw / 2, 1 << 20), 4 << 30)) // 4096 * 4096
     src = torch.empty(copy_bytes, device=dev, dtype=torch.uint8)
     dst = torch.empty_like(src)
-    res.update(gemm_cold_ms=round(gemm_ms, 4), gemm_cold_tflops=round(flops / (gemm_ms * 1e-3) / 1e12, 1),
+    res.update(gemm_flops=flops, gemm_cold_ms=round(gemm_ms, 4),
+               gemm_cold_tflops=round(flops / (gemm_ms * 1e-3) / 1e12, 1),
                copy_bandwidth_bytes_per_s=round(copy_bw), copy_bytes=copy_bytes)
     print(f"8192^3 GEMM cold {gemm_ms:.3f} ms ({res['gemm_cold_tflops']} TF/s); copy {copy_bw / 1e12:.2f} TB/s, "
           f"{copy_bytes >> 20} MiB per copy", file=sys.stderr, flush=True)

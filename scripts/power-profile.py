@@ -183,7 +183,8 @@ def rest_series(d, s_scale=1.0):
     if "1" not in mix or not mix["1"].get("gemm_tflops_median"):
         raise SystemExit("power-profile: the rest run has no GEMM-only phase (torch_power.py --only mix,attention,rest):"
                          " no steady state to count the rests against")
-    s = 2 * 8192 ** 3 / (mix["1"]["gemm_tflops_median"] * 1e12) * 1e3 * s_scale
+    # The GEMM's flops as the run saved them (runs before session 31 did not: 8192^3, the only size they ran).
+    s = d.get("gemm_flops", 2 * 8192 ** 3) / (mix["1"]["gemm_tflops_median"] * 1e12) * 1e3 * s_scale
     for row in rows:
         if len(row.get("idle_ms", [])) != len(row["bursts"]) or any(len(burst) < 6 for burst in row["bursts"]):
             raise SystemExit(f"power-profile: the {row.get('rest_ms')} ms rest's bursts and idle gaps do not pair up, or"

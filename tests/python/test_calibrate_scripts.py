@@ -194,6 +194,29 @@ def test_power_blocks_in_the_hopper_profiles_are_the_scripts_output():
         assert f"GEMMs there {watts} W" in comment, (profile, watts)
 
 
+def test_power_profile_counts_the_rests_with_the_runs_own_gemm_flops(tmp_path):
+    # The steady GEMM's time comes from the run's saved flops (torch_power.py saves gemm_flops since session 31); a run
+    # without them is an 8192^3 run. Saved as 8192^3 the reading is the same; saved 1% larger, s is 1% longer and
+    # every burst counts for more.
+    runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
+    rest = os.path.join(SRC, "calibrate", "results", "2026-11-27d", "h100-rest.json")
+    with open(rest) as f:
+        d = json.load(f)
+    base = _power_profile(os.path.join(runs, "h100-power.json"), "--rest", rest)
+
+    def headroom(flops):
+        d["gemm_flops"] = flops
+        run = tmp_path / "rest.json"
+        run.write_text(json.dumps(d))
+        out = _power_profile(os.path.join(runs, "h100-power.json"), "--rest", str(run))
+        return out, float(next(l for l in out.splitlines() if "headroom_j:" in l).split(":")[1])
+
+    same, j = headroom(2 * 8192**3)
+    assert same.replace(str(tmp_path / "rest.json"), rest) == base
+    _, j_more = headroom(2 * 8192**3 * 1.01)
+    assert j_more > j * 1.1  # 46.0 -> 55.4 J: s - b is a seventh of s, and most GEMMs run near s
+
+
 def test_power_profile_headroom_from_the_bursts_after_idle_gaps():
     # 8 bursts of 400 ms GEMMs (the first, after the mix, left out) from the boost clock towards the GEMM-only clock:
     # their seconds at the boost clock times what GEMMs draw there above 700 W.
@@ -529,7 +552,7 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
     assert [r["gemm_share"] for r in d["mix"]] == ["1/4", "1/2", "3/4", "1", "0", "1/2 again"]
     assert [r["burst_ms"] for r in d["duty"]] == [5, 25, 100, 400]
     assert [r["rest_ms"] for r in d["rest"]] == [5.0, 50.0] and all(len(r["bursts"]) == 3 for r in d["rest"])
-    assert abs(d["gemm_cold_ms"] - 1.4) < 1e-9
+    assert abs(d["gemm_cold_ms"] - 1.4) < 1e-9 and d["gemm_flops"] == 2.0 * 8192**3  # power-profile.py reads it
     # gaps: per shape the back-to-back series, then one per gap, each step 9 ms on the fake clock.
     assert [(r["model"], r["gap_ms"]) for r in d["gaps"]] == [("177B", None), ("177B", 0.0), ("177B", 10.0),
                                                             ("1.7B", None), ("1.7B", 0.0), ("1.7B", 10.0)]
