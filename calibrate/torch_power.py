@@ -28,13 +28,11 @@ what runs around it. Six parts, each sampled by NVML every 20 ms (SM clock, powe
           gap, after back-to-back steps (the steady state): each step's time and the GPU's idle before it, read
           against the headroom model by scripts/headroom-gaps.py (a pipeline's waits give the clock back).
   attention  cuDNN's fused attention alone (12 heads, s = 4,096, d = 128, causal), forward + backward.
---fp8: the mix's and duty's GEMMs in FP8 (E4M3, per-tensor scales, torch._scaled_mm); --fp16: every part in FP16
-instead of BF16 (GEMMs, attention, layers: three more mantissa bits toggle more of each multiplier, so FP16 work may
-draw more and get a lower clock; Megatron-LM's H100 rows are read as fp16, docs/fidelity.md); --only PART[,PART]: those
+--fp8: the mix's and duty's GEMMs in FP8 (E4M3, per-tensor scales, torch._scaled_mm); --only PART[,PART]: those
 parts alone (mix, duty, rest, attention, layers, gaps; all but rest and gaps by default).
 --rests MS[,MS]: the rest part's rest lengths in ms (default 50,100,200,400,800,2000); --gaps MS[,MS]: the gaps
 part's (default 0,2,5,10,20,50).
-Usage: torch_power.py OUT.json [--mix-s 8] [--layer-s 10] [--quick] [--fp8 | --fp16] [--only PARTS] [--rests MS,...]
+Usage: torch_power.py OUT.json [--mix-s 8] [--layer-s 10] [--quick] [--fp8] [--only PARTS] [--rests MS,...]
                         [--gaps MS,...]
 (the rest part, read with the mix and the attention's power, which power-profile.py needs: torch_power.py OUT.json
  --only mix,attention,rest --mix-s 4, about 90 s)
@@ -111,11 +109,7 @@ def main():
         return 2
     out = args[0]
     quick = "--quick" in args
-    fp8, fp16 = "--fp8" in args, "--fp16" in args
-    if fp8 and fp16:
-        print("torch_power: --fp8 and --fp16 are alternatives: give one (neither: BF16)",
-              file=sys.stderr)
-        return 2
+    fp8 = "--fp8" in args
     parts = set(args[args.index("--only") + 1].split(",")) if "--only" in args else {"mix", "duty", "attention", "layers"}
     unknown = parts - {"mix", "duty", "rest", "attention", "layers", "gaps"}
     if unknown:
@@ -151,10 +145,8 @@ def main():
     import torch.nn as nn
 
     dev = torch.device("cuda")
-    half = torch.float16 if fp16 else torch.bfloat16  # every 16-bit tensor of every part
     res = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__, "mix_s": mix_s,
-           "layer_s": layer_s, "gemm_dtype": "fp8_e4m3" if fp8 else "fp16" if fp16 else "bf16",
-           "dtype": "fp16" if fp16 else "bf16", "mix": [], "layers": []}
+           "layer_s": layer_s, "gemm_dtype": "fp8_e4m3" if fp8 else "bf16", "mix": [], "layers": []}
     uuid = getattr(torch.cuda.get_device_properties(0), "uuid", None)
     sampler = Sampler(f"GPU-{uuid}" if uuid is not None else None)
     sampler.start()
@@ -200,9 +192,9 @@ def main():
 
     # --- mix: GEMMs among copies ---------------------------------------------------------------------------------
     n = 8192
-    a = torch.randn(n, n, device=dev, dtype=half)
-    b = torch.randn(n, n, device=dev, dtype=half)
-    c = torch.empty(n, n, device=dev, dtype=half)
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    c = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
     flops = 2.0 * n**3
     if fp8:
         a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().to(torch.float8_e4m3fn).t()
@@ -347,9 +339,9 @@ def main():
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        q, k, v = (torch.randn(1, 12, 4096, 128, device=dev, dtype=half, requires_grad=True)
+        q, k, v = (torch.randn(1, 12, 4096, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
                    for _ in range(3))
-        go = torch.randn(1, 12, 4096, 128, device=dev, dtype=half)
+        go = torch.randn(1, 12, 4096, 128, device=dev, dtype=torch.bfloat16)
 
         def attn():
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
@@ -386,9 +378,9 @@ def main():
         """Forward + backward of `depth` GPT layers at one GPU's shapes for tensor size t, on 4,096 tokens, warmed up
         (two steps, waited for): (step, what to delete after)."""
         torch.manual_seed(0)
-        stack = nn.Sequential(*[gpt_layer(torch, h, heads, t) for _ in range(depth)]).to(dev, half)
-        x = torch.randn(4096, h, device=dev, dtype=half, requires_grad=True)
-        gy = torch.ones(4096, h, device=dev, dtype=half)
+        stack = nn.Sequential(*[gpt_layer(torch, h, heads, t) for _ in range(depth)]).to(dev, torch.bfloat16)
+        x = torch.randn(4096, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        gy = torch.ones(4096, h, device=dev, dtype=torch.bfloat16)
 
         def step():
             stack(x).backward(gy)

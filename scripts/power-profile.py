@@ -242,9 +242,6 @@ def main():
         return float(args[args.index(name) + 1]) if name in args else default
 
     limit = opt("--limit-w", 700.0)
-    if d.get("dtype", "bf16") != "bf16":
-        # torch_power.py --fp16: the curve of FP16 work, to set beside the profile's (BF16) curve, not to replace it.
-        print(f"# {args[0]}: every part in {d['dtype']} (torch_power.py --{d['dtype']}); the profiles' curves are BF16's")
 
     def curve(data):
         mix = {r["gemm_share"]: r for r in data.get("mix", [])}

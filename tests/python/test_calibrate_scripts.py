@@ -129,22 +129,6 @@ def _power_profile(*args):
     return subprocess.run([sys.executable, script, *args], capture_output=True, text=True, check=True).stdout
 
 
-def test_power_profile_says_when_the_run_is_not_bf16(tmp_path):
-    # A torch_power.py --fp16 run reads as any other, with a first line saying its work was FP16 (the profiles' curves
-    # are BF16's); a BF16 run has no such line.
-    runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
-    with open(os.path.join(runs, "h100-power.json")) as f:
-        d = json.load(f)
-    bf16 = _power_profile(os.path.join(runs, "h100-power.json"))
-    assert "fp16" not in bf16
-    d["dtype"], d["gemm_dtype"] = "fp16", "fp16"
-    run = tmp_path / "fp16.json"
-    run.write_text(json.dumps(d))
-    out = _power_profile(str(run)).splitlines()
-    assert out[0].startswith("# ") and "every part in fp16 (torch_power.py --fp16)" in out[0]
-    assert out[2:] == bf16.splitlines()[1:]  # the rest as the BF16 run's (its header names the file read)
-
-
 def test_power_profile_block_from_the_committed_runs():
     runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
     out = _power_profile(os.path.join(runs, "h100-power.json"), "--fp8", os.path.join(runs, "h100-power-fp8.json"))
@@ -444,7 +428,7 @@ class _FakeTorch:
         fake = self
         self.clock_ms = 0.0
         self.__version__ = "fake"
-        self.bfloat16, self.float16, self.float32, self.uint8, self.float8_e4m3fn = "bf16", "fp16", "fp32", "u8", "fp8"
+        self.bfloat16, self.float32, self.uint8, self.float8_e4m3fn = "bf16", "fp32", "u8", "fp8"
 
         class Tensor:
             def __init__(self, n=1 << 20):
@@ -540,8 +524,7 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(torch_power.time, "sleep", lambda s: None)
     monkeypatch.setattr(torch_power.Sampler, "start", lambda self: None)  # no NVML thread spinning without sleeps
     out = tmp_path / "power.json"
-    for bad in (["--rests", "0,5"], ["--rests", "a"], ["--rests"], ["--gaps", "-1"], ["--gaps", "x,2"], ["--only", "nope"],
-                ["--fp8", "--fp16"]):
+    for bad in (["--rests", "0,5"], ["--rests", "a"], ["--rests"], ["--gaps", "-1"], ["--gaps", "x,2"], ["--only", "nope"]):
         monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), *bad])
         assert torch_power.main() == 2, bad
     monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), "--only", "mix,duty,rest,attention,layers,gaps",
@@ -558,16 +541,5 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
                                                             ("1.7B", None), ("1.7B", 0.0), ("1.7B", 10.0)]
     assert all(abs(r["step_ms_median"] - 9.0) < 1e-9 for r in d["gaps"])
     assert all(r["idle_ms_median"] == 0.0 for r in d["gaps"] if r["gap_ms"] is not None)
-    assert d["gemm_dtype"] == "bf16" and d["dtype"] == "bf16"
     assert "attention" not in d  # the fake has no torch.nn.functional: the part says so and the others stand
     assert len(d["layers"]) == 5
-    # --fp16: the same parts with every 16-bit tensor in FP16, and the run says so.
-    made = []
-    real_randn = fake.randn
-    monkeypatch.setattr(fake, "randn", lambda *a, **k: made.append(k.get("dtype")) or real_randn(*a, **k))
-    monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), "--fp16", "--only", "mix,attention",
-                                      "--mix-s", "0.02"])
-    assert torch_power.main() == 0
-    d = json.loads(out.read_text())
-    assert d["gemm_dtype"] == "fp16" and d["dtype"] == "fp16"
-    assert made and set(made) == {"fp16"}
