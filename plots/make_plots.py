@@ -807,7 +807,7 @@ PAPER_REQUIRED = ["table5.json", "table2.json", "timeline.json"]
 PAPER_OPTIONAL = ["530b-2240.json", "table4.json", "sc21-table1.json", "table2-hopper.json", "sweep.json",
                   "megatron-h100.json", "megatron-bridge-h100.json", "nemo-h100.json"]
 # The Hopper validation figure's tables: results file, title, paper_values key, measure.
-HOPPER_TABLES = [("megatron-h100.json", "Megatron-LM weak scaling (TFLOP/s, fp16)", "megatron_h100", "tflops"),
+HOPPER_TABLES = [("megatron-h100.json", "Megatron-LM weak scaling (TFLOP/s, BF16)", "megatron_h100", "tflops"),
                  ("megatron-bridge-h100.json", "Megatron-Bridge (tokens/s, FP8)", "megatron_bridge_h100", "tokens"),
                  ("nemo-h100.json", "NeMo (tokens/s, FP8)", "nemo_h100", "tokens")]
 

@@ -173,9 +173,9 @@ TEST_CASE("validation: Table 5 and SC21 together, mean signed within +-1%, mean 
     CHECK(s.worst_abs <= 0.038);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 5.9%, worst <= 11.8%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 9.7%, worst <= 24.0%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
-    // come out 9-12% fast, the 32B row 11.2% slow. The tolerance pins today's figure so that a regression is seen.
+    // come out 5-8% fast, the 32B row 23.8% slow. The tolerance pins today's figure so that a regression is seen.
     // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
     // an H200: slower than the FlashAttention-3 figure the profile had), an independent measurement, kept; and
     // from 6.39% / 13.64% when the interference of overlapped collectives became the H100's measured slowdown
@@ -210,22 +210,17 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // energy the same run's GEMM bursts after idle gaps measured) to 9.60% / 23.86%, signed -6.81%: the pipelined rows'
     // ramps, where stages wait, 1.3-2.1 points faster, the p = 1 rows 0.5-1.4 (the first forward's waits for its
     // parameter buckets). Session 30 timed the headroom GEMM by GEMM on a second H100 (152 ms at the boost clock, NVML
-    // had read 154: 46.0 J and 122.8 W for 46.7 and 134.8): 9.59% / 23.81% / -6.80%. Every figure so far is the BF16
-    // reading. Session 31 read the precision again (not published; the GPT example script and the SC21 scripts at the
-    // benchmark's commit say --fp16, as the file already took the microbatch from that script): with fp16 Megatron-LM
-    // r0.8 reduces 16-bit gradients and runs no NaN check under dynamic loss scaling: 5.81% / 11.73% / -1.29% (the
-    // 32B row -23.8% -> -11.2%, the t = 1, 2 rows +7.8 / +4.7% -> +11.7 / +8.6%). A configuration read again from the
-    // authors' files after the BF16 figures were known, not a mechanism: README "Hopper" gives both readings.
+    // had read 154: 46.0 J and 122.8 W for 46.7 and 134.8): 9.59% / 23.81% / -6.80%.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.059);
-    CHECK(s.worst_abs <= 0.118);
+    CHECK(s.mean_abs <= 0.097);
+    CHECK(s.worst_abs <= 0.240);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 9.3%, worst <= 14.5%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.5%, worst <= 20.2%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
-    // MFU falls from 52.1% to 35.9% where the published one falls from 47% to 42% (README "Hopper strong scaling").
+    // MFU falls from 53.9% to 33.4% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
                                        "scenarios/validation/megatron-h100-strong.yaml",
                                        megatron_tflops_per_gpu);
@@ -238,11 +233,9 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     // (session 26: 13.39% / 20.18%, signed -3.32%; 96 GPUs +11.3% -> +15.1%, 2,304 -7.8% -> -4.9%, 4,608 -22.4% -> -20.2%;
     // then with the slowdown by each GEMM's waves 13.42% / 20.37% / -3.58%: +14.8 / -5.1 / -20.4%); the power limit
     // (session 27) 13.86% / 22.73% / -6.74%: +10.7 / -8.2 / -22.7%; the headroom after rest (session 28) 12.40% /
-    // 20.10% / -5.17%: +10.9 / -6.3 / -20.1%; its GEMM-by-GEMM measurement (session 30) 12.41% / 20.11% / -5.17%;
-    // fp16, read again from the authors' scripts as the weak-scaling file (session 31): 9.23% / 14.40% / -1.92%,
-    // +11.0 / -2.3 / -14.4%.
-    CHECK(s.mean_abs <= 0.093);
-    CHECK(s.worst_abs <= 0.145);
+    // 20.10% / -5.17%: +10.9 / -6.3 / -20.1%; its GEMM-by-GEMM measurement (session 30) 12.41% / 20.11% / -5.17%.
+    CHECK(s.mean_abs <= 0.125);
+    CHECK(s.worst_abs <= 0.202);
 }
 
 namespace {
@@ -311,11 +304,11 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
 TEST_CASE(
     "validation: representative replicas within 1.3% of the full simulation (SC21, 530B/2240, Megatron H100)") {
     // `--replicas representative` (README "Speed") against every GPU group, on the shipped experiments with
-    // data parallelism: the worst was the 16B Megatron row (-1.22%: the other node's replicas' flows are
+    // data parallelism: today's worst is the 16B Megatron row (-1.22%: the other node's replicas' flows are
     // not on the links its reduction ring shares, and its gradient-averaging passes run under them; -1.05% before
     // the H100's measured slowdown with SMs held made its overlapped reduction cost more), the mean
-    // |difference| 0.16%; with the Megatron files' fp16 reading (16-bit gradients, session 31) the worst is 0.51%, the
-    // mean 0.13%. Nothing published is involved: the full simulation is the reference.
+    // |difference| 0.16%. Nothing published is
+    // involved: the full simulation is the reference.
     std::vector<double> diffs;
     for (const char* file :
          {"scenarios/crosscheck/sc21-table1.yaml", "scenarios/paper/530b-2240.yaml",
