@@ -173,8 +173,9 @@ def rest_series(d, s_scale=1.0):
     to sixth GEMMs of the bursts after a full rest, FULL_REST_MS or more). The first GEMM of each burst is left out:
     it runs slower as the GPU wakes from its idle clock (its excess over b, the wake-up, is reported apart). Summed over
     the whole burst (600 ms of work; the clock has not come back to s by its end, and the GEMMs that follow it undershoot
-    s on the H100: not a bound either way) and over its first FAST_MS (the fall from the boost clock). s - b is a fifth
-    of b, so each 1% in s moves the sums by about 20% (s_scale: s times it, for that spread).
+    s on the H100: not a bound either way) and over its first FAST_MS (the fall from the boost clock). s - b is about a
+    seventh of s (H100 0.208 of 1.599 ms), so each 1% in s moves the sums by about 20% (s_scale: s times it, for that
+    spread).
     (b, s, [(rest ms, idle gaps ms, [ms bought per burst], [of it in the first FAST_MS], [wake-up ms per burst])])."""
     rows = d.get("rest", [])
     mix = {r["gemm_share"]: r for r in d.get("mix", [])}

@@ -27,7 +27,7 @@ def main(argv):
     print(f"{'case':<32} {'t':>2} {'c':>2} {'p':>2} {'v':>2} {'d':>3} {'GPUs':>5} {'iter s':>8} {'tok/s/GPU pub':>14} {'sim':>8} {'err':>7}")
     errs = []
     for r, pub, gpus in zip(results, pub_table["tokens_per_s_per_gpu"], pub_table["gpus"]):
-        problem = row_problem(r, 24, gpus)
+        problem = row_problem(r, 32, gpus)
         if problem:
             print(problem); return 3
         e = r["execution"]
