@@ -39,6 +39,7 @@ Usage: power-profile.py POWER.json [--limit-w 700] [--attention-w W] [--fp8 FP8.
 """
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -159,12 +160,6 @@ FULL_REST_MS = 150.0  # a GPU idle gap at least this long refills the headroom (
 FAST_MS = 100.0  # the part of a burst read apart: the clock's fall from the boost clock
 
 
-def _median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-
-
 def rest_series(d, s_scale=1.0):
     """The rest part's bursts (torch_power.py --only mix,attention,rest), each GEMM timed: for each rest length, the
     milliseconds at the boost clock each burst bought. A GEMM of t ms counts b (s - t) / (s - b), signed (one slower
@@ -195,7 +190,7 @@ def rest_series(d, s_scale=1.0):
     if not firsts:
         raise SystemExit(f"power-profile: no burst after a GPU idle gap of {FULL_REST_MS:g} ms or more: no boost-clock "
                          "GEMM to count against (torch_power.py --rests with a rest of 200 ms or more)")
-    b = _median(firsts)
+    b = statistics.median(firsts)
     if s <= b:
         raise SystemExit(f"power-profile: the steady GEMM ({s:.4f} ms) is no slower than the boost clock's ({b:.4f} ms):"
                          " the limit never held; nothing to read")
@@ -216,7 +211,7 @@ def rest_headroom(series):
     if not full:
         return None
     whole = [ms for ms, _ in full]
-    return _median(whole), len(full), min(whole), max(whole), _median(f for _, f in full)
+    return statistics.median(whole), len(full), min(whole), max(whole), statistics.median(f for _, f in full)
 
 
 def idle_watts(samples, boost_mhz):
@@ -228,7 +223,7 @@ def idle_watts(samples, boost_mhz):
             last_work = t
         elif phase == "idle" and mhz >= boost_mhz - 15 and (last_work is None or t - last_work >= 1.0):
             idle.append(watts)
-    return _median(idle) if idle else None
+    return statistics.median(idle) if idle else None
 
 
 def main():

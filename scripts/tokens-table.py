@@ -12,6 +12,8 @@ import json, sys
 
 from published import PUBLISHED, count_problem, row_problem, summary
 
+NAME_W = 32  # the case column: the longest name, "Llama 3.1 405B on 1024 (25.11)", and two spaces
+
 
 def main(argv):
     if len(argv) != 3:
@@ -24,17 +26,17 @@ def main(argv):
     if problem:
         print(problem); return 2
     print(f"{pub_table['title']} (validation). Error = simulated / published - 1.")
-    print(f"{'case':<32} {'t':>2} {'c':>2} {'p':>2} {'v':>2} {'d':>3} {'GPUs':>5} {'iter s':>8} {'tok/s/GPU pub':>14} {'sim':>8} {'err':>7}")
+    print(f"{'case':<{NAME_W}} {'t':>2} {'c':>2} {'p':>2} {'v':>2} {'d':>3} {'GPUs':>5} {'iter s':>8} {'tok/s/GPU pub':>14} {'sim':>8} {'err':>7}")
     errs = []
     for r, pub, gpus in zip(results, pub_table["tokens_per_s_per_gpu"], pub_table["gpus"]):
-        problem = row_problem(r, 32, gpus)
+        problem = row_problem(r, NAME_W, gpus)
         if problem:
             print(problem); return 3
         e = r["execution"]
         sim = r["tokens_per_s"] / e["gpus"]
         err = sim / pub - 1
         errs.append(err)
-        print(f"{r['name']:<32} {e['tensor']:>2} {e['context_parallel']:>2} {e['pipeline']:>2} {e['interleave']:>2} {e['data']:>3} "
+        print(f"{r['name']:<{NAME_W}} {e['tensor']:>2} {e['context_parallel']:>2} {e['pipeline']:>2} {e['interleave']:>2} {e['data']:>3} "
               f"{e['gpus']:>5} {r['iteration_time_s']:>8.3f} {pub:>14.1f} {sim:>8.1f} {100*err:>+6.1f}%")
     print(summary(errs))
     return 0
