@@ -31,9 +31,10 @@ what runs around it. Six parts, each sampled by NVML every 20 ms (SM clock, powe
 --fp8: the mix's and duty's GEMMs in FP8 (E4M3, per-tensor scales, torch._scaled_mm); --only PART[,PART]: those
 parts alone (mix, duty, rest, attention, layers, gaps; all but rest and gaps by default).
 --rests MS[,MS]: the rest part's rest lengths in ms (default 50,100,200,400,800,2000); --gaps MS[,MS]: the gaps
-part's (default 0,2,5,10,20,50).
+part's (default 0,2,5,10,20,50); --gap-fill spin: each gap a one-block spin kernel (torch.cuda._sleep) instead of
+the host's sleep, so the GPU waits busy as a stage does in NCCL's polling kernels (no idle clock, no wake-up).
 Usage: torch_power.py OUT.json [--mix-s 8] [--layer-s 10] [--quick] [--fp8] [--only PARTS] [--rests MS,...]
-                        [--gaps MS,...]
+                        [--gaps MS,...] [--gap-fill idle|spin]
 (the rest part, read with the mix and the attention's power, which power-profile.py needs: torch_power.py OUT.json
  --only mix,attention,rest --mix-s 4, about 90 s)
 """
@@ -133,6 +134,12 @@ def main():
     if not gaps:
         print("torch_power: --gaps takes idle gaps in ms, comma-separated, each in [0, 60000], e.g. 0,2,5,10",
               file=sys.stderr)
+        return 2
+    fill = args[args.index("--gap-fill") + 1] if "--gap-fill" in args and args.index("--gap-fill") + 1 < len(args) \
+        else ("" if "--gap-fill" in args else "idle")
+    if fill not in ("idle", "spin"):
+        print("torch_power: --gap-fill takes idle (the host sleeps, the GPU idle) or spin (a one-block spin kernel "
+              "for the gap, as NCCL's kernels poll while a stage waits)", file=sys.stderr)
         return 2
     rests = ms_list("--rests", [50, 100, 200, 400, 800, 2000], False)
     if not rests:
@@ -417,6 +424,16 @@ def main():
         del step, held
         torch.cuda.empty_cache()
     # --- gaps: a layer stack's steps with idle gaps between them (the headroom a pipeline's waits give back) -----------
+    spin_cycles_per_ms = None
+    if "gaps" in parts and fill == "spin":  # torch.cuda._sleep counts SM clock cycles: its rate measured once, idle
+        torch.cuda._sleep(1000000)
+        a, b = ev(), ev()
+        a.record()
+        torch.cuda._sleep(20000000)
+        b.record()
+        b.synchronize()
+        spin_cycles_per_ms = 20000000 / a.elapsed_time(b)
+        res["spin_cycles_per_ms"] = round(spin_cycles_per_ms)
     for name, h, heads, t in (("177B", 12288, 96, 8), ("1.7B", 2048, 16, 1)) if "gaps" in parts else ():
         step, held = layer_step(h, heads, t, 4)
         for gap_ms in [None] + gaps:
@@ -429,22 +446,25 @@ def main():
             else:   # each step waited for, then the host idle for gap_ms: [(the GPU's idle before it, its ms)]
                 series, prev, t_end = [], None, time.perf_counter() + mix_s
                 while time.perf_counter() < t_end:
+                    if fill == "spin" and gap_ms > 0 and prev is not None:  # the wait on the GPU, one block spinning
+                        torch.cuda._sleep(int(gap_ms * spin_cycles_per_ms))
                     (a0, a1), = queued(step, 1)
                     a1.synchronize()
                     series.append((round(prev.elapsed_time(a0), 4) if prev else None, round(a0.elapsed_time(a1), 4)))
                     prev = a1
-                    time.sleep(gap_ms / 1e3)
+                    if fill == "idle":
+                        time.sleep(gap_ms / 1e3)
             sampler.phase = "idle"
             late = series[len(series) * 2 // 5:]
             row = {"model": name, "hidden": h, "heads": heads, "tensor": t, "layers": 4, "seq": 4096,
-                   "gap_ms": gap_ms, "steps": len(series),
+                   "gap_ms": gap_ms, "gap_fill": fill, "steps": len(series),
                    "step_ms_median": round(statistics.median(ms for _, ms in late), 4) if late else None,
                    "idle_ms_median": round(statistics.median(i for i, _ in late if i is not None), 4)
                    if any(i is not None for i, _ in late) else None,
                    "series": series}
             row.update(sampler.summary(phase, 0.0))
             res.setdefault("gaps", []).append(row)
-            print(f"gaps {name} {gap_ms} ms: step {row['step_ms_median']} ms, GPU idle {row['idle_ms_median']} ms, "
+            print(f"gaps ({fill}) {name} {gap_ms} ms: step {row['step_ms_median']} ms, GPU idle {row['idle_ms_median']} ms, "
                   f"{ {k: v for k, v in row.items() if k.startswith(('sm_', 'power'))} }", file=sys.stderr, flush=True)
             save()
         del step, held

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The headroom model (docs/fidelity.md, "Headroom after rest") against calibrate/torch_power.py's gaps part: whole GPT
-layers stepped with idle gaps of 2-50 ms between steps, as a pipeline's waits leave them.
+layers stepped with waits of 2-100 ms between steps, as a pipeline's waits leave them.
 
+The gaps are idle (the host sleeps) or, with torch_power.py --gap-fill spin, a one-block spin kernel: the GPU waits busy,
+as a stage waits in NCCL's polling kernels, so the step pays no wake-up from the idle clock.
 For each shape the run measured (four layers at the 177B row's t = 8 shape and at the 1.7B row's t = 1, one GPU, no
 sequence parallelism, no communication, forward + backward per step) it prints, per gap, the step's median time, the
 GPU's median idle before it and the time it saved against back-to-back steps, beside what strata's model gives a step
@@ -55,8 +57,10 @@ def compare(rows, terms_by_model):
     """[(model, gap ms, step ms, idle ms, measured saving ms, model saving ms)] from the run's gaps rows. The savings are
     counted against the gap-0 series where the run has one (each step waited for, no sleep: the same launch lead-in and
     wake-up as the other gaps' steps, which back-to-back steps hide) and the model's saving for that series' own idle
-    taken off likewise; else against the back-to-back series. The step's saving fraction applies to the back-to-back
-    step (the steady state)."""
+    taken off likewise; else against the back-to-back series. A spin run's (torch_power.py --gap-fill spin) count
+    against the back-to-back series: there each step's launches queue behind the spin kernel, so it carries no launch
+    lead-in and no wake-up, and its gap-0 series (the host's lead-in alone) is left out. The step's saving fraction
+    applies to the back-to-back step (the steady state)."""
     out = []
     by_model = {}
     for r in rows:
@@ -68,12 +72,14 @@ def compare(rows, terms_by_model):
         if model not in terms_by_model:
             raise SystemExit(f"headroom-gaps: no model terms for the {model} shape ({', '.join(sorted(CASES))})")
         steady = base["step_ms_median"]
-        control = next((r for r in rs if r["gap_ms"] == 0 and r.get("step_ms_median") is not None
-                        and r.get("idle_ms_median") is not None), None)
+        spin = any(r.get("gap_fill") == "spin" for r in rs)
+        control = None if spin else next((r for r in rs if r["gap_ms"] == 0 and r.get("step_ms_median") is not None
+                                          and r.get("idle_ms_median") is not None), None)
         t0 = control["step_ms_median"] if control else steady
         m0 = model_saving(terms_by_model[model], control["idle_ms_median"], steady) if control else 0.0
         for r in rs:
-            if r is control or r["gap_ms"] is None or r.get("step_ms_median") is None or r.get("idle_ms_median") is None:
+            if r is control or r["gap_ms"] is None or (spin and r["gap_ms"] == 0) or r.get("step_ms_median") is None \
+                    or r.get("idle_ms_median") is None:
                 continue
             out.append((model, r["gap_ms"], r["step_ms_median"], r["idle_ms_median"], t0 - r["step_ms_median"],
                         model_saving(terms_by_model[model], r["idle_ms_median"], steady) - m0))
@@ -115,7 +121,9 @@ def main():
             terms[model] = parse_terms(text)
     finally:
         os.unlink(tmp)
-    print(f"# headroom after rest against {args[0]} (profile {profile}; bandwidth-bound kernels at {eager:g})")
+    fills = sorted({r.get("gap_fill", "idle") for r in rows if r["gap_ms"] is not None})
+    print(f"# headroom after rest against {args[0]} (profile {profile}; bandwidth-bound kernels at {eager:g}; gaps "
+          f"{' and '.join(fills)})")
     for model, (fraction, full_ms, accrual) in sorted(terms.items()):
         print(f"# {model}: the model saves {100 * fraction:.1f}% of a step at the boost clock, up to {full_ms:.1f} ms "
               f"after a full rest, {accrual:.2f} ms per ms idle")

@@ -381,6 +381,12 @@ def test_headroom_gaps_compares_each_gap_with_the_model():
     got = hg.compare(rows + [control], {"177B": terms})
     assert [g[1] for g in got] == [2, 50]
     assert abs(got[1][4] - 2.8) < 1e-9 and abs(got[1][5] - (0.088 * 43.0 - 0.31 * 0.3)) < 1e-9
+    # A spin run (--gap-fill spin) counts from the back-to-back step: its steps queue behind the spin, with no launch
+    # lead-in, so its gap-0 series (the lead-in alone) is no control and is not compared.
+    spun = [dict(r, gap_fill="spin") for r in rows + [control]]
+    got = hg.compare(spun, {"177B": terms})
+    assert [g[1] for g in got] == [2, 50]
+    assert abs(got[1][4] - 2.9) < 1e-9 and abs(got[1][5] - 0.088 * 43.0) < 1e-9
     try:
         hg.parse_terms("no such line")
         assert False, "accepted"
@@ -478,8 +484,11 @@ class _FakeTorch:
                 return Tensor()
 
         self.Tensor = Tensor
+        def sleep_cycles(cycles):  # torch.cuda._sleep: a spin kernel, here 1,000 cycles per fake ms
+            fake.clock_ms += cycles / 1000.0
+
         self.cuda = types.SimpleNamespace(
-            Event=Event, synchronize=lambda: None, empty_cache=lambda: None,
+            Event=Event, synchronize=lambda: None, empty_cache=lambda: None, _sleep=sleep_cycles,
             get_device_properties=lambda i: types.SimpleNamespace(name="Fake GPU"), is_available=lambda: True)
         self.nn = types.ModuleType("torch.nn")
         self.nn.Sequential = Stack
@@ -543,3 +552,15 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
     assert all(r["idle_ms_median"] == 0.0 for r in d["gaps"] if r["gap_ms"] is not None)
     assert "attention" not in d  # the fake has no torch.nn.functional: the part says so and the others stand
     assert len(d["layers"]) == 5
+    assert all(r["gap_fill"] == "idle" for r in d["gaps"])
+    # --gap-fill spin: each gap a spin kernel on the GPU (its rate measured first: 1,000 cycles per fake ms), so the
+    # GPU's wait before each step is the gap itself; a bad fill is refused before any GPU work.
+    for bad in (["--gap-fill", "busy"], ["--gap-fill"]):
+        monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), "--only", "gaps", *bad])
+        assert torch_power.main() == 2, bad
+    monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), "--only", "gaps", "--mix-s", "0.02", "--gaps",
+                                      "0,10", "--gap-fill", "spin"])
+    assert torch_power.main() == 0
+    d = json.loads(out.read_text())
+    assert d["spin_cycles_per_ms"] == 1000 and all(r["gap_fill"] == "spin" for r in d["gaps"])
+    assert [r["idle_ms_median"] for r in d["gaps"]] == [0.0, 0.0, 10.0, 0.0, 0.0, 10.0]
