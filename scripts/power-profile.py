@@ -160,6 +160,18 @@ FULL_REST_MS = 150.0  # a GPU idle gap at least this long refills the headroom (
 FAST_MS = 100.0  # the part of a burst read apart: the clock's fall from the boost clock
 
 
+def gemm_flops(d):
+    """The run's GEMM flops as it saved them (runs before session 31 did not: 8192^3, the only size they ran)."""
+    return d.get("gemm_flops", 2 * 8192 ** 3)
+
+
+def gemm_label(d):
+    """The run's GEMM as its size, n^3 where the flops are 2 n^3 (else the flops)."""
+    flops = gemm_flops(d)
+    n = round((flops / 2) ** (1 / 3))
+    return f"{n}^3" if 2 * n ** 3 == flops else f"{flops:.4g}-flop"
+
+
 def rest_series(d, s_scale=1.0):
     """The rest part's bursts (torch_power.py --only mix,attention,rest), each GEMM timed: for each rest length, the
     milliseconds at the boost clock each burst bought. A GEMM of t ms counts b (s - t) / (s - b), signed (one slower
@@ -179,8 +191,7 @@ def rest_series(d, s_scale=1.0):
     if "1" not in mix or not mix["1"].get("gemm_tflops_median"):
         raise SystemExit("power-profile: the rest run has no GEMM-only phase (torch_power.py --only mix,attention,rest):"
                          " no steady state to count the rests against")
-    # The GEMM's flops as the run saved them (runs before session 31 did not: 8192^3, the only size they ran).
-    s = d.get("gemm_flops", 2 * 8192 ** 3) / (mix["1"]["gemm_tflops_median"] * 1e12) * 1e3 * s_scale
+    s = gemm_flops(d) / (mix["1"]["gemm_tflops_median"] * 1e12) * 1e3 * s_scale
     for row in rows:
         if len(row.get("idle_ms", [])) != len(row["bursts"]) or any(len(burst) < 6 for burst in row["bursts"]):
             raise SystemExit(f"power-profile: the {row.get('rest_ms')} ms rest's bursts and idle gaps do not pair up, or"
@@ -277,7 +288,7 @@ def main():
         print("power-profile: no attention figure in the file: give --attention-w", file=sys.stderr)
         return 1
     print(f"# calibrate/torch_power.py on {d['device']} ({args[0]}): copy-only {copy_w:.1f} W,"
-          f" GEMM rate at the boost clock {ref} TF/s (8192^3, 1/4 of the time)")
+          f" GEMM rate at the boost clock {ref} TF/s ({gemm_label(d)}, 1/4 of the time)")
     print("power:")
     print(f"  limit_w: {limit:g}")
     print(f"  boost_clock_mhz: {boost_mhz:g}")
@@ -311,7 +322,7 @@ def main():
             raise SystemExit("power-profile: no idle readings at the boost clock in the rest run")
         print(f"  # {n} GEMM bursts of 600 ms after a GPU idle gap of {FULL_REST_MS:g} ms or more"
               f"{' (' + rest_file + ')' if rest_file else ''}, each GEMM timed against the run's boost-clock"
-              f" ({b:.4f} ms) and steady ({s:.4f} ms) 8192^3 GEMM: {med_ms:.0f} ms at the boost clock (median;"
+              f" ({b:.4f} ms) and steady ({s:.4f} ms) {gemm_label(rd)} GEMM: {med_ms:.0f} ms at the boost clock (median;"
               f" {lo:.0f}-{hi:.0f}; {fast_ms:.0f} of it in the first {FAST_MS:g} ms), GEMMs there {gemm_boost_w:.0f} W")
         lo_s, hi_s = (rest_headroom(rest_series(rd, k)[2])[0] for k in (0.995, 1.005))
         print(f"  # (with the steady GEMM 0.5% faster or slower: {lo_s:.0f} or {hi_s:.0f} ms)")

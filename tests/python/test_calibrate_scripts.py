@@ -197,8 +197,13 @@ def test_power_profile_counts_the_rests_with_the_runs_own_gemm_flops(tmp_path):
 
     same, j = headroom(2 * 8192**3)
     assert same.replace(str(tmp_path / "rest.json"), rest) == base
-    _, j_more = headroom(2 * 8192**3 * 1.01)
+    more, j_more = headroom(2 * 8192**3 * 1.01)
     assert j_more > j * 1.1  # 46.0 -> 55.4 J: s - b is a seventh of s, and most GEMMs run near s
+    assert " 8192^3 GEMM:" in same and " 8192^3 GEMM:" not in more and "1.111e+12-flop GEMM:" in more
+    pp = _headroom_gaps()._power_profile()  # the labels: n^3 where the flops are 2 n^3
+    assert [pp.gemm_label({"gemm_flops": f}) for f in (2 * 4096**3, 2 * 8192**3, 1e12)] == ["4096^3", "8192^3",
+                                                                                          "1e+12-flop"]
+    assert pp.gemm_label({}) == "8192^3"  # a run from before session 31
 
 
 def test_power_profile_headroom_from_the_bursts_after_idle_gaps():
