@@ -23,10 +23,11 @@ what runs around it. Six parts, each sampled by NVML every 20 ms (SM clock, powe
           clock readings. The lengths are counted in GEMMs at the cold (boost-clock) time, so at the settled clock the
           settling runs last about 1.15 s and the bursts 0.65 s: about 45 s in all.
   gaps    four GPT layers at the 177B (t = 8) and 1.7B (t = 1) rows' shapes, forward + backward step after step,
-          each step waited for and then the GPU left idle for a gap of 0-50 ms (`--gaps`; 0: waited for, no sleep,
-          the control whose step carries the same launch lead-in and wake-up as the others), `--mix-s` seconds per
-          gap, after back-to-back steps (the steady state): each step's time and the GPU's idle before it, read
-          against the headroom model by scripts/headroom-gaps.py (a pipeline's waits give the clock back).
+          each step waited for and then a gap (`--gaps`, default 0-50 ms; 0: waited for, no sleep, the control
+          whose step carries the same launch lead-in and wake-up as the others) with the GPU idle or, with
+          `--gap-fill spin`, busy in a spin kernel, `--mix-s` seconds per gap, after back-to-back steps (the steady
+          state): each step's time and the GPU's wait before it, read against the headroom model by
+          scripts/headroom-gaps.py (a pipeline's waits give the clock back).
   attention  cuDNN's fused attention alone (12 heads, s = 4,096, d = 128, causal), forward + backward.
 --fp8: the mix's and duty's GEMMs in FP8 (E4M3, per-tensor scales, torch._scaled_mm); --only PART[,PART]: those
 parts alone (mix, duty, rest, attention, layers, gaps; all but rest and gaps by default).
@@ -423,9 +424,11 @@ def main():
         save()
         del step, held
         torch.cuda.empty_cache()
-    # --- gaps: a layer stack's steps with idle gaps between them (the headroom a pipeline's waits give back) -----------
+    # --- gaps: a layer stack's steps with waits between them (the headroom a pipeline's waits give back) ------------
     spin_cycles_per_ms = None
-    if "gaps" in parts and fill == "spin":  # torch.cuda._sleep counts SM clock cycles: its rate measured once, idle
+    # torch.cuda._sleep counts SM clock cycles: its rate is measured once, at the idle GPU's boost clock, so after a
+    # step at a power-limited clock a spin lasts longer than its nominal gap (each wait is timed by events anyway).
+    if "gaps" in parts and fill == "spin":
         torch.cuda._sleep(1000000)
         a, b = ev(), ev()
         a.record()
@@ -464,7 +467,8 @@ def main():
                    "series": series}
             row.update(sampler.summary(phase, 0.0))
             res.setdefault("gaps", []).append(row)
-            print(f"gaps ({fill}) {name} {gap_ms} ms: step {row['step_ms_median']} ms, GPU idle {row['idle_ms_median']} ms, "
+            print(f"gaps ({fill}) {name} {gap_ms} ms: step {row['step_ms_median']} ms, "
+                  f"GPU {'idle' if fill == 'idle' else 'waiting'} {row['idle_ms_median']} ms, "
                   f"{ {k: v for k, v in row.items() if k.startswith(('sm_', 'power'))} }", file=sys.stderr, flush=True)
             save()
         del step, held

@@ -2,8 +2,8 @@
 """The headroom model (docs/fidelity.md, "Headroom after rest") against calibrate/torch_power.py's gaps part: whole GPT
 layers stepped with waits of 2-100 ms between steps, as a pipeline's waits leave them.
 
-The gaps are idle (the host sleeps) or, with torch_power.py --gap-fill spin, a one-block spin kernel: the GPU waits busy,
-as a stage waits in NCCL's polling kernels, so the step pays no wake-up from the idle clock.
+The gaps are idle (the host sleeps) or, with torch_power.py --gap-fill spin, a one-block spin kernel: the GPU waits
+busy, as a stage waits in NCCL's polling kernels, so the step pays no wake-up from the idle clock.
 For each shape the run measured (four layers at the 177B row's t = 8 shape and at the 1.7B row's t = 1, one GPU, no
 sequence parallelism, no communication, forward + backward per step) it prints, per gap, the step's median time, the
 GPU's median idle before it and the time it saved against back-to-back steps, beside what strata's model gives a step
@@ -11,7 +11,8 @@ after that idle: min(idle x the accrual, the full rest's saving, the step x the 
 `strata explain --clock-from-kernels` of the row's layer with the profile's bandwidth-bound kernels at PyTorch's eager
 speed (as power-profile.py's fit runs them; --eager-efficiency, default 0.58). The step's own length is the measured
 back-to-back step, so the comparison is of the saving alone. Savings are counted against the gap-0 series (each step
-waited for, no sleep) where the run has one, the model's for that series' own idle taken off likewise.
+waited for, no sleep) where an idle run has one, the model's for that series' own idle taken off likewise; a spin
+run's against the back-to-back series (its steps queue behind the spin: no launch lead-in).
 
 Usage: headroom-gaps.py GAPS.json --profile P --strata BIN [--eager-efficiency 0.58]   (needs PyYAML)
 """
@@ -127,7 +128,7 @@ def main():
     for model, (fraction, full_ms, accrual) in sorted(terms.items()):
         print(f"# {model}: the model saves {100 * fraction:.1f}% of a step at the boost clock, up to {full_ms:.1f} ms "
               f"after a full rest, {accrual:.2f} ms per ms idle")
-    print(f"{'shape':<6} {'gap ms':>6} {'idle ms':>8} {'step ms':>8} {'saved ms':>9} {'model ms':>9}")
+    print(f"{'shape':<6} {'gap ms':>6} {'wait ms':>8} {'step ms':>8} {'saved ms':>9} {'model ms':>9}")
     diffs = []
     for model, gap, step, idle, saved, pred in compare(rows, terms):
         print(f"{model:<6} {gap:>6g} {idle:>8.2f} {step:>8.3f} {saved:>9.3f} {pred:>9.3f}")

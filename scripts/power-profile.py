@@ -322,7 +322,8 @@ def main():
             raise SystemExit("power-profile: no idle readings at the boost clock in the rest run")
         print(f"  # {n} GEMM bursts of 600 ms after a GPU idle gap of {FULL_REST_MS:g} ms or more"
               f"{' (' + rest_file + ')' if rest_file else ''}, each GEMM timed against the run's boost-clock"
-              f" ({b:.4f} ms) and steady ({s:.4f} ms) {gemm_label(rd)} GEMM: {med_ms:.0f} ms at the boost clock (median;"
+              f" ({b:.4f} ms) and steady ({s:.4f} ms) {gemm_label(rd)} GEMM: {med_ms:.0f} ms at the boost clock"
+              " (median;"
               f" {lo:.0f}-{hi:.0f}; {fast_ms:.0f} of it in the first {FAST_MS:g} ms), GEMMs there {gemm_boost_w:.0f} W")
         lo_s, hi_s = (rest_headroom(rest_series(rd, k)[2])[0] for k in (0.995, 1.005))
         print(f"  # (with the steady GEMM 0.5% faster or slower: {lo_s:.0f} or {hi_s:.0f} ms)")

@@ -416,6 +416,7 @@ def test_headroom_gaps_through_strata(tmp_path):
     out = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "headroom-gaps.py"), str(path), "--profile",
                           os.path.join(SRC, "scenarios", "devices", "h100-sxm5-80gb.yaml"), "--strata", strata],
                          capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[0].endswith("; gaps idle)")  # rows without gap_fill: a run from before --gap-fill
     terms = {}
     for l in out.splitlines():
         if l.startswith("# 177B:") or l.startswith("# 1.7B:"):
@@ -535,7 +536,8 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.nn", fake.nn)
     monkeypatch.setattr(torch_power, "cuda_torch", lambda tool: fake)
     monkeypatch.setattr(torch_power, "gpt_layer", lambda torch, h, heads, t: None)
-    monkeypatch.setattr(torch_power.time, "sleep", lambda s: None)
+    slept = []
+    monkeypatch.setattr(torch_power.time, "sleep", slept.append)
     monkeypatch.setattr(torch_power.Sampler, "start", lambda self: None)  # no NVML thread spinning without sleeps
     out = tmp_path / "power.json"
     for bad in (["--rests", "0,5"], ["--rests", "a"], ["--rests"], ["--gaps", "-1"], ["--gaps", "x,2"], ["--only", "nope"]):
@@ -558,6 +560,7 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
     assert "attention" not in d  # the fake has no torch.nn.functional: the part says so and the others stand
     assert len(d["layers"]) == 5
     assert all(r["gap_fill"] == "idle" for r in d["gaps"])
+    assert 0.01 in slept  # the idle fill: the host sleeps each 10 ms gap
     # --gap-fill spin: each gap a spin kernel on the GPU (its rate measured first: 1,000 cycles per fake ms), so the
     # GPU's wait before each step is the gap itself; a bad fill is refused before any GPU work.
     for bad in (["--gap-fill", "busy"], ["--gap-fill"]):
@@ -565,7 +568,9 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
         assert torch_power.main() == 2, bad
     monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), "--only", "gaps", "--mix-s", "0.02", "--gaps",
                                       "0,10", "--gap-fill", "spin"])
+    slept.clear()
     assert torch_power.main() == 0
+    assert 0.01 not in slept and slept  # only the pauses before each series: the gaps are spent on the GPU
     d = json.loads(out.read_text())
     assert d["spin_cycles_per_ms"] == 1000 and all(r["gap_fill"] == "spin" for r in d["gaps"])
     assert [r["idle_ms_median"] for r in d["gaps"]] == [0.0, 0.0, 10.0, 0.0, 0.0, 10.0]
