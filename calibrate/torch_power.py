@@ -446,7 +446,7 @@ def main():
             t_start = sampler.now()
             if gap_ms is None:  # back to back, the GPU never waiting: the steady state
                 series = [(0.0, ms) for _, ms in timed_loop(step, mix_s, 2)]
-            else:   # each step waited for, then the host idle for gap_ms: [(the GPU's idle before it, its ms)]
+            else:   # each step waited for, then gap_ms idle or spinning: [(the GPU's wait before it, its ms)]
                 series, prev, t_end = [], None, time.perf_counter() + mix_s
                 while time.perf_counter() < t_end:
                     if fill == "spin" and gap_ms > 0 and prev is not None:  # the wait on the GPU, one block spinning
