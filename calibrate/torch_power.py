@@ -136,8 +136,10 @@ def main():
         print("torch_power: --gaps takes idle gaps in ms, comma-separated, each in [0, 60000], e.g. 0,2,5,10",
               file=sys.stderr)
         return 2
-    fill = args[args.index("--gap-fill") + 1] if "--gap-fill" in args and args.index("--gap-fill") + 1 < len(args) \
-        else ("" if "--gap-fill" in args else "idle")
+    fill = "idle"
+    if "--gap-fill" in args:  # a missing value is refused below like a wrong one
+        i = args.index("--gap-fill")
+        fill = args[i + 1] if i + 1 < len(args) else ""
     if fill not in ("idle", "spin"):
         print("torch_power: --gap-fill takes idle (the host sleeps, the GPU idle) or spin (a one-block spin kernel "
               "for the gap, as NCCL's kernels poll while a stage waits)", file=sys.stderr)
