@@ -9,7 +9,9 @@
 
 Each time is the median of 5 repeats of N timed launches (CUDA events) after warm-up. Output: one JSON file
 with the device, the versions and one record per measurement. Usage: torch_bench.py OUT.json [--quick] [--attention-grid]
-(--attention-grid: fused attention only, over heads per GPU x sequence length)
+[--dropout P] (--attention-grid: fused attention only, over heads per GPU x sequence length; --dropout P: each fused
+attention shape timed twice in the same run, without dropout and with dropout_p = P on its probabilities, the records
+saying which: what a profile's flash_attention.dropout_time_factor is, measured)
 Exit 4 without a CUDA device (as strata-calibrate).
 """
 import json
@@ -26,6 +28,17 @@ def main():
     out = sys.argv[1]
     quick = "--quick" in sys.argv[2:]
     grid = "--attention-grid" in sys.argv[2:]   # only the fused-attention grid (no GEMMs)
+    dropout = 0.0
+    if "--dropout" in sys.argv[2:]:
+        i = sys.argv.index("--dropout")
+        try:
+            dropout = float(sys.argv[i + 1])
+        except (IndexError, ValueError):
+            dropout = -1.0
+        if not 0.0 < dropout < 1.0:
+            print("torch_bench: --dropout needs a probability between 0 and 1 (exclusive), e.g. --dropout 0.1",
+                  file=sys.stderr)
+            return 2
     torch = cuda_torch("torch_bench")
     if torch is None:
         return 4
@@ -186,21 +199,29 @@ def main():
                    ("grid d=96 s=2048 8 heads b=4", 4, 8, 2048, 96), ("grid d=64 s=4096 16 heads", 1, 16, 4096, 64)]
     if quick:
         shapes = shapes[1:2]
-    for backend_name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+    runs = [(backend_name, backend, p) for backend_name, backend in
+            (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION))
+            for p in ((0.0, dropout) if dropout > 0 else (0.0,))]
+    for backend_name, backend, p in runs:
         for tag, b, hd, s, d in shapes:
             rec = {"backend": backend_name, "tag": tag, "b": b, "heads": hd, "s": s, "d": d, "causal": True,
+                   "dropout_p": p,
                    # matmul FLOPs with the causal half skipped: forward 2 GEMMs, backward 5 (FlashAttention counts)
                    "fwd_flop": 4.0 * b * hd * s * s * d / 2, "bwd_flop": 10.0 * b * hd * s * s * d / 2}
             try:
                 q, k_, v = (torch.randn(b, hd, s, d, device=dev, dtype=torch.bfloat16, requires_grad=True)
                             for _ in range(3))
+
+                def attention():
+                    return F.scaled_dot_product_attention(q, k_, v, dropout_p=p, is_causal=True)
+
                 with sdpa_kernel([backend]):
-                    o = F.scaled_dot_product_attention(q, k_, v, is_causal=True)
+                    o = attention()
                     g = torch.randn_like(o)
-                    tf = timed(lambda: F.scaled_dot_product_attention(q, k_, v, is_causal=True), ahead=True)
+                    tf = timed(attention, ahead=True)
 
                     def fb():
-                        y = F.scaled_dot_product_attention(q, k_, v, is_causal=True)
+                        y = attention()
                         y.backward(g)
 
                     tfb = timed(fb, ahead=True)
@@ -218,7 +239,7 @@ def main():
             except Exception as e:
                 rec["error"] = repr(e)[:300]
             res["attention"].append(rec)
-            print(f"attention {backend_name} {tag}: fwd {rec.get('fwd_tflops', 0):.0f} TF/s, "
+            print(f"attention {backend_name} {tag}{f' dropout {p}' if p else ''}: fwd {rec.get('fwd_tflops', 0):.0f} TF/s, "
                   f"bwd {rec.get('bwd_tflops', 0):.0f} TF/s {rec.get('error', '')}", file=sys.stderr, flush=True)
     save()
     return 0

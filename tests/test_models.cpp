@@ -675,3 +675,47 @@ TEST_CASE("attention flash2: FlashAttention-2's kernels at the profile's flash2 
     validate(a100);
     CHECK(attention_time(a100) == Approx(fa));
 }
+
+TEST_CASE("fused attention with dropout: its kernels at the profile's dropout_time_factor, none without dropout") {
+    // Megatron's GPT (attention dropout 0.1) on the H100 profile: the fused kernels, forward and backward, take
+    // dropout_time_factor (1.034, TE issue #3312) times as long as without dropout; nothing else in the layer moves.
+    Scenario sc = strata::testing::table4_case(0);
+    sc.system = load_system(kRoot + "scenarios/systems/dgx-h100.yaml");
+    sc.execution.attention = Attention::flash;
+    validate(sc);
+    REQUIRE(sc.model.has_dropout());
+    REQUIRE(sc.system.device.flash_dropout_time_factor == Approx(1.034));
+    auto times = [](const Scenario& s) {
+        const CostModel cost(s.system.device);
+        const LayerPlan plan = build_layer(layer_config(s.model, s.execution));
+        const double launch = s.system.device.kernel_launch_us * 1e-6;
+        double attention = 0, rest = 0;
+        int dropout_kernels = 0;
+        for (const auto* pass : {&plan.forward, &plan.backward})
+            for (const Step& st : *pass)
+                for (const Kernel& k : st.kernels) {
+                    const double t = (cost.kernel(k).time - Time::from_seconds(launch)).seconds();
+                    if (k.is_fused_attention()) {
+                        attention += t;
+                        dropout_kernels += k.dropout ? 1 : 0;
+                    } else {
+                        rest += t;
+                    }
+                }
+        return std::tuple{attention, rest, dropout_kernels};
+    };
+    const auto [with_attention, with_rest, marked] = times(sc);
+    CHECK(marked == 2);
+    Scenario off = sc;
+    off.system.device.flash_dropout_time_factor = 1.0;
+    const auto [plain_attention, plain_rest, marked_off] = times(off);
+    CHECK(marked_off == 2);
+    CHECK(with_attention == Approx(1.034 * plain_attention).epsilon(1e-3));   // compute-bound kernels
+    CHECK(with_rest == Approx(plain_rest));
+    // A model without dropout (Llama) marks no kernel and pays nothing.
+    Scenario llama = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml").cases[0];
+    REQUIRE_FALSE(llama.model.has_dropout());
+    CHECK(std::get<2>(times(llama)) == 0);
+    // The A100 profile gives no figure: 1, not charged.
+    CHECK(strata::testing::table4_case(0).system.device.flash_dropout_time_factor == 1.0);
+}

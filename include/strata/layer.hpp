@@ -71,6 +71,9 @@ struct Kernel {
     enum class Linear : std::uint8_t { none, forward, data_grad, weight_grad } linear = Linear::none;
     /// A fused-attention kernel of FlashAttention-2 (attention: flash2), not the profile's own fused attention.
     bool flash2 = false;
+    /// A fused-attention kernel with dropout on the attention probabilities: it draws the mask's random numbers in
+    /// the forward and draws them again in the backward (nothing stored), at the profile's dropout_time_factor.
+    bool dropout = false;
     [[nodiscard]] bool is_gemm() const { return kind == KernelKind::gemm || kind == KernelKind::batched_gemm; }
     [[nodiscard]] bool is_fused_attention() const {
         return kind == KernelKind::flash_attention_fwd || kind == KernelKind::flash_attention_bwd;

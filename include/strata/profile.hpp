@@ -171,6 +171,9 @@ struct DeviceProfile {
     /// backward (attention: flash2; 0: not given).
     double flash2_forward_ratio = 0;
     double flash2_backward_ratio = 0;
+    /// A fused-attention kernel's time with dropout on the probabilities against without (its random numbers drawn
+    /// in the forward and again in the backward), forward and backward alike; 1: not charged.
+    double flash_dropout_time_factor = 1.0;
     std::vector<MeasuredGemm> measured_gemms;
     std::vector<MeasuredElementwise> measured_elementwise;
     std::vector<MeasuredCollectiveFit> measured_collectives;

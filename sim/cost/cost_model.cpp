@@ -191,7 +191,8 @@ double CostModel::FlashGrid::head_dim_ratio(std::int64_t d, int dir) const {
 
 double CostModel::flash_efficiency(const Kernel& k) const {
     const bool forward = k.kind == KernelKind::flash_attention_fwd;
-    const double ratio = !k.flash2 ? 1.0 : forward ? profile_.flash2_forward_ratio : profile_.flash2_backward_ratio;
+    const double ratio = (!k.flash2 ? 1.0 : forward ? profile_.flash2_forward_ratio : profile_.flash2_backward_ratio) /
+                         (k.dropout ? profile_.flash_dropout_time_factor : 1.0);
     if (flash_grid_.xs.empty()) return ratio * (forward ? profile_.flash_forward_efficiency : profile_.flash_backward_efficiency);
     const int dir = forward ? 0 : 1;
     // Queries against keys (context parallelism: a rank's queries against the ring's keys): the geometric mean

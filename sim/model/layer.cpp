@@ -180,6 +180,7 @@ Kernel flash(std::string name, const Dims& d, bool forward) {
     kr.name = std::move(name);
     kr.kind = forward ? KernelKind::flash_attention_fwd : KernelKind::flash_attention_bwd;
     kr.flash2 = d.flash2;
+    kr.dropout = d.dropout;
     kr.gemm = GemmShape{d.s, d.s_kv, d.d, d.b * d.heads_t};  // local queries against every key (ring)
     // HBM traffic: q, k, v and o (and their gradients backward), 2 bytes each, plus the fp32 row statistics.
     const std::int64_t qkvo = 2 * d.n * (2 * d.h / d.t + 2 * d.kv_w);

@@ -76,9 +76,10 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                                        double(k.bytes.value) / 1e6, c.time.ms(), to_string(c.source));
                 } else if (k.is_fused_attention()) {
                     const double eff = cost.flash_efficiency(k);
-                    out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s, causal)\n",
+                    out << fmt::format("    {:<34} {:>14} {:>5}x{:>5}x{:>5}x{:<4} {:>9.3f} ms  {} eff {:.2f} ({:.0f} TF/s, causal{})\n",
                                        k.name, "flash-attention", k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, c.time.ms(),
-                                       to_string(c.source), eff, flash_attention_flops(k).value / c.time.seconds() / 1e12);
+                                       to_string(c.source), eff, flash_attention_flops(k).value / c.time.seconds() / 1e12,
+                                       k.dropout ? ", dropout" : "");
                 } else {
                     // A chunked GEMM (Transformer Engine's overlap): its whole shape, each chunk's efficiency.
                     const std::int64_t parts = k.gemm.chunk_parts();

@@ -13,7 +13,7 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 46> kProfileKeys = {
+constexpr std::array<std::string_view, 47> kProfileKeys = {
     "format", "name", "kind",
     "provenance.gpu", "provenance.sm_count", "provenance.memory_bytes", "provenance.driver",
     "provenance.cuda_runtime", "provenance.cublas", "provenance.nccl", "provenance.gpus_used",
@@ -25,7 +25,7 @@ constexpr std::array<std::string_view, 46> kProfileKeys = {
     "intra_node.bus_bandwidth_bytes_per_s", "intra_node.step_latency_us",
     "measured.copy_bandwidth_bytes_per_s", "measured",
     "flash_attention.forward_efficiency", "flash_attention.backward_efficiency",
-    "flash_attention.flash2_forward_ratio", "flash_attention.flash2_backward_ratio",
+    "flash_attention.flash2_forward_ratio", "flash_attention.flash2_backward_ratio", "flash_attention.dropout_time_factor",
     "device.peak_flops_fp8", "gemm.efficiency_ceiling_fp8", "intra_node.nvls_bus_bandwidth_bytes_per_s",
     "power.limit_w", "power.memory_bound_w", "power.attention_w", "power.boost_clock_mhz", "power.reference_clock_mhz",
     "power.headroom_j", "power.idle_w"};
@@ -316,6 +316,7 @@ DeviceProfile read_device(const Fields& f, const std::string& file) {
     if ((p.flash2_forward_ratio > 0) != (p.flash2_backward_ratio > 0))
         f.fail(p.flash2_forward_ratio > 0 ? "flash_attention.flash2_backward_ratio" : "flash_attention.flash2_forward_ratio",
                "missing: FlashAttention-2 needs both flash2_forward_ratio and flash2_backward_ratio");
+    p.flash_dropout_time_factor = f.get_double("flash_attention.dropout_time_factor", 1.0, 4.0, 1.0);
     if (f.has("measured.copy_bandwidth_bytes_per_s"))
         (void)f.get_double("measured.copy_bandwidth_bytes_per_s", 1e6, 1e15);
     if (f.has("power.limit_w") || f.has("power.memory_bound_w") || f.has("power.attention_w") ||

@@ -574,3 +574,54 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
     d = json.loads(out.read_text())
     assert d["spin_cycles_per_ms"] == 1000 and all(r["gap_fill"] == "spin" for r in d["gaps"])
     assert [r["idle_ms_median"] for r in d["gaps"]] == [0.0, 0.0, 10.0, 0.0, 0.0, 10.0]
+
+
+def test_torch_bench_times_attention_with_and_without_dropout(tmp_path, monkeypatch):
+    # torch_bench.py --attention-grid --dropout P: every fused-attention shape timed at p = 0 and at p = P in the same
+    # run, each record saying which (what a profile's flash_attention.dropout_time_factor is), on a fake torch whose
+    # attention advances the GPU clock by 1.0 ms without dropout and 1.1 ms with it. A bad P is refused before any GPU.
+    import contextlib
+    import types
+    import torch_bench
+    fake = _FakeTorch()
+    calls = []
+
+    def sdpa(q, k, v, dropout_p=0.0, is_causal=False):
+        calls.append(dropout_p)
+        fake.clock_ms += 1.1 if dropout_p > 0 else 1.0
+        return fake.Tensor()
+
+    attention = types.ModuleType("torch.nn.attention")
+    attention.SDPBackend = types.SimpleNamespace(FLASH_ATTENTION="flash", CUDNN_ATTENTION="cudnn")
+    attention.sdpa_kernel = lambda backends: contextlib.nullcontext()
+    functional = types.ModuleType("torch.nn.functional")
+    functional.scaled_dot_product_attention = sdpa
+    fake.nn.attention, fake.nn.functional = attention, functional
+    fake.randn_like = lambda x: fake.Tensor()
+    fake.version = types.SimpleNamespace(cuda="fake")
+    fake.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(version=lambda: 0))
+    fake.cuda.get_device_properties = lambda i: types.SimpleNamespace(name="Fake GPU", multi_processor_count=132,
+                                                                       total_memory=80 << 30)
+    module = types.ModuleType("torch")
+    module.nn = fake.nn
+    for name, mod in (("torch", module), ("torch.nn", fake.nn), ("torch.nn.attention", attention),
+                      ("torch.nn.functional", functional)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setattr(torch_bench, "cuda_torch", lambda tool: fake)
+    out = tmp_path / "bench.json"
+    for bad in (["--dropout"], ["--dropout", "0"], ["--dropout", "1.5"], ["--dropout", "x"]):
+        monkeypatch.setattr(sys, "argv", ["torch_bench.py", str(out), "--attention-grid", *bad])
+        assert torch_bench.main() == 2, bad
+    assert not calls and not out.exists()
+    monkeypatch.setattr(sys, "argv", ["torch_bench.py", str(out), "--attention-grid", "--quick", "--dropout", "0.1"])
+    assert torch_bench.main() == 0
+    recs = json.loads(out.read_text())["attention"]
+    assert [(r["backend"], r["dropout_p"]) for r in recs] == [("flash", 0.0), ("flash", 0.1), ("cudnn", 0.0),
+                                                              ("cudnn", 0.1)]
+    assert all("error" not in r for r in recs)
+    for plain, drop in ((recs[0], recs[1]), (recs[2], recs[3])):
+        assert abs(drop["fwd_s"] / plain["fwd_s"] - 1.1) < 1e-9
+    # Without --dropout: p = 0 only, as before.
+    monkeypatch.setattr(sys, "argv", ["torch_bench.py", str(out), "--attention-grid", "--quick"])
+    assert torch_bench.main() == 0
+    assert [r["dropout_p"] for r in json.loads(out.read_text())["attention"]] == [0.0, 0.0]

@@ -210,7 +210,9 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // energy the same run's GEMM bursts after idle gaps measured) to 9.60% / 23.86%, signed -6.81%: the pipelined rows'
     // ramps, where stages wait, 1.3-2.1 points faster, the p = 1 rows 0.5-1.4 (the first forward's waits for its
     // parameter buckets). Session 30 timed the headroom GEMM by GEMM on a second H100 (152 ms at the boost clock, NVML
-    // had read 154: 46.0 J and 122.8 W for 46.7 and 134.8): 9.59% / 23.81% / -6.80%.
+    // had read 154: 46.0 J and 122.8 W for 46.7 and 134.8): 9.59% / 23.81% / -6.80%. Session 33 charged the fused
+    // attention's dropout (the rows' attention_dropout 0.1; x1.034 from TE issue #3312's H200 microbenchmark): 9.60% /
+    // 23.92% / -6.98%, the t = 1, 2 rows 0.3-0.4 points closer, the others 0.1-0.2 further.
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
@@ -218,7 +220,7 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     CHECK(s.worst_abs <= 0.240);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.5%, worst <= 20.2%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.5%, worst <= 20.3%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
     // MFU falls from 53.9% to 33.4% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
@@ -233,9 +235,11 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     // (session 26: 13.39% / 20.18%, signed -3.32%; 96 GPUs +11.3% -> +15.1%, 2,304 -7.8% -> -4.9%, 4,608 -22.4% -> -20.2%;
     // then with the slowdown by each GEMM's waves 13.42% / 20.37% / -3.58%: +14.8 / -5.1 / -20.4%); the power limit
     // (session 27) 13.86% / 22.73% / -6.74%: +10.7 / -8.2 / -22.7%; the headroom after rest (session 28) 12.40% /
-    // 20.10% / -5.17%: +10.9 / -6.3 / -20.1%; its GEMM-by-GEMM measurement (session 30) 12.41% / 20.11% / -5.17%.
+    // 20.10% / -5.17%: +10.9 / -6.3 / -20.1%; its GEMM-by-GEMM measurement (session 30) 12.41% / 20.11% / -5.17%;
+    // the fused attention's dropout (session 33, x1.034 from a public microbenchmark) 12.43% / 20.20% / -5.30%:
+    // +10.7 / -6.4 / -20.2%.
     CHECK(s.mean_abs <= 0.125);
-    CHECK(s.worst_abs <= 0.202);
+    CHECK(s.worst_abs <= 0.203);
 }
 
 namespace {
@@ -288,10 +292,11 @@ TEST_CASE(
     CHECK(std::abs(errors[3]) <= 0.101);
 }
 
-TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 2.9%, worst <= 8.2%") {
+TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.0%, worst <= 8.2%") {
     // NeMo 24.07's launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
-    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.85%, worst 8.14% (GPT3-175B on 512, strata
-    // slow), signed +0.90% (2.84% / 8.15% / +0.89% before session 30's GEMM-by-GEMM headroom; 2.63% / 8.92% / +0.44% before the headroom after rest, session 28; 2.64% / 5.78% (Nemotron-8B on 64, strata fast) / +1.85% before the power limit, session 27;
+    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.91%, worst 8.14% (GPT3-175B on 512, strata
+    // slow), signed +0.81% (2.85% / 8.14% / +0.90% before session 33 charged the fused attention's dropout, x1.034:
+    // the GPT3 5B, 20B and 175B-on-128 rows, dropout 0.1, 0.2-0.5 points slower; 2.84% / 8.15% / +0.89% before session 30's GEMM-by-GEMM headroom; 2.63% / 8.92% / +0.44% before the headroom after rest, session 28; 2.64% / 5.78% (Nemotron-8B on 64, strata fast) / +1.85% before the power limit, session 27;
     // 2.79% / 5.91% / +1.99% before the slowdown with SMs held by each GEMM's waves;
     // 2.60% / 6.33% / +1.34% before TE's own SMs per overlap, each row's userbuffer config's
     // num_sm, set_sm_margin and aggregate, session 26; 3.08% / 5.26% / +2.16% before Transformer Engine's chunked GEMMs and its exposed
@@ -304,7 +309,7 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
         mean += std::abs(e) / double(errors.size());
         worst = std::max(worst, std::abs(e));
     }
-    CHECK(mean <= 0.029);
+    CHECK(mean <= 0.030);
     CHECK(worst <= 0.082);
 }
 
