@@ -29,6 +29,9 @@ def main():
     quick = "--quick" in sys.argv[2:]
     grid = "--attention-grid" in sys.argv[2:]   # only the fused-attention grid (no GEMMs)
     dropout = 0.0
+    if any(a.startswith("--dropout=") for a in sys.argv[2:]):
+        print("torch_bench: write --dropout P (a space, not '='), e.g. --dropout 0.1", file=sys.stderr)
+        return 2
     if "--dropout" in sys.argv[2:]:
         i = sys.argv.index("--dropout")
         try:

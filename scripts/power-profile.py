@@ -64,7 +64,8 @@ def layer_ms(strata, profile, case):
 
 def eager_profile(profile, eager):
     """(the profile as a dict with its bandwidth-bound kernels at `eager` of the copy bandwidth, as PyTorch's eager
-    kernels run; a temporary file beside it to write it to). The caller removes the file."""
+    kernels run, and its fused attention without dropout, as the measured layers' (torch_common.gpt_layer) runs; a
+    temporary file beside it to write it to). The caller removes the file."""
     try:
         import yaml
     except ImportError:
@@ -75,6 +76,8 @@ def eager_profile(profile, eager):
         raise SystemExit(f"power-profile: {profile} has no power block")
     doc.setdefault("elementwise", {})["bandwidth_efficiency"] = eager
     doc.get("measured", {}).pop("elementwise", None)
+    if "flash_attention" in doc:
+        doc["flash_attention"]["dropout_time_factor"] = 1.0
     fd, tmp = tempfile.mkstemp(suffix=".yaml", dir=os.path.dirname(os.path.abspath(profile)))
     os.close(fd)
     return doc, tmp

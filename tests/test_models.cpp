@@ -712,10 +712,16 @@ TEST_CASE("fused attention with dropout: its kernels at the profile's dropout_ti
     CHECK(marked_off == 2);
     CHECK(with_attention == Approx(1.034 * plain_attention).epsilon(1e-3));   // compute-bound kernels
     CHECK(with_rest == Approx(plain_rest));
-    // A model without dropout (Llama) marks no kernel and pays nothing.
+    // A model without dropout (Llama) marks no kernel and pays nothing: the same time with the factor as without.
     Scenario llama = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml").cases[0];
     REQUIRE_FALSE(llama.model.has_dropout());
-    CHECK(std::get<2>(times(llama)) == 0);
+    REQUIRE(llama.system.device.flash_dropout_time_factor == Approx(1.034));
+    const auto [llama_attention, llama_rest, llama_marked] = times(llama);
+    CHECK(llama_marked == 0);
+    Scenario llama_off = llama;
+    llama_off.system.device.flash_dropout_time_factor = 1.0;
+    CHECK(std::get<0>(times(llama_off)) == Approx(llama_attention).epsilon(1e-12));
+    CHECK(std::get<1>(times(llama_off)) == Approx(llama_rest).epsilon(1e-12));
     // The A100 profile gives no figure: 1, not charged.
     CHECK(strata::testing::table4_case(0).system.device.flash_dropout_time_factor == 1.0);
 }

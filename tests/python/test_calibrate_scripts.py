@@ -609,7 +609,8 @@ def test_torch_bench_times_attention_with_and_without_dropout(tmp_path, monkeypa
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(torch_bench, "cuda_torch", lambda tool: fake)
     out = tmp_path / "bench.json"
-    for bad in (["--dropout"], ["--dropout", "0"], ["--dropout", "1.5"], ["--dropout", "x"]):
+    for bad in (["--dropout"], ["--dropout", "0"], ["--dropout", "1.5"], ["--dropout", "x"], ["--dropout=0.1"],
+                ["--dropout", "--quick"]):
         monkeypatch.setattr(sys, "argv", ["torch_bench.py", str(out), "--attention-grid", *bad])
         assert torch_bench.main() == 2, bad
     assert not calls and not out.exists()
