@@ -642,21 +642,41 @@ TEST_CASE("squared_relu: Nemotron's MLP, two matrices and GeLU's bytes; loaded b
                       Catch::Contains("squared_relu"));
 }
 
+namespace {
+
+/// One layer's kernel time (launch overheads left out), forward and backward: its fused-attention kernels', the rest's,
+/// and how many of the fused ones carry dropout.
+struct LayerKernelTimes {
+    double attention_s = 0, rest_s = 0;
+    int dropout_kernels = 0;
+};
+
+LayerKernelTimes layer_kernel_times(const Scenario& s) {
+    const CostModel cost(s.system.device);
+    const LayerPlan plan = build_layer(layer_config(s.model, s.execution));
+    const Time launch = Time::from_seconds(s.system.device.kernel_launch_us * 1e-6);
+    LayerKernelTimes r;
+    for (const auto* pass : {&plan.forward, &plan.backward})
+        for (const Step& st : *pass)
+            for (const Kernel& k : st.kernels) {
+                const double t = (cost.kernel(k).time - launch).seconds();
+                if (k.is_fused_attention()) {
+                    r.attention_s += t;
+                    r.dropout_kernels += k.dropout ? 1 : 0;
+                } else {
+                    r.rest_s += t;
+                }
+            }
+    return r;
+}
+
+}  // namespace
+
 TEST_CASE("attention flash2: FlashAttention-2's kernels at the profile's flash2 ratios; 1.0 on A100; an error without") {
     const Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
     Scenario sc = ex.cases[0];
     REQUIRE(sc.execution.attention == Attention::flash);
-    auto attention_time = [](const Scenario& s) {
-        const CostModel cost(s.system.device);
-        const LayerPlan plan = build_layer(layer_config(s.model, s.execution));
-        double t = 0;
-        for (const auto* pass : {&plan.forward, &plan.backward})
-            for (const Step& st : *pass)
-                for (const Kernel& k : st.kernels)
-                    if (k.kind == KernelKind::flash_attention_fwd || k.kind == KernelKind::flash_attention_bwd)
-                        t += (cost.kernel(k).time - Time::from_seconds(s.system.device.kernel_launch_us * 1e-6)).seconds();
-        return t;
-    };
+    auto attention_time = [](const Scenario& s) { return layer_kernel_times(s).attention_s; };
     const double cudnn = attention_time(sc);
     sc.execution.attention = Attention::flash2;
     validate(sc);
@@ -685,43 +705,25 @@ TEST_CASE("fused attention with dropout: its kernels at the profile's dropout_ti
     validate(sc);
     REQUIRE(sc.model.has_dropout());
     REQUIRE(sc.system.device.flash_dropout_time_factor == Approx(1.034));
-    auto times = [](const Scenario& s) {
-        const CostModel cost(s.system.device);
-        const LayerPlan plan = build_layer(layer_config(s.model, s.execution));
-        const double launch = s.system.device.kernel_launch_us * 1e-6;
-        double attention = 0, rest = 0;
-        int dropout_kernels = 0;
-        for (const auto* pass : {&plan.forward, &plan.backward})
-            for (const Step& st : *pass)
-                for (const Kernel& k : st.kernels) {
-                    const double t = (cost.kernel(k).time - Time::from_seconds(launch)).seconds();
-                    if (k.is_fused_attention()) {
-                        attention += t;
-                        dropout_kernels += k.dropout ? 1 : 0;
-                    } else {
-                        rest += t;
-                    }
-                }
-        return std::tuple{attention, rest, dropout_kernels};
-    };
-    const auto [with_attention, with_rest, marked] = times(sc);
-    CHECK(marked == 2);
+    const LayerKernelTimes with = layer_kernel_times(sc);
+    CHECK(with.dropout_kernels == 2);
     Scenario off = sc;
     off.system.device.flash_dropout_time_factor = 1.0;
-    const auto [plain_attention, plain_rest, marked_off] = times(off);
-    CHECK(marked_off == 2);
-    CHECK(with_attention == Approx(1.034 * plain_attention).epsilon(1e-3));   // compute-bound kernels
-    CHECK(with_rest == Approx(plain_rest));
+    const LayerKernelTimes plain = layer_kernel_times(off);
+    CHECK(plain.dropout_kernels == 2);
+    CHECK(with.attention_s == Approx(1.034 * plain.attention_s).epsilon(1e-3));   // compute-bound kernels
+    CHECK(with.rest_s == Approx(plain.rest_s));
     // A model without dropout (Llama) marks no kernel and pays nothing: the same time with the factor as without.
     Scenario llama = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml").cases[0];
     REQUIRE_FALSE(llama.model.has_dropout());
     REQUIRE(llama.system.device.flash_dropout_time_factor == Approx(1.034));
-    const auto [llama_attention, llama_rest, llama_marked] = times(llama);
-    CHECK(llama_marked == 0);
+    const LayerKernelTimes llama_with = layer_kernel_times(llama);
+    CHECK(llama_with.dropout_kernels == 0);
     Scenario llama_off = llama;
     llama_off.system.device.flash_dropout_time_factor = 1.0;
-    CHECK(std::get<0>(times(llama_off)) == Approx(llama_attention).epsilon(1e-12));
-    CHECK(std::get<1>(times(llama_off)) == Approx(llama_rest).epsilon(1e-12));
+    const LayerKernelTimes llama_plain = layer_kernel_times(llama_off);
+    CHECK(llama_plain.attention_s == Approx(llama_with.attention_s).epsilon(1e-12));
+    CHECK(llama_plain.rest_s == Approx(llama_with.rest_s).epsilon(1e-12));
     // The A100 profile gives no figure: 1, not charged.
     CHECK(strata::testing::table4_case(0).system.device.flash_dropout_time_factor == 1.0);
 }
