@@ -21,15 +21,13 @@ import os
 import statistics
 import sys
 
-from torch_common import cuda_torch, wall_and_host
+from torch_common import cuda_torch, script_parser, wall_and_host
 
 H, HEADS, FFN, LAYERS, SEQ, VOCAB, MICROBATCHES = 2048, 16, 8192, 24, 4096, 131072, 4
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
-        print(__doc__)
-        return 2
+    args = script_parser(__doc__).parse_args()
     torch = cuda_torch("megatron_step")
     if torch is None:
         return 4
@@ -133,7 +131,7 @@ def main():
            "host_ms_per_microbatch": round(statistics.median(host) * 1e3 / MICROBATCHES, 3),
            "gpu_busy_ms_per_microbatch": round(busy_us / 1e3 / MICROBATCHES, 3)}
     print(json.dumps(res), flush=True)
-    with open(sys.argv[1], "w") as f:
+    with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
     torch.distributed.destroy_process_group()
     return 0

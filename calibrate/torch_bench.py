@@ -18,30 +18,16 @@ import json
 import sys
 import time
 
-from torch_common import cuda_torch, gpu_seconds
+from torch_common import cuda_torch, gpu_seconds, probability, script_parser
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    out = sys.argv[1]
-    quick = "--quick" in sys.argv[2:]
-    grid = "--attention-grid" in sys.argv[2:]   # only the fused-attention grid (no GEMMs)
-    dropout = 0.0
-    if any(a.startswith("--dropout=") for a in sys.argv[2:]):
-        print("torch_bench: write --dropout P (a space, not '='), e.g. --dropout 0.1", file=sys.stderr)
-        return 2
-    if "--dropout" in sys.argv[2:]:
-        i = sys.argv.index("--dropout")
-        try:
-            dropout = float(sys.argv[i + 1])
-        except (IndexError, ValueError):
-            dropout = -1.0
-        if not 0.0 < dropout < 1.0:
-            print("torch_bench: --dropout needs a probability between 0 and 1 (exclusive), e.g. --dropout 0.1",
-                  file=sys.stderr)
-            return 2
+    parser = script_parser(__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--attention-grid", action="store_true")  # only the fused-attention grid (no GEMMs)
+    parser.add_argument("--dropout", metavar="P", type=probability, default=0.0)
+    args = parser.parse_args()
+    out, quick, grid, dropout = args.out, args.quick, args.attention_grid, args.dropout
     torch = cuda_torch("torch_bench")
     if torch is None:
         return 4

@@ -1,6 +1,58 @@
-"""Shared by calibrate/torch_*.py: the GPU check and the one timing loop (CUDA events, median of repeats)."""
+"""Shared by calibrate/*.py: their command line, the GPU check and the one timing loop (CUDA events, median of
+repeats)."""
+import argparse
+import math
 import statistics
 import sys
+
+
+def script_parser(doc):
+    """The command line of a calibrate/ script: the output file, then the options the caller adds; its docstring `doc`
+    is the help, as written. Options are spelled out in full (no abbreviations): argparse refuses a mistyped or unknown
+    one, and a bad value, with exit status 2 before any GPU work."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
+    parser.add_argument("out", metavar="OUT.json", help="the JSON file the results are written to")
+    return parser
+
+
+def _checked(text, convert, ok, what):
+    """convert(text) where that works and ok() holds for it, else argparse's refusal saying it is not `what`."""
+    try:
+        value = convert(text)
+    except ValueError:
+        value = None
+    if value is None or not ok(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+    return value
+
+
+def probability(text):
+    """An argparse type: a probability strictly between 0 and 1."""
+    return _checked(text, float, lambda p: 0.0 < p < 1.0, "a probability between 0 and 1 (exclusive), e.g. 0.1")
+
+
+def positive_float(text):
+    """An argparse type: a finite number above 0."""
+    return _checked(text, float, lambda x: 0.0 < x < math.inf, "a number above 0")
+
+
+def at_least(least):
+    """An argparse type: an integer of `least` or more."""
+    def integer(text):
+        return _checked(text, int, lambda n: n >= least, f"an integer of {least} or more")
+    return integer
+
+
+def ms_list(zero_ok):
+    """An argparse type: comma-separated milliseconds, each in [0, 60000] (zero_ok) or (0, 60000]."""
+    what = (f"milliseconds, comma-separated, each in {'[0' if zero_ok else '(0'}, 60000], "
+            f"e.g. {'0,2,5,10' if zero_ok else '2,5,10,50'}")
+
+    def values(text):
+        return _checked(text, lambda t: [float(x) for x in t.split(",")],
+                        lambda ms: all((0 <= v if zero_ok else 0 < v) and v <= 60000 for v in ms), what)
+    return values
 
 
 def cuda_torch(tool):

@@ -12,13 +12,11 @@ import json
 import sys
 import time
 
-from torch_common import cuda_torch, gpu_seconds
+from torch_common import cuda_torch, gpu_seconds, script_parser
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
+    args = script_parser(__doc__).parse_args()
     torch = cuda_torch("torch_elementwise")
     if torch is None:
         return 4
@@ -64,7 +62,7 @@ def main():
         gp = torch.randn_like(p)
         rec("softmax_bwd", [b_heads, s, s], 3 * n * 2, lambda: torch.autograd.grad(p, sc, gp, retain_graph=True))
         del sc, p, gp
-    with open(sys.argv[1], "w") as f:
+    with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
     return 0
 

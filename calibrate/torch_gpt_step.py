@@ -20,16 +20,14 @@ import json
 import statistics
 import sys
 
-from torch_common import cuda_torch, gpt_layer, wall_and_host
+from torch_common import cuda_torch, gpt_layer, script_parser, wall_and_host
 
 ROWS = (("1.7B", 2048, 16, 1, 24), ("7.1B", 4096, 32, 2, 30))
 SEQ, VOCAB, MICROBATCHES = 4096, 131072, 4
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
-        print(__doc__)
-        return 2
+    args = script_parser(__doc__).parse_args()
     torch = cuda_torch("torch_gpt_step")
     if torch is None:
         return 4
@@ -123,7 +121,7 @@ def main():
             torch.cuda.reset_peak_memory_stats()
         row["per_layer_gpu_ms"] = round((row["whole"]["gpu_ms"] - row["no_layers"]["gpu_ms"]) / layers, 4)
         res["rows"].append(row)
-        with open(sys.argv[1], "w") as f:
+        with open(args.out, "w") as f:
             json.dump(res, f, indent=1)
     return 0
 

@@ -14,13 +14,11 @@ import json
 import statistics
 import sys
 
-from torch_common import cuda_torch, gpt_layer, wall_and_host
+from torch_common import cuda_torch, gpt_layer, script_parser, wall_and_host
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
+    args = script_parser(__doc__).parse_args()
     torch = cuda_torch("torch_host")
     if torch is None:
         return 4
@@ -62,7 +60,7 @@ def main():
               flush=True)
         del stack, x
         torch.cuda.empty_cache()
-    with open(sys.argv[1], "w") as f:
+    with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
     return 0
 

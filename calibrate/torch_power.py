@@ -39,13 +39,14 @@ Usage: torch_power.py OUT.json [--mix-s 8] [--layer-s 10] [--quick] [--fp8] [--o
 (the rest part, read with the mix and the attention's power, which power-profile.py needs: torch_power.py OUT.json
  --only mix,attention,rest --mix-s 4, about 90 s)
 """
+import argparse
 import json
 import statistics
 import sys
 import threading
 import time
 
-from torch_common import cuda_torch, gpt_layer
+from torch_common import cuda_torch, gpt_layer, ms_list, positive_float, script_parser
 
 
 class Sampler:
@@ -104,51 +105,33 @@ class Sampler:
         return time.perf_counter() - self.t0
 
 
-def main():
-    args = sys.argv[1:]
-    if not args or args[0].startswith("-"):
-        print(__doc__)
-        return 2
-    out = args[0]
-    quick = "--quick" in args
-    fp8 = "--fp8" in args
-    parts = set(args[args.index("--only") + 1].split(",")) if "--only" in args else {"mix", "duty", "attention", "layers"}
-    unknown = parts - {"mix", "duty", "rest", "attention", "layers", "gaps"}
+PARTS = ("mix", "duty", "rest", "attention", "layers", "gaps")
+
+
+def parts_list(text):
+    """An argparse type: comma-separated parts of PARTS."""
+    parts = set(text.split(","))
+    unknown = parts - set(PARTS)
     if unknown:
-        print(f"torch_power: no part {', '.join(sorted(unknown))} (mix, duty, rest, attention, layers, gaps)",
-              file=sys.stderr)
-        return 2
+        raise argparse.ArgumentTypeError(f"no part {', '.join(sorted(unknown))} ({', '.join(PARTS)})")
+    return parts
 
-    def opt(name, default):
-        return float(args[args.index(name) + 1]) if name in args else default
 
-    mix_s, layer_s = opt("--mix-s", 2.0 if quick else 8.0), opt("--layer-s", 3.0 if quick else 10.0)
-    def ms_list(name, default, zero_ok):
-        """The comma-separated milliseconds after `name` (else `default`), each in [0 or above, 60000]; None if not."""
-        try:
-            values = [float(x) for x in args[args.index(name) + 1].split(",")] if name in args else default
-        except (IndexError, ValueError):
-            return None
-        return values if all((0 <= v if zero_ok else 0 < v) and v <= 60000 for v in values) else None
-
-    gaps = ms_list("--gaps", [0, 2, 5, 10, 20, 50], True)
-    if not gaps:
-        print("torch_power: --gaps takes idle gaps in ms, comma-separated, each in [0, 60000], e.g. 0,2,5,10",
-              file=sys.stderr)
-        return 2
-    fill = "idle"
-    if "--gap-fill" in args:  # a missing value is refused below like a wrong one
-        i = args.index("--gap-fill")
-        fill = args[i + 1] if i + 1 < len(args) else ""
-    if fill not in ("idle", "spin"):
-        print("torch_power: --gap-fill takes idle (the host sleeps, the GPU idle) or spin (a one-block spin kernel "
-              "for the gap, as NCCL's kernels poll while a stage waits)", file=sys.stderr)
-        return 2
-    rests = ms_list("--rests", [50, 100, 200, 400, 800, 2000], False)
-    if not rests:
-        print("torch_power: --rests takes rest lengths in ms, comma-separated, each in (0, 60000], e.g. 2,5,10,50",
-              file=sys.stderr)
-        return 2
+def main():
+    parser = script_parser(__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--fp8", action="store_true")
+    parser.add_argument("--only", metavar="PARTS", type=parts_list, default={"mix", "duty", "attention", "layers"})
+    parser.add_argument("--mix-s", metavar="S", type=positive_float)
+    parser.add_argument("--layer-s", metavar="S", type=positive_float)
+    parser.add_argument("--gaps", metavar="MS,...", type=ms_list(zero_ok=True), default=[0, 2, 5, 10, 20, 50])
+    parser.add_argument("--gap-fill", choices=("idle", "spin"), default="idle")
+    parser.add_argument("--rests", metavar="MS,...", type=ms_list(zero_ok=False),
+                        default=[50, 100, 200, 400, 800, 2000])
+    args = parser.parse_args()
+    out, fp8, parts, gaps, fill, rests = args.out, args.fp8, args.only, args.gaps, args.gap_fill, args.rests
+    mix_s = args.mix_s if args.mix_s is not None else 2.0 if args.quick else 8.0
+    layer_s = args.layer_s if args.layer_s is not None else 3.0 if args.quick else 10.0
     torch = cuda_torch("torch_power")
     if torch is None:
         return 4

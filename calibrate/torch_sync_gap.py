@@ -41,7 +41,7 @@ import os
 import statistics
 import sys
 
-from torch_common import cuda_torch
+from torch_common import at_least, cuda_torch, script_parser
 
 # (name, hidden, heads, tensor, layers per chunk, microbatch, sequence): Table 5's shapes per GPU, one chunk (22B: 8 of
 # its 48 layers, so that they fit without recompute; the gap is the unit's start and wherever the host falls behind).
@@ -194,10 +194,11 @@ def direct_summary(windows):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    repeats = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 7
+    parser = script_parser(__doc__)
+    parser.add_argument("--repeats", metavar="N", type=at_least(1), default=7)
+    for flag in ("--sc21", "--synced-first", "--prelude", "--no-direct", "--timeline"):
+        parser.add_argument(flag, action="store_true")
+    args = parser.parse_args()
     torch = cuda_torch("torch_sync_gap")
     if torch is None:
         return 4
@@ -211,11 +212,9 @@ def main():
     dev = torch.device("cuda")
     res = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__, "rows": []}
 
-    sc21 = "--sc21" in sys.argv
-    synced_first = "--synced-first" in sys.argv
-    prelude = "--prelude" in sys.argv
-    with_direct = "--no-direct" not in sys.argv
-    with_timeline = with_direct and "--timeline" in sys.argv
+    sc21, synced_first, prelude = args.sc21, args.synced_first, args.prelude
+    with_direct = not args.no_direct
+    with_timeline = with_direct and args.timeline
     res["direct"] = with_direct
     res["prelude"] = prelude
     res["synced_first"] = synced_first
@@ -343,7 +342,7 @@ def main():
                                 timelines.append(found[1:])
                 return idle
 
-            for i in range(repeats + 2):
+            for i in range(args.repeats + 2):
                 # Which runs first: a GPU that has just worked runs warmer (power, clocks) than one after a sleep.
                 if synced_first:
                     w = synced()
@@ -360,7 +359,7 @@ def main():
             if with_direct:
                 try:
                     timelines = []
-                    windows = [direct() for _ in range(repeats + 1)][1:]  # the first one warms the profiler up
+                    windows = [direct() for _ in range(args.repeats + 1)][1:]  # the first one warms the profiler up
                     measured_directly = direct_summary(windows)
                     if with_timeline and "direct_error" not in measured_directly:
                         if len(timelines) == len(windows) + 1:  # each run's three windows found
@@ -386,7 +385,7 @@ def main():
                      f" {row[key]['queued_forward_idle_us']:.0f} / {row[key]['queued_backward_idle_us']:.0f})"
                      if "direct_forward_gap_us" in row[key] else f"; {row[key].get('direct_error', '')}"), flush=True)
         res["rows"].append(row)
-        with open(sys.argv[1], "w") as f:  # after every row: a run cut short keeps what it measured
+        with open(args.out, "w") as f:  # after every row: a run cut short keeps what it measured
             json.dump(res, f, indent=1)
         del stack, x
         torch.cuda.empty_cache()

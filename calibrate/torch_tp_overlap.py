@@ -38,7 +38,7 @@ import json
 import statistics
 import sys
 
-from torch_common import cuda_torch
+from torch_common import at_least, cuda_torch, script_parser
 
 ROWS = (("7.1B", 4096, 2), ("16B", 6144, 4), ("32B", 7168, 8), ("70B", 8192, 8), ("119B", 10240, 8),
         ("177B", 12288, 8), ("314B", 16384, 8), ("462B", 18432, 8))
@@ -85,11 +85,12 @@ def gemms(h, t):
 
 
 def main():
-    args = sys.argv[1:]
-    if not args or args[0].startswith("-"):
-        print(__doc__)
-        return 2
-    rows = ROWS[:int(args[args.index("--rows") + 1])] if "--rows" in args else ROWS
+    parser = script_parser(__doc__)
+    parser.add_argument("--rows", metavar="N", type=at_least(0), default=len(ROWS))
+    parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--kinds", action="store_true")
+    args = parser.parse_args()
+    rows = ROWS[:args.rows]
     torch = cuda_torch("torch_tp_overlap")
     if torch is None:
         return 4
@@ -205,7 +206,7 @@ def main():
     res["sm_sweep"] = {"m": 4096, "n": 8192, "k": 8192, "us_by_sms_held": {k: round(v, 2) for k, v in times.items()}}
     print("SMs held -> us: " + " ".join(f"{k}:{v:.1f}" for k, v in times.items()), flush=True)
     del a, b, out
-    if "--kinds" in args:
+    if args.kinds:
         # Kernels other than GEMMs with SMs held (clusters as NCCL's): is a bandwidth-bound kernel slowed by the
         # share of the SMs (or less), and is fused attention slowed like a GEMM?
         import torch.nn.functional as F
@@ -237,10 +238,10 @@ def main():
             res["kinds"].append(entry)
             print(f"{name}: alone {times['0']:.1f} us; held " +
                   " ".join(f"{key} -> {us / times['0']:.3f}" for key, us in times.items() if key != "0"), flush=True)
-        with open(args[0], "w") as f:
+        with open(args.out, "w") as f:
             json.dump(res, f, indent=1)
 
-    if "--sweep" in args:
+    if args.sweep:
         # Per shape, all variants in one alternating loop: 2-32 SMs held for the whole GEMM by the holder launched
         # plainly or in clusters of 2 or 4; 16 SMs (clusters of 2) held for a quarter and a half of the GEMM's
         # time (does a late SM join the GEMM's work?); cuBLASLt, with 16 SMs carved out (TE's set_sm_margin),
@@ -276,11 +277,11 @@ def main():
             print(f"{m}x{n}x{k}: " + " ".join(f"{key}={us / base:.3f}" for key, us in entry["us"].items()) +
                   f" (held0 {base:.1f} us)", flush=True)
             del a, b, out
-        with open(args[0], "w") as f:
+        with open(args.out, "w") as f:
             json.dump(res, f, indent=1)
 
     for row, h, t in rows:
-        if "--sweep" in args or "--kinds" in args:
+        if args.sweep or args.kinds:
             break
         entry = {"name": row, "hidden": h, "tensor": t, "gemms": []}
         for name, method, m, n, k in gemms(h, t):
@@ -333,9 +334,9 @@ def main():
                   f"  te/full={g.get('te_us', g['full_us']) / g['full_us']:.3f}", flush=True)
             del a, b, out
         res["rows"].append(entry)
-        with open(args[0], "w") as f:
+        with open(args.out, "w") as f:
             json.dump(res, f, indent=1)
-    with open(args[0], "w") as f:
+    with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
     return 0
 

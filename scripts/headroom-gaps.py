@@ -16,6 +16,7 @@ run's against the back-to-back series (its steps queue behind the spin: no launc
 
 Usage: headroom-gaps.py GAPS.json --profile P --strata BIN [--eager-efficiency 0.58]   (needs PyYAML)
 """
+import argparse
 import importlib.util
 import json
 import os
@@ -88,23 +89,18 @@ def compare(rows, terms_by_model):
 
 
 def main():
-    args = sys.argv[1:]
-    if not args or args[0].startswith("-") or "--profile" not in args or "--strata" not in args:
-        print(__doc__)
-        return 2
-    with open(args[0]) as f:
+    pp = _power_profile()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
+    parser.add_argument("gaps", metavar="GAPS.json")
+    pp.fit_options(parser, required=True)
+    args = parser.parse_args()
+    with open(args.gaps) as f:
         rows = json.load(f).get("gaps", [])
     if not rows:
-        raise SystemExit(f"headroom-gaps: {args[0]} has no gaps part (torch_power.py OUT.json --only gaps)")
-    def value(name):
-        i = args.index(name)
-        if i + 1 >= len(args) or args[i + 1].startswith("--"):
-            raise SystemExit(f"headroom-gaps: {name} takes a value")
-        return args[i + 1]
-
-    strata, profile = value("--strata"), value("--profile")
-    eager = float(value("--eager-efficiency")) if "--eager-efficiency" in args else 0.58
-    doc, tmp = _power_profile().eager_profile(profile, eager)  # says so if PyYAML is missing
+        raise SystemExit(f"headroom-gaps: {args.gaps} has no gaps part (torch_power.py OUT.json --only gaps)")
+    strata, profile, eager = args.strata, args.profile, args.eager_efficiency
+    doc, tmp = pp.eager_profile(profile, eager)  # says so if PyYAML is missing
     import yaml
     try:
         with open(tmp, "w") as f:
@@ -123,7 +119,7 @@ def main():
     finally:
         os.unlink(tmp)
     fills = sorted({r.get("gap_fill", "idle") for r in rows if r["gap_ms"] is not None})
-    print(f"# headroom after rest against {args[0]} (profile {profile}; bandwidth-bound kernels at {eager:g}; gaps "
+    print(f"# headroom after rest against {args.gaps} (profile {profile}; bandwidth-bound kernels at {eager:g}; gaps "
           f"{' and '.join(fills)})")
     for model, (fraction, full_ms, accrual) in sorted(terms.items()):
         print(f"# {model}: the model saves {100 * fraction:.1f}% of a step at the boost clock, up to {full_ms:.1f} ms "

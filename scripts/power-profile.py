@@ -37,6 +37,7 @@ Usage: power-profile.py POWER.json [--limit-w 700] [--attention-w W] [--fp8 FP8.
                         [--profile P --strata BIN [--eager-efficiency 0.58]]
 (--attention-w: for a run without the attention part, a figure measured on another GPU of the same chip.)
 """
+import argparse
 import json
 import os
 import statistics
@@ -240,18 +241,29 @@ def idle_watts(samples, boost_mhz):
     return statistics.median(idle) if idle else None
 
 
+def fit_options(parser, required):
+    """--profile P --strata BIN [--eager-efficiency 0.58]: what a fit through `strata explain` takes (this script's
+    reference clock, headroom-gaps.py's model terms)."""
+    parser.add_argument("--profile", metavar="P", required=required)
+    parser.add_argument("--strata", metavar="BIN", required=required)
+    parser.add_argument("--eager-efficiency", metavar="E", type=float, default=0.58)
+
+
 def main():
-    args = sys.argv[1:]
-    if not args or args[0].startswith("-"):
-        print(__doc__)
-        return 2
-    with open(args[0]) as f:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
+    parser.add_argument("power", metavar="POWER.json")
+    parser.add_argument("--limit-w", metavar="W", type=float, default=700.0)
+    parser.add_argument("--attention-w", metavar="W", type=float)
+    parser.add_argument("--fp8", metavar="FP8.json")
+    parser.add_argument("--rest", metavar="REST.json")
+    fit_options(parser, required=False)
+    args = parser.parse_args()
+    if args.profile is not None and args.strata is None:
+        parser.error("--profile needs --strata BIN")
+    with open(args.power) as f:
         d = json.load(f)
-
-    def opt(name, default):
-        return float(args[args.index(name) + 1]) if name in args else default
-
-    limit = opt("--limit-w", 700.0)
+    limit = args.limit_w
 
     def curve(data):
         mix = {r["gemm_share"]: r for r in data.get("mix", [])}
@@ -286,11 +298,11 @@ def main():
 
     boost_mhz, ref, copy_w, points = curve(d)
     att = d.get("attention", {}).get("power_w_mean")
-    attention_w = opt("--attention-w", att if att else 0.0)
+    attention_w = args.attention_w if args.attention_w is not None else att if att else 0.0
     if attention_w <= 0:
         print("power-profile: no attention figure in the file: give --attention-w", file=sys.stderr)
         return 1
-    print(f"# calibrate/torch_power.py on {d['device']} ({args[0]}): copy-only {copy_w:.1f} W,"
+    print(f"# calibrate/torch_power.py on {d['device']} ({args.power}): copy-only {copy_w:.1f} W,"
           f" GEMM rate at the boost clock {ref} TF/s ({gemm_label(d)}, 1/4 of the time)")
     print("power:")
     print(f"  limit_w: {limit:g}")
@@ -300,13 +312,7 @@ def main():
     print(f"  reference_clock_mhz: {boost_mhz:g}")
     gemm_boost_w = boost_watts(points, boost_mhz)
     duty = headroom(d, points, boost_mhz)
-    rest_file = None
-    if "--rest" in args:
-        i = args.index("--rest")
-        if i + 1 >= len(args) or args[i + 1].startswith("-"):
-            print("power-profile: --rest takes a torch_power.py run with the rest part", file=sys.stderr)
-            return 2
-        rest_file = args[i + 1]
+    rest_file = args.rest
     rd = d
     if rest_file:
         with open(rest_file) as f:
@@ -314,7 +320,7 @@ def main():
         if not rd.get("rest"):
             raise SystemExit(f"power-profile: {rest_file} has no rest part (torch_power.py --only mix,attention,rest)")
         if d.get("rest"):
-            print(f"  # (the rest part of {args[0]} left aside for {rest_file}'s)")
+            print(f"  # (the rest part of {args.power} left aside for {rest_file}'s)")
     b, s, series = rest_series(rd)
     full = rest_headroom(series)  # rest_series refuses a rest part without a full rest
     idle_w = None
@@ -331,8 +337,8 @@ def main():
         lo_s, hi_s = (rest_headroom(rest_series(rd, k)[2])[0] for k in (0.995, 1.005))
         print(f"  # (with the steady GEMM 0.5% faster or slower: {lo_s:.0f} or {hi_s:.0f} ms)")
         if duty:
-            print(f"  # (the duty part's 400 ms bursts{' of ' + args[0] if rest_file else ''}, read from NVML's clock:"
-                  f" {1e3 * duty[0]:.0f} ms)")
+            print(f"  # (the duty part's 400 ms bursts{' of ' + args.power if rest_file else ''}, read from NVML's"
+                  f" clock: {1e3 * duty[0]:.0f} ms)")
         print(f"  headroom_j: {med_ms / 1e3 * (gemm_boost_w - limit):.1f}")
         print(f"  idle_w: {idle_w:.1f}")
     elif duty:
@@ -364,19 +370,15 @@ def main():
                   f" ({s:.3f} measured)\"}}")
 
     show("gemm_power", points)
-    if "--fp8" in args:
-        with open(args[args.index("--fp8") + 1]) as f:
+    if args.fp8:
+        with open(args.fp8) as f:
             d8 = json.load(f)
         _, ref8, _, points8 = curve(d8)
-        print(f"  # FP8 ({args[args.index('--fp8') + 1]}): rate at the boost clock {ref8} TF/s")
+        print(f"  # FP8 ({args.fp8}): rate at the boost clock {ref8} TF/s")
         show("gemm_power_fp8", points8)
-    if "--profile" in args:
-        if "--strata" not in args:
-            print("power-profile: --profile needs --strata BIN", file=sys.stderr)
-            return 2
+    if args.profile:
         measured = {r["model"]: r["sustained_ms_per_layer"] for r in d["layers"]}
-        ref, res = fit_reference(args[args.index("--strata") + 1], args[args.index("--profile") + 1], measured,
-                                 opt("--eager-efficiency", 0.58), points[-1][0], boost_mhz)
+        ref, res = fit_reference(args.strata, args.profile, measured, args.eager_efficiency, points[-1][0], boost_mhz)
         print(f"# power.reference_clock_mhz fitted to the run's layers at their steady state: {ref}")
         for p, m, name in res:
             print(f"#   {name}: strata {p:.3f} ms, measured {m:.3f} ms ({100 * (p / m - 1):+.1f}%)")

@@ -1,7 +1,10 @@
 """The calibration scripts' pure-Python parts (no GPU, no PyTorch needed): what they compute from what they read."""
+import importlib
 import json
 import os
 import sys
+
+import pytest
 
 SRC = os.environ.get("STRATA_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "calibrate"))
@@ -323,7 +326,7 @@ def test_power_profile_reads_each_rest_from_the_bursts_own_gemms(tmp_path):
     assert r.returncode != 0 and "no burst after a GPU idle gap of 150 ms or more" in r.stderr
     r = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "power-profile.py"),
                         os.path.join(runs, "h100-power.json"), "--rest"], capture_output=True, text=True)
-    assert r.returncode == 2 and "--rest takes" in r.stderr
+    assert r.returncode == 2 and "argument --rest: expected one argument" in r.stderr
     r = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "power-profile.py"), os.path.join(runs, "h100-power.json"),
                         "--rest", os.path.join(runs, "h100-power-2.json")], capture_output=True, text=True)
     assert r.returncode != 0 and "has no rest part" in r.stderr
@@ -541,8 +544,7 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(torch_power.Sampler, "start", lambda self: None)  # no NVML thread spinning without sleeps
     out = tmp_path / "power.json"
     for bad in (["--rests", "0,5"], ["--rests", "a"], ["--rests"], ["--gaps", "-1"], ["--gaps", "x,2"], ["--only", "nope"]):
-        monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), *bad])
-        assert torch_power.main() == 2, bad
+        assert _exit_status(monkeypatch, torch_power, str(out), *bad) == 2, bad
     monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), "--only", "mix,duty,rest,attention,layers,gaps",
                                       "--mix-s", "0.02", "--layer-s", "0.02", "--rests", "5,50", "--gaps", "0,10"])
     rc = torch_power.main()
@@ -564,8 +566,7 @@ def test_torch_power_runs_every_part_on_a_fake_gpu(tmp_path, monkeypatch):
     # --gap-fill spin: each gap a spin kernel on the GPU (its rate measured first: 1,000 cycles per fake ms), so the
     # GPU's wait before each step is the gap itself; a bad fill is refused before any GPU work.
     for bad in (["--gap-fill", "busy"], ["--gap-fill"]):
-        monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), "--only", "gaps", *bad])
-        assert torch_power.main() == 2, bad
+        assert _exit_status(monkeypatch, torch_power, str(out), "--only", "gaps", *bad) == 2, bad
     monkeypatch.setattr(sys, "argv", ["torch_power.py", str(out), "--only", "gaps", "--mix-s", "0.02", "--gaps",
                                       "0,10", "--gap-fill", "spin"])
     slept.clear()
@@ -609,10 +610,9 @@ def test_torch_bench_times_attention_with_and_without_dropout(tmp_path, monkeypa
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(torch_bench, "cuda_torch", lambda tool: fake)
     out = tmp_path / "bench.json"
-    for bad in (["--dropout"], ["--dropout", "0"], ["--dropout", "1.5"], ["--dropout", "x"], ["--dropout=0.1"],
+    for bad in (["--dropout"], ["--dropout", "0"], ["--dropout", "1.5"], ["--dropout", "x"], ["--dropout=1"],
                 ["--dropout", "--quick"]):
-        monkeypatch.setattr(sys, "argv", ["torch_bench.py", str(out), "--attention-grid", *bad])
-        assert torch_bench.main() == 2, bad
+        assert _exit_status(monkeypatch, torch_bench, str(out), "--attention-grid", *bad) == 2, bad
     assert not calls and not out.exists()
     monkeypatch.setattr(sys, "argv", ["torch_bench.py", str(out), "--attention-grid", "--quick", "--dropout", "0.1"])
     assert torch_bench.main() == 0
@@ -622,7 +622,88 @@ def test_torch_bench_times_attention_with_and_without_dropout(tmp_path, monkeypa
     assert all("error" not in r for r in recs)
     for plain, drop in ((recs[0], recs[1]), (recs[2], recs[3])):
         assert abs(drop["fwd_s"] / plain["fwd_s"] - 1.1) < 1e-9
+    # --dropout=P is --dropout P: the same kernels run, the same records written.
+    spaced = list(calls)
+    calls.clear()
+    monkeypatch.setattr(sys, "argv", ["torch_bench.py", str(out), "--attention-grid", "--quick", "--dropout=0.1"])
+    assert torch_bench.main() == 0
+    assert calls == spaced
+    assert [(r["backend"], r["dropout_p"]) for r in json.loads(out.read_text())["attention"]] == \
+        [(r["backend"], r["dropout_p"]) for r in recs]
     # Without --dropout: p = 0 only, as before.
     monkeypatch.setattr(sys, "argv", ["torch_bench.py", str(out), "--attention-grid", "--quick"])
     assert torch_bench.main() == 0
     assert [r["dropout_p"] for r in json.loads(out.read_text())["attention"]] == [0.0, 0.0]
+
+
+def _exit_status(monkeypatch, module, *argv):
+    """main()'s exit status with the command line argv: what it returns, or argparse's exit."""
+    monkeypatch.setattr(sys, "argv", [f"{module.__name__}.py", *argv])
+    try:
+        return module.main()
+    except SystemExit as e:
+        return e.code
+
+
+def _no_gpu(tool):
+    raise AssertionError(f"{tool} went on to the GPU")
+
+
+CALIBRATE_SCRIPTS = ("torch_bench", "torch_power", "torch_sync_gap", "torch_tp_overlap", "torch_elementwise",
+                     "torch_host", "torch_gpt_step", "megatron_step")
+# A mistyped option, an unknown one, a second output file (every script); an abbreviation and a bad value of each
+# checked option.
+REFUSED = [(name, bad) for name in CALIBRATE_SCRIPTS for bad in (["--atention-grid"], ["--quik"], ["OTHER.json"])] + [
+    ("torch_bench", ["--attention"]), ("torch_bench", ["--dropout", "0"]), ("torch_bench", ["--dropout", "1"]),
+    ("torch_bench", ["--dropout", "nan"]), ("torch_bench", ["--dropout"]), ("torch_bench", ["--quick=1"]),
+    ("torch_power", ["--only", "mix,nope"]), ("torch_power", ["--only", ""]), ("torch_power", ["--only"]),
+    ("torch_power", ["--mix-s", "0"]), ("torch_power", ["--mix-s", "x"]), ("torch_power", ["--layer-s", "-3"]),
+    ("torch_power", ["--layer-s", "inf"]), ("torch_power", ["--gaps", "0,60001"]), ("torch_power", ["--gaps", ""]),
+    ("torch_power", ["--rests", "0"]), ("torch_power", ["--rests", "5,x"]), ("torch_power", ["--gap-fill", "busy"]),
+    ("torch_power", ["--gap-fill"]), ("torch_power", ["--fp8=yes"]), ("torch_power", ["--rest", "5"]),
+    ("torch_sync_gap", ["--repeats", "0"]), ("torch_sync_gap", ["--repeats", "2.5"]), ("torch_sync_gap", ["--repeats"]),
+    ("torch_sync_gap", ["--sync"]),
+    ("torch_tp_overlap", ["--rows", "-1"]), ("torch_tp_overlap", ["--rows", "x"]), ("torch_tp_overlap", ["--rows"]),
+    ("torch_tp_overlap", ["--sweeps"]),
+]
+
+
+@pytest.mark.parametrize("name, bad", REFUSED)
+def test_calibrate_scripts_refuse_bad_options_before_any_gpu_work(tmp_path, monkeypatch, capsys, name, bad):
+    module = importlib.import_module(name)
+    monkeypatch.setattr(module, "cuda_torch", _no_gpu)
+    out = tmp_path / "out.json"
+    assert _exit_status(monkeypatch, module, str(out), *bad) == 2
+    assert f"{name}.py: error: " in capsys.readouterr().err and not out.exists()
+
+
+# The documented runs, and every option at once with --opt=value spellings: read, then exit 4 without a CUDA device.
+ACCEPTED = [(name, []) for name in CALIBRATE_SCRIPTS] + [
+    ("torch_bench", ["--attention-grid", "--dropout", "0.1"]), ("torch_bench", ["--quick", "--dropout=0.5"]),
+    ("torch_power", ["--only", "mix,attention,rest", "--mix-s", "4"]), ("torch_power", ["--fp8", "--only", "mix"]),
+    ("torch_power", ["--only", "gaps", "--mix-s", "4", "--gaps", "0,2,5,10,20,50,100", "--gap-fill", "spin"]),
+    ("torch_power", ["--quick", "--fp8", "--only=mix,duty,rest,attention,layers,gaps", "--mix-s=0.5", "--layer-s=1",
+                     "--gaps=0", "--gap-fill=idle", "--rests=2,60000"]),
+    ("torch_sync_gap", ["--timeline"]),
+    ("torch_sync_gap", ["--repeats=1", "--sc21", "--synced-first", "--prelude", "--no-direct", "--timeline"]),
+    ("torch_tp_overlap", ["--rows", "0"]), ("torch_tp_overlap", ["--sweep"]), ("torch_tp_overlap", ["--kinds"]),
+    ("torch_tp_overlap", ["--rows=9", "--sweep", "--kinds"]),
+]
+
+
+@pytest.mark.parametrize("name, argv", ACCEPTED)
+def test_calibrate_scripts_exit_4_without_a_gpu(tmp_path, monkeypatch, name, argv):
+    module = importlib.import_module(name)
+    asked = []
+    monkeypatch.setattr(module, "cuda_torch", asked.append)  # None: no CUDA device
+    assert _exit_status(monkeypatch, module, str(tmp_path / "out.json"), *argv) == 4 and asked == [name]
+
+
+@pytest.mark.parametrize("name", CALIBRATE_SCRIPTS)
+def test_calibrate_scripts_usage_and_help(monkeypatch, capsys, name):
+    module = importlib.import_module(name)
+    monkeypatch.setattr(module, "cuda_torch", _no_gpu)
+    assert _exit_status(monkeypatch, module) == 2  # no output file: the usage, refused
+    assert capsys.readouterr().err.startswith(f"usage: {name}.py ")
+    assert _exit_status(monkeypatch, module, "--help") == 0
+    assert module.__doc__.strip() in capsys.readouterr().out  # the docstring as written
