@@ -1,12 +1,14 @@
 // libFuzzer target for the whole path of `strata run` (fuzz_loader stops at the loaders): each input is loaded as
-// an experiment and each of its first cases (kMaxCases) is evaluated as `strata run` does (analytical memory and layer
-// costs, then the discrete-event simulation), twice. A finding is anything a valid input must never produce:
+// an experiment and its first cases (kMaxCases) are evaluated as `strata run` does (analytical memory and layer
+// costs, then the discrete-event simulation), one after another, then again on two threads at once. A finding is
+// anything a valid input must never produce:
 //   - a crash, a sanitizer report, an exception escaping evaluate_case, a timeout, more than the RSS limit;
 //   - a case failing as a simulation or internal error (kCaseSimulation, kCaseInternal): only bad input
 //     (InputError, e.g. a case over kMaxTasks) may stop a case that the loader accepted;
-//   - a result that breaks an invariant: a positive, finite iteration time; 0 <= MFU <= HFU (both finite); a bubble
-//     fraction in [0, 1]; exposed communication and every stage's busy time within the iteration;
-//   - a second evaluation of the same case that differs from the first (strata is deterministic).
+//   - a result that breaks an invariant: a positive, finite iteration time; 0 < MFU <= HFU (both finite); a bubble
+//     fraction in [0, 1]; exposed communication and every stage's busy time within the iteration; peak memory >= 0;
+//   - a second evaluation of a case, beside another on a second thread, that differs from the first (strata is
+//     deterministic whatever the thread count).
 // Relative part files resolve against tests/fuzz/corpus/, as for fuzz_loader. Built with -DSTRATA_FUZZ=ON by clang
 // only; run by scripts/fuzz (README "Tests": fuzzing).
 #include "strata/errors.hpp"
@@ -20,6 +22,7 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -51,23 +54,35 @@ void check_invariants(const strata::Scenario& sc, const strata::IterationResult&
     if (it.peak_memory.value < 0) finding(sc, "negative peak memory");
 }
 
-void evaluate(const strata::Scenario& sc) {
+strata::CaseOptions fuzz_options() {
     strata::CaseOptions options;
     options.simulation.keep_timeline = false;
     options.simulation.progress_every = 0;
     options.simulation.max_tasks = kMaxTasks;
-    int failure = 0;
-    const strata::CaseResult first = strata::evaluate_case(sc, options, &failure);
-    if (failure & (strata::kCaseSimulation | strata::kCaseInternal)) finding(sc, first.error.value_or("?"));
-    if (!first.iteration) return;  // infeasible, or refused as bad input (e.g. over kMaxTasks)
-    check_invariants(sc, *first.iteration);
-    int again_failure = 0;
-    const strata::CaseResult second = strata::evaluate_case(sc, options, &again_failure);
-    if (again_failure != failure || !second.iteration ||
-        second.iteration->iteration_time.ps() != first.iteration->iteration_time.ps() ||
-        second.iteration->peak_memory.value != first.iteration->peak_memory.value ||
-        second.iteration->events != first.iteration->events)
-        finding(sc, "a second evaluation differs from the first (not deterministic)");
+    return options;
+}
+
+void evaluate(const std::vector<strata::Scenario>& cases) {
+    const strata::CaseOptions options = fuzz_options();
+    std::vector<strata::CaseResult> first;
+    std::vector<int> failures;
+    for (const auto& sc : cases) {
+        int failure = 0;
+        first.push_back(strata::evaluate_case(sc, options, &failure));
+        failures.push_back(failure);
+        if (failure & (strata::kCaseSimulation | strata::kCaseInternal)) finding(sc, first.back().error.value_or("?"));
+        if (first.back().iteration) check_invariants(sc, *first.back().iteration);
+    }
+    // Again, the cases on two threads at once (as `strata run -j 2`): the same results, to the picosecond.
+    const strata::RunOutcome again = strata::run_cases(cases, options, 2);
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const auto& a = first[i].iteration;
+        const auto& b = again.results[i].iteration;
+        if (a.has_value() != b.has_value() || first[i].error != again.results[i].error ||
+            (a && (a->iteration_time.ps() != b->iteration_time.ps() || a->peak_memory.value != b->peak_memory.value ||
+                   a->events != b->events)))
+            finding(cases[i], "a second evaluation (two threads) differs from the first (not deterministic)");
+    }
 }
 
 }  // namespace
@@ -81,8 +96,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } catch (const strata::InputError&) {
         return 0;  // fuzz_loader's ground; rejected input is not simulated
     }
+    if (ex.cases.size() > kMaxCases) ex.cases.resize(kMaxCases);
     try {
-        for (std::size_t i = 0; i < ex.cases.size() && i < kMaxCases; ++i) evaluate(ex.cases[i]);
+        evaluate(ex.cases);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "fuzz_simulate: an exception escaped evaluate_case: %s\n", e.what());
         std::abort();
