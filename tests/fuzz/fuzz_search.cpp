@@ -10,8 +10,8 @@
 //   - the two-thread search differing from the first (strata is deterministic whatever the thread count).
 // Relative part files resolve against tests/fuzz/corpus/, as for fuzz_loader. Built with -DSTRATA_FUZZ=ON by clang
 // only; run by scripts/fuzz (README "Tests": fuzzing).
+#include "fuzz_input.hpp"
 #include "strata/errors.hpp"
-#include "strata/scenario.hpp"
 #include "strata/search.hpp"
 
 #include <cstddef>
@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 
 namespace {
@@ -65,16 +66,9 @@ void check_account(const strata::SearchRequest& req, const strata::SearchResult&
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    const std::string text(reinterpret_cast<const char*>(data), size);
-    const std::string origin = std::string(STRATA_FUZZ_PARTS) + "/input.yaml";
-    strata::Experiment ex;
-    try {
-        ex = strata::load_experiment_text(text, origin);
-    } catch (const strata::InputError&) {
-        return 0;  // fuzz_loader's ground
-    }
-    if (ex.cases.empty() || !ex.cases[0].infeasible.empty()) return 0;
-    const strata::Scenario& sc = ex.cases[0];
+    const std::optional<strata::Experiment> ex = strata::fuzz::accepted_experiment(data, size);
+    if (!ex || ex->cases.empty() || !ex->cases[0].infeasible.empty()) return 0;
+    const strata::Scenario& sc = ex->cases[0];
     strata::SearchRequest req;
     req.model = sc.model;
     req.system = sc.system;

@@ -11,9 +11,8 @@
 //     deterministic whatever the thread count).
 // Relative part files resolve against tests/fuzz/corpus/, as for fuzz_loader. Built with -DSTRATA_FUZZ=ON by clang
 // only; run by scripts/fuzz (README "Tests": fuzzing).
-#include "strata/errors.hpp"
+#include "fuzz_input.hpp"
 #include "strata/run.hpp"
-#include "strata/scenario.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -21,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,17 +88,11 @@ void evaluate(const std::vector<strata::Scenario>& cases) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    const std::string text(reinterpret_cast<const char*>(data), size);
-    const std::string origin = std::string(STRATA_FUZZ_PARTS) + "/input.yaml";
-    strata::Experiment ex;
+    std::optional<strata::Experiment> ex = strata::fuzz::accepted_experiment(data, size);
+    if (!ex) return 0;
+    if (ex->cases.size() > kMaxCases) ex->cases.resize(kMaxCases);
     try {
-        ex = strata::load_experiment_text(text, origin);
-    } catch (const strata::InputError&) {
-        return 0;  // fuzz_loader's ground; rejected input is not simulated
-    }
-    if (ex.cases.size() > kMaxCases) ex.cases.resize(kMaxCases);
-    try {
-        evaluate(ex.cases);
+        evaluate(ex->cases);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "fuzz_simulate: an exception escaped evaluate_case: %s\n", e.what());
         std::abort();
