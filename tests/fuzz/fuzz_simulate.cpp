@@ -7,11 +7,13 @@
 //     (InputError, e.g. a case over kMaxTasks) may stop a case that the loader accepted;
 //   - a result that breaks an invariant: a positive, finite iteration time; 0 < MFU <= HFU (both finite); a bubble
 //     fraction in [0, 1]; exposed communication and every stage's busy time within the iteration; peak memory >= 0;
+//     each stage's analytical memory equal to its simulated peak (total and by category);
 //   - a second evaluation of a case, beside another on a second thread, that differs from the first (strata is
 //     deterministic whatever the thread count).
 // Relative part files resolve against tests/fuzz/corpus/, as for fuzz_loader. Built with -DSTRATA_FUZZ=ON by clang
 // only; run by scripts/fuzz (README "Tests": fuzzing).
 #include "fuzz_input.hpp"
+#include "strata/memory.hpp"
 #include "strata/run.hpp"
 
 #include <cmath>
@@ -62,16 +64,40 @@ strata::CaseOptions fuzz_options() {
     return options;
 }
 
+// The analytical memory of each stage (stage_memory: the schedule's program walked unit by unit) against the simulated
+// pools' peak, in total and by category: the property tests/test_schedule.cpp holds on a grid, here on any input.
+void check_memory(const strata::Scenario& sc, const strata::SimulationDetail& detail) {
+    if (detail.stage_peaks.size() != static_cast<std::size_t>(sc.execution.pipeline))
+        finding(sc, std::to_string(detail.stage_peaks.size()) + " stage peaks for " +
+                        std::to_string(sc.execution.pipeline) + " stages");
+    for (int s = 0; s < sc.execution.pipeline; ++s) {
+        const strata::StageMemory a = strata::stage_memory(sc.model, sc.execution, sc.system.device_memory(), s);
+        const strata::StagePeak& peak = detail.stage_peaks[static_cast<std::size_t>(s)];
+        if (a.total() != peak.total)
+            finding(sc, "stage " + std::to_string(s) + ": analytical memory " + std::to_string(a.total().value) +
+                            " B, simulated peak " + std::to_string(peak.total.value) + " B");
+        for (std::uint32_t c = 0; c < strata::kMemoryCategoryCount && c < peak.by_category.size(); ++c)
+            if (a.bytes(static_cast<strata::MemoryCategory>(c)) != peak.by_category[c])
+                finding(sc, "stage " + std::to_string(s) + ": analytical " +
+                                std::string(strata::to_string(static_cast<strata::MemoryCategory>(c))) +
+                                " memory differs from the simulated peak's");
+    }
+}
+
 void evaluate(const std::vector<strata::Scenario>& cases) {
     const strata::CaseOptions options = fuzz_options();
     std::vector<strata::CaseResult> first;
     std::vector<int> failures;
     for (const auto& sc : cases) {
         int failure = 0;
-        first.push_back(strata::evaluate_case(sc, options, &failure));
+        strata::SimulationDetail detail;
+        first.push_back(strata::evaluate_case(sc, options, &failure, &detail));
         failures.push_back(failure);
         if (failure & (strata::kCaseSimulation | strata::kCaseInternal)) finding(sc, first.back().error.value_or("?"));
-        if (first.back().iteration) check_invariants(sc, *first.back().iteration);
+        if (first.back().iteration) {
+            check_invariants(sc, *first.back().iteration);
+            check_memory(sc, detail);
+        }
     }
     // Again, the cases on two threads at once (as `strata run -j 2`): the same results, to the picosecond.
     const strata::RunOutcome again = strata::run_cases(cases, options, 2);
