@@ -390,6 +390,23 @@ TEST_CASE("hardening: the task limit is checked before the stage programs are bu
     }
 }
 
+TEST_CASE("hardening: the fewest tasks a run can have are checked before its fabric is built", "[hardening]") {
+    // 2^20 GPUs (t = 8, d = 131,072), one microbatch per replica: at least 2 x 131,072 units, over a limit of 0.1
+    // million, refused before a fabric of 131,072 nodes is built (Builder::check_task_limit comes after it).
+    const Experiment ex = load_experiment_text(
+        with_execution("tensor: 8, pipeline: 1, data: 131072, microbatch: 1, global_batch: 131072"), kOrigin);
+    REQUIRE(ex.cases.size() == 1);
+    SimulationOptions o;
+    o.max_tasks = 100'000;
+    try {
+        (void)simulate(ex.cases[0], o);
+        FAIL("the simulation ran");
+    } catch (const InputError& e) {
+        CHECK_THAT(e.what(), StartsWith(kOrigin + ":1:1: case"));
+        CHECK_THAT(e.what(), Contains("would run at least 0.262 million tasks, more than the limit of 0.1 million"));
+    }
+}
+
 TEST_CASE("hardening: a fabric too large names the case", "[hardening]") {
     const Experiment ex = load_experiment_text(
         "model: model-small.yaml\nsystem:\n  file: system-small.yaml\n  network: {nodes_per_leaf: 1, spines_per_rail: 65536}\n"
@@ -411,6 +428,29 @@ TEST_CASE("hardening: an iteration too long for 64-bit picoseconds", "[hardening
                                      "microbatch: 1, global_batch: 65536}\n");
     CHECK_THAT(msg, Contains("one iteration would take at least"));
     CHECK_THAT(msg, Contains("more than the simulator's limit of 1e+05 s"));
+}
+
+TEST_CASE("hardening: communication too slow for 64-bit picoseconds is refused before simulating", "[hardening]") {
+    // 16 layers of hidden 131,072 over t = 8 (412 G parameters per GPU) and d = 2 on two nodes: the data-parallel
+    // reduction brings each node at least half of 824 GB of gradients, more than 1e5 s through one NIC of 1 MB/s, where
+    // the compute would take well under a second.
+    const std::string model = "model: {name: wide, heads: 64, hidden: 131072, layers: 16, seq_len: 8, vocab: 1024}\n";
+    const std::string slow = "system: {file: system-small.yaml, network: {rails: 1, nic_bandwidth_bytes_per_s: 1e6}}\n";
+    const std::string dp = error_of(model + slow + "execution: {recompute: none, tensor: 8, pipeline: 1, data: 2, "
+                                                   "microbatch: 1, global_batch: 2}\n");
+    CHECK_THAT(dp, Contains("one iteration would take at least"));
+    CHECK_THAT(dp, Contains("the gradients' reduction and the tensor-parallel collectives at the fastest link's"));
+    // The same model at the shipped 12 GB/s per NIC is no problem for the loader.
+    CHECK_NOTHROW(load_experiment_text(model + "system: system-small.yaml\nexecution: {recompute: none, tensor: 8, "
+                                               "pipeline: 1, data: 2, microbatch: 1, global_batch: 2}\n", kOrigin));
+    // A tensor-parallel group across nodes (16 > 8 GPUs per node) at 1 MB/s per NIC: its collectives alone.
+    const std::string tp = error_of("model: {name: long, heads: 64, hidden: 8192, layers: 64, seq_len: 65536, vocab: "
+                                    "1024}\n" + slow + "execution: {recompute: full, tensor: 16, pipeline: 1, data: 1, "
+                                    "microbatch: 1, global_batch: 64}\n");
+    CHECK_THAT(tp, Contains("one iteration would take at least"));
+    CHECK_NOTHROW(load_experiment_text("model: {name: long, heads: 64, hidden: 8192, layers: 64, seq_len: 65536, vocab: "
+                                       "1024}\nsystem: system-small.yaml\nexecution: {recompute: full, tensor: 16, "
+                                       "pipeline: 1, data: 1, microbatch: 1, global_batch: 64}\n", kOrigin));
 }
 
 TEST_CASE("hardening: a device profile's missing keys are reported all at once", "[hardening]") {

@@ -233,6 +233,44 @@ std::optional<SpecProblem> ends_in_split_problem(const ModelSpec& m, const Execu
     return std::nullopt;
 }
 
+/// Seconds of communication the case cannot avoid, at the fastest rate any link could move it, for size_problem's
+/// lower bound of the iteration (the larger of two, which may overlap each other and the compute):
+///  - the data-parallel gradient reduction, a reduce-scatter of 16-bit gradients (the least Megatron moves) of a
+///    stage's layer parameters N;
+///  - the tensor-parallel layers' forward collectives, two per layer and microbatch, each of the microbatch's hidden
+///    activations M in 16 bits.
+/// Ranks are placed tensor innermost, then context, then data (builder.hpp). A group that spans n >= 2 nodes must
+/// bring each node (n - 1) / n of the data from the others, however the collective is built (ring or hierarchical):
+/// at most at the node's NICs together. A group that may sit in one node moves (g - 1) / g of it into each GPU, at
+/// most at the fastest of NVLink, the profile's intra-node bus bandwidths and its measured collectives (each at twice
+/// its algorithm bandwidth, more than any collective moves per GPU).
+double communication_lower_bound_s(const Scenario& sc, double layer_params, double tokens, double layer_microbatches) {
+    const ExecutionSpec& e = sc.execution;
+    const NetworkSpec& n = sc.system.network;
+    const DeviceProfile& dev = sc.system.device;
+    const double cross = n.nic_bandwidth.value * std::max(n.rails, 1);
+    double intra = std::max({n.nvlink_bandwidth.value, dev.intra_node_bus_bandwidth, dev.intra_node_nvls_bus_bandwidth});
+    for (const auto& c : dev.measured_collective_points)
+        if (c.time_us > 0) intra = std::max(intra, 2.0 * double(c.bytes) / (c.time_us * 1e-6));
+    for (const auto& c : dev.measured_collectives) intra = std::max(intra, 2.0 * c.beta_bytes_per_s);
+    const std::int64_t per_node = std::max(sc.system.gpus_per_node, 1);
+    // Seconds to move `bytes` among a group of `size` ranks `stride` apart, at least `per_node_max` of them per node.
+    auto seconds = [&](double bytes, std::int64_t size, std::int64_t stride) {
+        const std::int64_t per_node_max = std::max<std::int64_t>(1, (per_node + stride - 1) / stride);
+        const std::int64_t nodes = (size + per_node_max - 1) / per_node_max;
+        if (nodes >= 2) return cross > 0 ? bytes * double(nodes - 1) / double(nodes) / cross : 0.0;
+        const double fastest = std::max(cross, intra);
+        return fastest > 0 ? bytes * double(size - 1) / double(size) / fastest : 0.0;
+    };
+    double dp = 0, tp = 0;
+    if (e.data > 1) {
+        const double stage_params = double(sc.model.layers) * layer_params / (double(e.tensor) * e.pipeline);
+        dp = seconds(2.0 * stage_params, e.data, std::int64_t{e.tensor} * e.context);
+    }
+    if (e.tensor > 1) tp = 2.0 * layer_microbatches * seconds(2.0 * tokens * sc.model.hidden, e.tensor, 1);
+    return std::max(dp, tp);
+}
+
 /// Sizes that multiply, checked before anything multiplies or divides them in `int` (each factor is read with
 /// its own range, at most 2^30, so the 64-bit products here cannot overflow).
 std::optional<SpecProblem> size_problem(const Scenario& sc) {
@@ -290,14 +328,17 @@ std::optional<SpecProblem> size_problem(const Scenario& sc) {
         const double per_gpu_layers = double(m.layers) / e.pipeline;
         const double mbs = double(e.global_batch) / double(per_step);
         const double act_bytes = tokens * (34.0 * h + 5.0 * m.heads * m.seq_len) / e.tensor;
-        const double seconds = flops / (double(gpus) * dev.peak_flops * ceiling) +
+        const double compute_s = flops / (double(gpus) * dev.peak_flops * ceiling) +
                                act_bytes * per_gpu_layers * mbs /
                                    (dev.hbm_bandwidth * std::max(dev.elementwise_bandwidth_efficiency, 0.01)) +
                                dev.kernel_launch_us * 1e-6 * 100.0 * per_gpu_layers * mbs;
+        // Communication may overlap the compute, so the larger of the two bounds the iteration, not their sum.
+        const double seconds = std::max(compute_s, communication_lower_bound_s(sc, layer_params, tokens, per_gpu_layers * mbs));
         if (seconds > kMaxIterationSeconds)
             return SpecProblem{"execution", "global_batch",
                                "one iteration would take at least " + g(seconds) + " s on " + s(gpus) +
-                                   " GPUs (model FLOPs at the device's peak and ceiling, activations at its bandwidth), more "
+                                   " GPUs (model FLOPs at the device's peak and ceiling, activations at its bandwidth, the "
+                                   "gradients' reduction and the tensor-parallel collectives at the fastest link's), more "
                                    "than the simulator's limit of " + g(kMaxIterationSeconds) + " s"};
     }
     return std::nullopt;

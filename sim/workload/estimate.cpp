@@ -32,10 +32,10 @@ void Builder::check_task_limit() {
     }
     estimate *= replicas_;
     if (estimate > double(options_.max_tasks)) {
-        throw InputError(fmt::format("{}: case '{}' would run about {:.3g} million tasks, more than the limit of {} million "
+        throw InputError(fmt::format("{}: case '{}' would run about {:.3g} million tasks, more than the limit of {:.3g} million "
                                      "(a bound on run time; memory follows the tasks in flight); simulate fewer GPUs or "
                                      "microbatches, or raise the limit ({})",
-                                     sc_.source, sc_.name, estimate / 1e6, options_.max_tasks / 1'000'000,
+                                     sc_.source, sc_.name, estimate / 1e6, double(options_.max_tasks) / 1e6,
                                      options_.max_tasks_option));
     }
 }

@@ -3,6 +3,8 @@
 
 #include "strata/errors.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -24,6 +26,18 @@ int representative_replicas(const Scenario& sc) {
 IterationResult simulate(const Scenario& sc, const SimulationOptions& options, SimulationDetail* detail) {
     validate(sc);
     const auto t0 = std::chrono::steady_clock::now();
+    // The fewest tasks the run can have (every group runs a forward and a backward unit of each chunk for every
+    // microbatch, each at least one task), against the limit before the fabric, which grows with the GPUs, is built;
+    // Builder::check_task_limit then counts them properly.
+    const ExecutionSpec& e = sc.execution;
+    const double fewest = 2.0 * e.pipeline * e.interleave * double(e.global_batch / (std::int64_t{e.microbatch} * e.data)) *
+                          (options.representative_replicas ? representative_replicas(sc) : e.data);
+    if (fewest > double(options.max_tasks))
+        throw InputError(fmt::format("{}: case '{}' would run at least {:.3g} million tasks, more than the limit of {:.3g} "
+                                     "million (a bound on run time; memory follows the tasks in flight); simulate fewer "
+                                     "GPUs or microbatches, or raise the limit ({})",
+                                     sc.source, sc.name, fewest / 1e6, double(options.max_tasks) / 1e6,
+                                     options.max_tasks_option));
     engine::Simulator sim;
     const int per_node = sc.system.gpus_per_node;
     // The fabric checks the sizes that need the GPU count too (links of the whole fat tree): its errors name the
@@ -31,8 +45,8 @@ IterationResult simulate(const Scenario& sc, const SimulationOptions& options, S
     std::optional<fabric::Fabric> built;
     try {
         built.emplace(fabric::FabricSpec{(sc.execution.gpus() + per_node - 1) / per_node, per_node, sc.system.network}, sim);
-    } catch (const InputError& e) {
-        throw InputError(sc.source + ": case '" + sc.name + "' (system " + sc.system.name + "): " + e.what());
+    } catch (const InputError& error) {
+        throw InputError(sc.source + ": case '" + sc.name + "' (system " + sc.system.name + "): " + error.what());
     }
     fabric::Fabric& fab = *built;
     workload::Builder builder(sc, sim, fab, options, detail != nullptr);
