@@ -112,7 +112,8 @@ int screen_overturned(const SearchResult& result);
 /// Enumerates the space (t, c, p, d, m, b, recompute, sequence parallelism, the distributed optimizer, the
 /// overlaps); drops infeasible sizes and configurations that do not fit (analytical memory), ranks the rest
 /// with an analytical pipeline estimate, and simulates the best (see SearchRequest::margin) event by event.
-/// A candidate that fails to simulate throws (InputError, SimulationError) as the simulation would.
+/// A candidate that fails to simulate throws as the simulation would (InputError, SimulationError), and an internal
+/// error (a bug, run.hpp's kCaseInternal) as std::logic_error.
 SearchResult search(const SearchRequest& request);
 
 /// Why a search has nothing to show (empty when it simulated a candidate): none enumerated (the sizes the search

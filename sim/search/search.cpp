@@ -22,6 +22,7 @@
 #include <chrono>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -389,8 +390,11 @@ SearchResult search(const SearchRequest& req) {
         RunOutcome out = req.runner ? req.runner(cases, options) : run_cases(cases, options, jobs, progress);
         for (const CaseResult& r : out.results) {
             if (r.iteration) continue;
-            const std::string message = "search: " + what + ": " + r.error.value_or("not simulated");
-            if (out.failures & kCaseSimulation) throw SimulationError(message);
+            const std::string error = r.error.value_or("not simulated");
+            const std::string message = "search: " + what + ": " + error;
+            // As evaluate_case said it (run.hpp): a bug is neither the input's nor the simulation's.
+            if (error.rfind("internal error: ", 0) == 0) throw std::logic_error(message);
+            if (error.rfind("simulation failed: ", 0) == 0) throw SimulationError(message);
             throw InputError(message);
         }
         return out;
