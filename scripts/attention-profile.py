@@ -62,9 +62,16 @@ def records(run, backend, path):
     return out, failed
 
 
+def grid_head_dim(shapes):
+    """The head_dim whose entries form the grid: the most common, the larger on a tie (as the profile loader picks it,
+    flash_grid_head_dim in include/strata/profile.hpp)."""
+    count = Counter(k[3] for k in shapes)
+    return max(count, key=lambda d: (count[d], d))
+
+
 def check_grid(shapes, path):
     """The profile loader's rule: the most common head_dim's entries have every batch x heads with every seq_len."""
-    d = Counter(k[3] for k in shapes).most_common(1)[0][0]
+    d = grid_head_dim(shapes)
     points = {(k[0] * k[1], k[2]) for k in shapes if k[3] == d}
     bh = sorted({p[0] for p in points})
     seqs = sorted({p[1] for p in points})
@@ -76,7 +83,8 @@ def check_grid(shapes, path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
     ap.add_argument("run", metavar="RUN.json", help="calibrate/torch_bench.py's output")
     ap.add_argument("--backend", choices=("cudnn", "flash"), default="cudnn",
                     help="the SDPA backend to read (default cudnn)")
@@ -99,8 +107,8 @@ def main(argv=None):
 
     w = sys.stdout.write
     w(f"# From {a.run}: calibrate/torch_bench.py on {run.get('device', '?')} ({run.get('date', '?')}; torch "
-      f"{run.get('torch', '?')}, CUDA {run.get('cuda', '?')}, cuDNN {run.get('cudnn', '?')}), SDPA backend {a.backend}, "
-      f"causal BF16; {run.get('method', '')}\n")
+      f"{run.get('torch', '?')}, CUDA {run.get('cuda', '?')}, cuDNN {run.get('cudnn', '?')}), "
+      f"SDPA backend {a.backend}, causal BF16; {run.get('method', '')}\n")
     dropouts = sorted(p for p in by_p if p > 0)
     if dropouts:
         w("flash_attention:\n")
@@ -110,12 +118,14 @@ def main(argv=None):
                 w(f"  # dropout {p}: no shape timed both ways\n")
                 continue
             ratios = [sum(t) / sum(b) for _, b, t in pairs]
+            fwd = statistics.median(t[0] / b[0] for _, b, t in pairs)
+            bwd = statistics.median(t[1] / b[1] for _, b, t in pairs)
             w(f"  # dropout_p {p}: forward + backward with dropout over without, median of {len(ratios)} shapes "
-              f"(range {min(ratios):.3f}-{max(ratios):.3f}; forward alone {statistics.median(t[0] / b[0] for _, b, t in pairs):.3f}, "
-              f"backward alone {statistics.median(t[1] / b[1] for _, b, t in pairs):.3f})\n")
+              f"(range {min(ratios):.3f}-{max(ratios):.3f}; forward alone {fwd:.3f}, backward alone {bwd:.3f})\n")
             w(f"  dropout_time_factor: {statistics.median(ratios):.3f}\n")
     else:
-        w("# (no shape timed with dropout: run torch_bench.py with --dropout P for flash_attention.dropout_time_factor)\n")
+        w("# (no shape timed with dropout: run torch_bench.py with --dropout P for "
+          "flash_attention.dropout_time_factor)\n")
     if a.backend == "cudnn" and "flash" in {r.get("backend") for r in run["attention"]}:
         try:
             fa2, _ = records(run, "flash", a.run)
@@ -123,12 +133,13 @@ def main(argv=None):
             if both:
                 fr = statistics.median(base[k][0] / fa2[0.0][k][0] for k in both)
                 br = statistics.median(base[k][1] / fa2[0.0][k][1] for k in both)
-                w(f"# FlashAttention-2 (backend flash) over cuDNN, median time ratio cuDNN / FA2 over {len(both)} shapes: "
+                w(f"# FlashAttention-2 (backend flash) over cuDNN, median time ratio cuDNN / FA2 over {len(both)} "
+                  f"shapes: "
                   f"forward {fr:.3f}, backward {br:.3f} (flash_attention.flash2_forward_ratio / _backward_ratio)\n")
         except RunError:
             pass
     w("measured:\n  flash_attention:\n")
-    grid_d = Counter(k[3] for k in base).most_common(1)[0][0]
+    grid_d = grid_head_dim(base)
     for (b, h, s, d), (fwd, bwd) in sorted(base.items(), key=lambda kv: (kv[0][3] != grid_d, -kv[0][3], kv[0][0],
                                                                          kv[0][2], kv[0][1])):
         w(f"    - {{batch: {b}, heads: {h}, seq_len: {s}, head_dim: {d}, forward_us: {fwd * 1e6:.1f}, "

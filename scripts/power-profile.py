@@ -38,6 +38,7 @@ Usage: power-profile.py POWER.json [--limit-w 700] [--attention-w W] [--fp8 FP8.
 (--attention-w: for a run without the attention part, a figure measured on another GPU of the same chip.)
 """
 import argparse
+import math
 import json
 import os
 import statistics
@@ -241,20 +242,31 @@ def idle_watts(samples, boost_mhz):
     return statistics.median(idle) if idle else None
 
 
+def positive(text):
+    """An argparse type: a finite number above 0 (watts, a bandwidth share)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
+    return value
+
+
 def fit_options(parser, required):
     """--profile P --strata BIN [--eager-efficiency 0.58]: what a fit through `strata explain` takes (this script's
     reference clock, headroom-gaps.py's model terms)."""
     parser.add_argument("--profile", metavar="P", required=required)
     parser.add_argument("--strata", metavar="BIN", required=required)
-    parser.add_argument("--eager-efficiency", metavar="E", type=float, default=0.58)
+    parser.add_argument("--eager-efficiency", metavar="E", type=positive, default=0.58)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
     parser.add_argument("power", metavar="POWER.json")
-    parser.add_argument("--limit-w", metavar="W", type=float, default=700.0)
-    parser.add_argument("--attention-w", metavar="W", type=float)
+    parser.add_argument("--limit-w", metavar="W", type=positive, default=700.0)
+    parser.add_argument("--attention-w", metavar="W", type=positive)
     parser.add_argument("--fp8", metavar="FP8.json")
     parser.add_argument("--rest", metavar="REST.json")
     fit_options(parser, required=False)

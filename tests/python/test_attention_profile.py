@@ -11,7 +11,8 @@ import re
 import pytest
 
 SRC = os.environ.get("STRATA_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-_spec = importlib.util.spec_from_file_location("attention_profile", os.path.join(SRC, "scripts", "attention-profile.py"))
+_spec = importlib.util.spec_from_file_location("attention_profile",
+                                               os.path.join(SRC, "scripts", "attention-profile.py"))
 attention_profile = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(attention_profile)
 

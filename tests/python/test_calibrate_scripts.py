@@ -707,3 +707,19 @@ def test_calibrate_scripts_usage_and_help(monkeypatch, capsys, name):
     assert capsys.readouterr().err.startswith(f"usage: {name}.py ")
     assert _exit_status(monkeypatch, module, "--help") == 0
     assert module.__doc__.strip() in capsys.readouterr().out  # the docstring as written
+
+
+@pytest.mark.parametrize("script, args", [
+    ("power-profile.py", ["--limit-w", "0"]), ("power-profile.py", ["--limit-w", "nan"]),
+    ("power-profile.py", ["--attention-w", "-5"]), ("power-profile.py", ["--eager-efficiency", "inf"]),
+    ("power-profile.py", ["--limit", "700"]),  # abbreviations are refused
+    ("headroom-gaps.py", []),  # --profile and --strata are required
+    ("headroom-gaps.py", ["--profile", "p.yaml", "--strata", "strata", "--eager-efficiency", "0"]),
+])
+def test_power_scripts_refuse_bad_options_with_exit_2(script, args):
+    import subprocess
+    runs = os.path.join(SRC, "calibrate", "results", "2026-11-27c")
+    p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", script), os.path.join(runs, "h100-power.json"),
+                        *args], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stdout == ""
+    assert "error:" in p.stderr
