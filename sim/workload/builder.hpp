@@ -101,6 +101,10 @@ struct PlannedPhase {
 };
 using Plan = std::vector<PlannedPhase>;
 
+/// Refuses a run of `tasks` tasks over options.max_tasks (InputError naming the case, the limit and the option that
+/// raises it); `how` says what kind of count it is ("about": counted from the programs, "at least": a lower bound).
+void check_task_limit(const Scenario& sc, const SimulationOptions& options, double tasks, const char* how);
+
 class Builder {
 public:
     /// `detail`: whether the run's intervals (and, with options.keep_trace, its trace) are wanted.

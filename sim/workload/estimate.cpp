@@ -30,14 +30,16 @@ void Builder::check_task_limit() {
             estimate += per_microbatch * shape_.microbatches;
         }
     }
-    estimate *= replicas_;
-    if (estimate > double(options_.max_tasks)) {
-        throw InputError(fmt::format("{}: case '{}' would run about {:.3g} million tasks, more than the limit of {:.3g} million "
+    workload::check_task_limit(sc_, options_, estimate * replicas_, "about");
+}
+
+void check_task_limit(const Scenario& sc, const SimulationOptions& options, double tasks, const char* how) {
+    if (tasks > double(options.max_tasks))
+        throw InputError(fmt::format("{}: case '{}' would run {} {:.3g} million tasks, more than the limit of {:.3g} million "
                                      "(a bound on run time; memory follows the tasks in flight); simulate fewer GPUs or "
                                      "microbatches, or raise the limit ({})",
-                                     sc_.source, sc_.name, estimate / 1e6, double(options_.max_tasks) / 1e6,
-                                     options_.max_tasks_option));
-    }
+                                     sc.source, sc.name, how, tasks / 1e6, double(options.max_tasks) / 1e6,
+                                     options.max_tasks_option));
 }
 
 std::size_t Builder::layer_buckets(int r) {

@@ -3,8 +3,6 @@
 
 #include "strata/errors.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -28,16 +26,11 @@ IterationResult simulate(const Scenario& sc, const SimulationOptions& options, S
     const auto t0 = std::chrono::steady_clock::now();
     // The fewest tasks the run can have (every group runs a forward and a backward unit of each chunk for every
     // microbatch, each at least one task), against the limit before the fabric, which grows with the GPUs, is built;
-    // Builder::check_task_limit then counts them properly.
+    // Builder::check_task_limit then counts them from the programs.
     const ExecutionSpec& e = sc.execution;
     const double fewest = 2.0 * e.pipeline * e.interleave * double(e.global_batch / (std::int64_t{e.microbatch} * e.data)) *
                           (options.representative_replicas ? representative_replicas(sc) : e.data);
-    if (fewest > double(options.max_tasks))
-        throw InputError(fmt::format("{}: case '{}' would run at least {:.3g} million tasks, more than the limit of {:.3g} "
-                                     "million (a bound on run time; memory follows the tasks in flight); simulate fewer "
-                                     "GPUs or microbatches, or raise the limit ({})",
-                                     sc.source, sc.name, fewest / 1e6, double(options.max_tasks) / 1e6,
-                                     options.max_tasks_option));
+    workload::check_task_limit(sc, options, fewest, "at least");
     engine::Simulator sim;
     const int per_node = sc.system.gpus_per_node;
     // The fabric checks the sizes that need the GPU count too (links of the whole fat tree): its errors name the
