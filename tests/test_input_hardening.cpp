@@ -3,6 +3,7 @@
 // with an origin in tests/data/valid/, so `model: model-small.yaml` and `system: system-small.yaml` resolve.
 #include "strata/errors.hpp"
 #include "strata/profile.hpp"
+#include "strata/run.hpp"
 #include "strata/scenario.hpp"
 #include "strata/simulate.hpp"
 #include "strata/spec.hpp"
@@ -428,6 +429,28 @@ TEST_CASE("hardening: an iteration too long for 64-bit picoseconds", "[hardening
                                      "microbatch: 1, global_batch: 65536}\n");
     CHECK_THAT(msg, Contains("one iteration would take at least"));
     CHECK_THAT(msg, Contains("more than the simulator's limit of 1e+05 s"));
+}
+
+TEST_CASE("hardening: a result's failure kind is the one evaluate_case gave it", "[hardening]") {
+    // What strata search reads back from a candidate's result: bad input (over the task limit) as bad input, an
+    // evaluated case and an infeasible one as no failure.
+    const Experiment ex =
+        load_experiment_text(with_execution("tensor: 1, pipeline: 8, microbatch: 1, global_batch: 1024"), kOrigin);
+    REQUIRE(ex.cases.size() == 1);
+    CaseOptions tight;
+    tight.simulation.max_tasks = 1000;
+    int failure = 0;
+    const CaseResult refused = evaluate_case(ex.cases[0], tight, &failure);
+    CHECK(failure == kCaseBadInput);
+    CHECK(case_failure(refused) == kCaseBadInput);
+    failure = 0;
+    const CaseResult done = evaluate_case(ex.cases[0], CaseOptions{}, &failure);
+    REQUIRE(done.iteration);
+    CHECK(failure == 0);
+    CHECK(case_failure(done) == 0);
+    Scenario infeasible = ex.cases[0];
+    infeasible.infeasible = "a sweep combination";
+    CHECK(case_failure(evaluate_case(infeasible, CaseOptions{})) == 0);
 }
 
 TEST_CASE("hardening: communication too slow for 64-bit picoseconds is refused before simulating", "[hardening]") {

@@ -5,8 +5,15 @@
 #include "strata/parallel.hpp"
 
 #include <atomic>
+#include <string_view>
 
 namespace strata {
+
+namespace {
+// How evaluate_case begins an error of each kind (case_failure reads them back).
+constexpr std::string_view kInfeasible = "infeasible: ", kSimulationFailed = "simulation failed: ",
+                           kInternalError = "internal error: ";
+}  // namespace
 
 std::vector<Scenario> select_cases(const Experiment& ex, const std::string& case_name,
                                    const DeviceProfile* profile) {
@@ -35,7 +42,7 @@ CaseResult evaluate_case(const Scenario& sc, const CaseOptions& options, int* fa
     CaseResult r;
     r.scenario = sc;
     if (!sc.infeasible.empty()) {
-        r.error = "infeasible: " + sc.infeasible;
+        r.error = std::string(kInfeasible) + sc.infeasible;
         return r;
     }
     int bits = 0;
@@ -43,17 +50,24 @@ CaseResult evaluate_case(const Scenario& sc, const CaseOptions& options, int* fa
         r = analyze(sc);
         if (!options.analytical_only) r.iteration = simulate(sc, options.simulation, detail);
     } catch (const SimulationError& e) {
-        r.error = std::string("simulation failed: ") + e.what();
+        r.error = std::string(kSimulationFailed) + e.what();
         bits = kCaseSimulation;
     } catch (const InputError& e) {  // bad input found while building the case (e.g. its fabric)
         r.error = e.what();
         bits = kCaseBadInput;
     } catch (const std::exception& e) {
-        r.error = std::string("internal error: ") + e.what();
+        r.error = std::string(kInternalError) + e.what();
         bits = kCaseInternal;
     }
     if (failure) *failure |= bits;
     return r;
+}
+
+int case_failure(const CaseResult& r) {
+    if (!r.error || r.error->starts_with(kInfeasible)) return 0;
+    if (r.error->starts_with(kInternalError)) return kCaseInternal;
+    if (r.error->starts_with(kSimulationFailed)) return kCaseSimulation;
+    return kCaseBadInput;
 }
 
 RunOutcome run_cases(const std::vector<Scenario>& scenarios, const CaseOptions& options, unsigned jobs,

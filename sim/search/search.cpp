@@ -390,11 +390,11 @@ SearchResult search(const SearchRequest& req) {
         RunOutcome out = req.runner ? req.runner(cases, options) : run_cases(cases, options, jobs, progress);
         for (const CaseResult& r : out.results) {
             if (r.iteration) continue;
-            const std::string error = r.error.value_or("not simulated");
-            const std::string message = "search: " + what + ": " + error;
-            // As evaluate_case said it (run.hpp): a bug is neither the input's nor the simulation's.
-            if (error.rfind("internal error: ", 0) == 0) throw std::logic_error(message);
-            if (error.rfind("simulation failed: ", 0) == 0) throw SimulationError(message);
+            const std::string message = "search: " + what + ": " + r.error.value_or("not simulated");
+            // A bug is neither the input's nor the simulation's.
+            const int failure = case_failure(r);
+            if (failure & kCaseInternal) throw std::logic_error(message);
+            if (failure & kCaseSimulation) throw SimulationError(message);
             throw InputError(message);
         }
         return out;
