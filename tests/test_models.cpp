@@ -705,11 +705,14 @@ TEST_CASE("fused attention with dropout: its kernels at the profile's dropout_ti
     validate(sc);
     REQUIRE(sc.model.has_dropout());
     REQUIRE(sc.system.device.flash_dropout_time_factor == Approx(1.034));
+    // The same layer on the profile with the factor at 1 (not charged).
+    const auto without_factor = [](Scenario off) {
+        off.system.device.flash_dropout_time_factor = 1.0;
+        return layer_kernel_times(off);
+    };
     const LayerKernelTimes with = layer_kernel_times(sc);
     CHECK(with.dropout_kernels == 2);
-    Scenario off = sc;
-    off.system.device.flash_dropout_time_factor = 1.0;
-    const LayerKernelTimes plain = layer_kernel_times(off);
+    const LayerKernelTimes plain = without_factor(sc);
     CHECK(plain.dropout_kernels == 2);
     CHECK(with.attention_s == Approx(1.034 * plain.attention_s).epsilon(1e-3));   // compute-bound kernels
     CHECK(with.rest_s == Approx(plain.rest_s));
@@ -719,9 +722,7 @@ TEST_CASE("fused attention with dropout: its kernels at the profile's dropout_ti
     REQUIRE(llama.system.device.flash_dropout_time_factor == Approx(1.034));
     const LayerKernelTimes llama_with = layer_kernel_times(llama);
     CHECK(llama_with.dropout_kernels == 0);
-    Scenario llama_off = llama;
-    llama_off.system.device.flash_dropout_time_factor = 1.0;
-    const LayerKernelTimes llama_plain = layer_kernel_times(llama_off);
+    const LayerKernelTimes llama_plain = without_factor(llama);
     CHECK(llama_plain.attention_s == Approx(llama_with.attention_s).epsilon(1e-12));
     CHECK(llama_plain.rest_s == Approx(llama_with.rest_s).epsilon(1e-12));
     // The A100 profile gives no figure: 1, not charged.
