@@ -4,9 +4,9 @@
 // again on two threads. Kept small so that each input stays short: at most kMaxGpus GPUs and kMaxBatch sequences (a
 // larger case is skipped), each candidate at most kMaxTasks tasks (more is refused as bad input). A finding is:
 //   - a crash, a sanitizer report, an exception other than InputError, a timeout, more than the RSS limit;
-//   - an inconsistent account: candidates screened + rejected != enumerated, more simulated than screened, a simulated
-//     candidate whose GPUs or batch are not the request's, simulated candidates not in order (fastest first, those out
-//     of memory last), an estimate rank outside 1..screened, or other than the best two simulated;
+//   - an inconsistent account: candidates screened + rejected != enumerated, more within the margin than screened,
+//     other than the best two simulated, a simulated candidate whose GPUs or batch are not the request's, simulated
+//     candidates not in order (fastest first, those out of memory last), an estimate rank outside 1..screened;
 //   - the two-thread search differing from the first (strata is deterministic whatever the thread count).
 // Relative part files resolve against tests/fuzz/corpus/, as for fuzz_loader. Built with -DSTRATA_FUZZ=ON by clang
 // only; run by scripts/fuzz (README "Tests": fuzzing).
@@ -40,7 +40,7 @@ void check_account(const strata::SearchRequest& req, const strata::SearchResult&
     if (r.screened + rejected != r.enumerated)
         finding("screened " + std::to_string(r.screened) + " + rejected " + std::to_string(rejected) +
                 " != enumerated " + std::to_string(r.enumerated));
-    if (r.simulated.size() > r.screened || r.within_margin > r.screened) finding("more simulated than screened");
+    if (r.within_margin > r.screened) finding("more within the margin than screened");
     if (r.simulated.size() != std::min<std::size_t>(r.screened, 2))
         finding(std::to_string(r.simulated.size()) + " simulated of " + std::to_string(r.screened) +
                 " screened, where the request asks for the best 2");
@@ -95,13 +95,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         bool same = again.enumerated == first.enumerated && again.screened == first.screened &&
                     again.rejected == first.rejected && again.within_margin == first.within_margin &&
                     again.simulated.size() == first.simulated.size();
-        for (std::size_t i = 0; same && i < first.simulated.size(); ++i) {
-            const auto& a = *first.simulated[i].result.iteration;
-            const auto& b = *again.simulated[i].result.iteration;
+        for (std::size_t i = 0; same && i < first.simulated.size(); ++i)
             same = again.simulated[i].estimate_rank == first.simulated[i].estimate_rank &&
-                   a.iteration_time.ps() == b.iteration_time.ps() && a.oom == b.oom &&
-                   a.peak_memory.value == b.peak_memory.value;
-        }
+                   strata::fuzz::same_iteration(*first.simulated[i].result.iteration,
+                                                *again.simulated[i].result.iteration);
         if (!same) finding("the search on two threads differs from the first (not deterministic)");
     } catch (const strata::InputError& e) {
         finding(std::string("the second search refused what the first accepted: ") + e.what());
