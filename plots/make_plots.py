@@ -763,7 +763,7 @@ def plot_crosscheck(xc, paper, save):
 
 def plot_hopper_validation(tables, paper, save):
     """Hopper validation: each published row's signed error, grouped by table (Megatron-LM's TFLOP/s per GPU,
-    Megatron-Bridge's and NeMo's tokens/s per GPU). `tables`: (title, results file, paper_values key, measure)."""
+    Megatron-Bridge's, NeMo's and MLPerf's tokens/s per GPU). `tables`: (title, results file, paper_values key, measure)."""
     rows = []   # (group, label, error)
     for title, data, key, measure in tables:
         ref = paper[key]
@@ -805,11 +805,12 @@ def plot_hopper_validation(tables, paper, save):
 # ----------------------------------------------------------------------------------------------
 PAPER_REQUIRED = ["table5.json", "table2.json", "timeline.json"]
 PAPER_OPTIONAL = ["530b-2240.json", "table4.json", "sc21-table1.json", "table2-hopper.json", "sweep.json",
-                  "megatron-h100.json", "megatron-bridge-h100.json", "nemo-h100.json"]
+                  "megatron-h100.json", "megatron-bridge-h100.json", "nemo-h100.json", "mlperf-gpt3-h100.json"]
 # The Hopper validation figure's tables: results file, title, paper_values key, measure.
 HOPPER_TABLES = [("megatron-h100.json", "Megatron-LM weak scaling (TFLOP/s, BF16)", "megatron_h100", "tflops"),
                  ("megatron-bridge-h100.json", "Megatron-Bridge (tokens/s, FP8)", "megatron_bridge_h100", "tokens"),
-                 ("nemo-h100.json", "NeMo (tokens/s, FP8)", "nemo_h100", "tokens")]
+                 ("nemo-h100.json", "NeMo (tokens/s, FP8)", "nemo_h100", "tokens"),
+                 ("mlperf-gpt3-h100.json", "MLPerf v3.1 GPT-3 175B (tokens/s, FP8)", "mlperf_gpt3_h100", "tokens")]
 
 
 def plot_paper(inputs, out, formats, written=None):

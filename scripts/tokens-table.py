@@ -5,7 +5,11 @@ usage: scripts/tokens-table.py KEY RESULTS.json
   KEY: the published table in plots/paper_values.json, in the order of its scenario's cases:
     megatron_bridge_h100  scenarios/validation/megatron-bridge-h100.yaml (Megatron-Bridge, DGX-H100, FP8)
     nemo_h100             scenarios/validation/nemo-h100.yaml (NeMo 24.07, DGX-H100, FP8)
+    mlperf_gpt3_h100      scenarios/validation/mlperf-gpt3-h100.yaml (MLPerf Training v3.1 GPT-3 175B, DGX-H100, FP8)
 Tokens per second per GPU need no FLOPs convention: global batch x sequence / (iteration time x GPUs).
+Where the table publishes step times for several numbers of microbatches per pipeline (m), the published and the
+simulated step times are also each split into a fixed part and a part per microbatch (least squares of
+time = fixed + per_microbatch x m over the rows): where the two sides differ says which part strata misses.
 Validation only: nothing in strata is fitted to them.
 """
 import json, sys
@@ -39,7 +43,30 @@ def main(argv):
         print(f"{r['name']:<{NAME_W}} {e['tensor']:>2} {e['context_parallel']:>2} {e['pipeline']:>2} {e['interleave']:>2} {e['data']:>3} "
               f"{e['gpus']:>5} {r['iteration_time_s']:>8.3f} {pub:>14.1f} {sim:>8.1f} {100*err:>+6.1f}%")
     print(summary(errs))
+    if "step_time_s" in pub_table:
+        split_line(results, pub_table["step_time_s"])
     return 0
+
+
+def line_fit(xs, ys):
+    """(intercept, slope) of the least-squares line through the points."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - slope * mx, slope
+
+
+def split_line(results, published_steps):
+    """Prints the fixed and per-microbatch parts of the published and simulated step times (if m varies)."""
+    ms = [r["execution"]["global_batch"] // (r["execution"]["microbatch"] * r["execution"]["data"]) for r in results]
+    if len(set(ms)) < 2:
+        return
+    pa, pb = line_fit(ms, published_steps)
+    sa, sb = line_fit(ms, [r["iteration_time_s"] for r in results])
+    print(f"step time = fixed + per microbatch x m (m = {sorted(set(ms))}, least squares over the rows): "
+          f"published {1e3*pa:.0f} ms + {1e3*pb:.2f} ms x m, simulated {1e3*sa:.0f} ms + {1e3*sb:.2f} ms x m "
+          f"(fixed {1e3*(sa-pa):+.0f} ms, per microbatch {100*(sb/pb-1):+.1f}%)")
 
 
 if __name__ == "__main__":
