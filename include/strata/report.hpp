@@ -42,6 +42,7 @@ struct CaseResult {
     LayerTiming layer;
     std::optional<IterationResult> iteration;
     std::optional<std::string> error;      ///< set when the case could not be simulated
+    int failure = 0;                       ///< the error's CaseFailure bit (strata/run.hpp); 0: none, or infeasible
     std::optional<ScreenRecord> screen;    ///< set for a search's candidates
 };
 

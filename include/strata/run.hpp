@@ -38,13 +38,11 @@ std::vector<Scenario> select_cases(const Experiment& ex, const std::string& case
                                    const DeviceProfile* profile = nullptr);
 
 /// Evaluates one case. Never throws for a problem of the case itself: the result's `error` says what went
-/// wrong and `*failure` (if given) gets its CaseFailure bit. `detail` (if given) receives the simulation's
-/// detail.
+/// wrong, its `failure` says what kind of failure it was (a CaseFailure bit; it travels with the result across threads
+/// and MPI ranks, where the run's bits are ORed over all cases), and `*failure` (if given) gets that bit too.
+/// `detail` (if given) receives the simulation's detail.
 CaseResult evaluate_case(const Scenario& scenario, const CaseOptions& options, int* failure = nullptr,
                          SimulationDetail* detail = nullptr);
-/// The CaseFailure bit of a result evaluate_case returned (0: evaluated, or infeasible, or analytical only), read from
-/// its error, which carries it across threads and MPI ranks where the run's bits are ORed over all cases.
-int case_failure(const CaseResult& result);
 
 /// Evaluates every scenario on up to `jobs` threads of this process (0: one per core); results keep the input
 /// order, so the output never depends on the thread count.

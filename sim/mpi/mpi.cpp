@@ -136,6 +136,7 @@ void write_result(Writer& w, const CaseResult& r) {
         stage_fields(io, s);
     w.put(r.error.has_value());
     if (r.error) w.put(*r.error);
+    w.put(r.failure);
     w.put(r.iteration.has_value());
     if (!r.iteration) return;
     const IterationResult& it = *r.iteration;
@@ -159,6 +160,7 @@ void read_result(Reader& rd, CaseResult& r) {
         r.error.emplace();
         rd.get(*r.error);
     }
+    rd.get(r.failure);
     rd.get(has);
     if (!has) return;
     IterationResult& it = r.iteration.emplace();

@@ -10,7 +10,7 @@
 namespace strata {
 
 namespace {
-// How evaluate_case begins an error of each kind (case_failure reads them back).
+// How evaluate_case begins an error of each kind.
 constexpr std::string_view kInfeasible = "infeasible: ", kSimulationFailed = "simulation failed: ",
                            kInternalError = "internal error: ";
 }  // namespace
@@ -59,15 +59,9 @@ CaseResult evaluate_case(const Scenario& sc, const CaseOptions& options, int* fa
         r.error = std::string(kInternalError) + e.what();
         bits = kCaseInternal;
     }
+    r.failure = bits;
     if (failure) *failure |= bits;
     return r;
-}
-
-int case_failure(const CaseResult& r) {
-    if (!r.error || r.error->starts_with(kInfeasible)) return 0;
-    if (r.error->starts_with(kInternalError)) return kCaseInternal;
-    if (r.error->starts_with(kSimulationFailed)) return kCaseSimulation;
-    return kCaseBadInput;
 }
 
 RunOutcome run_cases(const std::vector<Scenario>& scenarios, const CaseOptions& options, unsigned jobs,

@@ -392,9 +392,8 @@ SearchResult search(const SearchRequest& req) {
             if (r.iteration) continue;
             const std::string message = "search: " + what + ": " + r.error.value_or("not simulated");
             // A bug is neither the input's nor the simulation's.
-            const int failure = case_failure(r);
-            if (failure & kCaseInternal) throw std::logic_error(message);
-            if (failure & kCaseSimulation) throw SimulationError(message);
+            if (r.failure & kCaseInternal) throw std::logic_error(message);
+            if (r.failure & kCaseSimulation) throw SimulationError(message);
             throw InputError(message);
         }
         return out;
