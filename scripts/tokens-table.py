@@ -6,9 +6,10 @@ usage: scripts/tokens-table.py KEY RESULTS.json
     megatron_bridge_h100  scenarios/validation/megatron-bridge-h100.yaml (Megatron-Bridge, DGX-H100, FP8)
     nemo_h100             scenarios/validation/nemo-h100.yaml (NeMo 24.07, DGX-H100, FP8)
     mlperf_gpt3_h100      scenarios/validation/mlperf-gpt3-h100.yaml (MLPerf Training v3.1 GPT-3 175B, DGX-H100, FP8)
+    mlperf_gpt3_h100_v4   scenarios/validation/mlperf-gpt3-h100-v4.yaml (MLPerf Training v4.0 / v4.1, the same)
 Tokens per second per GPU need no FLOPs convention: global batch x sequence / (iteration time x GPUs).
-Where the table publishes step times for several numbers of microbatches per pipeline (m), the published and the
-simulated step times are also each split into a fixed part and a part per microbatch (least squares of
+Where the table publishes step times of one layout and microbatch size for several numbers of microbatches per
+pipeline (m), the published and the simulated step times are also each split into a fixed part and a part per microbatch (least squares of
 time = fixed + per_microbatch x m over the rows): where the two sides differ says which part strata misses.
 Validation only: nothing in strata is fitted to them.
 """
@@ -58,9 +59,11 @@ def line_fit(xs, ys):
 
 
 def split_line(results, published_steps):
-    """Prints the fixed and per-microbatch parts of the published and simulated step times (if m varies)."""
+    """Prints the fixed and per-microbatch parts of the published and simulated step times (one layout, several m)."""
+    layouts = {tuple(r["execution"][k] for k in ("tensor", "context_parallel", "pipeline", "interleave", "microbatch"))
+               for r in results}
     ms = [r["execution"]["global_batch"] // (r["execution"]["microbatch"] * r["execution"]["data"]) for r in results]
-    if len(set(ms)) < 2:
+    if len(layouts) != 1 or len(set(ms)) < 2:
         return
     pa, pb = line_fit(ms, published_steps)
     sa, sb = line_fit(ms, [r["iteration_time_s"] for r in results])
