@@ -9,8 +9,9 @@ usage: scripts/tokens-table.py KEY RESULTS.json
     mlperf_gpt3_h100_v4   scenarios/validation/mlperf-gpt3-h100-v4.yaml (MLPerf Training v4.0 / v4.1, the same)
 Tokens per second per GPU need no FLOPs convention: global batch x sequence / (iteration time x GPUs).
 Where the table publishes step times of one layout and microbatch size for several numbers of microbatches per
-pipeline (m), the published and the simulated step times are also each split into a fixed part and a part per microbatch (least squares of
-time = fixed + per_microbatch x m over the rows): where the two sides differ says which part strata misses.
+pipeline (m), the published and the simulated step times are also each split into a fixed part and a part per
+microbatch (least squares of time = fixed + per_microbatch x m over the rows): where the two sides differ says which
+part strata misses.
 Validation only: nothing in strata is fitted to them.
 """
 import json, sys
