@@ -9,7 +9,8 @@ RowParallelLinear, torch layer norm, its bias-dropout-add, its MLP) with the cor
 fused attention through torch (what TE runs on Hopper), so that the GPU work matches strata's model; the GPU time
 of Transformer Engine's own kernels and the host time of its modules are not in it. The step: GPTModel (24 layers,
 h = 2048, 16 heads, ffn 8192, vocabulary 131,072, learned positions, untied output, dropout 0.1, BF16) wrapped in
-Megatron-Core's DistributedDataParallel (Float16Module as Megatron's --bf16 wraps it, fp32 gradient buffer, overlap_grad_reduce, distributed optimizer layout:
+Megatron-Core's DistributedDataParallel (Float16Module as Megatron's --bf16 wraps it, fp32 gradient buffer, \
+overlap_grad_reduce, distributed optimizer layout:
 the gradient hooks Megatron runs; one rank, so the reductions are trivial), 4 microbatches of 1 x 4096 through
 get_forward_backward_func() (no pipelining), finalize_model_grads. No optimizer step (one rank would step the
 whole model, where the 48-rank run steps a 48th). Per microbatch: wall (CUDA events around the step), host (the

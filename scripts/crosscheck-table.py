@@ -21,7 +21,8 @@ def main(argv):
     if problem:
         print(problem); return 2
     print("SC21 Table 1 cross-check (A100, Selene, Megatron-LM 2021). Error = simulated / published - 1.")
-    print(f"{'case':<22} {'t':>2} {'p':>3} {'d':>3} {'m':>2} {'b':>3} {'iter s':>8} {'TF/s paper':>10} {'sim':>6} {'err':>7}")
+    print(f"{'case':<22} {'t':>2} {'p':>3} {'d':>3} {'m':>2} {'b':>3} "
+          f"{'iter s':>8} {'TF/s paper':>10} {'sim':>6} {'err':>7}")
     errs = []
     for r, paper in zip(results, PAPER_TFLOPS):
         problem = row_problem(r, 22)
@@ -31,7 +32,8 @@ def main(argv):
         sim = r["hfu"] * PEAK_TFLOPS
         err = sim / paper - 1
         errs.append(err)
-        print(f"{r['name']:<22} {e['tensor']:>2} {e['pipeline']:>3} {e['data']:>3} {e['interleave']:>2} {e['microbatch']:>3} "
+        print(f"{r['name']:<22} {e['tensor']:>2} {e['pipeline']:>3} {e['data']:>3} "
+              f"{e['interleave']:>2} {e['microbatch']:>3} "
               f"{r['iteration_time_s']:>8.3f} {paper:>10} {sim:>6.1f} {100*err:>+6.1f}%")
     print(summary(errs))
     return 0

@@ -39,8 +39,8 @@ def parse_terms(text):
     """(saving fraction, the full rest's saving in ms, ms saved per ms idle) from explain's "after rest" line."""
     line = next((l for l in text.splitlines() if "after rest (power.headroom_j, idle_w):" in l), None)
     if line is None:
-        raise SystemExit("headroom-gaps: strata explain printed no headroom line (the profile needs power.headroom_j and "
-                         "power.idle_w)")
+        raise SystemExit("headroom-gaps: strata explain printed no headroom line "
+                         "(the profile needs power.headroom_j and power.idle_w)")
     try:
         fraction = float(line.split("): ")[1].split("% less time")[0]) / 100
         full_ms = float(line.split("saves up to ")[1].split(" ms")[0])
@@ -56,10 +56,10 @@ def model_saving(terms, idle_ms, step_ms):
 
 
 def compare(rows, terms_by_model):
-    """[(model, gap ms, step ms, idle ms, measured saving ms, model saving ms)] from the run's gaps rows. The savings are
-    counted against the gap-0 series where the run has one (each step waited for, no sleep: the same launch lead-in and
-    wake-up as the other gaps' steps, which back-to-back steps hide) and the model's saving for that series' own idle
-    taken off likewise; else against the back-to-back series. A spin run's (torch_power.py --gap-fill spin) count
+    """[(model, gap ms, step ms, idle ms, measured saving ms, model saving ms)] from the run's gaps rows. The savings
+    are counted against the gap-0 series where the run has one (each step waited for, no sleep: the same launch lead-in
+    and wake-up as the other gaps' steps, which back-to-back steps hide) and the model's saving for that series' own
+    idle taken off likewise; else against the back-to-back series. A spin run's (torch_power.py --gap-fill spin) count
     against the back-to-back series: there each step's launches queue behind the spin kernel, so it carries no launch
     lead-in and no wake-up, and its gap-0 series (the host's lead-in alone) is left out. The step's saving fraction
     applies to the back-to-back step (the steady state)."""

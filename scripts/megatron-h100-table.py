@@ -24,7 +24,8 @@ def main(argv):
     if problem:
         print(problem); return 2
     print(f"Megatron-LM H100 {'strong' if strong else 'weak'} scaling (validation). Error = simulated / published - 1.")
-    print(f"{'case':<16} {'t':>2} {'p':>3} {'GPUs':>5} {'iter s':>8} {'TF/s pub':>9} {'sim':>7} {'err':>7} {'MFU pub':>8} {'sim':>6}")
+    print(f"{'case':<16} {'t':>2} {'p':>3} {'GPUs':>5} {'iter s':>8} "
+          f"{'TF/s pub':>9} {'sim':>7} {'err':>7} {'MFU pub':>8} {'sim':>6}")
     errs = []
     for r, pub, mfu, gpus in zip(results, PUB["tflops_per_gpu"], PUB["mfu_percent"], PUB["gpus"]):
         problem = row_problem(r, 16, gpus)
@@ -34,12 +35,14 @@ def main(argv):
         sim = r["tflops_per_gpu"]
         err = sim / pub - 1
         errs.append(err)
-        print(f"{r['name']:<16} {e['tensor']:>2} {e['pipeline']:>3} {e['gpus']:>5} {r['iteration_time_s']:>8.3f} {pub:>9.1f} "
+        print(f"{r['name']:<16} {e['tensor']:>2} {e['pipeline']:>3} {e['gpus']:>5} "
+              f"{r['iteration_time_s']:>8.3f} {pub:>9.1f} "
               f"{sim:>7.1f} {100*err:>+6.1f}% {mfu:>7}% {100*r['mfu']:>5.1f}%")
     print(summary(errs))
     if strong:
         first, last = results[0], results[-1]
-        print(f"scaling efficiency {last['execution']['gpus']} vs {first['execution']['gpus']} GPUs (MFU ratio): published "
+        print(f"scaling efficiency {last['execution']['gpus']} vs {first['execution']['gpus']} GPUs "
+              f"(MFU ratio): published "
               f"{PUB['mfu_percent'][-1] / PUB['mfu_percent'][0]:.3f}, simulated {last['mfu'] / first['mfu']:.3f}")
     return 0
 

@@ -47,7 +47,8 @@ import sys
 import tempfile
 
 LAYERS = (("1.7B on 48", "1.7B"), ("7.1B on 96", "7.1B"), ("70B on 768", "70B"), ("177B on 2304", "177B"))
-SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scenarios", "validation", "megatron-h100.yaml")
+SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scenarios", "validation",
+                        "megatron-h100.yaml")
 
 
 def layer_ms(strata, profile, case):
@@ -184,23 +185,23 @@ def rest_series(d, s_scale=1.0):
     phase "1": the sustained rate the profile's rates hold at), and b, the boost clock's GEMM (the median of the second
     to sixth GEMMs of the bursts after a full rest, FULL_REST_MS or more). The first GEMM of each burst is left out:
     it runs slower as the GPU wakes from its idle clock (its excess over b, the wake-up, is reported apart). Summed over
-    the whole burst (600 ms of work; the clock has not come back to s by its end, and the GEMMs that follow it undershoot
-    s on the H100: not a bound either way) and over its first FAST_MS (the fall from the boost clock). s - b is about a
-    seventh of s (H100 0.208 of 1.599 ms), so each 1% in s moves the sums by about 20% (s_scale: s times it, for that
-    spread).
+    the whole burst (600 ms of work; the clock has not come back to s by its end, and the GEMMs that follow it
+    undershoot s on the H100: not a bound either way) and over its first FAST_MS (the fall from the boost clock). s - b
+    is about a seventh of s (H100 0.208 of 1.599 ms), so each 1% in s moves the sums by about 20% (s_scale: s times it,
+    for that spread).
     (b, s, [(rest ms, idle gaps ms, [ms bought per burst], [of it in the first FAST_MS], [wake-up ms per burst])])."""
     rows = d.get("rest", [])
     mix = {r["gemm_share"]: r for r in d.get("mix", [])}
     if not rows:
         return None, None, []
     if "1" not in mix or not mix["1"].get("gemm_tflops_median"):
-        raise SystemExit("power-profile: the rest run has no GEMM-only phase (torch_power.py --only mix,attention,rest):"
-                         " no steady state to count the rests against")
+        raise SystemExit("power-profile: the rest run has no GEMM-only phase "
+                         "(torch_power.py --only mix,attention,rest): no steady state to count the rests against")
     s = gemm_flops(d) / (mix["1"]["gemm_tflops_median"] * 1e12) * 1e3 * s_scale
     for row in rows:
         if len(row.get("idle_ms", [])) != len(row["bursts"]) or any(len(burst) < 6 for burst in row["bursts"]):
-            raise SystemExit(f"power-profile: the {row.get('rest_ms')} ms rest's bursts and idle gaps do not pair up, or"
-                             " a burst has fewer than six GEMMs")
+            raise SystemExit(f"power-profile: the {row.get('rest_ms')} ms rest's bursts and idle gaps "
+                             "do not pair up, or a burst has fewer than six GEMMs")
     firsts = [ms for row in rows for burst, idle in zip(row["bursts"], row["idle_ms"]) if idle >= FULL_REST_MS
               for _, ms in burst[1:6]]
     if not firsts:
@@ -208,8 +209,8 @@ def rest_series(d, s_scale=1.0):
                          "GEMM to count against (torch_power.py --rests with a rest of 200 ms or more)")
     b = statistics.median(firsts)
     if s <= b:
-        raise SystemExit(f"power-profile: the steady GEMM ({s:.4f} ms) is no slower than the boost clock's ({b:.4f} ms):"
-                         " the limit never held; nothing to read")
+        raise SystemExit(f"power-profile: the steady GEMM ({s:.4f} ms) is no slower than the boost clock's "
+                         f"({b:.4f} ms): the limit never held; nothing to read")
     out = []
     for row in rows:
         bought, fast = [], []
@@ -282,9 +283,11 @@ def main():
         need = ("1/4", "1/2", "3/4", "1", "0")
         missing = [n for n in need if n not in mix]
         if missing:
-            raise SystemExit(f"power-profile: the run has no mix phase {', '.join(missing)} (torch_power.py's mix part)")
+            raise SystemExit(f"power-profile: the run has no mix phase {', '.join(missing)} "
+                             "(torch_power.py's mix part)")
         if any("sm_mhz_median" not in mix[n] or "power_w_mean" not in mix[n] for n in need):
-            raise SystemExit("power-profile: the run has no NVML readings (clock, power): nothing to build a curve from")
+            raise SystemExit("power-profile: the run has no NVML readings (clock, power): "
+                             "nothing to build a curve from")
         boost = mix["1/4"]
         if boost["sm_mhz_median"] < boost["sm_mhz_max"] - 15:
             raise SystemExit("power-profile: the 1/4 phase was not at the boost clock: no reference rate")
@@ -295,17 +298,19 @@ def main():
             if r["sm_mhz_median"] >= boost["sm_mhz_median"] - 10:  # the boost clock: not limited, no point
                 continue
             s = r["gemm_time_share"]
-            points.append((r["sm_mhz_median"], r["gemm_tflops_median"] / ref, (r["power_w_mean"] - (1 - s) * copy_w) / s,
-                           name, s))
+            points.append((r["sm_mhz_median"], r["gemm_tflops_median"] / ref,
+                           (r["power_w_mean"] - (1 - s) * copy_w) / s, name, s))
         points.sort(key=lambda p: -p[0])
         if len(points) < 2:
-            raise SystemExit(f"power-profile: {len(points)} phase(s) below the boost clock: a curve needs two")
+            raise SystemExit(f"power-profile: {len(points)} phase(s) below the boost clock: "
+                             "a curve needs two")
         for hi, lo in zip(points, points[1:]):
             if not (hi[0] > lo[0] and 1 >= hi[1] > lo[1] and hi[2] > lo[2]):
-                raise SystemExit(f"power-profile: the points {hi[3]} and {lo[3]} do not fall together in clock, speed and "
-                                 f"watts ({hi[:3]} against {lo[:3]}): a noisy run; measure again")
+                raise SystemExit(f"power-profile: the points {hi[3]} and {lo[3]} do not fall together in clock, "
+                                 f"speed and watts ({hi[:3]} against {lo[:3]}): a noisy run; measure again")
         if points[-1][2] > limit:
-            raise SystemExit(f"power-profile: the slowest point draws {points[-1][2]:.1f} W, above the {limit:g} W limit")
+            raise SystemExit(f"power-profile: the slowest point draws {points[-1][2]:.1f} W, "
+                             f"above the {limit:g} W limit")
         return boost["sm_mhz_median"], ref, copy_w, points
 
     boost_mhz, ref, copy_w, points = curve(d)
@@ -366,8 +371,8 @@ def main():
     rate = (limit - idle_w) / (gemm_boost_w - limit) if full else None
     for rest_ms, idle, bought, fast, wake in series:
         mean = sum(bought) / len(bought)
-        line = (f"  # after {rest_ms:g} ms of rest (idle {', '.join(f'{x:.1f}' for x in idle)} ms): {mean:.1f} ms at the"
-                f" boost clock ({', '.join(f'{x:.1f}' for x in bought)}; first {FAST_MS:g} ms"
+        line = (f"  # after {rest_ms:g} ms of rest (idle {', '.join(f'{x:.1f}' for x in idle)} ms): "
+                f"{mean:.1f} ms at the boost clock ({', '.join(f'{x:.1f}' for x in bought)}; first {FAST_MS:g} ms"
                 f" {', '.join(f'{x:.1f}' for x in fast)}), {mean / 1e3 * (gemm_boost_w - limit):.1f} J;"
                 f" first GEMM {', '.join(f'{x:+.2f}' for x in wake)} ms")
         if full:
@@ -378,8 +383,8 @@ def main():
     def show(key, pts):
         print(f"  {key}:")
         for mhz, speed, watts, name, s in pts:
-            print(f"    - {{clock_mhz: {mhz:.0f}, speed: {speed:.4f}, watts: {watts:.1f}, note: \"GEMMs {name} of the time"
-                  f" ({s:.3f} measured)\"}}")
+            print(f"    - {{clock_mhz: {mhz:.0f}, speed: {speed:.4f}, watts: {watts:.1f}, "
+                  f"note: \"GEMMs {name} of the time ({s:.3f} measured)\"}}")
 
     show("gemm_power", points)
     if args.fp8:

@@ -4,7 +4,8 @@ and the summary line of the signed errors. Validation only: nothing in strata is
 import json
 import os
 
-PUBLISHED = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots", "paper_values.json")))
+PUBLISHED = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                       "..", "plots", "paper_values.json")))
 
 
 def count_problem(results, expected, source):

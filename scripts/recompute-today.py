@@ -30,7 +30,8 @@ RUNS = [
 POLICIES = [
     ("none", ["--fix", "recompute=none"]),
     ("selective: attention core", ["--fix", "recompute=selective"]),
-    ("selective: norms + MLP", ["--fix", "recompute=selective", "--set", "execution.recompute_modules=[layernorm,mlp]"]),
+    ("selective: norms + MLP",
+     ["--fix", "recompute=selective", "--set", "execution.recompute_modules=[layernorm,mlp]"]),
     ("full", ["--fix", "recompute=full"]),
 ]
 

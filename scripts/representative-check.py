@@ -70,7 +70,8 @@ def main():
                   f"{r['iteration_time_s']:10.4f} {100 * d:+8.3f} {f['engine']['tasks']:11d} "
                   f"{r['engine']['tasks']:10d}")
         if file_diffs:
-            print(f"  {len(file_diffs)} case(s) with d > 1: {100 * min(file_diffs):+.3f} .. {100 * max(file_diffs):+.3f}%")
+            print(f"  {len(file_diffs)} case(s) with d > 1: "
+                  f"{100 * min(file_diffs):+.3f} .. {100 * max(file_diffs):+.3f}%")
     if diffs:
         print(f"{len(diffs)} cases with d > 1: mean |diff| {100 * sum(map(abs, diffs)) / len(diffs):.3f}%, "
               f"worst {100 * max(map(abs, diffs)):.3f}%, mean signed {100 * sum(diffs) / len(diffs):+.3f}%")

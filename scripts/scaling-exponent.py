@@ -92,8 +92,10 @@ def main():
         gpus_small, gpus_large = gpus[small], gpus[large]
     ms, ml = statistics.median(small_walls), statistics.median(large_walls)
     exponent = math.log(ml / ms) / math.log(gpus_large / gpus_small)
-    print(f"median {gpus_small} GPUs {ms:.3f} s ({len(small_walls)} runs, {min(small_walls):.3f}-{max(small_walls):.3f}); "
-          f"median {gpus_large} GPUs {ml:.2f} s ({len(large_walls)} runs, {min(large_walls):.2f}-{max(large_walls):.2f})")
+    print(f"median {gpus_small} GPUs {ms:.3f} s "
+          f"({len(small_walls)} runs, {min(small_walls):.3f}-{max(small_walls):.3f}); "
+          f"median {gpus_large} GPUs {ml:.2f} s "
+          f"({len(large_walls)} runs, {min(large_walls):.2f}-{max(large_walls):.2f})")
     print(f"wall time grows as GPUs^{exponent:.3f} (issue 13's bound: 1.05); load average now {os.getloadavg()[0]:.2f}")
 
 

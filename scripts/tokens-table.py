@@ -32,7 +32,8 @@ def main(argv):
     if problem:
         print(problem); return 2
     print(f"{pub_table['title']} (validation). Error = simulated / published - 1.")
-    print(f"{'case':<{NAME_W}} {'t':>2} {'c':>2} {'p':>2} {'v':>2} {'d':>3} {'GPUs':>5} {'iter s':>8} {'tok/s/GPU pub':>14} {'sim':>8} {'err':>7}")
+    print(f"{'case':<{NAME_W}} {'t':>2} {'c':>2} {'p':>2} {'v':>2} {'d':>3} {'GPUs':>5} {'iter s':>8} "
+          f"{'tok/s/GPU pub':>14} {'sim':>8} {'err':>7}")
     errs = []
     for r, pub, gpus in zip(results, pub_table["tokens_per_s_per_gpu"], pub_table["gpus"]):
         problem = row_problem(r, NAME_W, gpus)
@@ -42,7 +43,8 @@ def main(argv):
         sim = r["tokens_per_s"] / e["gpus"]
         err = sim / pub - 1
         errs.append(err)
-        print(f"{r['name']:<{NAME_W}} {e['tensor']:>2} {e['context_parallel']:>2} {e['pipeline']:>2} {e['interleave']:>2} {e['data']:>3} "
+        print(f"{r['name']:<{NAME_W}} {e['tensor']:>2} {e['context_parallel']:>2} {e['pipeline']:>2} "
+              f"{e['interleave']:>2} {e['data']:>3} "
               f"{e['gpus']:>5} {r['iteration_time_s']:>8.3f} {pub:>14.1f} {sim:>8.1f} {100*err:>+6.1f}%")
     print(summary(errs))
     if "step_time_s" in pub_table:

@@ -6,7 +6,8 @@ Published values: Korthikanti et al. 2023, Table 5 and section 6.3 (validation o
 """
 import json, sys
 
-PAPER = {"22B": (1.42, 1.10, 41.5), "175B": (18.13, 13.75, 51.4), "530B": (49.05, 37.83, 56.0), "1T": (94.42, 71.49, 56.3)}
+PAPER = {"22B": (1.42, 1.10, 41.5), "175B": (18.13, 13.75, 51.4), "530B": (49.05, 37.83, 56.0),
+         "1T": (94.42, 71.49, 56.3)}
 PAPER_2240 = {"full recompute": 42.1, "present work": 54.2}
 
 def main(argv):
@@ -24,12 +25,14 @@ def main(argv):
         errs += [abs(ef), abs(ep)]
         su_paper, su_sim = pf / pp - 1, sf / sp - 1
         print(f"{m:<6} {pf:>11.2f} {sf:>8.2f} {100*ef:>6.1f}% {pp:>14.2f} {sp:>8.2f} {100*ep:>6.1f}% "
-              f"{mfu:>8.1f}% {100*p['mfu']:>5.1f}% {100*su_paper:>12.1f}% {100*su_sim:>5.1f}% {100*(su_sim-su_paper):>+5.1f}")
+              f"{mfu:>8.1f}% {100*p['mfu']:>5.1f}% {100*su_paper:>12.1f}% {100*su_sim:>5.1f}% "
+              f"{100*(su_sim-su_paper):>+5.1f}")
     print(f"mean |error| {100*sum(errs)/len(errs):.2f}%, worst {100*max(errs):.2f}% over {len(errs)} iteration times")
     if len(argv) > 2:
         for r in json.load(open(argv[2]))["results"]:
             kind = "present work" if "present" in r["name"] else "full recompute"
-            print(f"530B on {r['execution']['gpus']} GPUs, {kind}: MFU {100*r['mfu']:.1f}% (paper {PAPER_2240[kind]}%), "
+            print(f"530B on {r['execution']['gpus']} GPUs, {kind}: MFU {100*r['mfu']:.1f}% "
+                  f"(paper {PAPER_2240[kind]}%), "
                   f"iteration {r['iteration_time_s']:.2f} s")
     return 0
 
