@@ -8,15 +8,20 @@ strata's HFU x 312 TF/s. A cross-check only: nothing in strata is fitted to it.
 """
 import json, sys
 
-from published import PUBLISHED, count_problem, row_problem, summary
+from published import PUBLISHED, count_problem, read_results, row_problem, summary, wants_help
 
 PAPER_TFLOPS = PUBLISHED["sc21_table1"]["tflops_per_gpu"]
 PEAK_TFLOPS = 312
 
 def main(argv):
+    if wants_help(argv):
+        print(__doc__); return 0
     if len(argv) != 2:
         print(__doc__); return 2
-    results = json.load(open(argv[1]))["results"]
+    doc, problem = read_results(argv[1])
+    if problem:
+        print(problem, file=sys.stderr); return 2
+    results = doc["results"]
     problem = count_problem(results, len(PAPER_TFLOPS), "scenarios/crosscheck/sc21-table1.yaml")
     if problem:
         print(problem); return 2

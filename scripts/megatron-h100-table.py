@@ -10,12 +10,16 @@ TFLOP/s per GPU is the inverse ratio of iteration times.
 """
 import json, sys
 
-from published import PUBLISHED, count_problem, row_problem, summary
+from published import PUBLISHED, count_problem, read_results, row_problem, summary, wants_help
 
 def main(argv):
+    if wants_help(argv):
+        print(__doc__); return 0
     if len(argv) != 2:
         print(__doc__); return 2
-    doc = json.load(open(argv[1]))
+    doc, problem = read_results(argv[1])
+    if problem:
+        print(problem, file=sys.stderr); return 2
     results = doc["results"]
     strong = "strong" in doc.get("experiment", "")
     PUB = PUBLISHED["megatron_h100_strong" if strong else "megatron_h100"]

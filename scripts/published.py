@@ -1,11 +1,32 @@
-"""What the validation-table scripts share (tokens-table.py, megatron-h100-table.py, crosscheck-table.py): the
-published figures (plots/paper_values.json), the checks that a results file holds the cases of a table's scenario,
-and the summary line of the signed errors. Validation only: nothing in strata is fitted to these figures."""
+"""What the validation-table scripts share (tokens-table.py, megatron-h100-table.py, crosscheck-table.py,
+validation-table.py): the published figures (plots/paper_values.json), reading a results file with a clear message
+when it cannot be read, the checks that it holds the cases of a table's scenario, and the summary line of the signed
+errors. Validation only: nothing in strata is fitted to these figures."""
 import json
 import os
 
 PUBLISHED = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                        "..", "plots", "paper_values.json")))
+
+
+def wants_help(argv):
+    """True when the command line asks for the usage (-h or --help)."""
+    return any(a in ("-h", "--help") for a in argv[1:])
+
+
+def read_results(path):
+    """(the results file's JSON, None), or (None, the message) when `path` cannot be read, is not JSON, or is not
+    `strata run --json` output (a "results" list)."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        return None, f"{path}: cannot read it: {e.strerror}"
+    except json.JSONDecodeError as e:
+        return None, f"{path}: not JSON (line {e.lineno}, column {e.colno}: {e.msg})"
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        return None, f"{path}: not a strata results file (expected `strata run FILE --json {path}` output)"
+    return doc, None
 
 
 def count_problem(results, expected, source):

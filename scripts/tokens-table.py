@@ -16,18 +16,23 @@ Validation only: nothing in strata is fitted to them.
 """
 import json, sys
 
-from published import PUBLISHED, count_problem, row_problem, summary
+from published import PUBLISHED, count_problem, read_results, row_problem, summary, wants_help
 
 NAME_W = 32  # the case column: the longest name, "Llama 3.1 405B on 1024 (25.11)", and two spaces
 
 
 def main(argv):
+    if wants_help(argv):
+        print(__doc__); return 0
     if len(argv) != 3:
         print(__doc__); return 2
     if argv[1] not in PUBLISHED or "tokens_per_s_per_gpu" not in PUBLISHED[argv[1]]:
         print(f"{argv[1]}: not a tokens/s table of plots/paper_values.json"); return 2
     pub_table = PUBLISHED[argv[1]]
-    results = json.load(open(argv[2]))["results"]
+    doc, problem = read_results(argv[2])
+    if problem:
+        print(problem, file=sys.stderr); return 2
+    results = doc["results"]
     problem = count_problem(results, len(pub_table["tokens_per_s_per_gpu"]), f"{argv[1]}'s scenario")
     if problem:
         print(problem); return 2

@@ -6,14 +6,30 @@ Published values: Korthikanti et al. 2023, Table 5 and section 6.3 (validation o
 """
 import json, sys
 
+from published import read_results, wants_help
+
 PAPER = {"22B": (1.42, 1.10, 41.5), "175B": (18.13, 13.75, 51.4), "530B": (49.05, 37.83, 56.0),
          "1T": (94.42, 71.49, 56.3)}
 PAPER_2240 = {"full recompute": 42.1, "present work": 54.2}
 
 def main(argv):
-    if len(argv) < 2:
+    if wants_help(argv):
+        print(__doc__); return 0
+    if len(argv) not in (2, 3):
         print(__doc__); return 2
-    res = {r["name"]: r for r in json.load(open(argv[1]))["results"]}
+    docs = []
+    for path in argv[1:]:
+        doc, problem = read_results(path)
+        if problem:
+            print(problem, file=sys.stderr); return 2
+        docs.append(doc)
+    res = {r["name"]: r for r in docs[0]["results"]}
+    missing = [f"{m} {kind}" for m in PAPER for kind in ("full recompute", "present work")
+               if f"{m} {kind}" not in res or "iteration_time_s" not in res[f"{m} {kind}"]]
+    if missing:
+        print(f"{argv[1]}: no simulated result for {', '.join(missing)} "
+              "(expected `strata run scenarios/paper/table5.yaml --json` output)", file=sys.stderr)
+        return 2
     print("Table 5 validation (A100, Selene). Error = simulated / published - 1.")
     print(f"{'model':<6} {'full: paper':>11} {'sim':>8} {'err':>7} {'present: paper':>14} {'sim':>8} {'err':>7} "
           f"{'MFU paper':>9} {'sim':>6} {'speedup paper':>13} {'sim':>6} {'diff':>6}")
@@ -28,8 +44,8 @@ def main(argv):
               f"{mfu:>8.1f}% {100*p['mfu']:>5.1f}% {100*su_paper:>12.1f}% {100*su_sim:>5.1f}% "
               f"{100*(su_sim-su_paper):>+5.1f}")
     print(f"mean |error| {100*sum(errs)/len(errs):.2f}%, worst {100*max(errs):.2f}% over {len(errs)} iteration times")
-    if len(argv) > 2:
-        for r in json.load(open(argv[2]))["results"]:
+    if len(docs) > 1:
+        for r in docs[1]["results"]:
             kind = "present work" if "present" in r["name"] else "full recompute"
             print(f"530B on {r['execution']['gpus']} GPUs, {kind}: MFU {100*r['mfu']:.1f}% "
                   f"(paper {PAPER_2240[kind]}%), "

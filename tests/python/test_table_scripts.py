@@ -1,0 +1,104 @@
+"""The validation-table scripts (scripts/*-table.py) on bad input: a clear message and exit 2, never a traceback; the
+usage with -h / --help and exit 0; and tokens-table.py's split of step times into a fixed and a per-microbatch part
+on a results file made up here (no simulator needed)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+SRC = os.environ.get("STRATA_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+SCRIPTS = {  # script: the arguments before the results file
+    "validation-table.py": [],
+    "crosscheck-table.py": [],
+    "megatron-h100-table.py": [],
+    "tokens-table.py": ["mlperf_gpt3_h100"],
+}
+
+
+def _run(script, *args):
+    return subprocess.run([sys.executable, os.path.join(SRC, "scripts", script), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_help_prints_the_usage(script):
+    p = _run(script, "--help")
+    assert p.returncode == 0
+    assert "usage:" in p.stdout
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_a_missing_file_is_named(script, tmp_path):
+    missing = str(tmp_path / "nothing.json")
+    p = _run(script, *SCRIPTS[script], missing)
+    assert p.returncode == 2
+    assert f"{missing}: cannot read it" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_a_file_that_is_not_json_is_named_with_its_line(script, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{\n  "results": [\n')
+    p = _run(script, *SCRIPTS[script], str(bad))
+    assert p.returncode == 2
+    assert f"{bad}: not JSON (line" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_json_that_is_not_strata_results_is_named(script, tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text('{"name": "not strata"}\n')
+    p = _run(script, *SCRIPTS[script], str(other))
+    assert p.returncode == 2
+    assert f"{other}: not a strata results file" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_validation_table_names_the_missing_cases(tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"results": [{"name": "22B full recompute", "iteration_time_s": 1.5}]}))
+    p = _run("validation-table.py", str(other))
+    assert p.returncode == 2
+    assert "no simulated result for 22B present work, 175B full recompute" in p.stderr
+
+
+def _mlperf_results(step_times):
+    """A results file with the MLPerf v3.1 table's cases, each simulated in the given step time."""
+    with open(os.path.join(SRC, "plots", "paper_values.json")) as f:
+        table = json.load(f)["mlperf_gpt3_h100"]
+    results = []
+    for name, gpus, batch, step in zip(table["cases"], table["gpus"], table["global_batch"], step_times):
+        data = gpus // 32
+        execution = {"tensor": 4, "context_parallel": 1, "pipeline": 8, "interleave": 12, "data": data,
+                     "microbatch": 1, "global_batch": batch, "gpus": gpus}
+        results.append({"name": name, "execution": execution, "iteration_time_s": step,
+                        "tokens_per_s": batch * 2048 / step})
+    return table, {"results": results}
+
+
+def test_tokens_table_splits_step_times_into_fixed_and_per_microbatch(tmp_path):
+    # Simulated steps of exactly 0.1 s + 0.08 s x m: the split must give those back, against the published line.
+    table, _ = _mlperf_results([1.0] * 7)
+    ms = [batch // (gpus // 32) for gpus, batch in zip(table["gpus"], table["global_batch"])]
+    _, doc = _mlperf_results([0.1 + 0.08 * m for m in ms])
+    path = tmp_path / "mlperf.json"
+    path.write_text(json.dumps(doc))
+    p = _run("tokens-table.py", "mlperf_gpt3_h100", str(path))
+    assert p.returncode == 0, p.stderr
+    assert "m = [8, 16, 128]" in p.stdout
+    assert "simulated 100 ms + 80.00 ms x m" in p.stdout
+    assert "published 280 ms + 84.39 ms x m" in p.stdout
+
+
+def test_tokens_table_does_not_split_mixed_layouts(tmp_path):
+    _, doc = _mlperf_results([1.0] * 7)
+    doc["results"][0]["execution"]["microbatch"] = 2
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(doc))
+    p = _run("tokens-table.py", "mlperf_gpt3_h100", str(path))
+    assert p.returncode == 0, p.stderr
+    assert "step time = fixed" not in p.stdout
