@@ -29,32 +29,20 @@ def test_help_prints_the_usage(script):
     assert "usage:" in p.stdout
 
 
-@pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_a_missing_file_is_named(script, tmp_path):
-    missing = str(tmp_path / "nothing.json")
-    p = _run(script, *SCRIPTS[script], missing)
-    assert p.returncode == 2
-    assert f"{missing}: cannot read it" in p.stderr
-    assert "Traceback" not in p.stderr
+# A bad results file (its text, or None for a missing file) and what the message must say after the file's name.
+BAD_FILES = [(None, "cannot read it"), ('{\n  "results": [\n', "not JSON (line 3"),
+             ('{"name": "not strata"}\n', "not a strata results file")]
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_a_file_that_is_not_json_is_named_with_its_line(script, tmp_path):
-    bad = tmp_path / "bad.json"
-    bad.write_text('{\n  "results": [\n')
-    p = _run(script, *SCRIPTS[script], str(bad))
+@pytest.mark.parametrize("text, message", BAD_FILES)
+def test_a_bad_results_file_is_named_with_what_is_wrong(script, text, message, tmp_path):
+    path = tmp_path / "results.json"
+    if text is not None:
+        path.write_text(text)
+    p = _run(script, *SCRIPTS[script], str(path))
     assert p.returncode == 2
-    assert f"{bad}: not JSON (line" in p.stderr
-    assert "Traceback" not in p.stderr
-
-
-@pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_json_that_is_not_strata_results_is_named(script, tmp_path):
-    other = tmp_path / "other.json"
-    other.write_text('{"name": "not strata"}\n')
-    p = _run(script, *SCRIPTS[script], str(other))
-    assert p.returncode == 2
-    assert f"{other}: not a strata results file" in p.stderr
+    assert f"{path}: {message}" in p.stderr
     assert "Traceback" not in p.stderr
 
 
