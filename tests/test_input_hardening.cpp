@@ -36,6 +36,17 @@ std::string error_of(const std::string& text) {
     return {};
 }
 
+/// The message of the InputError thrown by simulating `sc` with `options`.
+std::string simulation_error_of(const Scenario& sc, const SimulationOptions& options) {
+    try {
+        (void)simulate(sc, options);
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    FAIL("the simulation ran");
+    return {};
+}
+
 std::string profile_error_of(const std::string& text) {
     try {
         (void)load_device_profile_text(text, kOrigin);
@@ -382,13 +393,9 @@ TEST_CASE("hardening: the task limit is checked before the stage programs are bu
     REQUIRE(ex.cases.size() == 1);
     SimulationOptions o;
     o.max_tasks = 100'000'000;
-    try {
-        (void)simulate(ex.cases[0], o);
-        FAIL("the simulation ran");
-    } catch (const InputError& e) {
-        CHECK_THAT(e.what(), StartsWith(kOrigin + ":1:1: case"));
-        CHECK_THAT(e.what(), Contains("251 million tasks"));
-    }
+    const std::string msg = simulation_error_of(ex.cases[0], o);
+    CHECK_THAT(msg, StartsWith(kOrigin + ":1:1: case"));
+    CHECK_THAT(msg, Contains("251 million tasks"));
 }
 
 TEST_CASE("hardening: the fewest tasks a run can have are checked before its fabric is built", "[hardening]") {
@@ -399,13 +406,9 @@ TEST_CASE("hardening: the fewest tasks a run can have are checked before its fab
     REQUIRE(ex.cases.size() == 1);
     SimulationOptions o;
     o.max_tasks = 100'000;
-    try {
-        (void)simulate(ex.cases[0], o);
-        FAIL("the simulation ran");
-    } catch (const InputError& e) {
-        CHECK_THAT(e.what(), StartsWith(kOrigin + ":1:1: case"));
-        CHECK_THAT(e.what(), Contains("would run at least 0.262 million tasks, more than the limit of 0.1 million"));
-    }
+    const std::string msg = simulation_error_of(ex.cases[0], o);
+    CHECK_THAT(msg, StartsWith(kOrigin + ":1:1: case"));
+    CHECK_THAT(msg, Contains("would run at least 0.262 million tasks, more than the limit of 0.1 million"));
 }
 
 TEST_CASE("hardening: a fabric too large names the case", "[hardening]") {
@@ -414,12 +417,8 @@ TEST_CASE("hardening: a fabric too large names the case", "[hardening]") {
         "execution: {tensor: 8, pipeline: 8, data: 2048, recompute: full, microbatch: 1, global_batch: 2048}\n",
         kOrigin);
     REQUIRE(ex.cases.size() == 1);
-    try {
-        (void)simulate(ex.cases[0], SimulationOptions{});
-        FAIL("the simulation ran");
-    } catch (const InputError& e) {
-        CHECK_THAT(e.what(), StartsWith(kOrigin + ":1:1: case 'hardening' (system test-cluster): fabric: the fabric size"));
-    }
+    CHECK_THAT(simulation_error_of(ex.cases[0], SimulationOptions{}),
+               StartsWith(kOrigin + ":1:1: case 'hardening' (system test-cluster): fabric: the fabric size"));
 }
 
 TEST_CASE("hardening: an iteration too long for 64-bit picoseconds", "[hardening]") {

@@ -5,15 +5,8 @@
 #include "strata/parallel.hpp"
 
 #include <atomic>
-#include <string_view>
 
 namespace strata {
-
-namespace {
-// How evaluate_case begins an error of each kind.
-constexpr std::string_view kInfeasible = "infeasible: ", kSimulationFailed = "simulation failed: ",
-                           kInternalError = "internal error: ";
-}  // namespace
 
 std::vector<Scenario> select_cases(const Experiment& ex, const std::string& case_name,
                                    const DeviceProfile* profile) {
@@ -42,7 +35,7 @@ CaseResult evaluate_case(const Scenario& sc, const CaseOptions& options, int* fa
     CaseResult r;
     r.scenario = sc;
     if (!sc.infeasible.empty()) {
-        r.error = std::string(kInfeasible) + sc.infeasible;
+        r.error = "infeasible: " + sc.infeasible;
         return r;
     }
     int bits = 0;
@@ -50,13 +43,13 @@ CaseResult evaluate_case(const Scenario& sc, const CaseOptions& options, int* fa
         r = analyze(sc);
         if (!options.analytical_only) r.iteration = simulate(sc, options.simulation, detail);
     } catch (const SimulationError& e) {
-        r.error = std::string(kSimulationFailed) + e.what();
+        r.error = std::string("simulation failed: ") + e.what();
         bits = kCaseSimulation;
     } catch (const InputError& e) {  // bad input found while building the case (e.g. its fabric)
         r.error = e.what();
         bits = kCaseBadInput;
     } catch (const std::exception& e) {
-        r.error = std::string(kInternalError) + e.what();
+        r.error = std::string("internal error: ") + e.what();
         bits = kCaseInternal;
     }
     r.failure = bits;

@@ -14,10 +14,10 @@
 #include "strata/errors.hpp"
 #include "strata/search.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <optional>
