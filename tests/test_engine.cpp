@@ -845,7 +845,7 @@ TEST_CASE("streaming: a stream refilled as it runs dry, its finished tasks obser
     CHECK_THROWS_WITH(sim.end_time(seen[0].task), Catch::Contains("not kept when streaming"));
 }
 
-TEST_CASE("streaming: a hold waits for a task generated later; a dependency on a finished task is satisfied", "[engine][stream]") {
+TEST_CASE("streaming: a hold waits for a task generated later, a dependency on a finished task is satisfied", "[engine][stream]") {
     Simulator sim;
     std::vector<TaskRecord> seen;
     StreamId a = 0, b = 0;

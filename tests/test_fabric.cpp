@@ -180,7 +180,7 @@ TEST_CASE("fewer rails than GPUs: GPUs share NICs and PXN only when the rail dif
           std::vector<std::string>{"n0.gpu0>nvs", "nvs>n0.gpu6", "n0.nic2>leaf0.r2", "leaf0.r2>n1.nic2"});
 }
 
-TEST_CASE("a GPU to itself is an empty route; bad GPU ids throw", "[fabric][route]") {
+TEST_CASE("a GPU to itself is an empty route, bad GPU ids throw", "[fabric][route]") {
     Built b(small_spec());
     const Route r = b.fabric->route(5, 5);
     CHECK(r.links.empty());
@@ -210,7 +210,7 @@ TEST_CASE("ECMP is deterministic and spreads pairs over the spines", "[fabric][e
     CHECK(spines.size() >= 15);
 }
 
-TEST_CASE("hash routing lets flows collide on an uplink; adaptive routing spreads them over all of a leaf's", "[fabric][ecmp]") {
+TEST_CASE("hash routing lets flows collide on an uplink, adaptive routing spreads them over all of a leaf's", "[fabric][ecmp]") {
     // Every node of leaf group 0 sends to the node at the same place in leaf group 1 (a shift: 20 flows, 20 uplinks).
     auto uplink_load = [](const Built& b) {
         std::vector<std::pair<int, int>> pairs;

@@ -45,7 +45,7 @@ TEST_CASE("Table 2: activation bytes per layer from the op list equal the paper'
     CHECK(checked == 24);
 }
 
-TEST_CASE("Table 2 holds for other shapes too (t = 2, 4; b = 2)") {
+TEST_CASE("Table 2 holds for other shapes too (t = 2, 4, b = 2)") {
     ModelSpec m{"x", 32, 4096, 4, 1024, 50304, 4 * 4096, true};
     for (int t : {2, 4}) {
         const std::int64_t s = 1024, b = 2, h = 4096, a = 32, sbh = s * b * h;

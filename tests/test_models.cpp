@@ -507,7 +507,7 @@ TEST_CASE("fp8: linear GEMMs in FP8 with their casts, inputs saved in FP8, FP8 w
     CHECK_THROWS_WITH(validate(a100), Catch::Contains("execution.precision") && Catch::Contains("peak_flops_fp8"));
 }
 
-TEST_CASE("fp8 current scaling: an amax read before each cast; fp8_param_gather: layer parameters gathered in FP8") {
+TEST_CASE("fp8 current scaling: an amax read before each cast, fp8_param_gather: layer parameters gathered in FP8") {
     const ModelSpec m = small_llama();
     LayerConfig c{&m, 2, true, Recompute::none, 1};
     c.attention = Attention::flash;
@@ -603,7 +603,7 @@ TEST_CASE("fp8 current scaling: an amax read before each cast; fp8_param_gather:
     CHECK(spans == 1);
 }
 
-TEST_CASE("squared_relu: Nemotron's MLP, two matrices and GeLU's bytes; loaded by name; the same memory") {
+TEST_CASE("squared_relu: Nemotron's MLP, two matrices and GeLU's bytes, loaded by name, the same memory") {
     const ModelSpec gelu = model("gpt-22b");
     ModelSpec relu2 = gelu;
     relu2.mlp = Mlp::squared_relu;
@@ -672,7 +672,7 @@ LayerKernelTimes layer_kernel_times(const Scenario& s) {
 
 }  // namespace
 
-TEST_CASE("attention flash2: FlashAttention-2's kernels at the profile's flash2 ratios; 1.0 on A100; an error without") {
+TEST_CASE("attention flash2: FlashAttention-2's kernels at the profile's flash2 ratios, 1.0 on A100, an error without") {
     const Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
     Scenario sc = ex.cases[0];
     REQUIRE(sc.execution.attention == Attention::flash);

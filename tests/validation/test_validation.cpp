@@ -296,7 +296,7 @@ double least_squares_slope(const std::vector<double>& x, const std::vector<doubl
 }  // namespace
 
 TEST_CASE(
-    "validation: Megatron-Bridge H100 (Llama 3 70B, 3.1 405B; FP8) tokens/s per GPU within 0.2% / 1.1%, 25.11: 0.8% / "
+    "validation: Megatron-Bridge H100 (Llama 3 70B, 3.1 405B, FP8) tokens/s per GPU within 0.2% / 1.1%, 25.11: 0.8% / "
     "10.1%") {
     // Hopper, today's software (Megatron-Bridge 26.04 and 26.04.01: bf16 gradient reduction, TE's fused cross-entropy,
     // FP8 current scaling and parameter gather, overlapped pipeline communication; 405B: context parallelism and the
@@ -338,7 +338,7 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
 
 TEST_CASE(
     "validation: MLPerf v3.1 GPT-3 175B on DGX H100 (seven sizes, 512-10,752 GPUs) step time: the part per microbatch "
-    "within 1%; tokens/s mean |error| <= 5.7%, worst <= 10.0%") {
+    "within 1%, tokens/s mean |error| <= 5.7%, worst <= 10.0%") {
     // NVIDIA's closed-division submissions (NeMo 23.09, FP8 delayed scaling, TP 4, PP 8, one layer per chunk), first
     // simulated in session 35 with nothing changed for them: +1.2 / +1.0 / +5.9 / +5.9 / +5.9 / +9.2 / +9.9% (strata
     // fast; mean 5.57%, signed +5.57%). Split into a fixed part and a part per microbatch (least squares of time =
