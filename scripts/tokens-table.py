@@ -7,11 +7,13 @@ usage: scripts/tokens-table.py KEY RESULTS.json
     nemo_h100             scenarios/validation/nemo-h100.yaml (NeMo 24.07, DGX-H100, FP8)
     mlperf_gpt3_h100      scenarios/validation/mlperf-gpt3-h100.yaml (MLPerf Training v3.1 GPT-3 175B, DGX-H100, FP8)
     mlperf_gpt3_h100_v4   scenarios/validation/mlperf-gpt3-h100-v4.yaml (MLPerf Training v4.0 / v4.1, the same)
+    mlperf_llama31_405b   scenarios/validation/mlperf-llama31-405b.yaml (MLPerf Training v5.0 Llama 3.1 405B, H100 and
+                          H200, FP8)
 Tokens per second per GPU need no FLOPs convention: global batch x sequence / (iteration time x GPUs).
-Where the table publishes step times of one layout and microbatch size for several numbers of microbatches per
+Where the table publishes step times of one layout, microbatch size and GPU for several numbers of microbatches per
 pipeline (m), the published and the simulated step times are also each split into a fixed part and a part per
-microbatch (least squares of time = fixed + per_microbatch x m over the rows): where the two sides differ says which
-part strata misses.
+microbatch (least squares of time = fixed + per_microbatch x m over those rows; a line per such group): where the two
+sides differ says which part strata misses.
 Validation only: nothing in strata is fitted to them.
 """
 import json, sys
@@ -67,18 +69,29 @@ def line_fit(xs, ys):
 
 
 def split_line(results, published_steps):
-    """Prints the fixed and per-microbatch parts of the published and simulated step times (one layout, several m)."""
-    layouts = {tuple(r["execution"][k] for k in ("tensor", "context_parallel", "pipeline", "interleave", "microbatch"))
-               for r in results}
-    ms = [r["execution"]["global_batch"] // (r["execution"]["microbatch"] * r["execution"]["data"]) for r in results]
-    if len(layouts) != 1 or len(set(ms)) < 2:
-        return
-    pa, pb = line_fit(ms, published_steps)
-    sa, sb = line_fit(ms, [r["iteration_time_s"] for r in results])
-    print(f"step time = fixed + per microbatch x m (m = {sorted(set(ms))}, least squares over the rows): "
-          f"published {1e3*pa:.0f} ms + {1e3*pb:.2f} ms x m, simulated {1e3*sa:.0f} ms + {1e3*sb:.2f} ms x m "
-          f"(fixed {1e3*(sa-pa):+.0f} ms, per microbatch {100*(sb/pb-1):+.1f}%)")
-
+    """Prints the fixed and per-microbatch parts of the published and simulated step times: one line per group of rows
+    of one layout and device with at least two numbers of microbatches."""
+    groups = {}
+    for r, pub in zip(results, published_steps):
+        e = r["execution"]
+        device = r.get("device_profile", {}).get("name", "")
+        key = (device,) + tuple(e[k] for k in ("tensor", "context_parallel", "pipeline", "interleave", "microbatch"))
+        groups.setdefault(key, []).append((e["global_batch"] // (e["microbatch"] * e["data"]), pub,
+                                           r["iteration_time_s"]))
+    devices = {key[0] for key in groups}
+    layouts = {key[1:] for key in groups}
+    for key, rows in groups.items():
+        ms = [m for m, _, _ in rows]
+        if len(set(ms)) < 2:
+            continue
+        pa, pb = line_fit(ms, [pub for _, pub, _ in rows])
+        sa, sb = line_fit(ms, [sim for _, _, sim in rows])
+        where = f"{key[0]}, " if len(devices) > 1 else ""
+        if len(layouts) > 1:
+            where += "t {} c {} p {} v {} b {}, ".format(*key[1:])
+        print(f"step time = fixed + per microbatch x m ({where}m = {sorted(set(ms))}, least squares over the rows): "
+              f"published {1e3*pa:.0f} ms + {1e3*pb:.2f} ms x m, simulated {1e3*sa:.0f} ms + {1e3*sb:.2f} ms x m "
+              f"(fixed {1e3*(sa-pa):+.0f} ms, per microbatch {100*(sb/pb-1):+.1f}%)")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))

@@ -82,11 +82,23 @@ def test_tokens_table_splits_step_times_into_fixed_and_per_microbatch(tmp_path):
     assert "published 280 ms + 84.39 ms x m" in p.stdout
 
 
-def test_tokens_table_does_not_split_mixed_layouts(tmp_path):
+def test_tokens_table_splits_each_layout_and_device_apart(tmp_path):
+    # One row at microbatch 2: it has no partner, so the split is over the other six rows (m = 8, 16 and 128), named by
+    # their layout; rows of a second device get a line of their own, named by it.
     _, doc = _mlperf_results([1.0] * 7)
     doc["results"][0]["execution"]["microbatch"] = 2
     path = tmp_path / "mixed.json"
     path.write_text(json.dumps(doc))
     p = _run("tokens-table.py", "mlperf_gpt3_h100", str(path))
     assert p.returncode == 0, p.stderr
-    assert "step time = fixed" not in p.stdout
+    assert p.stdout.count("step time = fixed") == 1
+    assert "(t 4 c 1 p 8 v 12 b 1, m = [8, 16, 128]" in p.stdout
+
+    _, doc = _mlperf_results([1.0] * 7)
+    for i, r in enumerate(doc["results"]):
+        r["device_profile"] = {"name": "gpu-a" if i % 2 else "gpu-b"}
+    path.write_text(json.dumps(doc))
+    p = _run("tokens-table.py", "mlperf_gpt3_h100", str(path))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("step time = fixed") == 2
+    assert "(gpu-a, m = " in p.stdout and "(gpu-b, m = " in p.stdout
