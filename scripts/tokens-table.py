@@ -93,5 +93,6 @@ def split_line(results, published_steps):
               f"published {1e3*pa:.0f} ms + {1e3*pb:.2f} ms x m, simulated {1e3*sa:.0f} ms + {1e3*sb:.2f} ms x m "
               f"(fixed {1e3*(sa-pa):+.0f} ms, per microbatch {100*(sb/pb-1):+.1f}%)")
 
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
