@@ -776,7 +776,7 @@ def plot_hopper_validation(tables, paper, save):
                 die("%s case '%s' has no simulated result (%s)" % (title, r.get("name"), r.get("error", "")))
             sim = r["tflops_per_gpu"] if measure == "tflops" else r["tokens_per_s"] / r["execution"]["gpus"]
             rows.append((title, case, sim / p_ - 1))
-    colors = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    colors = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#999999"]
     groups = list(dict.fromkeys(g for g, _, _ in rows))
     fig, ax = plt.subplots(figsize=(max(8, 0.42 * len(rows) + 2), 4.8))
     ax.axhspan(-5, 5, color="#DDDDDD", alpha=0.5, lw=0, label="within 5%")
@@ -806,7 +806,7 @@ def plot_hopper_validation(tables, paper, save):
 PAPER_REQUIRED = ["table5.json", "table2.json", "timeline.json"]
 PAPER_OPTIONAL = ["530b-2240.json", "table4.json", "sc21-table1.json", "table2-hopper.json", "sweep.json",
                   "megatron-h100.json", "megatron-bridge-h100.json", "nemo-h100.json", "mlperf-gpt3-h100.json",
-                  "mlperf-gpt3-h100-v4.json", "mlperf-llama31-405b.json"]
+                  "mlperf-gpt3-h100-v4.json", "mlperf-llama31-405b.json", "dgxc-h100.json"]
 # The Hopper validation figure's tables: results file, title, paper_values key, measure.
 HOPPER_TABLES = [("megatron-h100.json", "Megatron-LM weak scaling (TFLOP/s, BF16)", "megatron_h100", "tflops"),
                  ("megatron-bridge-h100.json", "Megatron-Bridge (tokens/s, FP8)", "megatron_bridge_h100", "tokens"),
@@ -815,7 +815,8 @@ HOPPER_TABLES = [("megatron-h100.json", "Megatron-LM weak scaling (TFLOP/s, BF16
                  ("mlperf-gpt3-h100-v4.json", "MLPerf v4.0 / v4.1 GPT-3 175B (tokens/s, FP8)", "mlperf_gpt3_h100_v4",
                   "tokens"),
                  ("mlperf-llama31-405b.json", "MLPerf v5.0 Llama 3.1 405B (tokens/s, FP8; H100, H200)",
-                  "mlperf_llama31_405b", "tokens")]
+                  "mlperf_llama31_405b", "tokens"),
+                 ("dgxc-h100.json", "DGX Cloud Benchmarking (tokens/s, BF16 and FP8)", "dgxc_h100", "tokens")]
 
 
 def plot_paper(inputs, out, formats, written=None):

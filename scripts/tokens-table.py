@@ -9,11 +9,13 @@ usage: scripts/tokens-table.py KEY RESULTS.json
     mlperf_gpt3_h100_v4   scenarios/validation/mlperf-gpt3-h100-v4.yaml (MLPerf Training v4.0 / v4.1, the same)
     mlperf_llama31_405b   scenarios/validation/mlperf-llama31-405b.yaml (MLPerf Training v5.0 Llama 3.1 405B, H100 and
                           H200, FP8)
+    dgxc_h100             scenarios/validation/dgxc-h100.yaml (DGX Cloud Benchmarking v25.02, DGX-H100, BF16 and FP8)
 Tokens per second per GPU need no FLOPs convention: global batch x sequence / (iteration time x GPUs).
 Where the table publishes step times of one layout, microbatch size and GPU for several numbers of microbatches per
 pipeline (m), the published and the simulated step times are also each split into a fixed part and a part per
 microbatch (least squares of time = fixed + per_microbatch x m over those rows; a line per such group): where the two
-sides differ says which part strata misses.
+sides differ says which part strata misses. Where the table has the same case in BF16 and FP8 (names ending in " BF16"
+and " FP8"), FP8's speed-up over BF16 is compared too, published against simulated.
 Validation only: nothing in strata is fitted to them.
 """
 import json, sys
@@ -56,6 +58,7 @@ def main(argv):
     print(summary(errs))
     if "step_time_s" in pub_table:
         split_line(results, pub_table["step_time_s"])
+        speedup_lines(results, pub_table["step_time_s"])
     return 0
 
 
@@ -70,12 +73,13 @@ def line_fit(xs, ys):
 
 def split_line(results, published_steps):
     """Prints the fixed and per-microbatch parts of the published and simulated step times: one line per group of rows
-    of one layout and device with at least two numbers of microbatches."""
+    of one layout, precision and device with at least two numbers of microbatches."""
     groups = {}
     for r, pub in zip(results, published_steps):
         e = r["execution"]
         device = r.get("device_profile", {}).get("name", "")
-        key = (device,) + tuple(e[k] for k in ("tensor", "context_parallel", "pipeline", "interleave", "microbatch"))
+        key = (device,) + tuple(e.get(k) for k in ("tensor", "context_parallel", "pipeline", "interleave", "microbatch",
+                                                    "precision"))
         groups.setdefault(key, []).append((e["global_batch"] // (e["microbatch"] * e["data"]), pub,
                                            r["iteration_time_s"]))
     devices = {key[0] for key in groups}
@@ -88,10 +92,30 @@ def split_line(results, published_steps):
         sa, sb = line_fit(ms, [sim for _, _, sim in rows])
         where = f"{key[0]}, " if len(devices) > 1 else ""
         if len(layouts) > 1:
-            where += "t {} c {} p {} v {} b {}, ".format(*key[1:])
+            where += "t {} c {} p {} v {} b {}{}, ".format(*key[1:6], f" {key[6]}" if key[6] else "")
         print(f"step time = fixed + per microbatch x m ({where}m = {sorted(set(ms))}, least squares over the rows): "
               f"published {1e3*pa:.0f} ms + {1e3*pb:.2f} ms x m, simulated {1e3*sa:.0f} ms + {1e3*sb:.2f} ms x m "
               f"(fixed {1e3*(sa-pa):+.0f} ms, per microbatch {100*(sb/pb-1):+.1f}%)")
+
+
+def speedup_lines(results, published_steps):
+    """Prints FP8's speed-up over BF16 (BF16 step time over FP8 step time), published and simulated, for each case
+    that the table has in both precisions (names "... BF16" and "... FP8"), and the mean of the differences."""
+    pub = {r["name"]: p for r, p in zip(results, published_steps)}
+    sim = {r["name"]: r["iteration_time_s"] for r in results}
+    diffs = []
+    for name in pub:
+        if not name.endswith(" BF16") or name[:-4] + "FP8" not in pub:
+            continue
+        fp8 = name[:-4] + "FP8"
+        p, s = pub[name] / pub[fp8], sim[name] / sim[fp8]
+        diffs.append(s / p - 1)
+        if len(diffs) == 1:
+            print("FP8's speed-up over BF16 (BF16 step time / FP8 step time):")
+        print(f"  {name[:-5]:<{NAME_W - 2}} published x{p:.3f}, simulated x{s:.3f} ({100*(s/p-1):+.1f}%)")
+    if diffs:
+        print(f"  mean |difference| {100*sum(abs(x) for x in diffs)/len(diffs):.2f}%, "
+              f"mean signed {100*sum(diffs)/len(diffs):+.2f}% over {len(diffs)} pairs")
 
 
 if __name__ == "__main__":

@@ -102,3 +102,31 @@ def test_tokens_table_splits_each_layout_and_device_apart(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("step time = fixed") == 2
     assert "(gpu-a, m = " in p.stdout and "(gpu-b, m = " in p.stdout
+
+def _dgxc_results(fp8_factor):
+    """Simulated results equal to the published DGX Cloud table, its FP8 steps times `fp8_factor`."""
+    with open(os.path.join(SRC, "plots", "paper_values.json")) as f:
+        table = json.load(f)["dgxc_h100"]
+    results = []
+    for name, gpus, batch, seq, step in zip(table["cases"], table["gpus"], table["global_batch"], table["seq_len"],
+                                            table["step_time_s"]):
+        step = step * fp8_factor if name.endswith(" FP8") else step
+        execution = {"tensor": 1, "context_parallel": 1, "pipeline": 1, "interleave": 1, "data": gpus,
+                     "microbatch": 1, "global_batch": batch, "gpus": gpus}
+        results.append({"name": name, "execution": execution, "iteration_time_s": step,
+                        "tokens_per_s": batch * seq / step})
+    return {"results": results}
+
+
+def test_tokens_table_compares_fp8_speedups_of_bf16_fp8_pairs(tmp_path):
+    # Simulated = published: every pair's speed-up equal; FP8 steps 0.9 x: every simulated speed-up 1 / 0.9 - 1 higher.
+    path = tmp_path / "dgxc.json"
+    path.write_text(json.dumps(_dgxc_results(1.0)))
+    p = _run("tokens-table.py", "dgxc_h100", str(path))
+    assert p.returncode == 0, p.stderr
+    assert "mean |difference| 0.00%, mean signed +0.00% over 10 pairs" in p.stdout
+    path.write_text(json.dumps(_dgxc_results(0.9)))
+    p = _run("tokens-table.py", "dgxc_h100", str(path))
+    assert p.returncode == 0, p.stderr
+    assert "mean |difference| 11.11%, mean signed +11.11% over 10 pairs" in p.stdout
+    assert "Llama 3.1 70B on 64" in p.stdout and "(+11.1%)" in p.stdout
