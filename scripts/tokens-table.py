@@ -46,6 +46,8 @@ def main(argv):
     errs = []
     for r, pub, gpus in zip(results, pub_table["tokens_per_s_per_gpu"], pub_table["gpus"]):
         problem = row_problem(r, NAME_W, gpus)
+        if not problem and "cases" in pub_table and not is_published_row(pub_table["cases"][len(errs)], r["name"]):
+            problem = f"{r['name']}: the published row here is '{pub_table['cases'][len(errs)]}'"
         if problem:
             print(problem); return 3
         e = r["execution"]
@@ -60,6 +62,16 @@ def main(argv):
         split_line(results, pub_table["step_time_s"])
         speedup_lines(results, pub_table["step_time_s"])
     return 0
+
+
+def is_published_row(published, simulated):
+    """Whether a scenario's case is the published row: the row's name starts the case's, and a trailing parenthesis
+    ("(25.11)") is the same on both or on neither ("Llama 3 70B (25.11)" is "Llama 3 70B on 64 (25.11)")."""
+    def split(name):
+        open_at = name.rfind(" (")
+        return (name[:open_at], name[open_at:]) if name.endswith(")") and open_at >= 0 else (name, "")
+    (p_base, p_paren), (s_base, s_paren) = split(published), split(simulated)
+    return p_paren == s_paren and s_base.startswith(p_base)
 
 
 def line_fit(xs, ys):

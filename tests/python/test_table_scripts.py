@@ -3,6 +3,7 @@ usage with -h / --help and exit 0; and tokens-table.py's split of step times int
 on a results file made up here (no simulator needed)."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -103,6 +104,7 @@ def test_tokens_table_splits_each_layout_and_device_apart(tmp_path):
     assert p.stdout.count("step time = fixed") == 2
     assert "(gpu-a, m = " in p.stdout and "(gpu-b, m = " in p.stdout
 
+
 def _dgxc_results(fp8_factor):
     """Simulated results equal to the published DGX Cloud table, its FP8 steps times `fp8_factor`."""
     with open(os.path.join(SRC, "plots", "paper_values.json")) as f:
@@ -129,4 +131,15 @@ def test_tokens_table_compares_fp8_speedups_of_bf16_fp8_pairs(tmp_path):
     p = _run("tokens-table.py", "dgxc_h100", str(path))
     assert p.returncode == 0, p.stderr
     assert "mean |difference| 11.11%, mean signed +11.11% over 10 pairs" in p.stdout
-    assert "Llama 3.1 70B on 64" in p.stdout and "(+11.1%)" in p.stdout
+    assert re.search(r"\n  Llama 3\.1 70B on 64 +published x1\.397, simulated x1\.552 \(\+11\.1%\)\n", p.stdout)
+
+
+def test_tokens_table_refuses_a_case_that_is_not_the_published_row(tmp_path):
+    # A BF16 / FP8 pair has one GPU count: swapped, only the names tell them apart.
+    doc = _dgxc_results(1.0)
+    doc["results"][0], doc["results"][1] = doc["results"][1], doc["results"][0]
+    path = tmp_path / "swapped.json"
+    path.write_text(json.dumps(doc))
+    p = _run("tokens-table.py", "dgxc_h100", str(path))
+    assert p.returncode == 3
+    assert "Llama 3.1 8B on 8 FP8: the published row here is 'Llama 3.1 8B on 8 BF16'" in p.stdout

@@ -252,6 +252,19 @@ struct TokensErrors {
     std::vector<double> microbatches;  ///< each case's microbatches per pipeline, global batch / (microbatch x data)
 };
 
+/// Whether a scenario's case is the published row `published`: the row's name starts the case's, and a trailing
+/// parenthesis ("(25.11)") is the same on both or on neither ("Llama 3 70B (25.11)" is "Llama 3 70B on 64 (25.11)").
+bool is_published_row(const std::string& published, const std::string& simulated) {
+    const auto split = [](const std::string& name) {
+        const std::size_t open = name.rfind(" (");
+        if (name.empty() || name.back() != ')' || open == std::string::npos) return std::pair{name, std::string{}};
+        return std::pair{name.substr(0, open), name.substr(open)};
+    };
+    const auto [p_base, p_paren] = split(published);
+    const auto [s_base, s_paren] = split(simulated);
+    return p_paren == s_paren && s_base.starts_with(p_base);
+}
+
 /// Simulated against published tokens/s per GPU of plots/paper_values.json's table `key`, for the experiment `file`:
 /// the signed errors, printed with their summary.
 TokensErrors tokens_errors(const std::string& key, const std::string& file) {
@@ -260,6 +273,9 @@ TokensErrors tokens_errors(const std::string& key, const std::string& file) {
     const auto tokens = paper["tokens_per_s_per_gpu"].get<std::vector<double>>();
     const auto gpus = paper["gpus"].get<std::vector<int>>();
     REQUIRE(ex.cases.size() == tokens.size());
+    // Where the table names its rows, each simulated case is the published row (a BF16 / FP8 pair has one GPU count).
+    const auto cases = paper.contains("cases") ? paper["cases"].get<std::vector<std::string>>() : std::vector<std::string>{};
+    REQUIRE((cases.empty() || cases.size() == ex.cases.size()));
     const std::vector<IterationResult> sim = simulate_all(ex);
     std::vector<std::string> names;
     TokensErrors out;
@@ -267,6 +283,7 @@ TokensErrors tokens_errors(const std::string& key, const std::string& file) {
         const Scenario& sc = ex.cases[i];
         const ExecutionSpec& e = sc.execution;
         REQUIRE(e.gpus() == gpus[i]);
+        if (!cases.empty()) REQUIRE(is_published_row(cases[i], sc.name));
         const double per_gpu = double(e.global_batch) * sc.model.seq_len / sim[i].iteration_time_s / gpus[i];
         names.push_back(sc.name);
         out.errors.push_back(per_gpu / tokens[i] - 1);
@@ -386,20 +403,23 @@ TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tok
 
 TEST_CASE(
     "validation: MLPerf v5.0 Llama 3.1 405B (H100 and H200, 512-8,192 GPUs) step time: the H100 part per microbatch "
-    "within 1%, tokens/s mean |error| <= 2.9%, worst <= 8.4%") {
+    "within 1%, tokens/s mean |error| <= 3.1%, worst <= 8.7%") {
     // NVIDIA's five Eos runs (TP 8, CP 2, PP 8, 8 chunks, FP8 delayed scaling with FP8 parameters) and Nebius's two
-    // H200 runs (TP 4) of the same code, first simulated in session 36 with nothing changed for them: +0.1 / +1.9 /
-    // +3.5 / +3.9 / +8.4% on H100, +0.8 / +1.3% on H200 (strata fast; mean 2.85%, signed +2.85%). Split as for v3.1
-    // over the five H100 rows (m = 288, 72, 64, 56, 24): published 718 ms + 189.30 ms x m, strata 260 ms + 190.66 ms x
-    // m: Llama-class layers (GQA, SwiGLU, RMSNorm), context parallelism, FP8 and the overlaps right to 0.7% per
-    // microbatch, about 0.46 s per step missing (README, "Hopper: MLPerf Training Llama 3.1 405B"). Pinned so that a
-    // change is seen.
+    // H200 runs (TP 4) of the same code, first simulated in session 36 with nothing changed for them (+0.1 / +1.9 /
+    // +3.5 / +3.9 / +8.4%, +0.8 / +1.3%), then with the userbuffer settings that NeMo v2.2.0's callback passes on (a
+    // review: no aggregation or margin for the ring exchanges): +0.3 / +2.1 / +3.8 / +4.1 / +8.6% on H100, +0.8 / +1.3%
+    // on H200 (strata fast; mean 3.01%, signed +3.01%). Split as for v3.1 over the five H100 rows (m = 288, 72, 64, 56,
+    // 24): published 718 ms + 189.30 ms x m, strata 261 ms + 190.24 ms x m: Llama-class layers (GQA, SwiGLU, RMSNorm),
+    // context parallelism, FP8 and the overlaps right to 0.5% per microbatch, about 0.46 s per step missing (README,
+    // "Hopper: MLPerf Training Llama 3.1 405B"). Pinned so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_llama31_405b", "scenarios/validation/mlperf-llama31-405b.yaml");
     REQUIRE(t.errors.size() == 7);
-    CHECK(t.summary.mean_abs <= 0.029);
-    CHECK(t.summary.worst_abs <= 0.084);
+    CHECK(t.summary.mean_abs <= 0.031);
+    CHECK(t.summary.worst_abs <= 0.087);
 
-    // The H100 rows' part per microbatch (the first five cases: one layout and device).
+    // The H100 rows' part per microbatch: the first five cases, one layout on one device (the H200 rows come after).
+    const auto names = published()["mlperf_llama31_405b"]["cases"].get<std::vector<std::string>>();
+    for (std::size_t i = 0; i < names.size(); ++i) REQUIRE((names[i].ends_with(" H200") == (i >= 5)));
     CHECK(std::abs(per_microbatch_error("mlperf_llama31_405b", t, 0, 5)) <= 0.01);
 }
 
@@ -409,7 +429,7 @@ TEST_CASE(
     // NVIDIA's dgxc-benchmarking v25.02 (NeMo 24.12): Llama 3.1 8B / 70B / 405B, GPT-3 175B and Nemotron-4 15B, each
     // at its smallest and largest published size, in BF16 and in FP8 with the same layout, first simulated in session
     // 36 with nothing changed for them: mean 3.15%, worst 8.63% (Llama 3.1 70B on 2,048 in FP8), signed +2.31%; the
-    // BF16 rows within 4.4% (mean 2.1%), the first BF16 Hopper rows with fully published configurations. FP8's
+    // BF16 rows within 4.4% (mean 2.0%), the first BF16 Hopper rows with fully published configurations. FP8's
     // speed-up (BF16 step / FP8 step) per pair: mean |difference| 3.51%, signed +1.47%. Pinned so that a change is
     // seen (README, "Hopper: DGX Cloud Benchmarking, BF16 and FP8").
     const TokensErrors t = tokens_errors("dgxc_h100", "scenarios/validation/dgxc-h100.yaml");
