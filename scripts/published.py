@@ -45,7 +45,7 @@ def row_problem(r, width, gpus=None):
     return None
 
 
-def summary(errs):
+def summary(errs, what="rows"):
     """Mean absolute, worst and mean signed error over the rows (fractions), as the tables print it."""
     return (f"mean |error| {100*sum(abs(x) for x in errs)/len(errs):.2f}%, worst {100*max(abs(x) for x in errs):.2f}%, "
-            f"mean signed {100*sum(errs)/len(errs):+.2f}% over {len(errs)} rows")
+            f"mean signed {100*sum(errs)/len(errs):+.2f}% over {len(errs)} {what}")

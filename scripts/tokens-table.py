@@ -18,7 +18,7 @@ sides differ says which part strata misses. Where the table has the same case in
 and " FP8"), FP8's speed-up over BF16 is compared too, published against simulated.
 Validation only: nothing in strata is fitted to them.
 """
-import json, sys
+import sys
 
 from published import PUBLISHED, count_problem, read_results, row_problem, summary, wants_help
 
@@ -44,10 +44,10 @@ def main(argv):
     print(f"{'case':<{NAME_W}} {'t':>2} {'c':>2} {'p':>2} {'v':>2} {'d':>3} {'GPUs':>5} {'iter s':>8} "
           f"{'tok/s/GPU pub':>14} {'sim':>8} {'err':>7}")
     errs = []
-    for r, pub, gpus in zip(results, pub_table["tokens_per_s_per_gpu"], pub_table["gpus"]):
+    for i, (r, pub, gpus) in enumerate(zip(results, pub_table["tokens_per_s_per_gpu"], pub_table["gpus"])):
         problem = row_problem(r, NAME_W, gpus)
-        if not problem and "cases" in pub_table and not is_published_row(pub_table["cases"][len(errs)], r["name"]):
-            problem = f"{r['name']}: the published row here is '{pub_table['cases'][len(errs)]}'"
+        if not problem and "cases" in pub_table and not is_published_row(pub_table["cases"][i], r["name"]):
+            problem = f"{r['name']}: the published row here is '{pub_table['cases'][i]}'"
         if problem:
             print(problem); return 3
         e = r["execution"]

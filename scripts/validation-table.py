@@ -4,9 +4,9 @@
 usage: scripts/validation-table.py out/table5.json [out/530b-2240.json]
 Published values: Korthikanti et al. 2023, Table 5 and section 6.3 (validation only; nothing is fitted to them).
 """
-import json, sys
+import sys
 
-from published import PUBLISHED, read_results, wants_help
+from published import PUBLISHED, read_results, summary, wants_help
 
 # Table 5 (iteration seconds full recompute, present work; MFU %) and section 6.3's 530B on 2,240 GPUs (MFU %).
 PAPER = {m: (v["full_recompute"], v["present_work"], v["mfu"])
@@ -45,8 +45,7 @@ def main(argv):
         print(f"{m:<6} {pf:>11.2f} {sf:>8.2f} {100*ef:>6.1f}% {pp:>14.2f} {sp:>8.2f} {100*ep:>6.1f}% "
               f"{mfu:>8.1f}% {100*p['mfu']:>5.1f}% {100*su_paper:>12.1f}% {100*su_sim:>5.1f}% "
               f"{100*(su_sim-su_paper):>+5.1f}")
-    print(f"mean |error| {100*sum(abs(e) for e in errs)/len(errs):.2f}%, worst {100*max(abs(e) for e in errs):.2f}%, "
-          f"mean signed {100*sum(errs)/len(errs):+.2f}% over {len(errs)} iteration times")
+    print(summary(errs, "iteration times"))
     if len(docs) > 1:
         for r in docs[1]["results"]:
             kind = "present work" if "present" in r["name"] else "full recompute"
