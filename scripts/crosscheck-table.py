@@ -6,7 +6,7 @@ Published values: Narayanan et al., "Efficient Large-Scale Language Model Traini
 Megatron-LM" (SC21), Table 1. Their FLOPs count includes the full recompute, so achieved TFLOP/s per GPU is
 strata's HFU x 312 TF/s. A cross-check only: nothing in strata is fitted to it.
 """
-import json, sys
+import sys
 
 from published import PUBLISHED, count_problem, read_results, row_problem, summary, wants_help
 

@@ -8,7 +8,7 @@ Published values: Megatron-LM README, Performance Benchmarking (plots/paper_valu
 Validation only: nothing in strata is fitted to them. Both sides use Megatron's FLOPs count, so the ratio of
 TFLOP/s per GPU is the inverse ratio of iteration times.
 """
-import json, sys
+import sys
 
 from published import PUBLISHED, count_problem, read_results, row_problem, summary, wants_help
 
