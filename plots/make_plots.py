@@ -806,7 +806,7 @@ def plot_hopper_validation(tables, paper, save):
 PAPER_REQUIRED = ["table5.json", "table2.json", "timeline.json"]
 PAPER_OPTIONAL = ["530b-2240.json", "table4.json", "sc21-table1.json", "table2-hopper.json", "sweep.json",
                   "megatron-h100.json", "megatron-bridge-h100.json", "nemo-h100.json", "mlperf-gpt3-h100.json",
-                  "mlperf-gpt3-h100-v4.json", "mlperf-llama31-405b.json", "dgxc-h100.json"]
+                  "mlperf-gpt3-h100-v4.json", "mlperf-llama31-405b.json", "dgxc-h100.json", "dgxc-h100-v2504.json"]
 # The Hopper validation figure's tables: results file, title, paper_values key, measure.
 HOPPER_TABLES = [("megatron-h100.json", "Megatron-LM weak scaling (TFLOP/s, BF16)", "megatron_h100", "tflops"),
                  ("megatron-bridge-h100.json", "Megatron-Bridge (tokens/s, FP8)", "megatron_bridge_h100", "tokens"),
@@ -816,7 +816,9 @@ HOPPER_TABLES = [("megatron-h100.json", "Megatron-LM weak scaling (TFLOP/s, BF16
                   "tokens"),
                  ("mlperf-llama31-405b.json", "MLPerf v5.0 Llama 3.1 405B (tokens/s, FP8; H100, H200)",
                   "mlperf_llama31_405b", "tokens"),
-                 ("dgxc-h100.json", "DGX Cloud Benchmarking (tokens/s, BF16 and FP8)", "dgxc_h100", "tokens")]
+                 ("dgxc-h100.json", "DGX Cloud Benchmarking v25.02 (tokens/s, BF16 and FP8)", "dgxc_h100", "tokens"),
+                 ("dgxc-h100-v2504.json", "DGX Cloud Benchmarking v25.04, NeMo 2 (tokens/s, BF16 and FP8)",
+                  "dgxc_h100_v2504", "tokens")]
 
 
 def plot_paper(inputs, out, formats, written=None):

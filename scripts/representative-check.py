@@ -23,7 +23,7 @@ DEFAULT = [
     "scenarios/paper/175b-on-h100.yaml", "scenarios/paper/table5-hopper.yaml", "scenarios/crosscheck/sc21-table1.yaml",
     "scenarios/validation/megatron-h100.yaml", "scenarios/validation/megatron-h100-strong.yaml",
     "scenarios/validation/mlperf-gpt3-h100.yaml", "scenarios/validation/mlperf-gpt3-h100-v4.yaml",
-    "scenarios/validation/mlperf-llama31-405b.yaml",
+    "scenarios/validation/mlperf-llama31-405b.yaml", "scenarios/validation/dgxc-h100-v2504.yaml",
     "scenarios/llama/llama3-h100.yaml", "scenarios/sweeps/microbatch.yaml", "scenarios/sweeps/oversubscription.yaml",
     "scenarios/bench/scaling.yaml",
 ]

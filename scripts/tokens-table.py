@@ -10,6 +10,8 @@ usage: scripts/tokens-table.py KEY RESULTS.json
     mlperf_llama31_405b   scenarios/validation/mlperf-llama31-405b.yaml (MLPerf Training v5.0 Llama 3.1 405B, H100 and
                           H200, FP8)
     dgxc_h100             scenarios/validation/dgxc-h100.yaml (DGX Cloud Benchmarking v25.02, DGX-H100, BF16 and FP8)
+    dgxc_h100_v2504       scenarios/validation/dgxc-h100-v2504.yaml (DGX Cloud Benchmarking v25.04, NeMo 2, DGX-H100,
+                          BF16 and FP8)
 Tokens per second per GPU need no FLOPs convention: global batch x sequence / (iteration time x GPUs).
 Where the table publishes step times of one layout, microbatch size and GPU for several numbers of microbatches per
 pipeline (m), the published and the simulated step times are also each split into a fixed part and a part per

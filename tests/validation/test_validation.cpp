@@ -331,6 +331,27 @@ double per_microbatch_error(const TokensErrors& t, std::size_t first, std::size_
     return simulated_slope / published_slope - 1;
 }
 
+// FP8's speed-up over BF16 (BF16 step / FP8 step), simulated against published, over a table whose cases come in
+// pairs, BF16 then FP8 of the same layout (checked by name): the mean |relative difference|.
+double fp8_speedup_mean_abs(const TokensErrors& t) {
+    const std::vector<std::string>& names = t.rows;
+    const std::vector<double>& steps = t.published_step_s;
+    REQUIRE(names.size() == t.iteration_s.size());
+    REQUIRE(steps.size() == t.iteration_s.size());
+    REQUIRE(names.size() % 2 == 0);
+    double sum_abs = 0;
+    for (std::size_t i = 0; i + 1 < names.size(); i += 2) {
+        REQUIRE(names[i].ends_with(" BF16"));
+        REQUIRE(names[i + 1] == names[i].substr(0, names[i].size() - 4) + "FP8");
+        const double published_speedup = steps[i] / steps[i + 1];
+        const double simulated_speedup = t.iteration_s[i] / t.iteration_s[i + 1];
+        sum_abs += std::abs(simulated_speedup / published_speedup - 1);
+    }
+    const double mean_abs = sum_abs / double(names.size() / 2);
+    std::cout << fmt::format("  FP8 speed-up over BF16: mean |difference| {:.2f}%\n", 100 * mean_abs);
+    return mean_abs;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -440,23 +461,22 @@ TEST_CASE(
     REQUIRE(t.errors.size() == 20);
     CHECK(t.summary.mean_abs <= 0.032);
     CHECK(t.summary.worst_abs <= 0.087);
+    CHECK(fp8_speedup_mean_abs(t) <= 0.036);
+}
 
-    // The cases come in pairs, BF16 then FP8 of the same layout.
-    const std::vector<std::string>& names = t.rows;
-    const std::vector<double>& steps = t.published_step_s;
-    REQUIRE(names.size() == t.iteration_s.size());
-    REQUIRE(steps.size() == t.iteration_s.size());
-    double sum_abs = 0;
-    for (std::size_t i = 0; i + 1 < names.size(); i += 2) {
-        REQUIRE(names[i].ends_with(" BF16"));
-        REQUIRE(names[i + 1] == names[i].substr(0, names[i].size() - 4) + "FP8");
-        const double published_speedup = steps[i] / steps[i + 1];
-        const double simulated_speedup = t.iteration_s[i] / t.iteration_s[i + 1];
-        sum_abs += std::abs(simulated_speedup / published_speedup - 1);
-    }
-    const double mean_abs = sum_abs / double(names.size() / 2);
-    std::cout << fmt::format("  FP8 speed-up over BF16: mean |difference| {:.2f}%\n", 100 * mean_abs);
-    CHECK(mean_abs <= 0.036);
+TEST_CASE(
+    "validation: DGX Cloud Benchmarking v25.04 H100, NeMo 2 (BF16 and FP8, 8-2,048 GPUs) tokens/s mean |error| <= 2.5%, "
+    "worst <= 7.1%, FP8's speed-up over BF16 within 4.3% on average") {
+    // NVIDIA's dgxc-benchmarking v25.04 (nemo:25.02.01: NeMo 2.2, Megatron-Core 0.11, MLPerf v5.0's stack): Llama 3.1
+    // 8B / 70B / 405B and Nemotron-4 15B / 340B at every published full-model size, BF16 and FP8 in pairs, first
+    // simulated in session 37 with nothing changed for them: 52 rows, mean 2.42%, worst 7.03% (Nemotron-4 15B on 2,048
+    // in FP8), signed +0.08%; FP8's speed-up per pair: mean |difference| 4.20%, signed +0.54%. Pinned so that a change
+    // is seen (README, "Hopper: DGX Cloud Benchmarking v25.04, NeMo 2").
+    const TokensErrors t = tokens_errors("dgxc_h100_v2504", "scenarios/validation/dgxc-h100-v2504.yaml");
+    REQUIRE(t.errors.size() == 52);
+    CHECK(t.summary.mean_abs <= 0.025);
+    CHECK(t.summary.worst_abs <= 0.071);
+    CHECK(fp8_speedup_mean_abs(t) <= 0.043);
 }
 
 TEST_CASE(
