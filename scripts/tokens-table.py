@@ -63,6 +63,7 @@ def main(argv):
     if "step_time_s" in pub_table:
         split_line(results, pub_table["step_time_s"])
         speedup_lines(results, pub_table["step_time_s"])
+        scale_lines(results, pub_table["step_time_s"])
     return 0
 
 
@@ -130,6 +131,36 @@ def speedup_lines(results, published_steps):
     if diffs:
         print(f"  mean |difference| {100*sum(abs(x) for x in diffs)/len(diffs):.2f}%, "
               f"mean signed {100*sum(diffs)/len(diffs):+.2f}% over {len(diffs)} pairs")
+
+
+def scale_lines(results, published_steps):
+    """Prints how the step time grows with the GPU count at the same work per GPU (weak scaling: rows of one model,
+    layout, precision, device and number of microbatches per pipeline that differ only in data parallelism), published
+    and simulated, from the smallest to the largest count: one line per such group, then the mean per precision."""
+    groups = {}
+    for r, pub in zip(results, published_steps):
+        e = r["execution"]
+        m = e["global_batch"] // (e["microbatch"] * e["data"])
+        key = (r.get("device_profile", {}).get("name", ""), r.get("model", {}).get("name", ""),
+               e.get("precision", "")) + tuple(e.get(k) for k in ("tensor", "context_parallel", "pipeline",
+                                                                   "interleave", "microbatch")) + (m,)
+        groups.setdefault(key, []).append((e["gpus"], pub, r["iteration_time_s"], r["name"]))
+    by_precision = {}
+    for key, rows in groups.items():
+        if len({g for g, _, _, _ in rows}) < 2:
+            continue
+        rows.sort()
+        (g0, p0, s0, n0), (g1, p1, s1, _) = rows[0], rows[-1]
+        pg, sg = p1 / p0 - 1, s1 / s0 - 1
+        if not by_precision:
+            print("Step time with the GPU count at the same work per GPU (weak scaling), smallest to largest:")
+        by_precision.setdefault(key[2], []).append(sg - pg)
+        label = n0.replace(f" on {g0}", "")
+        print(f"  {label:<{NAME_W - 2}} {g0:>5} -> {g1:<5} GPUs: published {100*pg:+.1f}%, simulated {100*sg:+.1f}% "
+              f"(difference {100*(sg-pg):+.1f} points)")
+    for precision, diffs in sorted(by_precision.items()):
+        print(f"  {precision}: simulated minus published growth, mean {100*sum(diffs)/len(diffs):+.2f} points over "
+              f"{len(diffs)} groups")
 
 
 if __name__ == "__main__":
