@@ -168,8 +168,11 @@ TEST_CASE("fused units: the progress estimate follows a Hopper run's program", "
     sc.execution.distributed_optimizer = true;
     sc.execution.overlap_grad_reduce = true;
     sc.execution.overlap_param_gather = true;
-    const int variant = GENERATE(0, 1, 2, 3, 4);
+    const int variant = GENERATE(0, 1, 2, 3, 4, 5, 6);
     if (variant == 1) sc.execution.overlap_param_gather = false;
+    // FP8 delayed scaling: each unit ends with its amax all-reduce, over the stage's replicas (5) or the group (6).
+    if (variant >= 5) sc.execution.precision = Precision::fp8;
+    if (variant == 6) sc.execution.tp_only_amax_red = true;
     if (variant == 2) sc.execution.overlap_param_gather = sc.execution.overlap_grad_reduce = false;
     if (variant == 3) sc.system.device.power.headroom_j = 0;
     if (variant == 4) sc.execution.distributed_optimizer = sc.execution.overlap_param_gather = sc.execution.overlap_grad_reduce = false;

@@ -208,6 +208,16 @@ struct ExecutionSpec {
     /// FP8 (1 byte each; Megatron-Core's --fp8-param-gather); embeddings, output layer and norms stay 16-bit. The
     /// layer weights are then FP8 primary weights (TE's fp8_model_init): an FP8 copy and its transpose, no 16-bit one.
     bool fp8_param_gather = false;
+    /// With FP8 delayed scaling: Transformer Engine reduces the amaxes of each FP8 region (Megatron-Core: a transformer
+    /// block's forward for one microbatch) by an all-reduce (max) over the amax-reduction group as the region's
+    /// forward ends, and again as its backward ends (TE 1.6+ fp8.py reduce_and_update_fp8_tensors, async_op=False: the
+    /// compute stream waits). That group is tensor x data x context parallel, the whole stage (Megatron-Core's
+    /// get_amax_reduction_group), so every replica of the stage meets at each region; Megatron-Core's tp_only_amax_red
+    /// (NeMo's tp_only_amax_red, MLPerf's TP_ONLY_AMAX_RED) keeps it to tensor x context parallel. Current scaling has
+    /// no such reduction.
+    bool tp_only_amax_red = false;
+    /// Whether FP8 delayed scaling's amax all-reduces run (each FP8 region's forward and backward end).
+    [[nodiscard]] bool reduces_fp8_amax() const { return precision == Precision::fp8 && fp8_recipe == Fp8Recipe::delayed; }
     /// Under SP the embedding's partial outputs are reduce-scattered over the tensor-parallel group (Megatron-Core
     /// since 2024-04); false: all-reduced, then split (Megatron-LM before, the paper's software).
     bool embedding_reduce_scatter = true;
@@ -332,6 +342,9 @@ struct VariationSpec {
     double gpu_sigma = 0;     ///< relative standard deviation of a GPU's persistent kernel speed (GPU to GPU)
     double span_sigma = 0;    ///< relative standard deviation of each compute span's time (run to run)
     std::uint64_t seed = 1;   ///< which GPU gets which speed; which span which draw
+    /// How long a draw holds: 0, each span its own; else each GPU's level lasts this long of its compute (a clock level
+    /// that holds for tens of ms), each span drawn at the level its start falls in.
+    Time span_hold{};
 };
 
 /// What a GPU's memory offers the training state: its usable capacity, less what the runtime reserves.
@@ -396,6 +409,17 @@ struct SystemSpec {
     /// tests it (isnan), and the host, synchronised by the assert, launches the next kernel only then: three launches.
     [[nodiscard]] double gradient_check_seconds(double params, double gradient_bytes_per_param) const {
         return 3.0 * device.kernel_launch_us * 1e-6 + hbm_pass_seconds(params * gradient_bytes_per_param);
+    }
+    /// An all-reduce of a few bytes (FP8 amaxes) over `ranks_per_node` ranks on each of `nodes` nodes, by NCCL's tree
+    /// (its choice for small messages: a chain inside each node, a binary tree across the nodes, reduced up and then
+    /// broadcast down, NCCL's tuning model src/graph/tuning.cc): 2 x ((ranks_per_node - 1) x the intra-node step latency
+    /// + ceil(log2 nodes) x the inter-node one). Bandwidth plays no part at this size.
+    [[nodiscard]] Time small_all_reduce_latency(int ranks_per_node, int nodes) const {
+        int depth = 0;
+        while ((1 << depth) < nodes) ++depth;
+        return (network.collective_step_latency_intra * std::max(0, ranks_per_node - 1) +
+                network.collective_step_latency_inter * depth) *
+               2;
     }
 };
 

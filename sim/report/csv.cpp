@@ -72,6 +72,7 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"cross_entropy", exec([](const ExecutionSpec& e) { return std::string(to_string(e.cross_entropy)); })});
         c.push_back({"fp8_recipe", exec([](const ExecutionSpec& e) { return std::string(to_string(e.fp8_recipe)); })});
         c.push_back({"fp8_param_gather", exec([](const ExecutionSpec& e) { return csv_bool(e.fp8_param_gather); })});
+        c.push_back({"tp_only_amax_red", exec([](const ExecutionSpec& e) { return csv_bool(e.tp_only_amax_red); })});
         c.push_back({"embedding_reduce_scatter", exec([](const ExecutionSpec& e) { return csv_bool(e.embedding_reduce_scatter); })});
         c.push_back({"check_for_nan_in_grad", exec([](const ExecutionSpec& e) { return csv_bool(e.check_for_nan_in_grad); })});
         c.push_back({"overlap_p2p_comm", exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_p2p_comm); })});
@@ -229,6 +230,8 @@ const std::vector<CsvColumn>& csv_varying_columns() {
                      sys([](const SystemSpec& y) { return fmt::format("{:g}", y.optimizer.fixed_overhead.ms()); })});
         c.push_back({"variation_span_sigma",
                      sys([](const SystemSpec& y) { return fmt::format("{:g}", y.variation.span_sigma); })});
+        c.push_back({"variation_span_hold_ms",
+                     sys([](const SystemSpec& y) { return fmt::format("{:g}", y.variation.span_hold.ms()); })});
         return c;
     }();
     return columns;

@@ -367,7 +367,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"attention", to_string(e.attention)},
                           {"cross_entropy", to_string(e.cross_entropy)},
                           {"fp8_recipe", to_string(e.fp8_recipe)},
-                          {"fp8_param_gather", e.fp8_param_gather},
+                          {"fp8_param_gather", e.fp8_param_gather}, {"tp_only_amax_red", e.tp_only_amax_red},
                           {"embedding_reduce_scatter", e.embedding_reduce_scatter},
                           {"check_for_nan_in_grad", e.check_for_nan_in_grad},
                           {"overlap_p2p_comm", e.overlap_p2p_comm},
@@ -387,9 +387,8 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
         j["system"] = r.scenario.system.name;
         j["device_profile"] = {{"name", r.scenario.system.device.name}, {"kind", r.scenario.system.device.kind}};
         const VariationSpec& var = r.scenario.system.variation;
-        j["variation"] = {{"gpu_sigma", var.gpu_sigma},
-                          {"span_sigma", var.span_sigma},
-                          {"seed", var.seed},
+        j["variation"] = {{"gpu_sigma", var.gpu_sigma}, {"span_sigma", var.span_sigma},
+                          {"span_hold_ms", var.span_hold.ms()}, {"seed", var.seed},
                           {"timing_reference_gpus", r.scenario.system.device.timing_reference_gpus}};
         // The system as simulated (overrides included), so that cases that differ only in the system differ here.
         const SystemSpec& sys = r.scenario.system;

@@ -13,12 +13,12 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 51> kExecutionKeys = {
+constexpr std::array<std::string_view, 52> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
-    "tp_comm_overlap", "tp_overlap_proj_fprop", "tp_overlap_fc2_fprop", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "embedding_reduce_scatter", "check_for_nan_in_grad", "overlap_p2p_comm", "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us",
+    "tp_comm_overlap", "tp_overlap_proj_fprop", "tp_overlap_fc2_fprop", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "tp_only_amax_red", "embedding_reduce_scatter", "check_for_nan_in_grad", "overlap_p2p_comm", "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "overlap_param_gather_with_optimizer_step", "tp_overlap_sm_margin", "tp_overlap_aggregate",
     // tp_overlap_num_sm, a mapping from userbuffer overlap (kTpOverlapNames) to its num_sm, flattened.
@@ -70,6 +70,7 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     constexpr std::array<std::string_view, 2> fr = {"delayed", "current"};
     e.fp8_recipe = *fp8_recipe_named(f.get_choice("fp8_recipe", fr, "delayed"));
     e.fp8_param_gather = f.get_bool("fp8_param_gather", false);
+    e.tp_only_amax_red = f.get_bool("tp_only_amax_red", false);
     // Like TE's ub_cfg without --tp-comm-overlap, these have no effect while tp_comm_overlap is off (so that
     // `--set execution.tp_comm_overlap=false` works on a file that names them).
     constexpr std::array<std::string_view, 2> rs = {"pipeline", "ring_exchange"};

@@ -9,7 +9,7 @@
 namespace strata {
 
 namespace {
-constexpr std::array<std::string_view, 30> kSystemKeys = {
+constexpr std::array<std::string_view, 31> kSystemKeys = {
     "name",
     "device_profile",
     "gpus_per_node",
@@ -36,6 +36,7 @@ constexpr std::array<std::string_view, 30> kSystemKeys = {
     "optimizer.fixed_overhead_ms",
     "variation.gpu_sigma",
     "variation.span_sigma",
+    "variation.span_hold_ms",
     "variation.seed",
     "power_limit_w",
     "description",
@@ -163,6 +164,7 @@ SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::s
     s.optimizer.fixed_overhead = Time::from_ms(f.get_double("optimizer.fixed_overhead_ms", 0, 1e6, 0));
     s.variation.gpu_sigma = f.get_double("variation.gpu_sigma", 0, 0.2, 0);
     s.variation.span_sigma = f.get_double("variation.span_sigma", 0, 0.2, 0);
+    s.variation.span_hold = Time::from_ms(f.get_double("variation.span_hold_ms", 0, 1e4, 0));
     s.variation.seed = static_cast<std::uint64_t>(f.get_int("variation.seed", 0, std::int64_t{1} << 62, 1));
     if (f.has("power_limit_w")) {
         s.power_limit_w = f.get_double("power_limit_w", 0, 1e5);

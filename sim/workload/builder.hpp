@@ -74,11 +74,11 @@ struct Unit {
 void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost);
 
 enum class TaskKind : std::uint32_t {
-    forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average, host_gap, grad_check
+    forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average, host_gap, grad_check, amax_reduce
 };
 inline constexpr const char* kKindNames[] = {"forward",   "backward",  "tp-collective",       "p2p",
                                              "dp-reduce", "optimizer", "embedding-grad-sync", "gradient-average",
-                                             "host-gap",  "gradient-nan-check"};
+                                             "host-gap",  "gradient-nan-check", "fp8-amax-reduce"};
 
 /// label = kind (4 bits) | chunk (8 bits) | microbatch (20 bits)
 inline std::uint32_t make_label(TaskKind kind, int chunk, int mb) {
@@ -154,7 +154,9 @@ private:
         std::optional<TaskId> prev_last;
         double speed = 1.0;          // its slowest GPU's persistent kernel-time factor (variation)
         std::uint64_t spans = 0;     // compute spans emitted so far (run-to-run variation draws)
+        Time busy{};                 // their nominal time so far (with variation.span_hold: which level a span is in)
         std::size_t buckets = 0;     // with overlap_grad_reduce: layers whose gradient is complete
+        std::uint64_t amax_regions = 0;  // FP8 regions (units) whose amax all-reduce it has posted
         TaskId last_backward = kNoTask;
         /// Pipeline messages to it whose other side is not generated yet, by message index (a few at a time: each
         /// group's calls block, so none runs far ahead of its neighbours; searched in place, next to the group).
@@ -210,8 +212,12 @@ private:
 
     /// A compute span's time on group g: the profile's time with the group's variation applied.
     Time span_time(Group& g, Time t) {
-        const double f = variation_.span_active() ? g.speed * variation_.span_factor(g.gpus, g.spans++) : g.speed;
-        return scaled(t, f);
+        if (!variation_.span_active()) return scaled(t, g.speed);
+        const Time hold = sc_.system.variation.span_hold;
+        // Each span its own draw, or the draw of the level its start falls in (levels `hold` long of the group's compute).
+        const std::uint64_t draw = hold > Time::zero() ? static_cast<std::uint64_t>(g.busy.ps() / hold.ps()) : g.spans++;
+        g.busy += t;
+        return scaled(t, g.speed * variation_.span_factor(g.gpus, draw));
     }
     /// Kernel speed of each stage's GPUs while its data-parallel collective runs: the collective's NCCL channels
     /// (one SM each) are the device's nccl_channels inside a node, and nccl_channels_per_nic per NIC the group
@@ -321,6 +327,10 @@ private:
     /// (ExecutionSpec::averages_by_pass). Returned: what the reduction waits for (`after` when neither runs).
     TaskId prepare_gradients(Group& g, TaskId after, double params);
     void emit_optimizer(Group& g);
+    /// FP8 delayed scaling: the amax all-reduce that ends an FP8 region (a unit) before the group's next task.
+    void plan_amax_reductions();
+    void emit_amax_reduction(Group& g, const schedule::Unit& s);
+    [[nodiscard]] double amax_tasks_per_unit(int stage) const;
     /// Stage r's optimizer step on one GPU (HBM-bound bytes and the fixed overhead), before variation.
     [[nodiscard]] Time optimizer_step(int stage) const;
     /// With overlap_param_gather_with_optimizer_step: the part of stage r's step after its first chunk's, which the
@@ -388,6 +398,14 @@ private:
     std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both; layers)
     std::map<std::pair<bool, int>, Pieces> pieces_;     // by (forward, virtual stage), for emit_*_by_layer
     std::vector<GatherChain> gathers_;                   // per stage, with overlap_param_gather
+    /// FP8 delayed scaling's amax all-reduces (emit_amax_reduction): per stage, the all-reduce's latency and, where it
+    /// joins the stage's replicas, a stream of its own and the meetings still waiting for replicas, by region number.
+    struct AmaxMeeting {
+        std::vector<TaskId> posts, waits;
+    };
+    std::vector<Time> amax_latency_;
+    std::vector<StreamId> amax_streams_;
+    std::vector<std::unordered_map<std::uint64_t, AmaxMeeting>> amax_meetings_;
     /// overlap_p2p_comm: a pipeline message's transfer (once both calls are posted) and the first tasks waiting for it
     /// (held until it exists), by receiving group x message index; erased once both sides' units have attached.
     struct OverlapMessage {
@@ -425,6 +443,7 @@ private:
     void mark_paired_tp(TaskId collective_last, TaskId compute);
     std::int64_t exposed_tp_ps_ = 0;
     std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0, g0_optimizer_end_ = 0;
+    TaskId g0_last_amax_ = kNoTask;   // group 0's amax all-reduce after its last backward, on its tp stream
     std::int64_t g0_average_ps_ = 0;  // stage 0's NaN check and averaging pass after its last backward (compute, not comm)
     std::int64_t g0_gather_end_ = -1;             // stage 0's non-overlapped parameter all-gather, once it ended
     // Stage 0, replica 0, overlapped parameter gather: the first tasks that wait for a bucket and the task before each

@@ -26,7 +26,8 @@ void Builder::check_task_limit() {
             double per_microbatch = 0;
             for (const bool forward : {true, false})
                 per_microbatch += unit_tasks(nullptr, unit_for(forward, schedule::virtual_stage(shape_, r, chunk)), false, true) +
-                                  3.0;  // p2p call, transfer
+                                  3.0 +  // p2p call, transfer
+                                  (e_.reduces_fp8_amax() ? 3.0 : 0.0);  // the amax all-reduce's post, wait, its own task
             estimate += per_microbatch * shape_.microbatches;
         }
     }
@@ -96,6 +97,9 @@ std::uint64_t Builder::estimate_tasks() {
         }
     }
     if (e_.pipeline > 1 && sc_.model.tied_embeddings) estimate += 1.0;
+    // The amax all-reduces that join the replicas: one task per unit of a stage's program.
+    if (!amax_streams_.empty())
+        for (int r = 0; r < e_.pipeline; ++r) estimate += 2.0 * shape_.chunks * shape_.microbatches;
     return static_cast<std::uint64_t>(estimate);
 }
 
@@ -138,7 +142,7 @@ double Builder::program_tasks(Group& g) {
                 tasks = unit_tasks(&g, unit_for(u.forward, v), fused, keep_first);
             }
         }
-        n += tasks;
+        n += tasks + amax_tasks_per_unit(g.stage);
     }
     // After the program: the gradients' check and averaging passes (for each bucket of the split backward, then for
     // what the buckets left), the optimizer step, and the later chunks' step that opens an iteration cut after the
@@ -148,6 +152,13 @@ double Builder::program_tasks(Group& g) {
     const double passes = (e_.check_for_nan_in_grad ? 1.0 : 0.0) + (e_.averages_by_pass() ? 1.0 : 0.0);
     const bool rest = !by_bucket || rest_parameters(g.stage) > 0.0;  // prepare_gradients skips a stage with none left
     return n + passes * (buckets + (rest ? 1.0 : 0.0)) + 1.0 + (e_.overlap_param_gather_with_optimizer_step ? 1.0 : 0.0);
+}
+
+double Builder::amax_tasks_per_unit(int stage) const {
+    // emit_amax_reduction: a post and a wait where the replicas meet, the group's own all-reduce where they do not.
+    if (!e_.reduces_fp8_amax()) return 0.0;
+    if (!amax_streams_.empty()) return 2.0;
+    return amax_latency_[static_cast<std::size_t>(stage)] > Time::zero() ? 1.0 : 0.0;
 }
 
 double Builder::unit_tasks(Group* g, const Unit& unit, bool fused, bool keep_first) {

@@ -247,6 +247,7 @@ void Builder::emit_optimizer(Group& g) {
     // The SP gradient sum runs before the step (with overlap_param_gather_with_optimizer_step, before its first part).
     const Time step = sequence_parallel_grad_sync(g.stage) + optimizer_step(g.stage) - later_chunks_step(g.stage);
     const TaskId o = sim_.add_compute(g.compute, span_time(g, step), make_label(TaskKind::optimizer, 0, 0));
+    if (g.prev_last) sim_.add_dependency(*g.prev_last, o);  // after the program's last task, on whichever stream
     if (sr.ready) {
         sim_.add_dependency(*sr.ready, o);
     } else {

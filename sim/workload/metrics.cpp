@@ -110,6 +110,8 @@ void Builder::observe(const engine::TaskRecord& r) {
     if (r.stream == g0.compute && (label_kind(r.label) == TaskKind::grad_average || label_kind(r.label) == TaskKind::grad_check) &&
         r.start.ps() >= g0_last_backward_end_)
         g0_average_ps_ += (r.end - r.start).ps();
+    // The last backward's amax all-reduce, exposed tensor-parallel communication: not the data-parallel wait too.
+    if (r.task == g0_last_amax_) g0_average_ps_ += (r.end - r.start).ps();
     if (r.stream == dp_streams_[0] && r.label == make_label(TaskKind::dp, 1, 0))
         g0_gather_end_ = std::max(g0_gather_end_, r.end.ps());
     if (!want_detail_ || r.end == r.start) return;

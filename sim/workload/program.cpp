@@ -74,6 +74,7 @@ void Builder::build() {
         saving_fraction_ = clock.saving_fraction;
         for (const Group& g : groups_) sim_.set_idle_headroom(g.compute, Time::from_seconds(clock.headroom_s), clock.headroom_accrual);
     }
+    plan_amax_reductions();
     reductions_.resize(static_cast<std::size_t>(e_.pipeline));
     empty_route_ = sim_.add_route({});
     find_private_tp_links();
@@ -356,6 +357,7 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     }
     g.prev_last = ut.last;
     g.prev_unit = true;
+    if (e_.reduces_fp8_amax()) emit_amax_reduction(g, s);
     const UnitActivations a = activations_.of(g.stage, s.chunk);
     if (s.forward) {
         sim_.add_memory_effect(ut.first, {g.pool, activations, a.layers, Bytes(0)});
@@ -378,6 +380,69 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
             on_last_backward(g, ut.last);
         }
     }
+}
+
+void Builder::plan_amax_reductions() {
+    // Transformer Engine's amax reduction group (Megatron-Core's get_amax_reduction_group): the stage's tensor x
+    // context x data-parallel ranks, or with tp_only_amax_red the group's own; its latency from the ranks' nodes.
+    if (!e_.reduces_fp8_amax()) return;
+    const int p = e_.pipeline;
+    const int replicas = e_.tp_only_amax_red ? 1 : e_.data;
+    for (int r = 0; r < p; ++r) {
+        std::map<int, int> per_node;
+        for (int k = 0; k < replicas; ++k)
+            for (int j = 0; j < e_.context; ++j)
+                for (int i = 0; i < e_.tensor; ++i) ++per_node[fab_.node_of(rank(r, k, j, i))];
+        int most = 0;
+        for (const auto& [node, n] : per_node) most = std::max(most, n);
+        const bool alone = per_node.size() == 1 && most == 1;
+        amax_latency_.push_back(alone ? Time::zero()
+                                      : sc_.system.small_all_reduce_latency(most, static_cast<int>(per_node.size())));
+        // The replicas meet at each all-reduce: it runs once all have posted it, on a stream of the stage's own.
+        if (replicas > 1 && replicas_ > 1) amax_streams_.push_back(sim_.add_stream(fmt::format("stage {} FP8 amax all-reduce", r)));
+    }
+    amax_meetings_.resize(amax_streams_.size());
+}
+
+void Builder::emit_amax_reduction(Group& g, const schedule::Unit& s) {
+    // TE's reduce_and_update_fp8_tensors at the region's end (the forward's fp8_autocast exit; the backward of its first
+    // module): torch.distributed.all_reduce(async_op=False), so the compute stream waits for it.
+    const auto r = static_cast<std::size_t>(g.stage);
+    const Time latency = amax_latency_[r];
+    const std::uint32_t label = make_label(TaskKind::amax_reduce, s.chunk, s.microbatch);
+    if (amax_streams_.empty()) {  // no other replica takes part: the group's own all-reduce, exposed on its tp stream
+        if (latency == Time::zero()) return;
+        const TaskId reduce = sim_.add_compute(g.tp, latency, label);
+        sim_.add_dependency(*g.prev_last, reduce);
+        mark_exposed_tp(reduce);
+        if (&g == &groups_.front() && g.pc - 1 == last_backward_pc_[r]) g0_last_amax_ = reduce;
+        g.prev_last = reduce;
+        return;
+    }
+    const TaskId post = sim_.add_compute(g.compute, Time::zero(), label);
+    sim_.add_dependency(*g.prev_last, post);
+    const TaskId wait = sim_.add_compute(g.compute, Time::zero(), label);
+    sim_.add_dependency(post, wait);
+    g.prev_last = wait;
+    // Every replica runs the same program, so the n-th region is the same one everywhere; the n-th all-reduce is made
+    // once the last replica has posted it, after the (n-1)-th (each replica posted that one first).
+    const std::uint64_t n = g.amax_regions++;
+    auto& meetings = amax_meetings_[r];
+    AmaxMeeting& m = meetings[n];
+    m.posts.push_back(post);
+    if (m.posts.size() < static_cast<std::size_t>(replicas_)) {
+        sim_.add_hold(wait);
+        m.waits.push_back(wait);
+        return;
+    }
+    const TaskId reduce = sim_.add_compute(amax_streams_[r], latency, label);
+    for (const TaskId x : m.posts) sim_.add_dependency(x, reduce);
+    sim_.add_dependency(reduce, wait);
+    for (const TaskId w : m.waits) {
+        sim_.add_dependency(reduce, w);
+        sim_.release_hold(w);
+    }
+    meetings.erase(n);
 }
 
 }  // namespace strata::workload

@@ -143,3 +143,32 @@ def test_tokens_table_refuses_a_case_that_is_not_the_published_row(tmp_path):
     p = _run("tokens-table.py", "dgxc_h100", str(path))
     assert p.returncode == 3
     assert "Llama 3.1 8B on 8 FP8: the published row here is 'Llama 3.1 8B on 8 BF16'" in p.stdout
+
+
+def test_tokens_table_compares_the_growth_with_gpus_at_the_same_work_per_gpu(tmp_path):
+    # Rows of one model, layout, precision and microbatches per pipeline that differ in GPUs only: the step's growth
+    # from the smallest to the largest count, published against simulated, and the mean difference per precision.
+    doc = _dgxc_results(1.0)
+    for r in doc["results"]:
+        r["execution"]["precision"] = "fp8" if r["name"].endswith(" FP8") else "bf16"
+        r["model"] = {"name": r["name"].split(" on ")[0]}
+    path = tmp_path / "same.json"
+    path.write_text(json.dumps(doc))
+    p = _run("tokens-table.py", "dgxc_h100", str(path))
+    assert p.returncode == 0, p.stderr
+    assert "  bf16: simulated minus published growth, mean +0.00 points over 5 groups" in p.stdout
+    assert "  fp8: simulated minus published growth, mean +0.00 points over 5 groups" in p.stdout
+    assert re.search(r"\n  Llama 3\.1 70B FP8 +64 -> 2048 +GPUs: published \+5\.1%, simulated \+5\.1% "
+                     r"\(difference \+0\.0 points\)\n", p.stdout)
+    # Each model's largest FP8 run 5% slower in the simulation: its growth 5% x (its published growth + 1) higher.
+    with open(os.path.join(SRC, "plots", "paper_values.json")) as f:
+        steps = json.load(f)["dgxc_h100"]["step_time_s"]
+    diffs = []
+    for i in range(2, len(steps), 4):  # the cases come as smallest BF16, FP8, largest BF16, FP8 per model
+        doc["results"][i + 1]["iteration_time_s"] *= 1.05
+        diffs.append(0.05 * steps[i + 1] / steps[i - 1])
+    path.write_text(json.dumps(doc))
+    p = _run("tokens-table.py", "dgxc_h100", str(path))
+    assert p.returncode == 0, p.stderr
+    assert f"  fp8: simulated minus published growth, mean {100 * sum(diffs) / len(diffs):+.2f} points" in p.stdout
+    assert "  bf16: simulated minus published growth, mean +0.00 points over 5 groups" in p.stdout

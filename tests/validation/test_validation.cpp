@@ -381,8 +381,9 @@ TEST_CASE(
 
 TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.0%, worst <= 8.2%") {
     // NeMo 24.07's launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
-    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.91%, worst 8.14% (GPT3-175B on 512, strata
-    // slow), signed +0.81% (2.85% / 8.14% / +0.90% before session 33 charged the fused attention's dropout, x1.034:
+    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.85%, worst 8.16% (GPT3-175B on 512, strata
+    // slow), signed +0.70% (2.91% / 8.14% / +0.81% before session 37's FP8 amax all-reduce at each region's end, over
+    // the whole stage for the 24.07 rows, over the tensor-parallel group for the 25.02 row; 2.85% / 8.14% / +0.90% before session 33 charged the fused attention's dropout, x1.034:
     // the GPT3 5B, 20B and 175B-on-128 rows, dropout 0.1, 0.2-0.5 points slower; 2.84% / 8.15% / +0.89% before session 30's GEMM-by-GEMM headroom; 2.63% / 8.92% / +0.44% before the headroom after rest, session 28; 2.64% / 5.78% (Nemotron-8B on 64, strata fast) / +1.85% before the power limit, session 27;
     // 2.79% / 5.91% / +1.99% before the slowdown with SMs held by each GEMM's waves;
     // 2.60% / 6.33% / +1.34% before TE's own SMs per overlap, each row's userbuffer config's
@@ -400,10 +401,11 @@ TEST_CASE(
     "within 1%, tokens/s mean |error| <= 5.7%, worst <= 10.0%") {
     // NVIDIA's closed-division submissions (NeMo 23.09, FP8 delayed scaling, TP 4, PP 8, one layer per chunk), first
     // simulated in session 35 with nothing changed for them: +1.2 / +1.0 / +5.9 / +5.9 / +5.9 / +9.2 / +9.9% (strata
-    // fast; mean 5.57%, signed +5.57%). Split into a fixed part and a part per microbatch (least squares of time =
-    // fixed + per_microbatch x m over the rows; m = 128, 16, 8), the published steps are 280 ms + 84.39 ms x m and
-    // strata's 196 ms + 84.13 ms x m: the microbatches' work (layers, tensor-parallel overlap, pipeline transfers) is
-    // right to 0.3%, and strata misses about 84 ms per step that does not scale with the microbatches (README,
+    // fast; mean 5.57%, signed +5.57%); 5.48% / +5.48% with session 37's amax all-reduce over the tensor-parallel
+    // group (TE 1.0's NVTE_DP_AMAX_REDUCE_INTERVAL=0). Split into a fixed part and a part per microbatch (least squares
+    // of time = fixed + per_microbatch x m over the rows; m = 128, 16, 8), the published steps are 280 ms + 84.39 ms x m
+    // and strata's 196 ms + 84.22 ms x m (84.13 before): the microbatches' work (layers, tensor-parallel overlap,
+    // pipeline transfers) is right to 0.3%, and strata misses about 84 ms per step that does not scale with the microbatches (README,
     // "Hopper: MLPerf Training GPT-3 175B"). Both are pinned: the first as the mechanism check, the second so that a
     // change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100", "scenarios/validation/mlperf-gpt3-h100.yaml");
@@ -414,16 +416,20 @@ TEST_CASE(
     CHECK(std::abs(per_microbatch_error(t, 0, 7)) <= 0.01);
 }
 
-TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 8.7%, worst <= 10.0%") {
+TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 9.2%, worst <= 10.8%") {
     // The next rounds' stack (NeMo 24.04 / 24.09, FP8 parameters, cuDNN attention), first simulated in session 35
     // with nothing changed for them: 512 GPUs (microbatch 2, m = 72) -5.8%, 10,752 and 11,616 GPUs (m = 6) +9.8% /
     // +9.9%, 256 GPUs (microbatch 2, m = 128) -9.1%; mean 8.66%, signed +1.21%. The microbatch-2 rows are slow in
-    // strata as NeMo 2.0's GPT3-175B on 512 is (-8.1%), the m = 6 rows fast as v3.1's m = 8 rows are. Pinned so that a
-    // change is seen.
+    // strata as NeMo 2.0's GPT3-175B on 512 is (-8.1%), the m = 6 rows fast as v3.1's m = 8 rows are. Session 37's FP8
+    // amax all-reduce (v4.0's TE 1.6rc1 over the whole stage, v4.1 over the tensor-parallel group) moved them to -5.9 /
+    // +10.7 / +10.8 / -9.2% (mean 9.12%, signed +1.59%): the stage-wide all-reduce makes the 448 and 484 replicas meet
+    // at every region, so they no longer drift apart under GPU variation, and their data-parallel rings no longer move
+    // at their slowest link's rate for longer (docs/engine-performance.md, "Desynchronized replicas"): 0.8% faster
+    // with variation, 0.5% slower (the latency) without. Pinned so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100_v4", "scenarios/validation/mlperf-gpt3-h100-v4.yaml");
     REQUIRE(t.errors.size() == 4);
-    CHECK(t.summary.mean_abs <= 0.087);
-    CHECK(t.summary.worst_abs <= 0.100);
+    CHECK(t.summary.mean_abs <= 0.092);
+    CHECK(t.summary.worst_abs <= 0.108);
 }
 
 TEST_CASE(
@@ -433,8 +439,9 @@ TEST_CASE(
     // H200 runs (TP 4) of the same code, first simulated in session 36 with nothing changed for them (+0.1 / +1.9 /
     // +3.5 / +3.9 / +8.4%, +0.8 / +1.3%), then with the userbuffer settings that NeMo v2.2.0's callback passes on (a
     // review: no aggregation or margin for the ring exchanges): +0.3 / +2.1 / +3.8 / +4.1 / +8.6% on H100, +0.8 / +1.3%
-    // on H200 (strata fast; mean 3.01%, signed +3.01%). Split as for v3.1 over the five H100 rows (m = 288, 72, 64, 56,
-    // 24): published 718 ms + 189.30 ms x m, strata 261 ms + 190.24 ms x m: Llama-class layers (GQA, SwiGLU, RMSNorm),
+    // on H200 (strata fast; mean 3.01%, signed +3.01%); with session 37's amax all-reduce over the tensor x context
+    // group (tp_only_amax_red) +0.2 / +2.0 / +3.6 / +4.0 / +8.5%, +0.8 / +1.3% (mean 2.90%). Split as for v3.1 over
+    // the five H100 rows (m = 288, 72, 64, 56, 24): published 718 ms + 189.30 ms x m, strata 260 ms + 190.49 ms x m: Llama-class layers (GQA, SwiGLU, RMSNorm),
     // context parallelism, FP8 and the overlaps right to 0.5% per microbatch, about 0.46 s per step missing (README,
     // "Hopper: MLPerf Training Llama 3.1 405B"). Pinned so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_llama31_405b", "scenarios/validation/mlperf-llama31-405b.yaml");
@@ -455,7 +462,8 @@ TEST_CASE(
     // at its smallest and largest published size, in BF16 and in FP8 with the same layout, first simulated in session
     // 36 with nothing changed for them: mean 3.15%, worst 8.63% (Llama 3.1 70B on 2,048 in FP8), signed +2.31%; the
     // BF16 rows within 4.4% (mean 2.0%), the first BF16 Hopper rows with fully published configurations. FP8's
-    // speed-up (BF16 step / FP8 step) per pair: mean |difference| 3.51%, signed +1.47%. Pinned so that a change is
+    // speed-up (BF16 step / FP8 step) per pair: mean |difference| 3.51%, signed +1.47%. With session 37's FP8 amax
+    // all-reduce over the whole stage: 3.11% / 8.30% / +2.21%, speed-up 3.41% / +1.27%. Pinned so that a change is
     // seen (README, "Hopper: DGX Cloud Benchmarking, BF16 and FP8").
     const TokensErrors t = tokens_errors("dgxc_h100", "scenarios/validation/dgxc-h100.yaml");
     REQUIRE(t.errors.size() == 20);
@@ -466,17 +474,18 @@ TEST_CASE(
 
 TEST_CASE(
     "validation: DGX Cloud Benchmarking v25.04 H100, NeMo 2 (BF16 and FP8, 8-2,048 GPUs) tokens/s mean |error| <= 2.5%, "
-    "worst <= 7.1%, FP8's speed-up over BF16 within 4.3% on average") {
+    "worst <= 7.1%, FP8's speed-up over BF16 within 4.4% on average") {
     // NVIDIA's dgxc-benchmarking v25.04 (nemo:25.02.01: NeMo 2.2, Megatron-Core 0.11, MLPerf v5.0's stack): Llama 3.1
     // 8B / 70B / 405B and Nemotron-4 15B / 340B at every published full-model size, BF16 and FP8 in pairs, first
     // simulated in session 37 with nothing changed for them: 52 rows, mean 2.42%, worst 7.03% (Nemotron-4 15B on 2,048
-    // in FP8), signed +0.08%; FP8's speed-up per pair: mean |difference| 4.20%, signed +0.54%. Pinned so that a change
-    // is seen (README, "Hopper: DGX Cloud Benchmarking v25.04, NeMo 2").
+    // in FP8), signed +0.08%; FP8's speed-up per pair: mean |difference| 4.20%, signed +0.54%; with the FP8 amax
+    // all-reduce over the whole stage (the same session): 2.47% / 6.99% / +0.01%, speed-up 4.30% / +0.42%. Pinned so
+    // that a change is seen (README, "Hopper: DGX Cloud Benchmarking v25.04, NeMo 2").
     const TokensErrors t = tokens_errors("dgxc_h100_v2504", "scenarios/validation/dgxc-h100-v2504.yaml");
     REQUIRE(t.errors.size() == 52);
     CHECK(t.summary.mean_abs <= 0.025);
     CHECK(t.summary.worst_abs <= 0.071);
-    CHECK(fp8_speedup_mean_abs(t) <= 0.043);
+    CHECK(fp8_speedup_mean_abs(t) <= 0.044);
 }
 
 TEST_CASE(
