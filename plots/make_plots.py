@@ -763,7 +763,8 @@ def plot_crosscheck(xc, paper, save):
 
 def plot_hopper_validation(tables, paper, save):
     """Hopper validation: each published row's signed error, grouped by table (Megatron-LM's TFLOP/s per GPU,
-    Megatron-Bridge's, NeMo's and MLPerf's tokens/s per GPU). `tables`: (title, results file, paper_values key, measure)."""
+    Megatron-Bridge's, NeMo's, MLPerf's and DGX Cloud Benchmarking's tokens/s per GPU). `tables`: (title, results file,
+    paper_values key, measure)."""
     rows = []   # (group, label, error)
     for title, data, key, measure in tables:
         ref = paper[key]
@@ -776,7 +777,7 @@ def plot_hopper_validation(tables, paper, save):
                 die("%s case '%s' has no simulated result (%s)" % (title, r.get("name"), r.get("error", "")))
             sim = r["tflops_per_gpu"] if measure == "tflops" else r["tokens_per_s"] / r["execution"]["gpus"]
             rows.append((title, case, sim / p_ - 1))
-    colors = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#999999"]
+    colors = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#999999", "#000000"]  # one per table
     groups = list(dict.fromkeys(g for g, _, _ in rows))
     fig, ax = plt.subplots(figsize=(max(8, 0.42 * len(rows) + 2), 4.8))
     ax.axhspan(-5, 5, color="#DDDDDD", alpha=0.5, lw=0, label="within 5%")
