@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 
 using namespace strata;
@@ -28,22 +29,19 @@ Scenario fp8_scenario(int d, Fp8Recipe recipe, bool tp_only) {
 
 }  // namespace
 
-TEST_CASE("FP8 amax reduction: tp_only_amax_red needs FP8", "[fp8][errors]") {
-    try {
-        (void)testing::load_small("amax.yaml", ", tp_only_amax_red: true");
-        FAIL("tp_only_amax_red without FP8 was accepted");
-    } catch (const InputError& e) {
-        const std::string what = e.what();
-        CHECK(what.find("tp_only_amax_red") != std::string::npos);
-        CHECK(what.find("precision: fp8") != std::string::npos);
-    }
+TEST_CASE("FP8 amax reduction: tp_only_amax_red is read, and inert without FP8 delayed scaling", "[fp8]") {
+    // Accepted with any precision, so that `--set execution.tp_only_amax_red=true` runs over a file of BF16 and FP8
+    // cases alike; only FP8 with delayed scaling has the reduction it scopes.
+    const Experiment bf16 = testing::load_small("amax.yaml", ", tp_only_amax_red: true");
+    CHECK(bf16.cases.at(0).execution.tp_only_amax_red);
+    CHECK_FALSE(bf16.cases.at(0).execution.reduces_fp8_amax());
     // With FP8 (a device with FP8 tensor cores) the key is read; Megatron-Core's default is the stage-wide group.
     const auto load_fp8 = [](const std::string& extra) {
-        return load_experiment_text("model: " + testing::source_path("scenarios/models/llama3-8b.yaml") +
-                                        "\nsystem: " + testing::source_path("scenarios/systems/dgx-h100.yaml") +
-                                        "\nexecution: {tensor: 8, pipeline: 1, microbatch: 1, global_batch: 8, recompute: none, "
-                                        "precision: fp8" + extra + "}\n",
-                                    testing::data_path("valid/amax.yaml"))
+        const std::string text = "model: " + testing::source_path("scenarios/models/llama3-8b.yaml") +
+                                 "\nsystem: " + testing::source_path("scenarios/systems/dgx-h100.yaml") +
+                                 "\nexecution: {tensor: 8, pipeline: 1, microbatch: 1, global_batch: 8, "
+                                 "recompute: none, precision: fp8" + extra + "}\n";
+        return load_experiment_text(text, testing::data_path("valid/amax.yaml"))
             .cases.at(0)
             .execution;
     };
@@ -81,13 +79,24 @@ TEST_CASE("FP8 amax reduction: each region waits for its all-reduce, across the 
     CHECK(a.iteration_time_s > b.iteration_time_s);
     CHECK(a.tasks > b.tasks);  // a post and a wait per unit and group, one all-reduce per unit and stage
     CHECK(simulate(stage).iteration_time == a.iteration_time);
+    // Exposed tensor-parallel communication either way: the meeting's waits on the compute stream, or the group's own
+    // all-reduce on its tp stream; all 8 of them, the last not counted in the data-parallel wait as well.
+    CHECK((a.exposed_comm.tensor - b.exposed_comm.tensor).seconds() == Approx(8 * per_region_s).epsilon(0.01));
+    CHECK(std::abs((a.exposed_comm.data_parallel - b.exposed_comm.data_parallel).seconds()) < per_region_s / 2);
+    // BF16 has no amax reduction: the key changes nothing.
+    Scenario bf16 = stage;
+    bf16.execution.precision = Precision::bf16;
+    Scenario bf16_group = bf16;
+    bf16_group.execution.tp_only_amax_red = true;
+    CHECK(simulate(bf16_group).iteration_time == simulate(bf16).iteration_time);
     // Current scaling has no such reduction: no amax tasks at all (its cost is the casts' extra amax pass).
     Scenario current_tp_only = current;
     current_tp_only.execution.tp_only_amax_red = true;
     CHECK(simulate(current_tp_only).iteration_time == simulate(current).iteration_time);
 }
 
-TEST_CASE("FP8 amax reduction: with levels that hold, meeting every replica at each region costs more", "[fp8][variation]") {
+TEST_CASE("FP8 amax reduction: with levels that hold, meeting every replica at each region costs more",
+          "[fp8][variation]") {
     // Run-to-run levels that hold for 30 ms of compute (variation.span_hold_ms): at each region the stage waits for
     // its slowest replica's level; over the group alone each replica keeps its own pace until the data-parallel
     // reduction. So the stage-wide meeting costs more than its latency.

@@ -213,11 +213,13 @@ struct ExecutionSpec {
     /// forward ends, and again as its backward ends (TE 1.6+ fp8.py reduce_and_update_fp8_tensors, async_op=False: the
     /// compute stream waits). That group is tensor x data x context parallel, the whole stage (Megatron-Core's
     /// get_amax_reduction_group), so every replica of the stage meets at each region; Megatron-Core's tp_only_amax_red
-    /// (NeMo's tp_only_amax_red, MLPerf's TP_ONLY_AMAX_RED) keeps it to tensor x context parallel. Current scaling has
-    /// no such reduction.
+    /// (from 0.9; 0.8 always did so; TE <= 1.5 with NVTE_DP_AMAX_REDUCE_INTERVAL=0) keeps it to tensor x context
+    /// parallel. Current scaling has no such reduction; without FP8 delayed scaling the key is inert.
     bool tp_only_amax_red = false;
     /// Whether FP8 delayed scaling's amax all-reduces run (each FP8 region's forward and backward end).
-    [[nodiscard]] bool reduces_fp8_amax() const { return precision == Precision::fp8 && fp8_recipe == Fp8Recipe::delayed; }
+    [[nodiscard]] bool reduces_fp8_amax() const {
+        return precision == Precision::fp8 && fp8_recipe == Fp8Recipe::delayed;
+    }
     /// Under SP the embedding's partial outputs are reduce-scattered over the tensor-parallel group (Megatron-Core
     /// since 2024-04); false: all-reduced, then split (Megatron-LM before, the paper's software).
     bool embedding_reduce_scatter = true;
@@ -412,8 +414,9 @@ struct SystemSpec {
     }
     /// An all-reduce of a few bytes (FP8 amaxes) over `ranks_per_node` ranks on each of `nodes` nodes, by NCCL's tree
     /// (its choice for small messages: a chain inside each node, a binary tree across the nodes, reduced up and then
-    /// broadcast down, NCCL's tuning model src/graph/tuning.cc): 2 x ((ranks_per_node - 1) x the intra-node step latency
-    /// + ceil(log2 nodes) x the inter-node one). Bandwidth plays no part at this size.
+    /// broadcast down, NCCL's tuning model src/graph/tuning.cc): 2 x ((ranks_per_node - 1) x the intra-node step
+    /// latency + ceil(log2 nodes) x the inter-node one). Bandwidth plays no part at this size; NCCL's base latency per
+    /// collective (its baseLat, a few us) and the launch are left out, so this is a lower bound.
     [[nodiscard]] Time small_all_reduce_latency(int ranks_per_node, int nodes) const {
         int depth = 0;
         while ((1 << depth) < nodes) ++depth;

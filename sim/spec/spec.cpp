@@ -405,8 +405,6 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                                " (a GPU with FP8 tensor cores)"};
     if (e.fp8_recipe != Fp8Recipe::delayed && e.precision != Precision::fp8)
         return SpecProblem{"execution", "fp8_recipe", "fp8_recipe applies to precision: fp8"};
-    if (e.tp_only_amax_red && e.precision != Precision::fp8)
-        return SpecProblem{"execution", "tp_only_amax_red", "tp_only_amax_red: true needs precision: fp8"};
     if (e.fp8_param_gather && (e.precision != Precision::fp8 || !e.distributed_optimizer))
         return SpecProblem{"execution", "fp8_param_gather",
                            "fp8_param_gather: true needs precision: fp8 and distributed_optimizer: true"};

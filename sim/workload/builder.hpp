@@ -214,8 +214,10 @@ private:
     Time span_time(Group& g, Time t) {
         if (!variation_.span_active()) return scaled(t, g.speed);
         const Time hold = sc_.system.variation.span_hold;
-        // Each span its own draw, or the draw of the level its start falls in (levels `hold` long of the group's compute).
-        const std::uint64_t draw = hold > Time::zero() ? static_cast<std::uint64_t>(g.busy.ps() / hold.ps()) : g.spans++;
+        // Each span its own draw, or the draw of the level its start falls in (levels `hold` long of the group's
+        // compute).
+        const std::uint64_t draw =
+            hold > Time::zero() ? static_cast<std::uint64_t>(g.busy.ps() / hold.ps()) : g.spans++;
         g.busy += t;
         return scaled(t, g.speed * variation_.span_factor(g.gpus, draw));
     }
@@ -443,7 +445,8 @@ private:
     void mark_paired_tp(TaskId collective_last, TaskId compute);
     std::int64_t exposed_tp_ps_ = 0;
     std::int64_t g0_last_backward_end_ = 0, g0_optimizer_start_ = 0, g0_optimizer_end_ = 0;
-    TaskId g0_last_amax_ = kNoTask;   // group 0's amax all-reduce after its last backward, on its tp stream
+    TaskId g0_last_amax_ = kNoTask;   // group 0's amax all-reduce (or wait for it) after its last backward
+    std::vector<std::int64_t> amax_post_end_;  // per stage, replica 0: the open meeting's post end (ps), or -1
     std::int64_t g0_average_ps_ = 0;  // stage 0's NaN check and averaging pass after its last backward (compute, not comm)
     std::int64_t g0_gather_end_ = -1;             // stage 0's non-overlapped parameter all-gather, once it ended
     // Stage 0, replica 0, overlapped parameter gather: the first tasks that wait for a bucket and the task before each

@@ -27,7 +27,7 @@ void Builder::check_task_limit() {
             for (const bool forward : {true, false})
                 per_microbatch += unit_tasks(nullptr, unit_for(forward, schedule::virtual_stage(shape_, r, chunk)), false, true) +
                                   3.0 +  // p2p call, transfer
-                                  (e_.reduces_fp8_amax() ? 3.0 : 0.0);  // the amax all-reduce's post, wait, its own task
+                                  (e_.reduces_fp8_amax() ? 3.0 : 0.0);  // amax all-reduce: post, wait, its task
             estimate += per_microbatch * shape_.microbatches;
         }
     }

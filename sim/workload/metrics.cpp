@@ -110,8 +110,23 @@ void Builder::observe(const engine::TaskRecord& r) {
     if (r.stream == g0.compute && (label_kind(r.label) == TaskKind::grad_average || label_kind(r.label) == TaskKind::grad_check) &&
         r.start.ps() >= g0_last_backward_end_)
         g0_average_ps_ += (r.end - r.start).ps();
-    // The last backward's amax all-reduce, exposed tensor-parallel communication: not the data-parallel wait too.
-    if (r.task == g0_last_amax_) g0_average_ps_ += (r.end - r.start).ps();
+    // FP8 amax all-reduces, exposed tensor-parallel communication: the group's own on its tp stream (mark_exposed_tp),
+    // or where the replicas meet, the time replica 0's compute stream waits between its post and its wait (both zero
+    // long, in that order on the stream). The last backward's is not the data-parallel wait too.
+    if (label_kind(r.label) == TaskKind::amax_reduce && !amax_post_end_.empty() && interval_stage_[r.stream] >= 0 &&
+        !interval_tp_[r.stream]) {
+        std::int64_t& post_end = amax_post_end_[static_cast<std::size_t>(interval_stage_[r.stream])];
+        if (post_end < 0) {
+            post_end = r.end.ps();
+        } else {
+            const std::int64_t waited = std::max<std::int64_t>(0, r.start.ps() - post_end);
+            exposed_tp_ps_ += waited;
+            if (r.task == g0_last_amax_) g0_average_ps_ += waited;
+            post_end = -1;
+        }
+    } else if (r.task == g0_last_amax_) {
+        g0_average_ps_ += (r.end - r.start).ps();
+    }
     if (r.stream == dp_streams_[0] && r.label == make_label(TaskKind::dp, 1, 0))
         g0_gather_end_ = std::max(g0_gather_end_, r.end.ps());
     if (!want_detail_ || r.end == r.start) return;

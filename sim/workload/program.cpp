@@ -102,6 +102,7 @@ void Builder::build() {
         const bool any = traced(r, options_.trace_first_replica);
         stream_traced_[dp_streams_[static_cast<std::size_t>(r)]] = any ? 1 : 0;
         if (!gather_streams_.empty()) stream_traced_[gather_streams_[static_cast<std::size_t>(r)]] = any ? 1 : 0;
+        if (!amax_streams_.empty()) stream_traced_[amax_streams_[static_cast<std::size_t>(r)]] = any ? 1 : 0;
     }
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
         const Group& g = groups_[gi];
@@ -399,18 +400,21 @@ void Builder::plan_amax_reductions() {
         amax_latency_.push_back(alone ? Time::zero()
                                       : sc_.system.small_all_reduce_latency(most, static_cast<int>(per_node.size())));
         // The replicas meet at each all-reduce: it runs once all have posted it, on a stream of the stage's own.
-        if (replicas > 1 && replicas_ > 1) amax_streams_.push_back(sim_.add_stream(fmt::format("stage {} FP8 amax all-reduce", r)));
+        if (replicas > 1 && replicas_ > 1)
+            amax_streams_.push_back(sim_.add_stream(fmt::format("stage {} FP8 amax all-reduce", r)));
     }
     amax_meetings_.resize(amax_streams_.size());
+    amax_post_end_.assign(static_cast<std::size_t>(p), -1);
 }
 
 void Builder::emit_amax_reduction(Group& g, const schedule::Unit& s) {
-    // TE's reduce_and_update_fp8_tensors at the region's end (the forward's fp8_autocast exit; the backward of its first
-    // module): torch.distributed.all_reduce(async_op=False), so the compute stream waits for it.
+    // TE's reduce_and_update_fp8_tensors at the region's end (the forward's fp8_autocast exit; the backward of its
+    // first module): torch.distributed.all_reduce(async_op=False), so the compute stream waits for it.
     const auto r = static_cast<std::size_t>(g.stage);
     const Time latency = amax_latency_[r];
     const std::uint32_t label = make_label(TaskKind::amax_reduce, s.chunk, s.microbatch);
-    if (amax_streams_.empty()) {  // no other replica takes part: the group's own all-reduce, exposed on its tp stream
+    // Its time on the compute stream's critical path is exposed tensor-parallel communication (metrics.cpp).
+    if (amax_streams_.empty()) {  // no other replica takes part: the group's own all-reduce, on its tp stream
         if (latency == Time::zero()) return;
         const TaskId reduce = sim_.add_compute(g.tp, latency, label);
         sim_.add_dependency(*g.prev_last, reduce);
@@ -424,6 +428,7 @@ void Builder::emit_amax_reduction(Group& g, const schedule::Unit& s) {
     const TaskId wait = sim_.add_compute(g.compute, Time::zero(), label);
     sim_.add_dependency(post, wait);
     g.prev_last = wait;
+    if (&g == &groups_.front() && g.pc - 1 == last_backward_pc_[r]) g0_last_amax_ = wait;
     // Every replica runs the same program, so the n-th region is the same one everywhere; the n-th all-reduce is made
     // once the last replica has posted it, after the (n-1)-th (each replica posted that one first).
     const std::uint64_t n = g.amax_regions++;
