@@ -119,3 +119,29 @@ TEST_CASE("FP8 amax reduction: with levels that hold, meeting every replica at e
     per_span.system.variation.span_hold = Time::from_ms(30.0);
     CHECK(simulate(per_span).iteration_time_s != independent);
 }
+
+TEST_CASE("FP8 amax reduction: the meeting with an interleaved pipeline and representative replicas", "[fp8][simulate]") {
+    // t = 2, so four replicas of a stage share a node: the representative run simulates four of the eight, which meet
+    // among themselves (1 < simulated replicas < d); two stages of two chunks each, GPU variation on.
+    Scenario sc = testing::with_data(testing::small_22b(2, 2, 4, true, Recompute::none), 8);
+    sc.system.device = load_device_profile(testing::source_path("scenarios/devices/h100-sxm5-80gb.yaml"));
+    sc.execution.tensor = 2;
+    sc.execution.precision = Precision::fp8;
+    sc.system.variation.gpu_sigma = 0.01;
+    validate(sc);
+    Scenario group = sc;
+    group.execution.tp_only_amax_red = true;
+    SimulationOptions representative;
+    representative.representative_replicas = true;
+    const IterationResult full = simulate(sc);
+    const IterationResult rep = simulate(sc, representative);
+    CHECK(rep.representative_replicas);
+    CHECK(rep.tasks < full.tasks);
+    CHECK(std::abs(rep.iteration_time_s / full.iteration_time_s - 1) < 0.01);
+    CHECK(simulate(sc, representative).iteration_time == rep.iteration_time);
+    // Every replica's pipeline meets the others' at each region: never faster than each keeping to its own group by
+    // more than the variation lets the replicas drift (they all wait for the slowest at the end either way).
+    const IterationResult own = simulate(group);
+    CHECK(full.iteration_time_s > own.iteration_time_s * 0.99);
+    CHECK(full.exposed_comm.tensor > own.exposed_comm.tensor);
+}
