@@ -25,6 +25,18 @@ import sys
 from published import PUBLISHED, count_problem, read_results, row_problem, summary, wants_help
 
 NAME_W = 32  # the case column: the longest name, "Llama 3.1 405B on 1024 (25.11)", and two spaces
+LAYOUT = ("tensor", "context_parallel", "pipeline", "interleave", "microbatch")
+
+
+def layout_of(r):
+    """A result row's (device, t, c, p, v, b, precision): the rows the step-time lines group together share it."""
+    e = r["execution"]
+    return ((r.get("device_profile", {}).get("name", ""),) + tuple(e.get(k) for k in LAYOUT)
+            + (e.get("precision", ""),))
+
+
+def microbatches_per_pipeline(e):
+    return e["global_batch"] // (e["microbatch"] * e["data"])
 
 
 def main(argv):
@@ -91,12 +103,8 @@ def split_line(results, published_steps):
     of one layout, precision and device with at least two numbers of microbatches."""
     groups = {}
     for r, pub in zip(results, published_steps):
-        e = r["execution"]
-        device = r.get("device_profile", {}).get("name", "")
-        key = (device,) + tuple(e.get(k) for k in ("tensor", "context_parallel", "pipeline", "interleave", "microbatch",
-                                                    "precision"))
-        groups.setdefault(key, []).append((e["global_batch"] // (e["microbatch"] * e["data"]), pub,
-                                           r["iteration_time_s"]))
+        groups.setdefault(layout_of(r), []).append((microbatches_per_pipeline(r["execution"]), pub,
+                                                    r["iteration_time_s"]))
     devices = {key[0] for key in groups}
     layouts = {key[1:] for key in groups}
     for key, rows in groups.items():
@@ -140,10 +148,7 @@ def scale_lines(results, published_steps):
     groups = {}
     for r, pub in zip(results, published_steps):
         e = r["execution"]
-        m = e["global_batch"] // (e["microbatch"] * e["data"])
-        key = (r.get("device_profile", {}).get("name", ""), r.get("model", {}).get("name", ""),
-               e.get("precision", "")) + tuple(e.get(k) for k in ("tensor", "context_parallel", "pipeline",
-                                                                   "interleave", "microbatch")) + (m,)
+        key = layout_of(r) + (r.get("model", {}).get("name", ""), microbatches_per_pipeline(e))
         groups.setdefault(key, []).append((e["gpus"], pub, r["iteration_time_s"], r["name"]))
     by_precision = {}
     for key, rows in groups.items():
@@ -154,7 +159,7 @@ def scale_lines(results, published_steps):
         pg, sg = p1 / p0 - 1, s1 / s0 - 1
         if not by_precision:
             print("Step time with the GPU count at the same work per GPU (weak scaling), smallest to largest:")
-        by_precision.setdefault(key[2], []).append(sg - pg)
+        by_precision.setdefault(key[6], []).append(sg - pg)  # layout_of's precision
         label = n0.replace(f" on {g0}", "")
         print(f"  {label:<{NAME_W - 2}} {g0:>5} -> {g1:<5} GPUs: published {100*pg:+.1f}%, simulated {100*sg:+.1f}% "
               f"(difference {100*(sg-pg):+.1f} points)")

@@ -413,13 +413,15 @@ void Builder::emit_amax_reduction(Group& g, const schedule::Unit& s) {
     const auto r = static_cast<std::size_t>(g.stage);
     const Time latency = amax_latency_[r];
     const std::uint32_t label = make_label(TaskKind::amax_reduce, s.chunk, s.microbatch);
+    // Group 0's after its last backward: metrics keep it out of the data-parallel wait.
+    const bool g0_last = &g == &groups_.front() && g.pc - 1 == last_backward_pc_[r];
     // Its time on the compute stream's critical path is exposed tensor-parallel communication (metrics.cpp).
     if (amax_streams_.empty()) {  // no other replica takes part: the group's own all-reduce, on its tp stream
         if (latency == Time::zero()) return;
         const TaskId reduce = sim_.add_compute(g.tp, latency, label);
         sim_.add_dependency(*g.prev_last, reduce);
         mark_exposed_tp(reduce);
-        if (&g == &groups_.front() && g.pc - 1 == last_backward_pc_[r]) g0_last_amax_ = reduce;
+        if (g0_last) g0_last_amax_ = reduce;
         g.prev_last = reduce;
         return;
     }
@@ -428,7 +430,7 @@ void Builder::emit_amax_reduction(Group& g, const schedule::Unit& s) {
     const TaskId wait = sim_.add_compute(g.compute, Time::zero(), label);
     sim_.add_dependency(post, wait);
     g.prev_last = wait;
-    if (&g == &groups_.front() && g.pc - 1 == last_backward_pc_[r]) g0_last_amax_ = wait;
+    if (g0_last) g0_last_amax_ = wait;
     // Every replica runs the same program, so the n-th region is the same one everywhere; the n-th all-reduce is made
     // once the last replica has posted it, after the (n-1)-th (each replica posted that one first).
     const std::uint64_t n = g.amax_regions++;
