@@ -41,6 +41,28 @@ double embedding_parameters_per_gpu(const ModelSpec& model, int tensor);
 /// All parameters of the model (unsharded).
 double total_parameters(const ModelSpec& model);
 
+/// One bucket of Megatron-Core's data-parallel gradient (and parameter) buffer of a model chunk
+/// (ExecutionSpec::grad_buckets megatron_core).
+struct GradientBucket {
+    double parameters = 0;        ///< per GPU
+    double layer_parameters = 0;  ///< of them, transformer-layer tensors (gathered in FP8 with fp8_param_gather)
+    /// The chunk's backward passes it spans, numbered as the backward runs them: the output layer's (on the last
+    /// virtual stage), the layers' last to first, the input embedding's (on the first). Its gradients are complete
+    /// when pass last_piece has completed tensor last_tensor.
+    int first_piece = 0, last_piece = 0;
+    /// Its last tensor's index among last_piece's (a layer's: 0 fc2, 1 fc1, 2 its second norm, 3 the projection, 4 QKV,
+    /// 5 its first norm): a layer's backward completes them in that order.
+    int last_tensor = 0;
+};
+/// The buckets of a model chunk of `layers` transformer layers, with the input embedding if `embedding` and the final
+/// norm and output layer if `output`, in the order its backward completes them, as Megatron-Core's DDP makes them
+/// (param_and_grad_buffer.py, 0.8-0.11): the chunk's parameter tensors in reverse registration order, a bucket
+/// closed after the tensor that brings it to `bucket_size` parameters (0: one bucket for the chunk), a tied word
+/// embedding (p > 1, distributed optimizer: shared_embedding) a bucket of its own. A layer's tensors: fc2, fc1, its
+/// norm, the projection, QKV, its norm (biases with their weights). Padding to the data-parallel size is left out.
+std::vector<GradientBucket> megatron_gradient_buckets(const ModelSpec& model, const ExecutionSpec& exec, int layers,
+                                                      bool embedding, bool output, double bucket_size);
+
 /// What a GPU's memory holds, by category: the analytical stage memory and the simulated memory pools
 /// (engine pool categories, in this order) share it.
 enum class MemoryCategory : std::uint32_t {

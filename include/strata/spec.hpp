@@ -87,6 +87,14 @@ enum class RecomputeMethod { uniform, block };
 /// reduction (--ddp-average-in-collective), no pass. The pass reads and writes every gradient once on the compute stream.
 enum class GradientAverage { scale, scale_always, in_collective };
 
+/// How the overlapped gradient reduction (overlap_grad_reduce) is cut into buckets: `layer` (each transformer layer
+/// its own bucket as its backward ends, the embeddings, output layer and final norm after the last backward: an
+/// idealised framework) or `megatron_core` (Megatron-Core's DDP: a model chunk's parameters in reverse order, a
+/// bucket closed once it holds bucket_size parameters, the output layer in the first one and the input embedding in
+/// the last; one bucket per chunk for every chunk after the first, and for all of them with
+/// overlap_param_gather_with_optimizer_step). The parameter all-gather uses the same buckets.
+enum class GradBuckets { layer, megatron_core };
+
 /// What selective recompute re-runs (Megatron-Core's recompute_modules): the attention core (the paper's
 /// selective recompute, the default), the norms (their outputs, the linear layers' inputs, are not kept), the
 /// MLP's first GEMM and activation (their outputs are not kept).
@@ -108,6 +116,7 @@ struct RecomputeModules {
 [[nodiscard]] const char* to_string(Fp8Recipe r);
 [[nodiscard]] const char* to_string(RecomputeMethod m);
 [[nodiscard]] const char* to_string(GradientAverage g);
+[[nodiscard]] const char* to_string(GradBuckets b);
 [[nodiscard]] const char* to_string(TpOverlapRs m);
 
 /// The value whose to_string is `name`, if any (one table of names for the loader and the command line).
@@ -175,6 +184,18 @@ struct ExecutionSpec {
     /// part (the step's time over those chunks' share of the stage's parameters) while the first chunk's buckets
     /// are gathered, and ends with the rest of the step.
     bool overlap_param_gather_with_optimizer_step = false;
+    GradBuckets grad_buckets = GradBuckets::layer;
+    /// With grad_buckets megatron_core: parameters per bucket (Megatron-Core's DDP bucket_size); 0 = its default,
+    /// max(40 M, 1 M x data) (distributed_data_parallel.py, 0.8-0.11: larger buckets for large data parallelism).
+    double bucket_size = 0;
+    /// The bucket size in force with grad_buckets megatron_core.
+    [[nodiscard]] double megatron_bucket_size() const {
+        return bucket_size > 0 ? bucket_size : std::max(40e6, 1e6 * data);
+    }
+    /// What the reports say: megatron_bucket_size with Megatron-Core's buckets, 0 with one per layer.
+    [[nodiscard]] double bucket_size_in_force() const {
+        return grad_buckets == GradBuckets::megatron_core ? megatron_bucket_size() : 0.0;
+    }
     GradientAverage gradient_average = GradientAverage::scale;
     /// Whether the gradients are averaged by a pass over the buffer (see GradientAverage).
     [[nodiscard]] bool averages_by_pass() const {

@@ -48,6 +48,63 @@ double total_parameters(const ModelSpec& m) {
            (m.tied_embeddings ? 0.0 : word);
 }
 
+std::vector<GradientBucket> megatron_gradient_buckets(const ModelSpec& m, const ExecutionSpec& e, int layers,
+                                                      bool embedding, bool output, double bucket_size) {
+    struct Tensor {
+        double params;
+        bool layer, own_bucket;
+    };
+    // The chunk's backward passes, each with its tensors in reverse registration order.
+    std::vector<std::vector<Tensor>> pieces;
+    const double h = m.hidden, f = m.ffn_hidden, kv = 2.0 * m.query_groups() * m.head_dim(), t = e.tensor;
+    const double gate = m.mlp == Mlp::swiglu ? 2.0 : 1.0, bias = m.linear_bias ? 1.0 : 0.0;
+    const double norm = m.norm == Norm::layernorm ? 2.0 * h : h;
+    const double word = double(m.vocab) * h / t;
+    // Megatron-Core's shared_embedding: the tied word embedding's copies on the first and last stage.
+    const bool shared = m.tied_embeddings && e.pipeline > 1 && e.distributed_optimizer;
+    if (output) {
+        std::vector<Tensor> out;
+        if (e.pipeline > 1 || !m.tied_embeddings) out.push_back({word, false, shared});
+        out.push_back({final_norm(m), false, false});
+        pieces.push_back(std::move(out));
+    }
+    const std::vector<Tensor> layer = {{f * h / t + bias * h, true, false},
+                                       {gate * (h * f + bias * f) / t, true, false},
+                                       {norm, true, false},
+                                       {h * h / t + bias * h, true, false},
+                                       {(h + bias) * (h + kv) / t, true, false},
+                                       {norm, true, false}};
+    for (int i = 0; i < layers; ++i) pieces.push_back(layer);
+    if (embedding) {
+        std::vector<Tensor> in;
+        if (position_table(m) > 0) in.push_back({position_table(m), false, false});
+        in.push_back({word, false, shared});
+        pieces.push_back(std::move(in));
+    }
+    std::vector<GradientBucket> buckets;
+    GradientBucket open;
+    bool empty = true;
+    const auto close = [&] {
+        if (!empty) buckets.push_back(open);
+        open = GradientBucket{};
+        empty = true;
+    };
+    for (int i = 0; i < static_cast<int>(pieces.size()); ++i)
+        for (int k = 0; k < static_cast<int>(pieces[static_cast<std::size_t>(i)].size()); ++k) {
+            const Tensor& x = pieces[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)];
+            if (x.own_bucket) close();
+            if (empty) open.first_piece = i;
+            empty = false;
+            open.parameters += x.params;
+            if (x.layer) open.layer_parameters += x.params;
+            open.last_piece = i;
+            open.last_tensor = k;
+            if ((bucket_size > 0 && open.parameters >= bucket_size) || x.own_bucket) close();
+        }
+    close();
+    return buckets;
+}
+
 namespace {
 /// The parameters of the transformer layers one GPU of the stage holds.
 double stage_layer_parameters(const ModelSpec& m, const ExecutionSpec& e, int stage) {

@@ -81,6 +81,8 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"host_gap_backward_us", exec([](const ExecutionSpec& e) { return num(e.host_gap_backward.seconds() * 1e6); })});
         c.push_back({"overlap_param_gather_with_optimizer_step",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_param_gather_with_optimizer_step); })});
+        c.push_back({"grad_buckets", exec([](const ExecutionSpec& e) { return std::string(to_string(e.grad_buckets)); })});
+        c.push_back({"bucket_size", exec([](const ExecutionSpec& e) { return num(e.bucket_size_in_force()); })});
         c.push_back({"distributed_optimizer",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.distributed_optimizer); })});
         c.push_back({"overlap_grad_reduce", exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_grad_reduce); })});

@@ -13,14 +13,15 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 52> kExecutionKeys = {
+constexpr std::array<std::string_view, 54> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
     "tp_comm_overlap", "tp_overlap_proj_fprop", "tp_overlap_fc2_fprop", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "tp_only_amax_red", "embedding_reduce_scatter", "check_for_nan_in_grad", "overlap_p2p_comm", "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-    "overlap_param_gather_with_optimizer_step", "tp_overlap_sm_margin", "tp_overlap_aggregate",
+    "overlap_param_gather_with_optimizer_step", "tp_overlap_sm_margin", "tp_overlap_aggregate", "grad_buckets",
+    "bucket_size",
     // tp_overlap_num_sm, a mapping from userbuffer overlap (kTpOverlapNames) to its num_sm, flattened.
     "tp_overlap_num_sm.qkv_fprop", "tp_overlap_num_sm.fc1_fprop", "tp_overlap_num_sm.proj_dgrad",
     "tp_overlap_num_sm.fc2_dgrad", "tp_overlap_num_sm.proj_fprop", "tp_overlap_num_sm.fc2_fprop",
@@ -52,6 +53,13 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     e.overlap_grad_reduce = f.get_bool("overlap_grad_reduce", false);
     e.overlap_param_gather = f.get_bool("overlap_param_gather", false);
     e.overlap_param_gather_with_optimizer_step = f.get_bool("overlap_param_gather_with_optimizer_step", false);
+    constexpr std::array<std::string_view, 2> gb = {"layer", "megatron_core"};
+    e.grad_buckets = f.get_choice("grad_buckets", gb, "layer") == "layer" ? GradBuckets::layer : GradBuckets::megatron_core;
+    // Parameters per bucket; like Megatron-Core's, inert without overlap_grad_reduce (one reduction of everything).
+    e.bucket_size = double(f.get_int("bucket_size", 1, 1LL << 40, 0));
+    if (f.has("bucket_size") && e.grad_buckets != GradBuckets::megatron_core)
+        f.fail("bucket_size", "bucket_size (parameters per gradient bucket) needs grad_buckets: megatron_core; "
+                              "grad_buckets: layer makes one bucket per transformer layer");
     constexpr std::array<std::string_view, 3> ga = {"scale", "scale_always", "in_collective"};
     e.gradient_average = *gradient_average_named(f.get_choice("gradient_average", ga, "scale"));
     e.gradient_accumulation_fusion = f.get_bool("gradient_accumulation_fusion", true);

@@ -72,6 +72,7 @@ const char* to_string(GradientAverage g) {
     }
     return "?";
 }
+const char* to_string(GradBuckets b) { return b == GradBuckets::layer ? "layer" : "megatron_core"; }
 const char* to_string(Routing r) { return r == Routing::hash ? "hash" : "adaptive"; }
 std::optional<Routing> routing_named(std::string_view name) {
     for (const Routing r : {Routing::hash, Routing::adaptive})

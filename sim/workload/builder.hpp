@@ -195,6 +195,12 @@ private:
         std::vector<TaskId> optimizers;
         bool gathered = false;
         std::optional<Plan> plans[7];                   // by DpMessage, made on first use
+        std::map<std::int64_t, Plan> bucket_plans[2];   // megatron_core buckets' reduction [0] and gather [1], by bytes
+    };
+    /// With grad_buckets megatron_core: a stage's buckets, chunk by chunk, and where each chunk's begin.
+    struct StageBuckets {
+        std::vector<GradientBucket> buckets;
+        std::vector<std::size_t> chunk_offset;
     };
     /// A stage's data-parallel collectives: its whole gradient, one layer's bucket, what the buckets leave
     /// (embeddings, final norm), the distributed optimizer's parameter all-gather: whole, or by bucket when
@@ -204,8 +210,10 @@ private:
     /// iteration's start; the first forward of each chunk runs each piece (embedding, layer, output layer) once its
     /// bucket has arrived: a GEMM cannot use a weight before it is there.
     struct GatherChain {
-        std::vector<std::size_t> chunk_offset;  // each chunk's first bucket
-        std::vector<TaskId> gathered;           // per bucket, in forward order over the stage's chunks: its gather's last task
+        std::vector<std::size_t> chunk_offset;  // each chunk's first piece
+        /// Per forward piece, in forward order over the stage's chunks: the last task of the gather it waits for (its
+        /// bucket's; of Megatron-Core's holding its tensors, the last gathered).
+        std::vector<TaskId> gathered;
     };
     /// A (route, latency) interned in the engine.
     using RouteAndLatency = std::pair<engine::RouteId, Time>;
@@ -239,8 +247,9 @@ private:
     }
     /// Ranks that share a stage's weights: data x context parallel (gradients reduced over them).
     [[nodiscard]] int weight_replicas() const { return e_.data * e_.context; }
-    /// The gradients are reduced bucket by bucket (one per layer) under the last microbatch's backward.
+    /// The gradients are reduced bucket by bucket (per layer, or Megatron-Core's) under the last microbatch's backward.
     [[nodiscard]] bool reduces_by_bucket() const { return e_.overlap_grad_reduce && weight_replicas() > 1; }
+    [[nodiscard]] bool megatron_buckets() const { return e_.grad_buckets == GradBuckets::megatron_core; }
     /// Unit u runs layer by layer, its pieces unfused (emit_pieces): the first forward of each chunk under the
     /// overlapped parameter gather (each piece waits for its bucket), the last backward when the gradients are reduced
     /// by bucket (each layer's piece starts its bucket's reduction).
@@ -285,20 +294,22 @@ private:
     /// marks a transformer layer's pass.
     void for_each_pass(bool forward, int virtual_stage,
                        const std::function<void(const std::vector<Step>&, bool layer)>& fn) const;
-    /// The last microbatch's backward of a chunk, layer by layer, so that each layer's gradient bucket can
-    /// start its data-parallel reduction as soon as it is complete (overlap_grad_reduce).
-    UnitTasks emit_backward_by_layer(Group& g, int virtual_stage, std::optional<TaskId> after, std::uint32_t label);
+    /// The last microbatch's backward of a chunk by piece, each bucket's reduction starting once it is complete.
+    UnitTasks emit_backward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label);
     /// The first microbatch's forward of a chunk, piece by piece (embedding, layers, output layer), each piece
     /// waiting for its parameter bucket's all-gather (overlap_param_gather).
     UnitTasks emit_forward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label);
-    /// A chunk's passes as separate units (built once per direction and virtual stage).
+    /// A chunk's passes as separate units (built once per direction and virtual stage); with Megatron-Core's buckets a
+    /// layer's backward is cut where each tensor's gradient is complete (split_at_gradients): several pieces per pass.
     struct Pieces {
         std::vector<Unit> pieces;
         std::vector<bool> is_layer;
+        std::vector<int> pass, tensors_done;  ///< each piece's pass; that pass's tensors complete at its end
     };
     const Pieces& pieces_of(bool forward, int virtual_stage);
-    /// The layer buckets of stage r's backward pieces, over its chunks.
-    std::size_t layer_buckets(int r);
+    /// How many gradient buckets stage r has (one per layer, or Megatron-Core's: stage_buckets, made once).
+    std::size_t gradient_buckets(int r);
+    const StageBuckets& stage_buckets(int r);
     /// Which parameters the gather's piece i of virtual stage v carries (a layer, the input embedding, the output layer).
     static DpMessage gather_message(const Pieces& forward_pieces, int v, std::size_t i);
     /// Emits the pieces one after the other on group g (each its own unit, never fused), after `after`; `each` sees
@@ -322,7 +333,11 @@ private:
     void emit_pipeline_transfer(const PendingMessage& sender, std::size_t receiver_group, TaskId receiver_post,
                                 TaskId receiver_target, bool receiver_blocking, std::uint64_t message);
     // gradients.cpp
-    void on_bucket(Group& g, TaskId layer_end);
+    /// Bucket j (`params` parameters) is complete on g after `end`: its NaN check and averaging pass, and once every
+    /// replica has it, its reduction. Returned: the passes' last task.
+    TaskId on_bucket(Group& g, TaskId end, std::size_t j, double params, const Plan& plan);
+    /// Backward piece i of g's chunk has ended (overlap_grad_reduce): the buckets it completes.
+    void on_backward_piece(Group& g, int chunk, const Pieces& pieces, std::size_t i, TaskId end);
     void on_last_backward(Group& g, TaskId last);
     /// What Megatron runs on g's compute stream over `params` parameters' gradients before their reduction, after
     /// `after`: the NaN check (ExecutionSpec::check_for_nan_in_grad), then the averaging pass
@@ -350,6 +365,13 @@ private:
     const Plan& dp_plan(int stage, DpMessage which);
     /// Parameters the per-layer buckets leave to the reduction after the last backward.
     [[nodiscard]] double rest_parameters(int stage) const;
+    /// What the buckets leave to after the last backward: rest_parameters, none with Megatron-Core's.
+    [[nodiscard]] double unbucketed_parameters(int stage) const { return megatron_buckets() ? 0 : rest_parameters(stage); }
+    /// Stage r's ring plans: a reduction, or an all-gather, of `message` per GPU.
+    [[nodiscard]] std::vector<fabric::CollectivePhase> reduction_phases(int stage, Bytes message) const;
+    [[nodiscard]] std::vector<fabric::CollectivePhase> gather_phases(int stage, Bytes message) const;
+    /// A Megatron-Core bucket's reduction ([0]) or parameter all-gather ([1]) plan, made once per size.
+    const Plan& bucket_plan(int stage, const GradientBucket& b, bool gather);
     /// Group a's pipeline route to its forward or backward receiver (the interleaved schedule wraps around), made once.
     const RouteAndLatency& p2p_route(Group& a, bool forward);
     /// With overlap_p2p_comm: which of group `gi`'s pair streams (Group::pair_posts) an op of a message of direction
@@ -400,6 +422,7 @@ private:
     std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both; layers)
     std::map<std::pair<bool, int>, Pieces> pieces_;     // by (forward, virtual stage), for emit_*_by_layer
     std::vector<GatherChain> gathers_;                   // per stage, with overlap_param_gather
+    std::vector<std::optional<StageBuckets>> stage_buckets_;  // per stage, with grad_buckets megatron_core
     /// FP8 delayed scaling's amax all-reduces (emit_amax_reduction): per stage, the all-reduce's latency and, where it
     /// joins the stage's replicas, a stream of its own and the meetings still waiting for replicas, by region number.
     struct AmaxMeeting {

@@ -64,13 +64,60 @@ double Builder::rest_parameters(int r) const {
     return parameters_on_stage(sc_.model, e_, r) - layer_parameters_per_gpu(sc_.model, e_.tensor) * double(layers);
 }
 
+std::vector<fabric::CollectivePhase> Builder::gather_phases(int r, Bytes message) const {
+    std::vector<int> ranks;
+    for (int k = 0; k < e_.data; ++k)
+        for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(r, k, j, 0));
+    return fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks, message, coll_params_);
+}
+
+std::vector<fabric::CollectivePhase> Builder::reduction_phases(int r, Bytes message) const {
+    // One ring per tensor rank i (same rail) over the data (and context) replicas; the t rings move together.
+    std::vector<std::vector<int>> rings(static_cast<std::size_t>(e_.tensor));
+    for (int i = 0; i < e_.tensor; ++i)
+        for (int k = 0; k < e_.data; ++k)
+            for (int j = 0; j < e_.context; ++j) rings[static_cast<std::size_t>(i)].push_back(rank(r, k, j, i));
+    const auto kind = e_.distributed_optimizer ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    return fabric::plan_concurrent_collectives(fab_, kind, rings, message, coll_params_);
+}
+
+const Plan& Builder::bucket_plan(int r, const GradientBucket& b, bool gather) {
+    // Gathered: 16-bit parameters, with fp8_param_gather the layers' in FP8; reduced: the gradients' bytes.
+    const double bytes = gather ? b.layer_parameters * (e_.fp8_param_gather ? 1.0 : 2.0) +
+                                      (b.parameters - b.layer_parameters) * 2.0
+                                : b.parameters * bytes_per_param(e_).gradients;
+    const Bytes message(std::llround(bytes));
+    auto& plans = reductions_[static_cast<std::size_t>(r)].bucket_plans[gather ? 1 : 0];
+    auto it = plans.find(message.value);
+    if (it == plans.end())
+        it = plans.emplace(message.value, intern(gather ? gather_phases(r, message) : reduction_phases(r, message))).first;
+    return it->second;
+}
+
+const Builder::StageBuckets& Builder::stage_buckets(int r) {
+    if (stage_buckets_.empty()) stage_buckets_.resize(static_cast<std::size_t>(e_.pipeline));
+    std::optional<StageBuckets>& cached = stage_buckets_[static_cast<std::size_t>(r)];
+    if (cached) return *cached;
+    StageBuckets sb;
+    const int last_v = shape_.virtual_stages() - 1;
+    for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
+        const int v = schedule::virtual_stage(shape_, r, chunk);
+        // Megatron-Core's DDP of every chunk after the first, and of all with overlap_param_gather_with_optimizer_step,
+        // has bucketing disabled: one bucket (megatron/training/training.py get_model, NeMo 2's megatron_parallel.py,
+        // Megatron-Bridge's model provider).
+        const bool one = chunk > 0 || e_.overlap_param_gather_with_optimizer_step;
+        sb.chunk_offset.push_back(sb.buckets.size());
+        for (const GradientBucket& b : megatron_gradient_buckets(sc_.model, e_, e_.layers_in_chunk(sc_.model.layers, v),
+                                                                 v == 0, v == last_v, one ? 0.0 : e_.megatron_bucket_size()))
+            sb.buckets.push_back(b);
+    }
+    return cached.emplace(std::move(sb));
+}
+
 const Plan& Builder::dp_plan(int r, DpMessage which) {
     std::optional<Plan>& cached = reductions_[static_cast<std::size_t>(r)].plans[static_cast<int>(which)];
     if (cached) return *cached;
     if (which >= DpMessage::gather) {
-        std::vector<int> ranks;
-        for (int k = 0; k < e_.data; ++k)
-            for (int j = 0; j < e_.context; ++j) ranks.push_back(rank(r, k, j, 0));
         const double embedding = r == 0 ? embedding_parameters_per_gpu(sc_.model, e_.tensor) : 0.0;
         // 16-bit parameters; with fp8_param_gather the transformer layers' in FP8 (1 byte).
         const double layer_bytes = e_.fp8_param_gather ? 1.0 : 2.0;
@@ -79,20 +126,13 @@ const Plan& Builder::dp_plan(int r, DpMessage which) {
                              : which == DpMessage::gather_layer ? layer_parameters_per_gpu(sc_.model, e_.tensor) * layer_bytes
                              : which == DpMessage::gather_embedding ? embedding * 2
                                                                     : std::max(0.0, rest_parameters(r) - embedding) * 2;
-        return cached.emplace(intern(
-            fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks, Bytes(std::llround(bytes)), coll_params_)));
+        return cached.emplace(intern(gather_phases(r, Bytes(std::llround(bytes)))));
     }
     const double gbpp = bytes_per_param(e_).gradients;
     const Bytes message = which == DpMessage::whole  ? stage_state(sc_.model, e_, sc_.system.device_memory(), r).gradients
                           : which == DpMessage::bucket ? Bytes(std::llround(layer_parameters_per_gpu(sc_.model, e_.tensor) * gbpp))
                                                        : Bytes(std::llround(rest_parameters(r) * gbpp));
-    // One ring per tensor rank i (same rail) over the data (and context) replicas; the t rings move together.
-    std::vector<std::vector<int>> rings(static_cast<std::size_t>(e_.tensor));
-    for (int i = 0; i < e_.tensor; ++i)
-        for (int k = 0; k < e_.data; ++k)
-            for (int j = 0; j < e_.context; ++j) rings[static_cast<std::size_t>(i)].push_back(rank(r, k, j, i));
-    const auto kind = e_.distributed_optimizer ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
-    return cached.emplace(intern(fabric::plan_concurrent_collectives(fab_, kind, rings, message, coll_params_)));
+    return cached.emplace(intern(reduction_phases(r, message)));
 }
 
 const Builder::RouteAndLatency& Builder::embedding_route() {
@@ -130,23 +170,48 @@ TaskId Builder::prepare_gradients(Group& g, TaskId after, double params) {
     return a;
 }
 
-void Builder::on_bucket(Group& g, TaskId layer_end) {
-    // Overlapped (overlap_grad_reduce): each layer's bucket is reduced as soon as every replica has finished it.
+TaskId Builder::on_bucket(Group& g, TaskId end, std::size_t j, double params, const Plan& plan) {
+    // Overlapped (overlap_grad_reduce): a bucket is reduced as soon as every replica has finished it.
     StageReduction& sr = reductions_[static_cast<std::size_t>(g.stage)];
-    const std::size_t j = g.buckets++;
+    ++g.buckets;
     if (sr.bucket_ready.size() <= j) sr.bucket_ready.resize(j + 1);
-    sr.bucket_ready[j].push_back(prepare_gradients(g, layer_end, layer_parameters_per_gpu(sc_.model, e_.tensor)));
-    if (sr.bucket_ready[j].size() < static_cast<std::size_t>(replicas_)) return;
+    const TaskId prepared = prepare_gradients(g, end, params);
+    sr.bucket_ready[j].push_back(prepared);
+    if (sr.bucket_ready[j].size() < static_cast<std::size_t>(replicas_)) return prepared;
     std::vector<TaskId> ready;
     ready.swap(sr.bucket_ready[j]);
-    sr.last_bucket = emit_phases(dp_streams_[static_cast<std::size_t>(g.stage)], dp_plan(g.stage, DpMessage::bucket), std::move(ready),
-                             make_label(TaskKind::dp, 0, 0), nullptr);
+    sr.last_bucket = emit_phases(dp_streams_[static_cast<std::size_t>(g.stage)], plan, std::move(ready),
+                                 make_label(TaskKind::dp, 0, 0), nullptr);
+    return prepared;
+}
+
+void Builder::on_backward_piece(Group& g, int chunk, const Pieces& pieces, std::size_t i, TaskId end) {
+    if (!megatron_buckets()) {
+        // One bucket per layer, numbered as the group's backward completes them.
+        if (pieces.is_layer[i])
+            on_bucket(g, end, g.buckets, layer_parameters_per_gpu(sc_.model, e_.tensor), dp_plan(g.stage, DpMessage::bucket));
+        return;
+    }
+    // Megatron-Core's buckets whose last tensor piece i completes, in order (their passes one after the other on
+    // compute).
+    const int pass = pieces.pass[i], done = pieces.tensors_done[i];
+    const int before = i > 0 && pieces.pass[i - 1] == pass ? pieces.tensors_done[i - 1] : 0;
+    const StageBuckets& sb = stage_buckets(g.stage);
+    const std::size_t from = sb.chunk_offset[static_cast<std::size_t>(chunk)];
+    const std::size_t to = static_cast<std::size_t>(chunk) + 1 < sb.chunk_offset.size()
+                               ? sb.chunk_offset[static_cast<std::size_t>(chunk) + 1]
+                               : sb.buckets.size();
+    for (std::size_t j = from; j < to; ++j) {
+        const GradientBucket& b = sb.buckets[j];
+        if (b.last_piece == pass && b.last_tensor >= before && b.last_tensor < done)
+            end = on_bucket(g, end, j, b.parameters, bucket_plan(g.stage, b, false));
+    }
 }
 
 void Builder::on_last_backward(Group& g, TaskId last) {
     const int r = g.stage, replicas = weight_replicas();
     // The buffer is averaged before the reduction: by layer bucket as each is reduced, else all of it here.
-    last = prepare_gradients(g, last, g.buckets > 0 ? rest_parameters(r) : parameters_on_stage(sc_.model, e_, r));
+    last = prepare_gradients(g, last, g.buckets > 0 ? unbucketed_parameters(r) : parameters_on_stage(sc_.model, e_, r));
     StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
     sr.last_backward.push_back(last);
     if (sr.last_backward.size() < static_cast<std::size_t>(replicas_)) return;
@@ -158,7 +223,7 @@ void Builder::on_last_backward(Group& g, TaskId last) {
     TaskId done{};
     if (replicas > 1 && g.buckets > 0) {
         // What the buckets left (embeddings, final norm), after the last backward.
-        if (rest_parameters(r) > 0.5) {
+        if (unbucketed_parameters(r) > 0.5) {
             done = emit_phases(dp, dp_plan(r, DpMessage::rest), deps, label, nullptr);
         } else {
             done = sim_.add_compute(dp, Time::zero(), label);
@@ -288,10 +353,29 @@ void Builder::emit_overlapped_param_gathers() {
             const int v = schedule::virtual_stage(shape_, static_cast<int>(r), chunk);
             ch.chunk_offset.push_back(ch.gathered.size());
             const Pieces& fp = pieces_of(true, v);
-            for (std::size_t i = 0; i < fp.pieces.size(); ++i) {
-                const Plan& plan = dp_plan(static_cast<int>(r), gather_message(fp, v, i));
-                ch.gathered.push_back(emit_phases(gather_streams_[r], plan, {}, make_label(TaskKind::dp, 1, 0), nullptr));
+            const auto gather = [&](const Plan& plan) {
                 gather_left_[r] += static_cast<std::uint32_t>(std::max<std::size_t>(1, plan.size()));
+                return emit_phases(gather_streams_[r], plan, {}, make_label(TaskKind::dp, 1, 0), nullptr);
+            };
+            if (!megatron_buckets()) {
+                for (std::size_t i = 0; i < fp.pieces.size(); ++i)
+                    ch.gathered.push_back(gather(dp_plan(static_cast<int>(r), gather_message(fp, v, i))));
+                continue;
+            }
+            // Megatron-Core's buckets of the chunk in forward order (the last completed by the backward first); forward
+            // piece i is backward piece n - 1 - i, and waits for the last gathered of the buckets holding its tensors.
+            const StageBuckets& sb = stage_buckets(static_cast<int>(r));
+            const std::size_t from = sb.chunk_offset[static_cast<std::size_t>(chunk)];
+            const std::size_t to = static_cast<std::size_t>(chunk) + 1 < sb.chunk_offset.size()
+                                       ? sb.chunk_offset[static_cast<std::size_t>(chunk) + 1]
+                                       : sb.buckets.size();
+            std::vector<TaskId> done(to - from);
+            for (std::size_t j = to; j-- > from;) done[j - from] = gather(bucket_plan(static_cast<int>(r), sb.buckets[j], true));
+            const int n = static_cast<int>(fp.pieces.size());
+            for (int i = 0; i < n; ++i) {
+                std::size_t j = from;
+                while (sb.buckets[j].last_piece < n - 1 - i) ++j;
+                ch.gathered.push_back(done[j - from]);
             }
         }
     }

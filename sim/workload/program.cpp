@@ -347,7 +347,7 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     // starts the buckets' reductions with overlap_grad_reduce.
     const UnitTasks ut = !runs_by_layer(s) ? emit_unit(g, unit_for(s.forward, v), after, label, workspace.value > 0)
                          : s.forward       ? emit_forward_by_layer(g, s.chunk, after, label)
-                                           : emit_backward_by_layer(g, v, after, label);
+                                           : emit_backward_by_layer(g, s.chunk, after, label);
     if (e_.overlap_p2p_comm) {
         // Asynchronous pipeline calls: the unit waits for the transfer bringing its input and for this group's
         // sends of its direction since its last unit of that direction (Megatron's wait handles).

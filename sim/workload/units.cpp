@@ -313,15 +313,79 @@ const Unit& Builder::unit_for(bool forward, int v) {
     return units_.emplace(key, std::move(u)).first->second;
 }
 
+namespace {
+
+/// A layer's backward cut after the kernels that complete each of its tensors' gradients, in megatron_gradient_buckets'
+/// order (fc2, fc1, the second norm, the projection, QKV, the first norm; a weight's bias and main-gradient add with
+/// it): the parts, each with how many of the tensors are complete at its end (the last part: all six). A compute step
+/// is split between its kernels; a tensor whose kernels are not found completes with the next one found.
+std::vector<std::pair<std::vector<Step>, int>> split_at_gradients(const std::vector<Step>& steps) {
+    static const std::array<std::vector<std::string>, 6> kDone = {{
+        {"fc2.wgrad", "fc2.main-grad-add", "fc2.bias-grad"},
+        {"fc1.wgrad", "fc1.main-grad-add", "fc1.bias-grad"},
+        {"ln2.bwd"},
+        {"proj.wgrad", "proj.main-grad-add", "proj.bias-grad"},
+        {"qkv.wgrad", "qkv.main-grad-add", "qkv.bias-grad"},
+        {"ln1.bwd"},
+    }};
+    // Each tensor's last kernel, as a position (step, kernel) in the pass, kept in order.
+    std::vector<std::pair<std::size_t, std::size_t>> at(kDone.size(), {steps.size(), 0});
+    for (std::size_t s = 0; s < steps.size(); ++s)
+        for (std::size_t j = 0; j < steps[s].kernels.size(); ++j)
+            for (std::size_t k = 0; k < kDone.size(); ++k)
+                if (std::find(kDone[k].begin(), kDone[k].end(), steps[s].kernels[j].name) != kDone[k].end()) at[k] = {s, j};
+    for (std::size_t k = kDone.size() - 1; k-- > 0;) at[k] = std::min(at[k], at[k + 1]);
+    std::vector<std::pair<std::vector<Step>, int>> parts;
+    std::vector<Step> part;
+    std::size_t k = 0;
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+        Step rest = steps[s];
+        std::size_t taken = 0;  // of the step's kernels, already in earlier parts
+        while (k < at.size() && at[k].first == s) {
+            // Cut after kernel at[k].second (every tensor completed there at once).
+            const std::size_t end = at[k].second + 1;
+            while (k < at.size() && at[k] == std::pair{s, end - 1}) ++k;
+            Step head = steps[s];
+            head.kernels.assign(steps[s].kernels.begin() + static_cast<std::ptrdiff_t>(taken),
+                                steps[s].kernels.begin() + static_cast<std::ptrdiff_t>(end));
+            part.push_back(std::move(head));
+            parts.emplace_back(std::move(part), static_cast<int>(k));
+            part.clear();
+            taken = end;
+        }
+        if (taken < steps[s].kernels.size() || (taken == 0 && steps[s].kernels.empty())) {
+            rest.kernels.assign(steps[s].kernels.begin() + static_cast<std::ptrdiff_t>(taken), steps[s].kernels.end());
+            part.push_back(std::move(rest));
+        }
+    }
+    if (!part.empty() || parts.empty()) parts.emplace_back(std::move(part), static_cast<int>(kDone.size()));
+    parts.back().second = static_cast<int>(kDone.size());
+    return parts;
+}
+
+}  // namespace
+
 const Builder::Pieces& Builder::pieces_of(bool forward, int v) {
-    // The chunk's pass as one piece per pass (built once per direction and virtual stage, shared by its replicas).
+    // The chunk's pass as one piece per pass (built once per direction and virtual stage, shared by its replicas); with
+    // Megatron-Core's buckets a layer's backward as one piece per part that completes tensors (split_at_gradients).
     auto it = pieces_.find({forward, v});
     if (it == pieces_.end()) {
         Pieces ps;
-        for_each_pass(forward, v, [&](const std::vector<Step>& pass, bool layer) {
+        int pass = 0;
+        const auto piece = [&](const std::vector<Step>& steps, bool layer, int done) {
             ps.pieces.emplace_back();
-            append(ps.pieces.back().steps, pass, cost_);
+            append(ps.pieces.back().steps, steps, cost_);
             ps.is_layer.push_back(layer);
+            ps.pass.push_back(pass);
+            ps.tensors_done.push_back(done);
+        };
+        for_each_pass(forward, v, [&](const std::vector<Step>& steps, bool layer) {
+            if (!forward && layer && megatron_buckets() && reduces_by_bucket()) {
+                for (const auto& [part, done] : split_at_gradients(steps)) piece(part, layer, done);
+            } else {
+                piece(steps, layer, 1 << 20);
+            }
+            ++pass;
         });
         it = pieces_.emplace(std::pair{forward, v}, std::move(ps)).first;
     }
@@ -345,10 +409,10 @@ Builder::UnitTasks Builder::emit_pieces(Group& g, const Pieces& pieces, std::opt
     return all;
 }
 
-Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int v, std::optional<TaskId> after, std::uint32_t label) {
-    const Pieces& bp = pieces_of(false, v);
+Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label) {
+    const Pieces& bp = pieces_of(false, schedule::virtual_stage(shape_, g.stage, chunk));
     return emit_pieces(g, bp, after, label, [&](std::size_t i, const UnitTasks& ut) {
-        if (bp.is_layer[i]) on_bucket(g, ut.last);
+        on_backward_piece(g, chunk, bp, i, ut.last);
     });
 }
 

@@ -1,0 +1,193 @@
+// Megatron-Core's gradient buckets (ExecutionSpec::grad_buckets megatron_core, megatron_gradient_buckets): a chunk's
+// parameter tensors in reverse order, a bucket closed once it holds bucket_size parameters, the output layer first and
+// the input embedding last; one bucket per chunk after the first and with overlap_param_gather_with_optimizer_step.
+#include "fixtures.hpp"
+#include "strata/errors.hpp"
+#include "strata/memory.hpp"
+#include "strata/report.hpp"
+#include "strata/scenario.hpp"
+#include "strata/simulate.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+using namespace strata;
+using Catch::Contains;
+
+namespace {
+
+Experiment load(const std::string& execution_extra) { return testing::load_small("buckets.yaml", execution_extra); }
+
+double sum(const std::vector<GradientBucket>& buckets, bool layers_only = false) {
+    double s = 0;
+    for (const GradientBucket& b : buckets) s += layers_only ? b.layer_parameters : b.parameters;
+    return s;
+}
+
+/// A data-parallel case whose reduction keeps up with the backward (a layer's bf16 gradients reduced in less time than
+/// its backward), so that what is left after the last backward shows: 4 replicas on 4 nodes (t = 8), sequence 4,096,
+/// the overlapped reduction and gather, an untied output layer, no variation.
+Scenario four_nodes(GradBuckets buckets, double bucket_size) {
+    Scenario sc = testing::small_22b(1, 1, 4, true, Recompute::selective);
+    sc.model.seq_len = 4096;
+    sc = testing::with_data(sc, 4);
+    sc.model.tied_embeddings = false;
+    sc.execution.grad_reduce_in_fp32 = false;
+    sc.system.gpus_per_node = 8;
+    sc.system.variation.gpu_sigma = 0;
+    sc.execution.distributed_optimizer = true;
+    sc.execution.overlap_grad_reduce = true;
+    sc.execution.overlap_param_gather = true;
+    sc.execution.grad_buckets = buckets;
+    sc.execution.bucket_size = bucket_size;
+    validate(sc);
+    return sc;
+}
+
+}  // namespace
+
+TEST_CASE("grad_buckets: the keys, their defaults and their errors", "[buckets]") {
+    const ExecutionSpec plain = load("").cases.at(0).execution;
+    CHECK(plain.grad_buckets == GradBuckets::layer);
+    const ExecutionSpec mc = load(", data: 4, grad_buckets: megatron_core").cases.at(0).execution;
+    CHECK(mc.grad_buckets == GradBuckets::megatron_core);
+    CHECK(mc.megatron_bucket_size() == 40e6);  // max(40 M, 1 M x 4)
+    ExecutionSpec wide = mc;
+    wide.data = 512;
+    CHECK(wide.megatron_bucket_size() == 512e6);  // 1 M x d past 40 replicas
+    CHECK(load(", grad_buckets: megatron_core, bucket_size: 134217728").cases.at(0).execution.megatron_bucket_size() ==
+          134217728.0);
+    try {
+        (void)load(", bucket_size: 1000000");
+        FAIL("bucket_size without megatron_core loaded");
+    } catch (const InputError& e) {
+        CHECK_THAT(e.what(), Contains("buckets.yaml:3:") && Contains("bucket_size") && Contains("grad_buckets: megatron_core"));
+    }
+    try {
+        (void)load(", grad_buckets: apex");
+        FAIL("an unknown bucketing loaded");
+    } catch (const InputError& e) {
+        CHECK_THAT(e.what(), Contains("grad_buckets") && Contains("layer") && Contains("megatron_core"));
+    }
+    CHECK_THROWS_AS(load(", grad_buckets: megatron_core, bucket_size: 0"), InputError);
+}
+
+TEST_CASE("megatron_gradient_buckets: Megatron-Core's walk over a chunk's tensors", "[buckets]") {
+    Scenario sc = testing::small_22b(1, 1, 1, true, Recompute::none);
+    sc.model.tied_embeddings = false;
+    const ModelSpec& m = sc.model;
+    const ExecutionSpec& e = sc.execution;
+    const int layers = m.layers;
+    const double layer = layer_parameters_per_gpu(m, e.tensor), word = double(m.vocab) * m.hidden / e.tensor;
+    // Pieces as the backward runs them: 0 the output layer, 1..L the layers last to first, L + 1 the embedding.
+    const int last_piece = layers + 1;
+    SECTION("one bucket") {
+        const auto one = megatron_gradient_buckets(m, e, layers, true, true, 0.0);
+        REQUIRE(one.size() == 1);
+        CHECK(one[0].parameters == Approx(parameters_on_stage(m, e, 0)).epsilon(1e-12));
+        CHECK(one[0].layer_parameters == Approx(layers * layer).epsilon(1e-12));
+        CHECK(one[0].first_piece == 0);
+        CHECK(one[0].last_piece == last_piece);
+    }
+    SECTION("buckets of a quarter layer") {
+        const double size = layer / 4;
+        const auto b = megatron_gradient_buckets(m, e, layers, true, true, size);
+        CHECK(sum(b) == Approx(parameters_on_stage(m, e, 0)).epsilon(1e-12));
+        CHECK(sum(b, true) == Approx(layers * layer).epsilon(1e-12));
+        // The output layer's word matrix (more than a bucket) is the first bucket, alone, complete after piece 0.
+        REQUIRE(b.size() > static_cast<std::size_t>(layers));
+        CHECK(b.front().parameters == word);
+        CHECK(b.front().last_piece == 0);
+        // Every bucket but the last is closed at bucket_size or past it, by less than a layer's largest tensor (fc1).
+        const double fc1 = double(m.hidden) * m.ffn_hidden / e.tensor + double(m.ffn_hidden) / e.tensor;
+        for (std::size_t i = 0; i + 1 < b.size(); ++i) {
+            CAPTURE(i);
+            CHECK(b[i].parameters >= size);
+            CHECK(b[i].parameters < size + std::max(fc1, word));
+            CHECK(b[i + 1].first_piece - b[i].last_piece <= 1);  // contiguous, in backward order
+            CHECK(b[i + 1].first_piece >= b[i].last_piece);
+        }
+        // A layer's bucket ends at one of its six tensors; the output layer's and embedding's pieces are not split.
+        for (const GradientBucket& x : b) {
+            CHECK(x.last_tensor >= 0);
+            CHECK(x.last_tensor < (x.last_piece >= 1 && x.last_piece <= layers ? 6 : 2));
+        }
+        // The last holds the input embedding, completed by the embedding's backward.
+        CHECK(b.back().last_piece == last_piece);
+        CHECK(b.back().parameters >= word);
+    }
+    SECTION("a tied embedding's copies are buckets of their own (p > 1, distributed optimizer)") {
+        ModelSpec tied = m;
+        tied.tied_embeddings = true;
+        ExecutionSpec two = e;
+        two.pipeline = 2;
+        two.distributed_optimizer = true;
+        const auto first = megatron_gradient_buckets(tied, two, 12, true, false, 0.0);
+        REQUIRE(first.size() == 2);  // the layers, then the word embedding alone
+        CHECK(first.back().parameters == word);
+        CHECK(first.back().layer_parameters == 0);
+        const auto last = megatron_gradient_buckets(tied, two, 12, false, true, 0.0);
+        REQUIRE(last.size() == 2);  // the output copy alone, then the final norm with the layers
+        CHECK(last.front().parameters == word);
+        CHECK(last.front().last_piece == 0);
+        two.distributed_optimizer = false;  // Megatron-Core splits it only for the reduce-scatter
+        CHECK(megatron_gradient_buckets(tied, two, 12, true, false, 0.0).size() == 1);
+    }
+}
+
+TEST_CASE("grad_buckets megatron_core: the output layer reduced first, one bucket waits for the whole backward",
+          "[buckets][simulate]") {
+    const Scenario layer = four_nodes(GradBuckets::layer, 0);
+    const Scenario mc = four_nodes(GradBuckets::megatron_core, 0);  // max(40 M, 4 M): a bucket per ~0.7 layer
+    const Scenario whole = four_nodes(GradBuckets::megatron_core, 1e12);  // one bucket for the stage
+    const IterationResult a = simulate(layer), b = simulate(mc), c = simulate(whole);
+    CAPTURE(a.exposed_comm.data_parallel.seconds(), b.exposed_comm.data_parallel.seconds(),
+            c.exposed_comm.data_parallel.seconds());
+    // One bucket: nothing is reduced under the backward, nothing gathered before the whole stage is: the most exposed.
+    CHECK(c.exposed_comm.data_parallel > b.exposed_comm.data_parallel);
+    CHECK(c.exposed_comm.data_parallel > a.exposed_comm.data_parallel);
+    CHECK(c.iteration_time > b.iteration_time);
+    // Megatron-Core reduces the output layer first, under the layers' backward, where the per-layer model leaves it
+    // (with the embedding) to after the last backward.
+    CHECK(b.exposed_comm.data_parallel < a.exposed_comm.data_parallel);
+    CHECK(b.iteration_time < a.iteration_time);
+    CHECK(simulate(mc).iteration_time == b.iteration_time);  // deterministic
+    // Without overlap_grad_reduce the buckets change nothing (one reduction after the backward), as in Megatron-Core.
+    Scenario plain_layer = layer, plain_mc = mc;
+    plain_layer.execution.overlap_grad_reduce = plain_mc.execution.overlap_grad_reduce = false;
+    plain_layer.execution.overlap_param_gather = plain_mc.execution.overlap_param_gather = false;
+    CHECK(simulate(plain_layer).iteration_time == simulate(plain_mc).iteration_time);
+    // The report carries the bucket size in force.
+    CaseResult r;
+    r.scenario = mc;
+    r.iteration = b;
+    const auto e = nlohmann::json::parse(to_json("buckets", {r}))["results"][0]["execution"];
+    CHECK(e["grad_buckets"] == "megatron_core");
+    CHECK(e["bucket_size"].get<double>() == 40e6);
+}
+
+TEST_CASE("grad_buckets megatron_core: later chunks, and every chunk with the optimizer-step overlap, one bucket",
+          "[buckets][simulate]") {
+    Scenario sc = testing::with_data(testing::small_22b(2, 2, 4, true, Recompute::none), 4);
+    sc.system.gpus_per_node = 8;
+    sc.system.variation.gpu_sigma = 0;
+    sc.execution.distributed_optimizer = true;
+    sc.execution.overlap_grad_reduce = true;
+    sc.execution.overlap_param_gather = true;
+    sc.execution.grad_buckets = GradBuckets::megatron_core;
+    sc.execution.bucket_size = 1e6;  // a bucket per tensor where bucketing is on
+    Scenario with_step = sc;
+    with_step.execution.overlap_param_gather_with_optimizer_step = true;
+    validate(sc);
+    validate(with_step);
+    const IterationResult a = simulate(sc), b = simulate(with_step);
+    // Chunk 0's tensors are reduced and gathered one by one in `sc`, as one bucket in `with_step`: fewer collectives,
+    // and the first forward waits for its chunk's whole gather.
+    CAPTURE(a.tasks, b.tasks);
+    CHECK(b.tasks < a.tasks);
+    CHECK(simulate(with_step).iteration_time == b.iteration_time);
+}
