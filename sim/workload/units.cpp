@@ -315,11 +315,12 @@ const Unit& Builder::unit_for(bool forward, int v) {
 
 namespace {
 
-/// A layer's backward cut after the kernels that complete each of its tensors' gradients, in megatron_gradient_buckets'
-/// order (fc2, fc1, the second norm, the projection, QKV, the first norm; a weight's bias and main-gradient add with
-/// it): the parts, each with how many of the tensors are complete at its end (the last part: all six). A compute step
-/// is split between its kernels; a tensor whose kernels are not found completes with the next one found.
-std::vector<std::pair<std::vector<Step>, int>> split_at_gradients(const std::vector<Step>& steps) {
+/// A layer's backward cut after the kernels that complete the tensors `cut` marks, of its six in
+/// megatron_gradient_buckets' order (fc2, fc1, the second norm, the projection, QKV, the first norm; a weight's bias and
+/// main-gradient add with it): the parts, each with how many of the six are complete at its end (the last part: all).
+/// A compute step is split between its kernels; the split moves no kernel and changes no time.
+std::vector<std::pair<std::vector<Step>, int>> split_at_gradients(const std::vector<Step>& steps,
+                                                                  const std::array<bool, 6>& cut) {
     static const std::array<std::vector<std::string>, 6> kDone = {{
         {"fc2.wgrad", "fc2.main-grad-add", "fc2.bias-grad"},
         {"fc1.wgrad", "fc1.main-grad-add", "fc1.bias-grad"},
@@ -328,37 +329,49 @@ std::vector<std::pair<std::vector<Step>, int>> split_at_gradients(const std::vec
         {"qkv.wgrad", "qkv.main-grad-add", "qkv.bias-grad"},
         {"ln1.bwd"},
     }};
-    // Each tensor's last kernel, as a position (step, kernel) in the pass, kept in order.
-    std::vector<std::pair<std::size_t, std::size_t>> at(kDone.size(), {steps.size(), 0});
+    using Position = std::pair<std::size_t, std::size_t>;  // (step, kernel)
+    // Each tensor's last kernel (not found: the pass's end), kept in order.
+    std::array<Position, 6> at;
+    at.fill({steps.size(), 0});
     for (std::size_t s = 0; s < steps.size(); ++s)
         for (std::size_t j = 0; j < steps[s].kernels.size(); ++j)
             for (std::size_t k = 0; k < kDone.size(); ++k)
                 if (std::find(kDone[k].begin(), kDone[k].end(), steps[s].kernels[j].name) != kDone[k].end()) at[k] = {s, j};
     for (std::size_t k = kDone.size() - 1; k-- > 0;) at[k] = std::min(at[k], at[k + 1]);
+    // The cuts: after each marked tensor's last kernel; every tensor up to it is then complete.
+    std::vector<std::pair<Position, int>> cuts;
+    for (std::size_t k = 0; k < kDone.size(); ++k) {
+        if (!cut[k] || at[k].first >= steps.size()) continue;
+        if (!cuts.empty() && cuts.back().first == at[k]) {
+            cuts.back().second = static_cast<int>(k) + 1;
+        } else {
+            cuts.emplace_back(at[k], static_cast<int>(k) + 1);
+        }
+    }
     std::vector<std::pair<std::vector<Step>, int>> parts;
     std::vector<Step> part;
-    std::size_t k = 0;
+    std::size_t c = 0;
     for (std::size_t s = 0; s < steps.size(); ++s) {
-        Step rest = steps[s];
         std::size_t taken = 0;  // of the step's kernels, already in earlier parts
-        while (k < at.size() && at[k].first == s) {
-            // Cut after kernel at[k].second (every tensor completed there at once).
-            const std::size_t end = at[k].second + 1;
-            while (k < at.size() && at[k] == std::pair{s, end - 1}) ++k;
+        for (; c < cuts.size() && cuts[c].first.first == s; ++c) {
+            const std::size_t end = cuts[c].first.second + 1;
             Step head = steps[s];
             head.kernels.assign(steps[s].kernels.begin() + static_cast<std::ptrdiff_t>(taken),
                                 steps[s].kernels.begin() + static_cast<std::ptrdiff_t>(end));
             part.push_back(std::move(head));
-            parts.emplace_back(std::move(part), static_cast<int>(k));
+            parts.emplace_back(std::move(part), cuts[c].second);
             part.clear();
             taken = end;
         }
-        if (taken < steps[s].kernels.size() || (taken == 0 && steps[s].kernels.empty())) {
+        if (taken == 0) {
+            part.push_back(steps[s]);
+        } else if (taken < steps[s].kernels.size()) {
+            Step rest = steps[s];
             rest.kernels.assign(steps[s].kernels.begin() + static_cast<std::ptrdiff_t>(taken), steps[s].kernels.end());
             part.push_back(std::move(rest));
         }
     }
-    if (!part.empty() || parts.empty()) parts.emplace_back(std::move(part), static_cast<int>(kDone.size()));
+    if (!part.empty() || parts.empty()) parts.emplace_back(std::move(part), 0);
     parts.back().second = static_cast<int>(kDone.size());
     return parts;
 }
@@ -381,7 +394,15 @@ const Builder::Pieces& Builder::pieces_of(bool forward, int v) {
         };
         for_each_pass(forward, v, [&](const std::vector<Step>& steps, bool layer) {
             if (!forward && layer && megatron_buckets() && reduces_by_bucket()) {
-                for (const auto& [part, done] : split_at_gradients(steps)) piece(part, layer, done);
+                // Cut only where a bucket of this chunk ends (chunk v / p of stage v % p) inside this layer.
+                const StageBuckets& sb = stage_buckets(v % shape_.stages);
+                const auto chunk = static_cast<std::size_t>(v / shape_.stages);
+                const std::size_t to = chunk + 1 < sb.chunk_offset.size() ? sb.chunk_offset[chunk + 1] : sb.buckets.size();
+                std::array<bool, 6> cut{};
+                for (std::size_t j = sb.chunk_offset[chunk]; j < to; ++j)
+                    if (sb.buckets[j].last_piece == pass && sb.buckets[j].last_tensor < 6)
+                        cut[static_cast<std::size_t>(sb.buckets[j].last_tensor)] = true;
+                for (const auto& [part, done] : split_at_gradients(steps, cut)) piece(part, layer, done);
             } else {
                 piece(steps, layer, 1 << 20);
             }
