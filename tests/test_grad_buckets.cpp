@@ -22,9 +22,9 @@ namespace {
 
 Experiment load(const std::string& execution_extra) { return testing::load_small("buckets.yaml", execution_extra); }
 
-double sum(const std::vector<GradientBucket>& buckets, bool layers_only = false) {
+double sum(const std::vector<GradientBucket>& buckets, bool weights_only = false) {
     double s = 0;
-    for (const GradientBucket& b : buckets) s += layers_only ? b.layer_parameters : b.parameters;
+    for (const GradientBucket& b : buckets) s += weights_only ? b.linear_weights : b.parameters;
     return s;
 }
 
@@ -82,14 +82,16 @@ TEST_CASE("megatron_gradient_buckets: Megatron-Core's walk over a chunk's tensor
     const ModelSpec& m = sc.model;
     const ExecutionSpec& e = sc.execution;
     const int layers = m.layers;
+    const double h = m.hidden, f = m.ffn_hidden, t = e.tensor;
     const double layer = layer_parameters_per_gpu(m, e.tensor), word = double(m.vocab) * m.hidden / e.tensor;
+    const double weights = (h * (h + 2.0 * m.query_groups() * m.head_dim()) + h * h + 2.0 * h * f) / t;  // GeLU MLP
     // Pieces as the backward runs them: 0 the output layer, 1..L the layers last to first, L + 1 the embedding.
     const int last_piece = layers + 1;
     SECTION("one bucket") {
         const auto one = megatron_gradient_buckets(m, e, layers, true, true, 0.0);
         REQUIRE(one.size() == 1);
         CHECK(one[0].parameters == Approx(parameters_on_stage(m, e, 0)).epsilon(1e-12));
-        CHECK(one[0].layer_parameters == Approx(layers * layer).epsilon(1e-12));
+        CHECK(one[0].linear_weights == Approx(layers * weights).epsilon(1e-12));
         CHECK(one[0].first_piece == 0);
         CHECK(one[0].last_piece == last_piece);
     }
@@ -97,28 +99,36 @@ TEST_CASE("megatron_gradient_buckets: Megatron-Core's walk over a chunk's tensor
         const double size = layer / 4;
         const auto b = megatron_gradient_buckets(m, e, layers, true, true, size);
         CHECK(sum(b) == Approx(parameters_on_stage(m, e, 0)).epsilon(1e-12));
-        CHECK(sum(b, true) == Approx(layers * layer).epsilon(1e-12));
-        // The output layer's word matrix (more than a bucket) is the first bucket, alone, complete after piece 0.
+        CHECK(sum(b, true) == Approx(layers * weights).epsilon(1e-12));
+        // The output layer's word matrix (more than a bucket) is the first bucket, alone, complete with its pass.
         REQUIRE(b.size() > static_cast<std::size_t>(layers));
         CHECK(b.front().parameters == word);
         CHECK(b.front().last_piece == 0);
         // Every bucket but the last is closed at bucket_size or past it, by less than a layer's largest tensor (fc1).
-        const double fc1 = double(m.hidden) * m.ffn_hidden / e.tensor + double(m.ffn_hidden) / e.tensor;
+        const double fc1 = double(m.hidden) * m.ffn_hidden / e.tensor;
         for (std::size_t i = 0; i + 1 < b.size(); ++i) {
             CAPTURE(i);
             CHECK(b[i].parameters >= size);
             CHECK(b[i].parameters < size + std::max(fc1, word));
-            CHECK(b[i + 1].first_piece - b[i].last_piece <= 1);  // contiguous, in backward order
-            CHECK(b[i + 1].first_piece >= b[i].last_piece);
-        }
-        // A layer's bucket ends at one of its six tensors; the output layer's and embedding's pieces are not split.
-        for (const GradientBucket& x : b) {
-            CHECK(x.last_tensor >= 0);
-            CHECK(x.last_tensor < (x.last_piece >= 1 && x.last_piece <= layers ? 6 : 2));
+            CHECK(b[i + 1].first_piece >= b[i].last_piece);  // in backward order
         }
         // The last holds the input embedding, completed by the embedding's backward.
         CHECK(b.back().last_piece == last_piece);
         CHECK(b.back().parameters >= word);
+    }
+    SECTION("a layer's tensors in reverse registration order, each complete at its gradient event") {
+        // One bucket per tensor: fc2's bias and weight (event 0), fc1's bias and weight and its norm (1: Transformer
+        // Engine's LayerNormLinear returns them after the norm's backward), QKV's bias, weight and norm (3), the
+        // projection's bias and weight (2: Megatron-Core registers linear_proj before linear_qkv).
+        const auto b = megatron_gradient_buckets(m, e, 1, false, false, 1.0);
+        std::vector<int> events;
+        for (const GradientBucket& x : b) events.push_back(x.ready_event);
+        CHECK(events == std::vector<int>{0, 0, 1, 1, 1, 3, 3, 3, 2, 2});
+        REQUIRE(b.size() == 10);
+        CHECK(b[1].parameters == f * h / t);      // fc2's weight
+        CHECK(b[9].parameters == h * h / t);      // the projection's, last
+        CHECK(b[9].linear_weights == h * h / t);
+        CHECK(b[7].linear_weights == 0);          // a norm
     }
     SECTION("a tied embedding's copies are buckets of their own (p > 1, distributed optimizer)") {
         ModelSpec tied = m;
@@ -129,7 +139,7 @@ TEST_CASE("megatron_gradient_buckets: Megatron-Core's walk over a chunk's tensor
         const auto first = megatron_gradient_buckets(tied, two, 12, true, false, 0.0);
         REQUIRE(first.size() == 2);  // the layers, then the word embedding alone
         CHECK(first.back().parameters == word);
-        CHECK(first.back().layer_parameters == 0);
+        CHECK(first.back().linear_weights == 0);
         const auto last = megatron_gradient_buckets(tied, two, 12, false, true, 0.0);
         REQUIRE(last.size() == 2);  // the output copy alone, then the final norm with the layers
         CHECK(last.front().parameters == word);
@@ -137,6 +147,42 @@ TEST_CASE("megatron_gradient_buckets: Megatron-Core's walk over a chunk's tensor
         two.distributed_optimizer = false;  // Megatron-Core splits it only for the reduce-scatter
         CHECK(megatron_gradient_buckets(tied, two, 12, true, false, 0.0).size() == 1);
     }
+    SECTION("FP8 parameters: the weights bucketed alone, the 16-bit rest with the last FP8 bucket") {
+        ExecutionSpec f8 = e;
+        f8.precision = Precision::fp8;
+        f8.distributed_optimizer = true;
+        f8.fp8_param_gather = true;
+        const auto b = megatron_gradient_buckets(m, f8, layers, true, true, layer / 4);
+        REQUIRE(b.size() > 2);
+        CHECK(sum(b) == Approx(parameters_on_stage(m, f8, 0)).epsilon(1e-12));
+        // The first buckets hold FP8 weights only (no output layer: it is in the last group, reduced at the end).
+        for (std::size_t i = 0; i + 1 < b.size(); ++i) CHECK(b[i].parameters == b[i].linear_weights);
+        CHECK(b.front().first_piece == 1);
+        CHECK(b.back().parameters - b.back().linear_weights ==
+              Approx(parameters_on_stage(m, f8, 0) - layers * weights).epsilon(1e-12));
+        CHECK(b.back().first_piece == 0);
+        CHECK(b.back().last_piece == last_piece);
+    }
+}
+
+TEST_CASE("megatron_chunk_bucket_size: where Megatron-Core turns bucketing off", "[buckets]") {
+    ExecutionSpec e;
+    e.data = 64;
+    e.pipeline = 4;
+    e.interleave = 2;
+    e.overlap_grad_reduce = true;
+    CHECK(megatron_chunk_bucket_size(e, 0, 0) == 64e6);
+    CHECK(megatron_chunk_bucket_size(e, 1, 0) == 0);  // a stage after the first
+    CHECK(megatron_chunk_bucket_size(e, 0, 1) == 0);  // a chunk after the first
+    e.overlap_param_gather_with_optimizer_step = true;
+    CHECK(megatron_chunk_bucket_size(e, 0, 0) == 0);
+    e.overlap_param_gather_with_optimizer_step = false;
+    e.overlap_grad_reduce = false;  // bucket_size None without the overlapped reduction
+    CHECK(megatron_chunk_bucket_size(e, 0, 0) == 0);
+    e.grad_buckets = GradBuckets::megatron_core;
+    CHECK(e.bucket_size_in_force() == 0);
+    e.overlap_grad_reduce = true;
+    CHECK(e.bucket_size_in_force() == 64e6);
 }
 
 TEST_CASE("grad_buckets megatron_core: the output layer reduced first, one bucket waits for the whole backward",

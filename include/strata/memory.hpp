@@ -41,27 +41,33 @@ double embedding_parameters_per_gpu(const ModelSpec& model, int tensor);
 /// All parameters of the model (unsharded).
 double total_parameters(const ModelSpec& model);
 
-/// One bucket of Megatron-Core's data-parallel gradient (and parameter) buffer of a model chunk
-/// (ExecutionSpec::grad_buckets megatron_core).
+/// One bucket (bucket group) of Megatron-Core's data-parallel gradient (and parameter) buffers of a model chunk
+/// (ExecutionSpec::grad_buckets megatron_core): reduced, and gathered, as one.
 struct GradientBucket {
-    double parameters = 0;        ///< per GPU
-    double layer_parameters = 0;  ///< of them, transformer-layer tensors (gathered in FP8 with fp8_param_gather)
+    double parameters = 0;      ///< per GPU
+    double linear_weights = 0;  ///< of them, the layers' linear weights (gathered in FP8 with fp8_param_gather)
     /// The chunk's backward passes it spans, numbered as the backward runs them: the output layer's (on the last
-    /// virtual stage), the layers' last to first, the input embedding's (on the first). Its gradients are complete
-    /// when pass last_piece has completed tensor last_tensor.
-    int first_piece = 0, last_piece = 0;
-    /// Its last tensor's index among last_piece's (a layer's: 0 fc2, 1 fc1, 2 its second norm, 3 the projection, 4 QKV,
-    /// 5 its first norm): a layer's backward completes them in that order.
-    int last_tensor = 0;
+    /// virtual stage), the layers' last to first, the input embedding's (on the first). It is complete when pass
+    /// last_piece reaches ready_event: in a layer, 0 fc2's weight gradient, 1 fc1's and the second norm's, 2 the
+    /// projection's, 3 QKV's and the first norm's (kernel order; the pass's end outside layers).
+    int first_piece = 0, last_piece = -1;
+    int ready_event = 0;
 };
 /// The buckets of a model chunk of `layers` transformer layers, with the input embedding if `embedding` and the final
-/// norm and output layer if `output`, in the order its backward completes them, as Megatron-Core's DDP makes them
-/// (param_and_grad_buffer.py, 0.8-0.11): the chunk's parameter tensors in reverse registration order, a bucket
-/// closed after the tensor that brings it to `bucket_size` parameters (0: one bucket for the chunk), a tied word
-/// embedding (p > 1, distributed optimizer: shared_embedding) a bucket of its own. A layer's tensors: fc2, fc1, its
-/// norm, the projection, QKV, its norm (biases with their weights). Padding to the data-parallel size is left out.
+/// norm and output layer if `output`, as Megatron-Core's DDP makes them (param_and_grad_buffer.py, 0.8-0.11): the
+/// chunk's parameter tensors in reverse registration order (output layer, final norm; per layer fc2, fc1, its norm,
+/// QKV, its norm, the projection, biases apart; the embedding last), a bucket closed after the tensor that brings it
+/// to `bucket_size` parameters (0: one bucket), a tied word embedding (p > 1, distributed optimizer: shared_embedding)
+/// a bucket of its own. With FP8 parameters (fp8_param_gather, Megatron-Core >= 0.9) the layers' linear weights are a
+/// buffer of their own, cut alone, and every bucket of the 16-bit rest joins the last FP8 bucket's group. Returned in
+/// the order the backward completes them; padding to the data-parallel size left out.
 std::vector<GradientBucket> megatron_gradient_buckets(const ModelSpec& model, const ExecutionSpec& exec, int layers,
                                                       bool embedding, bool output, double bucket_size);
+/// The bucket size Megatron-Core's DDP gives model chunk `chunk` of pipeline stage `stage` (ExecutionSpec::
+/// megatron_bucket_size), or 0 (one bucket) where it has bucketing off: on every stage after the first, for every chunk
+/// after the first and for all with overlap_param_gather_with_optimizer_step (disable_bucketing), and without
+/// overlap_grad_reduce (distributed_data_parallel.py, 0.8-0.11; training.py, NeMo 2, Megatron-Bridge).
+double megatron_chunk_bucket_size(const ExecutionSpec& exec, int stage, int chunk);
 
 /// What a GPU's memory holds, by category: the analytical stage memory and the simulated memory pools
 /// (engine pool categories, in this order) share it.

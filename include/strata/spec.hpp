@@ -192,9 +192,10 @@ struct ExecutionSpec {
     [[nodiscard]] double megatron_bucket_size() const {
         return bucket_size > 0 ? bucket_size : std::max(40e6, 1e6 * data);
     }
-    /// What the reports say: megatron_bucket_size with Megatron-Core's buckets, 0 with one per layer.
+    /// What the reports say: megatron_bucket_size with Megatron-Core's buckets and overlap_grad_reduce (its first
+    /// stage's first chunk), 0 otherwise (one per layer, or none).
     [[nodiscard]] double bucket_size_in_force() const {
-        return grad_buckets == GradBuckets::megatron_core ? megatron_bucket_size() : 0.0;
+        return grad_buckets == GradBuckets::megatron_core && overlap_grad_reduce ? megatron_bucket_size() : 0.0;
     }
     GradientAverage gradient_average = GradientAverage::scale;
     /// Whether the gradients are averaged by a pass over the buffer (see GradientAverage).

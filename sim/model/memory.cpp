@@ -52,8 +52,12 @@ std::vector<GradientBucket> megatron_gradient_buckets(const ModelSpec& m, const 
                                                       bool embedding, bool output, double bucket_size) {
     struct Tensor {
         double params;
-        bool layer, own_bucket;
+        bool fp8;         // a layer's linear weight under fp8_param_gather: Megatron-Core's FP8 (uint8) buffer
+        bool weight;      // a layer's linear weight (gathered in FP8 with fp8_param_gather)
+        bool own_bucket;  // shared_embedding
+        int event;        // when the layer's backward completes it (kLayerGradientEvents), 3 outside layers
     };
+    const bool fp8 = e.precision == Precision::fp8 && e.fp8_param_gather;
     // The chunk's backward passes, each with its tensors in reverse registration order.
     std::vector<std::vector<Tensor>> pieces;
     const double h = m.hidden, f = m.ffn_hidden, kv = 2.0 * m.query_groups() * m.head_dim(), t = e.tensor;
@@ -64,45 +68,78 @@ std::vector<GradientBucket> megatron_gradient_buckets(const ModelSpec& m, const 
     const bool shared = m.tied_embeddings && e.pipeline > 1 && e.distributed_optimizer;
     if (output) {
         std::vector<Tensor> out;
-        if (e.pipeline > 1 || !m.tied_embeddings) out.push_back({word, false, shared});
-        out.push_back({final_norm(m), false, false});
+        if (e.pipeline > 1 || !m.tied_embeddings) out.push_back({word, false, false, shared, 3});
+        out.push_back({final_norm(m), false, false, false, 3});
         pieces.push_back(std::move(out));
     }
-    const std::vector<Tensor> layer = {{f * h / t + bias * h, true, false},
-                                       {gate * (h * f + bias * f) / t, true, false},
-                                       {norm, true, false},
-                                       {h * h / t + bias * h, true, false},
-                                       {(h + bias) * (h + kv) / t, true, false},
-                                       {norm, true, false}};
+    // Registered: the projection (Attention builds linear_proj before SelfAttention's linear_qkv), QKV's norm and QKV,
+    // fc1's norm and fc1, fc2 (Transformer Engine's LayerNormLinear registers its norm before its weight), each weight
+    // before its bias. Completed (TE returns a LayerNormLinear's gradients after its norm's backward): fc2 (event 0),
+    // fc1 with the second norm (1), the projection (2), QKV with the first norm (3).
+    const std::vector<Tensor> layer = {
+        {bias * h, false, false, false, 0},              {f * h / t, fp8, true, false, 0},           // fc2
+        {bias * gate * f / t, false, false, false, 1},   {gate * h * f / t, fp8, true, false, 1},    // fc1
+        {norm, false, false, false, 1},                                                             // its norm
+        {bias * (h + kv) / t, false, false, false, 3},   {h * (h + kv) / t, fp8, true, false, 3},    // QKV
+        {norm, false, false, false, 3},                                                             // its norm
+        {bias * h, false, false, false, 2},              {h * h / t, fp8, true, false, 2}};         // projection
     for (int i = 0; i < layers; ++i) pieces.push_back(layer);
     if (embedding) {
         std::vector<Tensor> in;
-        if (position_table(m) > 0) in.push_back({position_table(m), false, false});
-        in.push_back({word, false, shared});
+        if (position_table(m) > 0) in.push_back({position_table(m), false, false, false, 3});
+        in.push_back({word, false, false, shared, 3});
         pieces.push_back(std::move(in));
     }
-    std::vector<GradientBucket> buckets;
-    GradientBucket open;
-    bool empty = true;
-    const auto close = [&] {
-        if (!empty) buckets.push_back(open);
-        open = GradientBucket{};
-        empty = true;
-    };
-    for (int i = 0; i < static_cast<int>(pieces.size()); ++i)
-        for (int k = 0; k < static_cast<int>(pieces[static_cast<std::size_t>(i)].size()); ++k) {
-            const Tensor& x = pieces[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)];
-            if (x.own_bucket) close();
-            if (empty) open.first_piece = i;
-            empty = false;
-            open.parameters += x.params;
-            if (x.layer) open.layer_parameters += x.params;
-            open.last_piece = i;
-            open.last_tensor = k;
-            if ((bucket_size > 0 && open.parameters >= bucket_size) || x.own_bucket) close();
+    // Each buffer (with fp8_param_gather the FP8 weights apart from the rest, Megatron-Core >= 0.9) is cut into buckets.
+    std::vector<GradientBucket> buckets[2];  // [0] the 16-bit buffer, [1] the FP8 one
+    // A bucket is complete at the latest (pass, event) of its tensors.
+    const auto later = [](GradientBucket& b, int piece, int event) {
+        if (std::pair{piece, event} > std::pair{b.last_piece, b.ready_event}) {
+            b.last_piece = piece;
+            b.ready_event = event;
         }
-    close();
-    return buckets;
+    };
+    const auto add = [&](GradientBucket& b, bool& empty, const Tensor& x, int piece) {
+        if (empty) b.first_piece = piece;
+        empty = false;
+        b.parameters += x.params;
+        if (x.weight) b.linear_weights += x.params;
+        later(b, piece, x.event);
+    };
+    for (const bool in_fp8 : {false, true}) {
+        std::vector<GradientBucket>& out = buckets[in_fp8 ? 1 : 0];
+        GradientBucket open;
+        bool empty = true;
+        const auto close = [&] {
+            if (!empty) out.push_back(open);
+            open = GradientBucket{};
+            empty = true;
+        };
+        for (int i = 0; i < static_cast<int>(pieces.size()); ++i)
+            for (const Tensor& x : pieces[static_cast<std::size_t>(i)]) {
+                if (x.params <= 0 || x.fp8 != in_fp8) continue;
+                if (x.own_bucket) close();
+                add(open, empty, x, i);
+                if ((bucket_size > 0 && open.parameters >= bucket_size) || x.own_bucket) close();
+            }
+        close();
+    }
+    if (buckets[1].empty()) return buckets[0];
+    // partition_buckets (param_and_grad_buffer.py, 0.9-0.11): the 16-bit buckets join the last FP8 bucket's group,
+    // reduced together once all are complete.
+    GradientBucket& last = buckets[1].back();
+    for (const GradientBucket& b : buckets[0]) {
+        last.first_piece = std::min(last.first_piece, b.first_piece);
+        last.parameters += b.parameters;
+        last.linear_weights += b.linear_weights;
+        later(last, b.last_piece, b.ready_event);
+    }
+    return buckets[1];
+}
+
+double megatron_chunk_bucket_size(const ExecutionSpec& e, int stage, int chunk) {
+    const bool one = stage > 0 || chunk > 0 || e.overlap_param_gather_with_optimizer_step || !e.overlap_grad_reduce;
+    return one ? 0.0 : e.megatron_bucket_size();
 }
 
 namespace {

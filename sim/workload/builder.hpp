@@ -304,7 +304,7 @@ private:
     struct Pieces {
         std::vector<Unit> pieces;
         std::vector<bool> is_layer;
-        std::vector<int> pass, tensors_done;  ///< each piece's pass; that pass's tensors complete at its end
+        std::vector<int> pass, events_done;  ///< each piece's pass; that pass's gradient events (0-4) done at its end
     };
     const Pieces& pieces_of(bool forward, int virtual_stage);
     /// How many gradient buckets stage r has (one per layer, or Megatron-Core's: stage_buckets, made once).

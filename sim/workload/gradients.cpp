@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace strata::workload {
 
@@ -83,8 +84,8 @@ std::vector<fabric::CollectivePhase> Builder::reduction_phases(int r, Bytes mess
 
 const Plan& Builder::bucket_plan(int r, const GradientBucket& b, bool gather) {
     // Gathered: 16-bit parameters, with fp8_param_gather the layers' in FP8; reduced: the gradients' bytes.
-    const double bytes = gather ? b.layer_parameters * (e_.fp8_param_gather ? 1.0 : 2.0) +
-                                      (b.parameters - b.layer_parameters) * 2.0
+    const double bytes = gather ? b.linear_weights * (e_.fp8_param_gather ? 1.0 : 2.0) +
+                                      (b.parameters - b.linear_weights) * 2.0
                                 : b.parameters * bytes_per_param(e_).gradients;
     const Bytes message(std::llround(bytes));
     auto& plans = reductions_[static_cast<std::size_t>(r)].bucket_plans[gather ? 1 : 0];
@@ -102,13 +103,9 @@ const Builder::StageBuckets& Builder::stage_buckets(int r) {
     const int last_v = shape_.virtual_stages() - 1;
     for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
         const int v = schedule::virtual_stage(shape_, r, chunk);
-        // Megatron-Core's DDP of every chunk after the first, and of all with overlap_param_gather_with_optimizer_step,
-        // has bucketing disabled: one bucket (megatron/training/training.py get_model, NeMo 2's megatron_parallel.py,
-        // Megatron-Bridge's model provider).
-        const bool one = chunk > 0 || e_.overlap_param_gather_with_optimizer_step;
         sb.chunk_offset.push_back(sb.buckets.size());
         for (const GradientBucket& b : megatron_gradient_buckets(sc_.model, e_, e_.layers_in_chunk(sc_.model.layers, v),
-                                                                 v == 0, v == last_v, one ? 0.0 : e_.megatron_bucket_size()))
+                                                                 v == 0, v == last_v, megatron_chunk_bucket_size(e_, r, chunk)))
             sb.buckets.push_back(b);
     }
     return cached.emplace(std::move(sb));
@@ -192,10 +189,9 @@ void Builder::on_backward_piece(Group& g, int chunk, const Pieces& pieces, std::
             on_bucket(g, end, g.buckets, layer_parameters_per_gpu(sc_.model, e_.tensor), dp_plan(g.stage, DpMessage::bucket));
         return;
     }
-    // Megatron-Core's buckets whose last tensor piece i completes, in order (their passes one after the other on
-    // compute).
-    const int pass = pieces.pass[i], done = pieces.tensors_done[i];
-    const int before = i > 0 && pieces.pass[i - 1] == pass ? pieces.tensors_done[i - 1] : 0;
+    // Megatron-Core's buckets that piece i completes, in order (their passes one after the other on compute).
+    const int pass = pieces.pass[i], done = pieces.events_done[i];
+    const int before = i > 0 && pieces.pass[i - 1] == pass ? pieces.events_done[i - 1] : 0;
     const StageBuckets& sb = stage_buckets(g.stage);
     const std::size_t from = sb.chunk_offset[static_cast<std::size_t>(chunk)];
     const std::size_t to = static_cast<std::size_t>(chunk) + 1 < sb.chunk_offset.size()
@@ -203,13 +199,16 @@ void Builder::on_backward_piece(Group& g, int chunk, const Pieces& pieces, std::
                                : sb.buckets.size();
     for (std::size_t j = from; j < to; ++j) {
         const GradientBucket& b = sb.buckets[j];
-        if (b.last_piece == pass && b.last_tensor >= before && b.last_tensor < done)
+        if (b.last_piece == pass && b.ready_event >= before && b.ready_event < done)
             end = on_bucket(g, end, j, b.parameters, bucket_plan(g.stage, b, false));
     }
 }
 
 void Builder::on_last_backward(Group& g, TaskId last) {
     const int r = g.stage, replicas = weight_replicas();
+    if (megatron_buckets() && reduces_by_bucket() && g.buckets != stage_buckets(r).buckets.size())
+        throw std::logic_error(fmt::format("stage {}: {} of its {} gradient buckets reduced by its last backward", r,
+                                           g.buckets, stage_buckets(r).buckets.size()));
     // The buffer is averaged before the reduction: by layer bucket as each is reduced, else all of it here.
     last = prepare_gradients(g, last, g.buckets > 0 ? unbucketed_parameters(r) : parameters_on_stage(sc_.model, e_, r));
     StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
@@ -374,7 +373,7 @@ void Builder::emit_overlapped_param_gathers() {
             const int n = static_cast<int>(fp.pieces.size());
             for (int i = 0; i < n; ++i) {
                 std::size_t j = from;
-                while (sb.buckets[j].last_piece < n - 1 - i) ++j;
+                while (j + 1 < to && sb.buckets[j].last_piece < n - 1 - i) ++j;
                 ch.gathered.push_back(done[j - from]);
             }
         }

@@ -315,30 +315,35 @@ const Unit& Builder::unit_for(bool forward, int v) {
 
 namespace {
 
-/// A layer's backward cut after the kernels that complete the tensors `cut` marks, of its six in
-/// megatron_gradient_buckets' order (fc2, fc1, the second norm, the projection, QKV, the first norm; a weight's bias and
-/// main-gradient add with it): the parts, each with how many of the six are complete at its end (the last part: all).
-/// A compute step is split between its kernels; the split moves no kernel and changes no time.
+/// A layer's backward cut where the gradient events `cut` marks happen (GradientBucket::ready_event: 0 after fc2's
+/// weight gradient, its bias's and main-gradient add, 1 after the second norm's backward, 2 after the projection's, 3
+/// after the first norm's): the parts, each with how many of the four events are done at its end (the last part: all).
+/// A compute step is split between its kernels, unless an overlapped collective runs beside it (the cut then moves to
+/// the step's end: that collective's overlap is the step's); the split moves no kernel and changes no time.
 std::vector<std::pair<std::vector<Step>, int>> split_at_gradients(const std::vector<Step>& steps,
-                                                                  const std::array<bool, 6>& cut) {
-    static const std::array<std::vector<std::string>, 6> kDone = {{
+                                                                  const std::array<bool, 4>& cut) {
+    static const std::array<std::vector<std::string>, 4> kDone = {{
         {"fc2.wgrad", "fc2.main-grad-add", "fc2.bias-grad"},
-        {"fc1.wgrad", "fc1.main-grad-add", "fc1.bias-grad"},
         {"ln2.bwd"},
         {"proj.wgrad", "proj.main-grad-add", "proj.bias-grad"},
-        {"qkv.wgrad", "qkv.main-grad-add", "qkv.bias-grad"},
         {"ln1.bwd"},
     }};
     using Position = std::pair<std::size_t, std::size_t>;  // (step, kernel)
-    // Each tensor's last kernel (not found: the pass's end), kept in order.
-    std::array<Position, 6> at;
+    // Each event's last kernel (not found: the pass's end), kept in order; inside a step beside an overlapped
+    // collective, that step's last kernel.
+    std::array<Position, 4> at;
     at.fill({steps.size(), 0});
     for (std::size_t s = 0; s < steps.size(); ++s)
         for (std::size_t j = 0; j < steps[s].kernels.size(); ++j)
             for (std::size_t k = 0; k < kDone.size(); ++k)
                 if (std::find(kDone[k].begin(), kDone[k].end(), steps[s].kernels[j].name) != kDone[k].end()) at[k] = {s, j};
+    for (Position& p : at) {
+        const std::size_t s = p.first;
+        if (s > 0 && s < steps.size() && steps[s - 1].kind == Step::Kind::collective && steps[s - 1].overlapped)
+            p.second = steps[s].kernels.size() - 1;
+    }
     for (std::size_t k = kDone.size() - 1; k-- > 0;) at[k] = std::min(at[k], at[k + 1]);
-    // The cuts: after each marked tensor's last kernel; every tensor up to it is then complete.
+    // The cuts: after each marked event's last kernel; every event up to it is then done.
     std::vector<std::pair<Position, int>> cuts;
     for (std::size_t k = 0; k < kDone.size(); ++k) {
         if (!cut[k] || at[k].first >= steps.size()) continue;
@@ -380,7 +385,7 @@ std::vector<std::pair<std::vector<Step>, int>> split_at_gradients(const std::vec
 
 const Builder::Pieces& Builder::pieces_of(bool forward, int v) {
     // The chunk's pass as one piece per pass (built once per direction and virtual stage, shared by its replicas); with
-    // Megatron-Core's buckets a layer's backward as one piece per part that completes tensors (split_at_gradients).
+    // Megatron-Core's buckets a layer's backward as one piece per part that completes buckets (split_at_gradients).
     auto it = pieces_.find({forward, v});
     if (it == pieces_.end()) {
         Pieces ps;
@@ -390,7 +395,7 @@ const Builder::Pieces& Builder::pieces_of(bool forward, int v) {
             append(ps.pieces.back().steps, steps, cost_);
             ps.is_layer.push_back(layer);
             ps.pass.push_back(pass);
-            ps.tensors_done.push_back(done);
+            ps.events_done.push_back(done);
         };
         for_each_pass(forward, v, [&](const std::vector<Step>& steps, bool layer) {
             if (!forward && layer && megatron_buckets() && reduces_by_bucket()) {
@@ -398,13 +403,12 @@ const Builder::Pieces& Builder::pieces_of(bool forward, int v) {
                 const StageBuckets& sb = stage_buckets(v % shape_.stages);
                 const auto chunk = static_cast<std::size_t>(v / shape_.stages);
                 const std::size_t to = chunk + 1 < sb.chunk_offset.size() ? sb.chunk_offset[chunk + 1] : sb.buckets.size();
-                std::array<bool, 6> cut{};
+                std::array<bool, 4> cut{};
                 for (std::size_t j = sb.chunk_offset[chunk]; j < to; ++j)
-                    if (sb.buckets[j].last_piece == pass && sb.buckets[j].last_tensor < 6)
-                        cut[static_cast<std::size_t>(sb.buckets[j].last_tensor)] = true;
+                    if (sb.buckets[j].last_piece == pass) cut[static_cast<std::size_t>(sb.buckets[j].ready_event)] = true;
                 for (const auto& [part, done] : split_at_gradients(steps, cut)) piece(part, layer, done);
             } else {
-                piece(steps, layer, 1 << 20);
+                piece(steps, layer, 4);
             }
             ++pass;
         });

@@ -173,7 +173,7 @@ TEST_CASE("validation: Table 5 and SC21 together, mean signed within +-1%, mean 
     CHECK(s.worst_abs <= 0.038);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 10.1%, worst <= 24.5%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 9.7%, worst <= 24.5%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
     // come out 4-7% fast, the 32B row 23.9% slow. The tolerance pins today's figure so that a regression is seen.
     // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
@@ -213,17 +213,18 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // had read 154: 46.0 J and 122.8 W for 46.7 and 134.8): 9.59% / 23.81% / -6.80%. Session 33 charged the fused
     // attention's dropout (the rows' attention_dropout 0.1; x1.034 from TE issue #3312's H200 microbenchmark): 9.60% /
     // 23.92% / -6.98%, the t = 1, 2 rows 0.3-0.4 points closer, the others 0.1-0.2 further. Session 38 took Megatron-
-    // Core's own gradient buckets (grad_buckets megatron_core: max(40 M, 1 M x 48) = 48 M parameters, the output layer
-    // reduced first, a t = 8 layer in two buckets, each with its NaN check): 10.01% / 24.40% / -6.94%, the t = 1, 2 rows
-    // 0.9-1.2 points faster (further), the t = 8 rows 0.0-0.5 slower.
+    // Core's own gradient buckets (grad_buckets megatron_core: on the first stage max(40 M, 1 M x 48) = 48 M parameters,
+    // the output layer reduced first, a t = 8 layer in two buckets, each with its NaN check; one bucket on every later
+    // stage): 9.62% / 24.40% / -6.55%, the t = 1, 2 rows 0.8-1.2 points faster (further), 16B and 32B 0.1-0.5 slower, the
+    // pipelined rows 0.0-0.9 faster (the later stages' single reduction).
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.101);
+    CHECK(s.mean_abs <= 0.097);
     CHECK(s.worst_abs <= 0.245);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.6%, worst <= 20.4%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.0%, worst <= 19.3%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
     // MFU falls from 52.0% to 33.5% where the published one falls from 47% to 42% (README "Hopper strong scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
@@ -240,9 +241,10 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     // (session 27) 13.86% / 22.73% / -6.74%: +10.7 / -8.2 / -22.7%; the headroom after rest (session 28) 12.40% /
     // 20.10% / -5.17%: +10.9 / -6.3 / -20.1%; its GEMM-by-GEMM measurement (session 30) 12.41% / 20.11% / -5.17%;
     // the fused attention's dropout (session 33, x1.034 from a public microbenchmark) 12.43% / 20.20% / -5.30%:
-    // +10.7 / -6.4 / -20.2%; Megatron-Core's own gradient buckets (session 38) 12.54% / 20.34% / -5.41%.
-    CHECK(s.mean_abs <= 0.126);
-    CHECK(s.worst_abs <= 0.204);
+    // +10.7 / -6.4 / -20.2%; Megatron-Core's own gradient buckets (session 38: one bucket on every stage after the
+    // first) 11.92% / 19.24% / -4.76%: +10.8 / -5.8 / -19.2%.
+    CHECK(s.mean_abs <= 0.120);
+    CHECK(s.worst_abs <= 0.193);
 }
 
 namespace {
@@ -476,21 +478,22 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "validation: DGX Cloud Benchmarking v25.04 H100, NeMo 2 (BF16 and FP8, 8-2,048 GPUs) tokens/s mean |error| <= 2.6%, "
-    "worst <= 7.5%, FP8's speed-up over BF16 within 4.4% on average") {
+    "validation: DGX Cloud Benchmarking v25.04 H100, NeMo 2 (BF16 and FP8, 8-2,048 GPUs) tokens/s mean |error| <= 2.5%, "
+    "worst <= 6.6%, FP8's speed-up over BF16 within 4.1% on average") {
     // NVIDIA's dgxc-benchmarking v25.04 (nemo:25.02.01: NeMo 2.2, Megatron-Core 0.11, MLPerf v5.0's stack): Llama 3.1
     // 8B / 70B / 405B and Nemotron-4 15B / 340B at every published full-model size, BF16 and FP8 in pairs, first
     // simulated in session 37 with nothing changed for them: 52 rows, mean 2.42%, worst 7.03% (Nemotron-4 15B on 2,048
     // in FP8), signed +0.08%; FP8's speed-up per pair: mean |difference| 4.20%, signed +0.54%; with the FP8 amax
     // all-reduce over the whole stage (the same session): 2.47% / 6.99% / +0.01%, speed-up 4.30% / +0.42%; with
-    // Megatron-Core's 128 Mi-parameter buckets (session 38; the output layer reduced first: the 15B's 786 M-parameter
-    // output layer left the tail) 2.53% / 7.42% / +0.08%, speed-up 4.32% / +0.45%. Pinned so that a change is seen
-    // (README, "Hopper: DGX Cloud Benchmarking v25.04, NeMo 2").
+    // Megatron-Core's 128 Mi-parameter buckets (session 38: in BF16 the output layer reduced first; in FP8 the weights
+    // bucketed apart and the 16-bit rest, output layer included, reduced with the last FP8 bucket) 2.40% / 6.54% /
+    // -0.05%, speed-up 4.07% / +0.20%. Pinned so that a change is seen (README, "Hopper: DGX Cloud Benchmarking v25.04,
+    // NeMo 2").
     const TokensErrors t = tokens_errors("dgxc_h100_v2504", "scenarios/validation/dgxc-h100-v2504.yaml");
     REQUIRE(t.errors.size() == 52);
-    CHECK(t.summary.mean_abs <= 0.026);
-    CHECK(t.summary.worst_abs <= 0.075);
-    CHECK(fp8_speedup_mean_abs(t) <= 0.044);
+    CHECK(t.summary.mean_abs <= 0.025);
+    CHECK(t.summary.worst_abs <= 0.066);
+    CHECK(fp8_speedup_mean_abs(t) <= 0.041);
 }
 
 TEST_CASE(
