@@ -89,10 +89,9 @@ enum class GradientAverage { scale, scale_always, in_collective };
 
 /// How the overlapped gradient reduction (overlap_grad_reduce) is cut into buckets: `layer` (each transformer layer
 /// its own bucket as its backward ends, the embeddings, output layer and final norm after the last backward: an
-/// idealised framework) or `megatron_core` (Megatron-Core's DDP: a model chunk's parameters in reverse order, a
-/// bucket closed once it holds bucket_size parameters, the output layer in the first one and the input embedding in
-/// the last; one bucket per chunk for every chunk after the first, and for all of them with
-/// overlap_param_gather_with_optimizer_step). The parameter all-gather uses the same buckets.
+/// idealised framework) or `megatron_core` (Megatron-Core's DDP, megatron_gradient_buckets: a model chunk's tensors
+/// in reverse order, a bucket closed once it holds bucket_size parameters; bucketing off where Megatron-Core turns it
+/// off, megatron_chunk_bucket_size). The parameter all-gather uses the same buckets (docs/execution.md).
 enum class GradBuckets { layer, megatron_core };
 
 /// What selective recompute re-runs (Megatron-Core's recompute_modules): the attention core (the paper's

@@ -216,7 +216,7 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // Core's own gradient buckets (grad_buckets megatron_core: on the first stage max(40 M, 1 M x 48) = 48 M parameters,
     // the output layer reduced first, a t = 8 layer in two buckets, each with its NaN check; one bucket on every later
     // stage): 9.62% / 24.40% / -6.55%, the t = 1, 2 rows 0.8-1.2 points faster (further), 16B and 32B 0.1-0.5 slower, the
-    // pipelined rows 0.0-0.9 faster (the later stages' single reduction).
+    // pipelined rows -0.1 to +0.9 (the later stages' single reduction).
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
