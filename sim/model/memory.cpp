@@ -55,7 +55,7 @@ std::vector<GradientBucket> megatron_gradient_buckets(const ModelSpec& m, const 
         bool fp8;         // a layer's linear weight under fp8_param_gather: Megatron-Core's FP8 (uint8) buffer
         bool weight;      // a layer's linear weight (gathered in FP8 with fp8_param_gather)
         bool own_bucket;  // shared_embedding
-        int event;        // when the layer's backward completes it (kLayerGradientEvents), 3 outside layers
+        int event;        // when the layer's backward completes it (GradientBucket::ready_event), 3 outside layers
     };
     const bool fp8 = e.precision == Precision::fp8 && e.fp8_param_gather;
     // The chunk's backward passes, each with its tensors in reverse registration order.

@@ -201,6 +201,7 @@ private:
     struct StageBuckets {
         std::vector<GradientBucket> buckets;
         std::vector<std::size_t> chunk_offset;
+        [[nodiscard]] std::size_t chunk_end(std::size_t c) const { return c + 1 < chunk_offset.size() ? chunk_offset[c + 1] : buckets.size(); }
     };
     /// A stage's data-parallel collectives: its whole gradient, one layer's bucket, what the buckets leave
     /// (embeddings, final norm), the distributed optimizer's parameter all-gather: whole, or by bucket when
@@ -211,8 +212,7 @@ private:
     /// bucket has arrived: a GEMM cannot use a weight before it is there.
     struct GatherChain {
         std::vector<std::size_t> chunk_offset;  // each chunk's first piece
-        /// Per forward piece, in forward order over the stage's chunks: the last task of the gather it waits for (its
-        /// bucket's; of Megatron-Core's holding its tensors, the last gathered).
+        /// Per forward piece (forward order, over the stage's chunks): the last task of the gather it waits for.
         std::vector<TaskId> gathered;
     };
     /// A (route, latency) interned in the engine.

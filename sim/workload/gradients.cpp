@@ -194,9 +194,7 @@ void Builder::on_backward_piece(Group& g, int chunk, const Pieces& pieces, std::
     const int before = i > 0 && pieces.pass[i - 1] == pass ? pieces.events_done[i - 1] : 0;
     const StageBuckets& sb = stage_buckets(g.stage);
     const std::size_t from = sb.chunk_offset[static_cast<std::size_t>(chunk)];
-    const std::size_t to = static_cast<std::size_t>(chunk) + 1 < sb.chunk_offset.size()
-                               ? sb.chunk_offset[static_cast<std::size_t>(chunk) + 1]
-                               : sb.buckets.size();
+    const std::size_t to = sb.chunk_end(static_cast<std::size_t>(chunk));
     for (std::size_t j = from; j < to; ++j) {
         const GradientBucket& b = sb.buckets[j];
         if (b.last_piece == pass && b.ready_event >= before && b.ready_event < done)
@@ -365,9 +363,7 @@ void Builder::emit_overlapped_param_gathers() {
             // piece i is backward piece n - 1 - i, and waits for the last gathered of the buckets holding its tensors.
             const StageBuckets& sb = stage_buckets(static_cast<int>(r));
             const std::size_t from = sb.chunk_offset[static_cast<std::size_t>(chunk)];
-            const std::size_t to = static_cast<std::size_t>(chunk) + 1 < sb.chunk_offset.size()
-                                       ? sb.chunk_offset[static_cast<std::size_t>(chunk) + 1]
-                                       : sb.buckets.size();
+            const std::size_t to = sb.chunk_end(static_cast<std::size_t>(chunk));
             std::vector<TaskId> done(to - from);
             for (std::size_t j = to; j-- > from;) done[j - from] = gather(bucket_plan(static_cast<int>(r), sb.buckets[j], true));
             const int n = static_cast<int>(fp.pieces.size());

@@ -402,7 +402,7 @@ const Builder::Pieces& Builder::pieces_of(bool forward, int v) {
                 // Cut only where a bucket of this chunk ends (chunk v / p of stage v % p) inside this layer.
                 const StageBuckets& sb = stage_buckets(v % shape_.stages);
                 const auto chunk = static_cast<std::size_t>(v / shape_.stages);
-                const std::size_t to = chunk + 1 < sb.chunk_offset.size() ? sb.chunk_offset[chunk + 1] : sb.buckets.size();
+                const std::size_t to = sb.chunk_end(chunk);
                 std::array<bool, 4> cut{};
                 for (std::size_t j = sb.chunk_offset[chunk]; j < to; ++j)
                     if (sb.buckets[j].last_piece == pass) cut[static_cast<std::size_t>(sb.buckets[j].ready_event)] = true;
