@@ -359,8 +359,8 @@ struct OptimizerSpec {
     Time fixed_overhead;                 ///< grad-norm / overflow checks, launches
 };
 
-/// Variation of kernel times between GPUs and between runs (see README "Fidelity: variation"). A synchronous
-/// job waits for its slowest members; both are off (0) unless the system file gives them.
+/// Variation of kernel times between GPUs and between runs (see docs/fidelity.md, "GPU-to-GPU variation"). A
+/// synchronous job waits for its slowest members; both are off (0) unless the system file gives them.
 struct VariationSpec {
     double gpu_sigma = 0;     ///< relative standard deviation of a GPU's persistent kernel speed (GPU to GPU)
     double span_sigma = 0;    ///< relative standard deviation of each compute span's time (run to run)

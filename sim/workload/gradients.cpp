@@ -338,7 +338,7 @@ void Builder::emit_overlapped_param_gathers() {
     // this iteration's first forward of each chunk (GatherChain), which waits for each bucket. Buckets are the
     // forward's pieces: the input embedding, each layer, the output layer with the final norm. Megatron-Core
     // (megatron/core/optimizer/distrib_optimizer.py, r0.8) also holds each bucket back until the forward pre-hook of
-    // the bucket before it has run; not modelled (README "Hopper: Megatron-LM's H100 weak scaling").
+    // the bucket before it has run; not modelled (docs/validation-hopper.md, "Megatron-LM's H100 weak scaling").
     if (gather_streams_.empty()) return;
     gather_stage_.assign(sim_.stream_count(), -1);
     gather_left_.assign(gather_streams_.size(), 0);

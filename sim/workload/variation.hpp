@@ -3,7 +3,7 @@
 // A synchronous job runs at the pace of its slowest members: every tensor-parallel collective waits for the
 // slowest GPU of its group, a pipeline for its slowest stage, the data-parallel reduction for the slowest
 // replica. Identical GPUs are not equally fast (power management and manufacturing spread), so the larger the
-// job, the slower its slowest GPU. Model (see README "Fidelity: variation"):
+// job, the slower its slowest GPU. Model (see docs/fidelity.md, "GPU-to-GPU variation"):
 //
 //  * GPU-to-GPU: GPU i runs its kernels at (1 + gpu_sigma * (z_i - z_ref)) times the profile's times. The
 //    job's N GPUs are a stratified sample of a normal distribution: z values are the N quantiles

@@ -183,7 +183,7 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // then the embedding's dense gradient took it to 6.84% / 14.96% (the 32B row's worst by 0.2 points), the
     // measured sparing of bandwidth-bound kernels and fused attention by held SMs to 6.85% / 14.86%; the first
     // forward's layers waiting for their parameters' all-gather buckets (physics: a GEMM cannot use a weight before
-    // it arrives; README "Hopper") to 9.26% / 21.98%, kept: the published 32B row is below what its stated
+    // it arrives; docs/validation-hopper.md) to 9.26% / 21.98%, kept: the published 32B row is below what its stated
     // configuration allows on one NDR rail per GPU even without it. The SP sum of the norm and bias gradients over the
     // tensor-parallel group before the step and the output layer's input gathered again in its backward (both in
     // Megatron's code, session 19) to 9.29% / 22.08%; Megatron-Core's NaN check of each gradient bucket before its
@@ -226,7 +226,8 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
 
 TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.0%, worst <= 19.3%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
-    // MFU falls from 52.0% to 33.5% where the published one falls from 47% to 42% (README "Hopper strong scaling").
+    // MFU falls from 52.0% to 33.5% where the published one falls from 47% to 42% (docs/validation-hopper.md, "strong
+    // scaling").
     const Summary s = throughput_table("Megatron-LM H100 strong scaling", "megatron_h100_strong",
                                        "scenarios/validation/megatron-h100-strong.yaml",
                                        megatron_tflops_per_gpu);
@@ -410,8 +411,8 @@ TEST_CASE(
     // group (TE 1.0's NVTE_DP_AMAX_REDUCE_INTERVAL=0). Split into a fixed part and a part per microbatch (least squares
     // of time = fixed + per_microbatch x m over the rows; m = 128, 16, 8), the published steps are 280 ms + 84.39 ms x m
     // and strata's 196 ms + 84.22 ms x m (84.13 before): the microbatches' work (layers, tensor-parallel overlap,
-    // pipeline transfers) is right to 0.2%, and strata misses about 84 ms per step that does not scale with the microbatches (README,
-    // "Hopper: MLPerf Training GPT-3 175B"). Both are pinned: the first as the mechanism check, the second so that a
+    // pipeline transfers) is right to 0.2%, and strata misses about 84 ms per step that does not scale with the microbatches (docs/
+    // validation-hopper.md, "MLPerf Training GPT-3 175B"). Both are pinned: the first as the mechanism check, the second so that a
     // change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100", "scenarios/validation/mlperf-gpt3-h100.yaml");
     REQUIRE(t.errors.size() == 7);
@@ -447,8 +448,8 @@ TEST_CASE(
     // on H200 (strata fast; mean 3.01%, signed +3.01%); with session 37's amax all-reduce over the tensor x context
     // group (tp_only_amax_red) +0.2 / +2.0 / +3.6 / +4.0 / +8.5%, +0.8 / +1.3% (mean 2.90%). Split as for v3.1 over
     // the five H100 rows (m = 288, 72, 64, 56, 24): published 718 ms + 189.30 ms x m, strata 260 ms + 190.49 ms x m: Llama-class layers (GQA, SwiGLU, RMSNorm),
-    // context parallelism, FP8 and the overlaps right to 0.6% per microbatch, about 0.46 s per step missing (README,
-    // "Hopper: MLPerf Training Llama 3.1 405B"). Pinned so that a change is seen.
+    // context parallelism, FP8 and the overlaps right to 0.6% per microbatch, about 0.46 s per step missing (docs/
+    // validation-hopper.md, "MLPerf Training Llama 3.1 405B"). Pinned so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_llama31_405b", "scenarios/validation/mlperf-llama31-405b.yaml");
     REQUIRE(t.errors.size() == 7);
     CHECK(t.summary.mean_abs <= 0.031);
@@ -469,7 +470,7 @@ TEST_CASE(
     // BF16 rows within 4.4% (mean 2.0%), the first BF16 Hopper rows with fully published configurations. FP8's
     // speed-up (BF16 step / FP8 step) per pair: mean |difference| 3.51%, signed +1.47%. With session 37's FP8 amax
     // all-reduce over the whole stage: 3.11% / 8.30% / +2.21%, speed-up 3.41% / +1.27%. Pinned so that a change is
-    // seen (README, "Hopper: DGX Cloud Benchmarking, BF16 and FP8").
+    // seen (docs/validation-hopper.md, "DGX Cloud Benchmarking, BF16 and FP8").
     const TokensErrors t = tokens_errors("dgxc_h100", "scenarios/validation/dgxc-h100.yaml");
     REQUIRE(t.errors.size() == 20);
     CHECK(t.summary.mean_abs <= 0.032);
@@ -487,8 +488,8 @@ TEST_CASE(
     // all-reduce over the whole stage (the same session): 2.47% / 6.99% / +0.01%, speed-up 4.30% / +0.42%; with
     // Megatron-Core's 128 Mi-parameter buckets (session 38: in BF16 the output layer reduced first; in FP8 the weights
     // bucketed apart and the 16-bit rest, output layer included, reduced with the last FP8 bucket) 2.40% / 6.54% /
-    // -0.05%, speed-up 4.07% / +0.20%. Pinned so that a change is seen (README, "Hopper: DGX Cloud Benchmarking v25.04,
-    // NeMo 2").
+    // -0.05%, speed-up 4.07% / +0.20%. Pinned so that a change is seen (docs/validation-hopper.md, "DGX Cloud
+    // Benchmarking v25.04, NeMo 2").
     const TokensErrors t = tokens_errors("dgxc_h100_v2504", "scenarios/validation/dgxc-h100-v2504.yaml");
     REQUIRE(t.errors.size() == 52);
     CHECK(t.summary.mean_abs <= 0.025);
