@@ -48,20 +48,42 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
                                                       : (e.loss_in_pipeline_split ? "l" : "-");
         return fmt::format(" {:>5}", v);
     };
-    human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3} {:>9} {:>9} {:>6} {:>4} {:>9} {:>6} {:>6} "
-                         "{:>8}\n", "rank", "t", cp ? fmt::format(" {:>3}", "c") : "", "p", "d", fmt::format("{:>2}{}", "m", ends ? fmt::format(" {:>5}", "split") : ""), "b", "recompute", "SP",
-                         "dopt", "ogr", "estim s", "sim s", "err%", "est#", "tok/s", "TF/s", "MFU%", "peak GiB");
+    // The searched switches the fixed columns leave out, each given a column where the simulated candidates differ
+    // in it (otherwise two rows could read the same).
+    struct Switch {
+        const char* column;
+        const char* legend;
+        bool (*on)(const ExecutionSpec&);
+    };
+    static constexpr Switch switches[] = {
+        {"opg", "overlap_param_gather", [](const ExecutionSpec& e) { return e.overlap_param_gather; }},
+        {"tpo", "tp_comm_overlap", [](const ExecutionSpec& e) { return e.tp_comm_overlap; }}};
+    std::vector<const Switch*> shown;
+    for (const Switch& w : switches)
+        if (std::any_of(r.simulated.begin(), r.simulated.end(),
+                        [&](const auto& c) { return w.on(c.execution) != w.on(r.simulated.front().execution); })) {
+            shown.push_back(&w);
+            human << fmt::format("{} {}\n", w.column, w.legend);
+        }
+    auto switch_columns = [&](const ExecutionSpec* e) {
+        std::string out;
+        for (const Switch* w : shown) out += fmt::format(" {:>3}", e == nullptr ? w->column : w->on(*e) ? "on" : "off");
+        return out;
+    };
+    human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3}{} {:>9} {:>9} {:>6} {:>4} {:>9} {:>6} "
+                         "{:>6} {:>8}\n", "rank", "t", cp ? fmt::format(" {:>3}", "c") : "", "p", "d", fmt::format("{:>2}{}", "m", ends ? fmt::format(" {:>5}", "split") : ""), "b", "recompute", "SP",
+                         "dopt", "ogr", switch_columns(nullptr), "estim s", "sim s", "err%", "est#", "tok/s", "TF/s", "MFU%", "peak GiB");
     int rank = 0;
     for (const auto& c : r.simulated) {
         if (rank >= top) break;
         const auto& e = c.execution;
         const auto& it = *c.result.iteration;
         const Scenario& sc = c.result.scenario;
-        human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3} {:>9.3f} {:>9.3f} {:>+6.1f} {:>4} "
+        human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3}{} {:>9.3f} {:>9.3f} {:>+6.1f} {:>4} "
                              "{:>9.0f} {:>6.1f} {:>6.1f} {:>8.2f}{}\n",
                              ++rank, e.tensor, cp ? fmt::format(" {:>3}", e.context) : "", e.pipeline, e.data,
                              fmt::format("{:>2}{}", e.interleave, split(e)), e.microbatch, to_string(e.recompute), e.sequence_parallel ? "on" : "off",
-                             e.distributed_optimizer ? "on" : "off", e.overlap_grad_reduce ? "on" : "off", c.estimate_s,
+                             e.distributed_optimizer ? "on" : "off", e.overlap_grad_reduce ? "on" : "off", switch_columns(&e), c.estimate_s,
                              it.iteration_time_s, 100 * (c.estimate_s / it.iteration_time_s - 1), c.estimate_rank,
                              tokens_per_s(sc, it), tflops_per_gpu(sc, it), 100 * it.mfu,
                              it.peak_memory.gib(), it.oom ? "  OOM" : "");

@@ -124,6 +124,12 @@ check "a negative --seed exits 2 (was wrapped to 2^64 - 1)" '[[ $rc -eq 2 ]]'
 "$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
   --gpus 8 --global-batch 8 --top 3 --simulate-top 4 >"$tmp/s.txt"; rc=$?
 check "search runs and prints a ranking" '[[ $rc -eq 0 ]] && grep -q "^   1 " "$tmp/s.txt"'
+check "search: no column for a switch every printed candidate has alike" '! grep -q " tpo \| opg " "$tmp/s.txt"'
+"$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
+  --gpus 8 --global-batch 8 --fix tensor=8 --fix pipeline=1 --fix microbatch=1 --fix recompute=selective \
+  --fix sequence_parallel=on --fix tp_comm_overlap=off,on --top 2 --simulate-top 2 >"$tmp/s-tpo.txt"; rc=$?
+check "search: a searched switch the candidates differ in gets a column (tp_comm_overlap: tpo, off and on)" \
+  '[[ $rc -eq 0 ]] && grep -q "^tpo tp_comm_overlap$" "$tmp/s-tpo.txt" && grep -q "^rank .* ogr tpo " "$tmp/s-tpo.txt" && [[ $(grep -cE "^   [12] .* (on|off) +(on|off) +(on|off) +(on|off) +[0-9]" "$tmp/s-tpo.txt") -eq 2 ]] && grep -qE "^   [12] .* off +on +[0-9.]+ +[0-9.]+" "$tmp/s-tpo.txt" && grep -qE "^   [12] .* off +off +[0-9.]+ +[0-9.]+" "$tmp/s-tpo.txt"'
 
 "$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" \
   --gpus 8 --global-batch 32 --attention flash --precision fp8 --top 2 --simulate-top 2 >"$tmp/s2.txt"; rc=$?
