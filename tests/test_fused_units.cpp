@@ -168,13 +168,18 @@ TEST_CASE("fused units: the progress estimate follows a Hopper run's program", "
     sc.execution.distributed_optimizer = true;
     sc.execution.overlap_grad_reduce = true;
     sc.execution.overlap_param_gather = true;
-    const int variant = GENERATE(0, 1, 2, 3, 4, 5, 6, 7, 8);
+    const int variant = GENERATE(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
     // Megatron-Core's buckets: the last backward cut where tensors complete, buckets of ~0.7 layer (7) or of a tensor (8).
-    if (variant >= 7) sc.execution.grad_buckets = GradBuckets::megatron_core;
+    if (variant == 7 || variant == 8) sc.execution.grad_buckets = GradBuckets::megatron_core;
+    // NeMo's groups for Apex: one per layer, the rest with the first, whose step runs first (9); by layer, in FP8 with
+    // FP8 parameters (10: everything but the weights with the first group).
+    if (variant >= 9) sc.execution.grad_buckets = variant == 9 ? GradBuckets::nemo_apex : GradBuckets::nemo_apex_layers;
+    if (variant == 10) sc.execution.precision = Precision::fp8;
+    if (variant == 10) sc.execution.fp8_param_gather = true;
     if (variant == 8) sc.execution.bucket_size = 1e6;
     if (variant == 1) sc.execution.overlap_param_gather = false;
     // FP8 delayed scaling: each unit ends with its amax all-reduce, over the stage's replicas (5) or the group (6).
-    if (variant >= 5) sc.execution.precision = Precision::fp8;
+    if (variant >= 5 && variant <= 8) sc.execution.precision = Precision::fp8;
     if (variant == 6) sc.execution.tp_only_amax_red = true;
     if (variant == 2) sc.execution.overlap_param_gather = sc.execution.overlap_grad_reduce = false;
     if (variant == 3) sc.system.device.power.headroom_j = 0;
@@ -294,8 +299,11 @@ TEST_CASE("fused units: random execution combinations give the unfused result, t
         const std::string variation =
             rng() % 3 == 0 ? (rng() % 2 ? "\n  variation: {gpu_sigma: 0.02, span_sigma: 0.03}" : "\n  variation: {gpu_sigma: 0.02}") : "";
         // Drawn last, so that the draws above name the scenarios they named before these keys existed.
-        if (rng() % 3 == 0) e += rng() % 2 ? ", grad_buckets: megatron_core" : ", grad_buckets: megatron_core, bucket_size: 2000000";
-        if (v > 1 && rng() % 3 == 0) e += ", overlap_param_gather_with_optimizer_step: true";
+        const bool mcore = rng() % 3 == 0;
+        if (mcore) e += rng() % 2 ? ", grad_buckets: megatron_core" : ", grad_buckets: megatron_core, bucket_size: 2000000";
+        const bool step_overlap = v > 1 && rng() % 3 == 0;
+        if (step_overlap) e += ", overlap_param_gather_with_optimizer_step: true";
+        if (!mcore && !step_overlap && rng() % 3 == 0) e += rng() % 2 ? ", grad_buckets: nemo_apex" : ", grad_buckets: nemo_apex_layers";
         const std::string text = "name: random\nmodel: " + model + "}\nsystem:\n  file: " + sys + variation + "\nexecution: " + e + "}\n";
         Experiment ex;
         try {

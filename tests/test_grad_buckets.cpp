@@ -237,3 +237,159 @@ TEST_CASE("grad_buckets megatron_core: later chunks, and every chunk with the op
     CHECK(b.tasks < a.tasks);
     CHECK(simulate(with_step).iteration_time == b.iteration_time);
 }
+
+TEST_CASE("grad_buckets nemo_apex: the keys and what they refuse", "[buckets]") {
+    CHECK(load(", data: 4, distributed_optimizer: true, grad_buckets: nemo_apex").cases.at(0).execution.grad_buckets ==
+          GradBuckets::nemo_apex);
+    CHECK(load(", data: 4, distributed_optimizer: true, grad_buckets: nemo_apex_layers").cases.at(0).execution.grad_buckets ==
+          GradBuckets::nemo_apex_layers);
+    const auto refused = [](const std::string& extra, const std::string& key, const std::string& why) {
+        try {
+            (void)load(extra);
+            FAIL("loaded: " << extra);
+        } catch (const InputError& e) {
+            CHECK_THAT(e.what(), Contains(key) && Contains(why));
+        }
+    };
+    // Apex's optimizer is a sharded one; it has no NaN check and steps its first group first by itself.
+    refused(", data: 4, grad_buckets: nemo_apex", "grad_buckets", "distributed_optimizer: true");
+    refused(", data: 4, distributed_optimizer: true, grad_buckets: nemo_apex, check_for_nan_in_grad: true",
+            "check_for_nan_in_grad", "Apex");
+    refused(", data: 4, distributed_optimizer: true, grad_buckets: nemo_apex, bucket_size: 1000000", "bucket_size",
+            "bucket_cap_mb sets no boundary");
+    refused(", grad_buckets: apex", "grad_buckets", "nemo_apex_layers");
+}
+
+TEST_CASE("nemo_apex_gradient_buckets: NeMo's groups for Apex, by layer or by chunk", "[buckets]") {
+    Scenario sc = testing::small_22b(1, 1, 1, false, Recompute::none);
+    sc.model.tied_embeddings = false;
+    const ModelSpec& m = sc.model;
+    ExecutionSpec e = sc.execution;
+    e.distributed_optimizer = true;
+    e.grad_buckets = GradBuckets::nemo_apex;
+    const int layers = m.layers;
+    const double h = m.hidden, t = e.tensor;
+    const double layer = layer_parameters_per_gpu(m, e.tensor), word = double(m.vocab) * h / t;
+    const double marked = 2 * 2 * h + 2 * h;  // two LayerNorms (gamma, beta) and the row-parallel biases: 6h
+    const double final_norm = 2 * h;         // LayerNorm
+    const auto total = [](const std::vector<std::vector<GradientBucket>>& chunks) {
+        double s = 0;
+        for (const auto& c : chunks) s += sum(c);
+        return s;
+    };
+    SECTION("one chunk: a group per layer, the first layer's with everything outside the layers") {
+        const auto g = nemo_apex_gradient_buckets(m, e, {{layers, true, true}});
+        REQUIRE(g.size() == 1);
+        REQUIRE(g[0].size() == static_cast<std::size_t>(layers));
+        CHECK(total(g) == Approx(parameters_on_stage(m, e, 0)).epsilon(1e-12));
+        // Backward order: the last layer first (piece 1, after the output layer's pass 0), each whole at its end.
+        for (int i = 0; i + 1 < layers; ++i) {
+            CAPTURE(i);
+            CHECK(g[0][static_cast<std::size_t>(i)].parameters == Approx(layer));
+            CHECK(g[0][static_cast<std::size_t>(i)].last_piece == i + 1);
+            CHECK(g[0][static_cast<std::size_t>(i)].ready_event == 3);
+        }
+        // The first layer's group: the layer, both embeddings' words, the final norm; complete with the embedding's pass.
+        CHECK(g[0].back().parameters - layer >= 2 * word);
+        CHECK(g[0].back().last_piece == layers + 1);
+        CHECK(g[0].back().first_piece == 0);
+    }
+    SECTION("sequence parallelism: the norms and the row-parallel biases join the first group") {
+        ExecutionSpec sp = e;
+        sp.sequence_parallel = true;
+        const auto plain = nemo_apex_gradient_buckets(m, e, {{layers, true, true}});
+        const auto g = nemo_apex_gradient_buckets(m, sp, {{layers, true, true}});
+        CHECK(total(g) == Approx(total(plain)).epsilon(1e-12));
+        CHECK(g[0].front().parameters == Approx(layer - marked));
+        CHECK(g[0].back().parameters == Approx(plain[0].back().parameters + (layers - 1) * marked));
+    }
+    SECTION("interleaved: a group per chunk; nemo_apex_layers keeps a group per layer") {
+        ExecutionSpec two = e;
+        two.pipeline = 2;
+        two.interleave = 2;
+        two.sequence_parallel = true;
+        const int per = layers / 4;
+        // Stage 1 of p = 2: chunk 0 (virtual stage 1), chunk 1 (virtual stage 3, the last: the output layer).
+        const std::vector<ChunkContents> stage1 = {{per, false, false}, {per, false, true}};
+        const auto g = nemo_apex_gradient_buckets(m, two, stage1);
+        REQUIRE(g.size() == 2);
+        REQUIRE(g[0].size() == 1);
+        REQUIRE(g[1].size() == 1);
+        // Chunk 1 keeps its layers less what sequence parallelism marks, and the output layer's words (untied); its
+        // marked parameters and the final norm go to chunk 0's group, complete last.
+        CHECK(g[1][0].parameters == Approx(per * (layer - marked) + word));
+        CHECK(g[0][0].parameters == Approx(per * layer + per * marked + final_norm));
+        CHECK(g[1][0].last_piece == per);      // output layer's pass, then per layers
+        CHECK(g[0][0].last_piece == per - 1);
+        two.grad_buckets = GradBuckets::nemo_apex_layers;
+        const auto l = nemo_apex_gradient_buckets(m, two, stage1);
+        REQUIRE(l[0].size() == static_cast<std::size_t>(per));
+        REQUIRE(l[1].size() == static_cast<std::size_t>(per));
+        CHECK(total(l) == Approx(total(g)).epsilon(1e-12));
+        // By layer, everything outside the layers (here the output layer and the final norm) is with the first group.
+        CHECK(l[1].front().parameters == Approx(layer - marked));
+        CHECK(l[0].back().parameters == Approx(layer + (2 * per - 1) * marked + word + final_norm));
+    }
+    SECTION("FP8 parameters: a group holds its layers' FP8 weights, the first one the rest") {
+        ExecutionSpec f8 = e;
+        f8.precision = Precision::fp8;
+        f8.fp8_param_gather = true;
+        const auto g = nemo_apex_gradient_buckets(m, f8, {{layers, true, true}});
+        CHECK(total(g) == Approx(parameters_on_stage(m, f8, 0)).epsilon(1e-12));
+        for (std::size_t i = 0; i + 1 < g[0].size(); ++i) CHECK(g[0][i].parameters == g[0][i].linear_weights);
+        CHECK(g[0].back().parameters - g[0].back().linear_weights ==
+              Approx(parameters_on_stage(m, f8, 0) - sum(g[0], true)).epsilon(1e-12));
+    }
+}
+
+TEST_CASE("grad_buckets nemo_apex: Apex steps the first group first and gathers it under the rest of the step",
+          "[buckets][simulate]") {
+    const Scenario layer = four_nodes(GradBuckets::layer, 0);
+    Scenario apex = four_nodes(GradBuckets::layer, 0);
+    apex.execution.grad_buckets = GradBuckets::nemo_apex;
+    validate(apex);
+    const IterationResult a = simulate(layer), b = simulate(apex);
+    CAPTURE(a.exposed_comm.data_parallel.seconds(), b.exposed_comm.data_parallel.seconds(), a.tasks, b.tasks);
+    // The first forward no longer waits for the first layer's (and the embedding's) gather after the whole step: less
+    // exposed data-parallel time and a shorter iteration; one more optimizer task (the step in two parts).
+    CHECK(b.exposed_comm.data_parallel < a.exposed_comm.data_parallel);
+    CHECK(b.iteration_time < a.iteration_time);
+    CHECK(simulate(apex).iteration_time == b.iteration_time);  // deterministic
+    // Without the overlapped gather there is no first part to step first.
+    Scenario apex_plain = apex, layer_plain = layer;
+    apex_plain.execution.overlap_param_gather = layer_plain.execution.overlap_param_gather = false;
+    const IterationResult c = simulate(apex_plain), d = simulate(layer_plain);
+    CHECK(c.tasks <= d.tasks);
+    CaseResult r;
+    r.scenario = apex;
+    r.iteration = b;
+    const auto j = nlohmann::json::parse(to_json("buckets", {r}))["results"][0]["execution"];
+    CHECK(j["grad_buckets"] == "nemo_apex");
+    CHECK(j["bucket_size"].get<double>() == 0);
+}
+
+TEST_CASE("steps first part first: what follows the first group on the gather stream waits for the rest of the step",
+          "[buckets][simulate]") {
+    // Apex steps the first group first and gathers it under the rest of the step; the next groups' parameters are made
+    // by that rest, so their gathers start after it (as Megatron-Core's later chunks' do), not after the first gather.
+    Scenario apex = four_nodes(GradBuckets::layer, 0);
+    apex.execution.grad_buckets = GradBuckets::nemo_apex;
+    validate(apex);
+    SimulationOptions opt;
+    opt.keep_trace = true;
+    SimulationDetail detail;
+    (void)simulate(apex, opt, &detail);
+    Time rest_end = Time::zero();
+    std::vector<Time> gathers;
+    for (const TraceSpan& s : detail.trace.spans) {
+        const std::string kind = s.kind;
+        if (kind == "optimizer" && s.start == Time::zero()) rest_end = std::max(rest_end, s.end);
+        if (kind == "dp-reduce" && s.chunk == 1) gathers.push_back(s.start);  // the parameter all-gathers
+    }
+    std::sort(gathers.begin(), gathers.end());
+    REQUIRE(rest_end > Time::zero());
+    REQUIRE(gathers.size() > 2);
+    CAPTURE(rest_end.seconds(), gathers[0].seconds(), gathers[1].seconds());
+    CHECK(gathers[0] < rest_end);   // the first group's, under the rest of the step
+    CHECK(gathers[1] >= rest_end);  // the next, after it
+}

@@ -63,6 +63,25 @@ struct GradientBucket {
 /// the order the backward completes them; padding to the data-parallel size left out.
 std::vector<GradientBucket> megatron_gradient_buckets(const ModelSpec& model, const ExecutionSpec& exec, int layers,
                                                       bool embedding, bool output, double bucket_size);
+/// What one model chunk of a stage holds: its transformer layers, and the input embedding / the final norm and output
+/// layer where it is the first / last virtual stage.
+struct ChunkContents {
+    int layers = 0;
+    bool embedding = false;
+    bool output = false;
+};
+/// NeMo 1's bucket groups for Apex's DistributedFusedAdam (ExecutionSpec::grad_buckets nemo_apex, nemo_apex_layers;
+/// NeMo megatron_gpt_model.py configure_optimizers and nemo/core/optim/distributed_adam.py, v1.20-v2.1; Apex
+/// distributed_fused_adam.py), for a stage's chunks in order: one group per transformer layer, or with interleaving
+/// (nemo_apex: NeMo up to 1.23 and from 24.09) one per model chunk; each reduced as one (the bucket_cap_mb buckets of a
+/// group wait for all its gradients and are reduce-scattered together). The first layer's group (the first chunk's)
+/// also holds what NeMo keeps out of the others: in groups by layer everything outside the layers (embeddings, final
+/// norm, output layer); under sequence parallelism the norms and the row-parallel biases (_disable_overlap_grad_sync);
+/// with FP8 parameters everything but the layers' FP8 weights; a tied word embedding with p > 1. A group is complete at
+/// its last pass's end (event 3: in a layer after QKV's and the first norm's gradients). Per chunk, its groups in the
+/// order the backward completes them.
+std::vector<std::vector<GradientBucket>> nemo_apex_gradient_buckets(const ModelSpec& model, const ExecutionSpec& exec,
+                                                                    const std::vector<ChunkContents>& chunks);
 /// The bucket size Megatron-Core's DDP gives model chunk `chunk` of pipeline stage `stage` (ExecutionSpec::
 /// megatron_bucket_size), or 0 (one bucket) where it has bucketing off: on every stage after the first, for every chunk
 /// after the first and for all with overlap_param_gather_with_optimizer_step (disable_bucketing), and without

@@ -91,8 +91,14 @@ enum class GradientAverage { scale, scale_always, in_collective };
 /// its own bucket as its backward ends, the embeddings, output layer and final norm after the last backward: an
 /// idealised framework) or `megatron_core` (Megatron-Core's DDP, megatron_gradient_buckets: a model chunk's tensors
 /// in reverse order, a bucket closed once it holds bucket_size parameters; bucketing off where Megatron-Core turns it
-/// off, megatron_chunk_bucket_size). The parameter all-gather uses the same buckets (docs/execution.md).
-enum class GradBuckets { layer, megatron_core };
+/// off, megatron_chunk_bucket_size), `nemo_apex` (NeMo 1 with Apex's DistributedFusedAdam, nemo_apex_gradient_buckets:
+/// a group per layer, per model chunk with interleaving, what NeMo keeps out of them in the first; with
+/// overlap_param_gather Apex steps that group first and gathers it under the rest of the step) or `nemo_apex_layers`
+/// (the same with a group per layer also with interleaving: NeMo 2.0.0rc0-rc1). The parameter all-gather uses the
+/// same buckets (docs/execution.md).
+enum class GradBuckets { layer, megatron_core, nemo_apex, nemo_apex_layers };
+/// NeMo's groups for Apex's optimizer (nemo_apex or nemo_apex_layers).
+[[nodiscard]] constexpr bool nemo_apex(GradBuckets b) { return b == GradBuckets::nemo_apex || b == GradBuckets::nemo_apex_layers; }
 
 /// What selective recompute re-runs (Megatron-Core's recompute_modules): the attention core (the paper's
 /// selective recompute, the default), the norms (their outputs, the linear layers' inputs, are not kept), the

@@ -137,6 +137,77 @@ std::vector<GradientBucket> megatron_gradient_buckets(const ModelSpec& m, const 
     return buckets[1];
 }
 
+std::vector<std::vector<GradientBucket>> nemo_apex_gradient_buckets(const ModelSpec& m, const ExecutionSpec& e,
+                                                                    const std::vector<ChunkContents>& chunks) {
+    const double h = m.hidden, f = m.ffn_hidden, kv = 2.0 * m.query_groups() * m.head_dim(), t = e.tensor;
+    const double gate = m.mlp == Mlp::swiglu ? 2.0 : 1.0, bias = m.linear_bias ? 1.0 : 0.0;
+    const double norm = m.norm == Norm::layernorm ? 2.0 * h : h;
+    const double word = double(m.vocab) * h / t;
+    const bool fp8 = e.precision == Precision::fp8 && e.fp8_param_gather;  // TE's weights are Float8Tensors
+    const bool sp = e.sequence_parallel, tied = m.tied_embeddings && e.pipeline > 1;
+    // A layer: its linear weights (FP8 with FP8 parameters), the column-parallel biases, and what sequence parallelism
+    // marks (the two norms, the row-parallel biases of the projection and fc2).
+    const double weights = (h * (h + kv) + h * h + gate * h * f + f * h) / t;
+    const double col_bias = bias * ((h + kv) + gate * f) / t, marked = 2.0 * norm + 2.0 * bias * h;
+    const double layer_moved = fp8 ? col_bias + marked : sp ? marked : 0.0;
+    const bool interleaved = chunks.size() > 1 && e.grad_buckets != GradBuckets::nemo_apex_layers;
+    std::vector<std::vector<GradientBucket>> out(chunks.size());
+    double moved = 0;  // into the first layer's (first chunk's) group
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+        const ChunkContents& k = chunks[c];
+        // Passes as the backward runs them: the output layer's, the layers' last to first, the embedding's.
+        const int first_layer_piece = k.output ? 1 : 0;
+        const int last_piece = first_layer_piece + k.layers - 1 + (k.embedding ? 1 : 0);
+        // Outside the layers: with interleaving in the chunk's group unless marked, moved, or a tied copy.
+        double rest = 0, rest_moved = 0;
+        if (k.output) {
+            const double out_word = e.pipeline > 1 || !m.tied_embeddings ? word : 0.0;
+            ((fp8 || tied) ? rest_moved : rest) += out_word;
+            ((fp8 || sp) ? rest_moved : rest) += final_norm(m);
+        }
+        if (k.embedding) {
+            ((fp8 || tied) ? rest_moved : rest) += word;
+            (fp8 ? rest_moved : rest) += position_table(m);
+        }
+        moved += k.layers * layer_moved + rest_moved;
+        std::vector<GradientBucket>& groups = out[c];
+        const double kept = weights + col_bias + marked - layer_moved;
+        if (interleaved) {
+            GradientBucket g;
+            g.parameters = k.layers * kept + rest;
+            g.linear_weights = k.layers * weights;
+            g.first_piece = 0;
+            g.last_piece = last_piece;
+            g.ready_event = 3;
+            if (last_piece >= 0) groups.push_back(g);
+            continue;
+        }
+        // One group per layer, last layer first; the first layer's also holds everything outside the layers.
+        for (int i = 0; i < k.layers; ++i) {
+            GradientBucket g;
+            g.parameters = kept;
+            g.linear_weights = weights;
+            g.first_piece = g.last_piece = first_layer_piece + i;
+            g.ready_event = 3;
+            groups.push_back(g);
+        }
+        moved += rest;
+        if (groups.empty()) {
+            if (last_piece < 0) continue;  // nothing in this chunk
+            groups.push_back(GradientBucket{0, 0, 0, last_piece, 3});
+        }
+        groups.back().first_piece = 0;
+        groups.back().last_piece = last_piece;
+    }
+    // The first chunk's last group (the first layer's) is the stage's last complete; it takes what was moved.
+    for (std::vector<GradientBucket>& groups : out)
+        if (!groups.empty()) {
+            groups.back().parameters += moved;
+            break;
+        }
+    return out;
+}
+
 double megatron_chunk_bucket_size(const ExecutionSpec& e, int stage, int chunk) {
     const bool one = stage > 0 || chunk > 0 || e.overlap_param_gather_with_optimizer_step || !e.overlap_grad_reduce;
     return one ? 0.0 : e.megatron_bucket_size();

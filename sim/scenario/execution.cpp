@@ -53,13 +53,17 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     e.overlap_grad_reduce = f.get_bool("overlap_grad_reduce", false);
     e.overlap_param_gather = f.get_bool("overlap_param_gather", false);
     e.overlap_param_gather_with_optimizer_step = f.get_bool("overlap_param_gather_with_optimizer_step", false);
-    constexpr std::array<std::string_view, 2> gb = {"layer", "megatron_core"};
-    e.grad_buckets = f.get_choice("grad_buckets", gb, "layer") == "layer" ? GradBuckets::layer : GradBuckets::megatron_core;
+    constexpr std::array<std::string_view, 4> gb = {"layer", "megatron_core", "nemo_apex", "nemo_apex_layers"};
+    const std::string buckets = f.get_choice("grad_buckets", gb, "layer");
+    for (const GradBuckets b : {GradBuckets::layer, GradBuckets::megatron_core, GradBuckets::nemo_apex,
+                                GradBuckets::nemo_apex_layers})
+        if (buckets == to_string(b)) e.grad_buckets = b;
     // Parameters per bucket; like Megatron-Core's, inert without overlap_grad_reduce (one reduction of everything).
     e.bucket_size = double(f.get_int("bucket_size", 1, 1LL << 40, 0));
     if (f.has("bucket_size") && e.grad_buckets != GradBuckets::megatron_core)
         f.fail("bucket_size", "bucket_size (parameters per gradient bucket) needs grad_buckets: megatron_core; "
-                              "grad_buckets: layer makes one bucket per transformer layer");
+                              "grad_buckets: layer makes one bucket per transformer layer, nemo_apex one group per "
+                              "layer or model chunk (Apex's bucket_cap_mb sets no boundary there)");
     constexpr std::array<std::string_view, 3> ga = {"scale", "scale_always", "in_collective"};
     e.gradient_average = *gradient_average_named(f.get_choice("gradient_average", ga, "scale"));
     e.gradient_accumulation_fusion = f.get_bool("gradient_accumulation_fusion", true);

@@ -42,7 +42,6 @@
 #include <tuple>
 #include <unordered_map>
 #include <span>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -197,15 +196,14 @@ private:
         std::optional<Plan> plans[7];                   // by DpMessage, made on first use
         std::map<std::int64_t, Plan> bucket_plans[2];   // megatron_core buckets' reduction [0] and gather [1], by bytes
     };
-    /// With grad_buckets megatron_core: a stage's buckets, chunk by chunk, and where each chunk's begin.
+    /// With Megatron-Core's or NeMo's buckets: a stage's buckets, chunk by chunk, and where each chunk's begin.
     struct StageBuckets {
         std::vector<GradientBucket> buckets;
         std::vector<std::size_t> chunk_offset;
         [[nodiscard]] std::size_t chunk_end(std::size_t c) const { return c + 1 < chunk_offset.size() ? chunk_offset[c + 1] : buckets.size(); }
     };
-    /// A stage's data-parallel collectives: its whole gradient, one layer's bucket, what the buckets leave
-    /// (embeddings, final norm), the distributed optimizer's parameter all-gather: whole, or by bucket when
-    /// overlapped (a layer's, the input embedding's, the output layer's and final norm's).
+    /// A stage's data-parallel collectives: its whole gradient, one layer's bucket, what the buckets leave (embeddings,
+    /// final norm), the parameter all-gather: whole, or by piece when overlapped (layer, embedding, output layer + norm).
     enum class DpMessage { whole = 0, bucket, rest, gather, gather_layer, gather_embedding, gather_output };
     /// A stage's overlapped parameter all-gather (--overlap-param-gather), bucket by bucket in forward order from the
     /// iteration's start; the first forward of each chunk runs each piece (embedding, layer, output layer) once its
@@ -222,8 +220,7 @@ private:
     Time span_time(Group& g, Time t) {
         if (!variation_.span_active()) return scaled(t, g.speed);
         const Time hold = sc_.system.variation.span_hold;
-        // Each span its own draw, or the draw of the level its start falls in (levels `hold` long of the group's
-        // compute).
+        // Each span its own draw, or the draw of the level (`hold` long of the group's compute) its start falls in.
         const std::uint64_t draw =
             hold > Time::zero() ? static_cast<std::uint64_t>(g.busy.ps() / hold.ps()) : g.spans++;
         g.busy += t;
@@ -234,12 +231,9 @@ private:
     /// drives on a node when it crosses nodes.
     [[nodiscard]] std::vector<double> dp_collective_speeds() const;
     /// The shares of a layer's (forward + backward) kernel time in GEMMs and in fused attention kernels.
-    struct KernelShares {
-        double gemm = 1, attention = 0;
-    };
+    struct KernelShares { double gemm = 1, attention = 0; };
     [[nodiscard]] KernelShares kernel_shares() const;
-    /// Index in groups_ of a stage's replica (of the replicas simulated: replica 0 alone with representative
-    /// replicas).
+    /// Index in groups_ of a stage's replica (of those simulated: replica 0 alone with representative replicas).
     [[nodiscard]] int group_index(int stage, int replica) const { return stage * replicas_ + replica; }
     /// Global rank (Megatron's order: tensor innermost, then context, then data, then pipeline).
     [[nodiscard]] int rank(int stage, int replica, int context_rank, int tensor_rank) const {
@@ -249,7 +243,13 @@ private:
     [[nodiscard]] int weight_replicas() const { return e_.data * e_.context; }
     /// The gradients are reduced bucket by bucket (per layer, or Megatron-Core's) under the last microbatch's backward.
     [[nodiscard]] bool reduces_by_bucket() const { return e_.overlap_grad_reduce && weight_replicas() > 1; }
-    [[nodiscard]] bool megatron_buckets() const { return e_.grad_buckets == GradBuckets::megatron_core; }
+    /// Megatron-Core's or NeMo's buckets (stage_buckets) rather than one per layer; and whether the optimizer steps the
+    /// first chunk (Megatron-Core), or the first group (Apex), first and the iteration is cut there (later_chunks_step).
+    [[nodiscard]] bool planned_buckets() const { return e_.grad_buckets != GradBuckets::layer; }
+    [[nodiscard]] bool steps_first_part_first() const {
+        return e_.overlap_param_gather_with_optimizer_step ||
+               (nemo_apex(e_.grad_buckets) && e_.overlap_param_gather && weight_replicas() > 1);
+    }
     /// Unit u runs layer by layer, its pieces unfused (emit_pieces): the first forward of each chunk under the
     /// overlapped parameter gather (each piece waits for its bucket), the last backward when the gradients are reduced
     /// by bucket (each layer's piece starts its bucket's reduction).
@@ -350,9 +350,9 @@ private:
     [[nodiscard]] double amax_tasks_per_unit(int stage) const;
     /// Stage r's optimizer step on one GPU (HBM-bound bytes and the fixed overhead), before variation.
     [[nodiscard]] Time optimizer_step(int stage) const;
-    /// With overlap_param_gather_with_optimizer_step: the part of stage r's step after its first chunk's, which the
-    /// simulated iteration begins with (zero without the option).
-    [[nodiscard]] Time later_chunks_step(int stage) const;
+    /// With steps_first_part_first: the part of stage r's step after its first chunk's (Apex: its first group's),
+    /// which the simulated iteration begins with (zero otherwise).
+    [[nodiscard]] Time later_chunks_step(int stage);
     /// Under SP, stage r's sum of its norm and row-parallel-bias gradients over the tensor-parallel group before the
     /// step (build_sequence_parallel_grad_sync), before variation; zero without SP.
     [[nodiscard]] Time sequence_parallel_grad_sync(int stage) const;
@@ -366,7 +366,7 @@ private:
     /// Parameters the per-layer buckets leave to the reduction after the last backward.
     [[nodiscard]] double rest_parameters(int stage) const;
     /// What the buckets leave to after the last backward: rest_parameters, none with Megatron-Core's.
-    [[nodiscard]] double unbucketed_parameters(int stage) const { return megatron_buckets() ? 0 : rest_parameters(stage); }
+    [[nodiscard]] double unbucketed_parameters(int stage) const { return planned_buckets() ? 0 : rest_parameters(stage); }
     /// Stage r's ring plans: a reduction, or an all-gather, of `message` per GPU.
     [[nodiscard]] std::vector<fabric::CollectivePhase> reduction_phases(int stage, Bytes message) const;
     [[nodiscard]] std::vector<fabric::CollectivePhase> gather_phases(int stage, Bytes message) const;

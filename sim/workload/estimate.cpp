@@ -44,7 +44,7 @@ void check_task_limit(const Scenario& sc, const SimulationOptions& options, doub
 }
 
 std::size_t Builder::gradient_buckets(int r) {
-    if (megatron_buckets()) return stage_buckets(r).buckets.size();
+    if (planned_buckets()) return stage_buckets(r).buckets.size();
     std::size_t n = 0;
     for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
         const Pieces& bp = pieces_of(false, schedule::virtual_stage(shape_, r, chunk));
@@ -81,7 +81,7 @@ std::uint64_t Builder::estimate_tasks() {
     // gather (by piece when overlapped), the tied embedding's gradient sum.
     const auto phases = [](const Plan& plan) { return double(std::max<std::size_t>(1, plan.size())); };
     for (int r = 0; r < e_.pipeline; ++r) {
-        if (reduces_by_bucket() && megatron_buckets()) {
+        if (reduces_by_bucket() && planned_buckets()) {
             for (const GradientBucket& b : stage_buckets(r).buckets) estimate += phases(bucket_plan(r, b, false));
             estimate += 1.0;
         } else if (reduces_by_bucket()) {
@@ -90,7 +90,7 @@ std::uint64_t Builder::estimate_tasks() {
         } else {
             estimate += weight_replicas() > 1 ? phases(dp_plan(r, DpMessage::whole)) : 1.0;
         }
-        if (!gather_streams_.empty() && megatron_buckets()) {
+        if (!gather_streams_.empty() && planned_buckets()) {
             for (const GradientBucket& b : stage_buckets(r).buckets) estimate += phases(bucket_plan(r, b, true));
         } else if (!gather_streams_.empty()) {
             for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
@@ -152,12 +152,12 @@ double Builder::program_tasks(Group& g) {
     }
     // After the program: the gradients' check and averaging passes (for each bucket of the split backward, then for
     // what the buckets left), the optimizer step, and the later chunks' step that opens an iteration cut after the
-    // first chunk's (overlap_param_gather_with_optimizer_step).
+    // first chunk's (steps_first_part_first).
     const bool by_bucket = reduces_by_bucket();
     const double buckets = by_bucket ? double(gradient_buckets(g.stage)) : 0.0;
     const double passes = (e_.check_for_nan_in_grad ? 1.0 : 0.0) + (e_.averages_by_pass() ? 1.0 : 0.0);
     const bool rest = !by_bucket || unbucketed_parameters(g.stage) > 0.0;  // prepare_gradients skips a stage with none left
-    return n + passes * (buckets + (rest ? 1.0 : 0.0)) + 1.0 + (e_.overlap_param_gather_with_optimizer_step ? 1.0 : 0.0);
+    return n + passes * (buckets + (rest ? 1.0 : 0.0)) + 1.0 + (steps_first_part_first() ? 1.0 : 0.0);
 }
 
 double Builder::amax_tasks_per_unit(int stage) const {

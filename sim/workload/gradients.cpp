@@ -101,6 +101,18 @@ const Builder::StageBuckets& Builder::stage_buckets(int r) {
     if (cached) return *cached;
     StageBuckets sb;
     const int last_v = shape_.virtual_stages() - 1;
+    if (nemo_apex(e_.grad_buckets)) {
+        std::vector<ChunkContents> chunks;
+        for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
+            const int v = schedule::virtual_stage(shape_, r, chunk);
+            chunks.push_back({e_.layers_in_chunk(sc_.model.layers, v), v == 0, v == last_v});
+        }
+        for (const std::vector<GradientBucket>& groups : nemo_apex_gradient_buckets(sc_.model, e_, chunks)) {
+            sb.chunk_offset.push_back(sb.buckets.size());
+            sb.buckets.insert(sb.buckets.end(), groups.begin(), groups.end());
+        }
+        return cached.emplace(std::move(sb));
+    }
     for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
         const int v = schedule::virtual_stage(shape_, r, chunk);
         sb.chunk_offset.push_back(sb.buckets.size());
@@ -183,7 +195,7 @@ TaskId Builder::on_bucket(Group& g, TaskId end, std::size_t j, double params, co
 }
 
 void Builder::on_backward_piece(Group& g, int chunk, const Pieces& pieces, std::size_t i, TaskId end) {
-    if (!megatron_buckets()) {
+    if (!planned_buckets()) {
         // One bucket per layer, numbered as the group's backward completes them.
         if (pieces.is_layer[i])
             on_bucket(g, end, g.buckets, layer_parameters_per_gpu(sc_.model, e_.tensor), dp_plan(g.stage, DpMessage::bucket));
@@ -204,7 +216,7 @@ void Builder::on_backward_piece(Group& g, int chunk, const Pieces& pieces, std::
 
 void Builder::on_last_backward(Group& g, TaskId last) {
     const int r = g.stage, replicas = weight_replicas();
-    if (megatron_buckets() && reduces_by_bucket() && g.buckets != stage_buckets(r).buckets.size())
+    if (planned_buckets() && reduces_by_bucket() && g.buckets != stage_buckets(r).buckets.size())
         throw std::logic_error(fmt::format("stage {}: {} of its {} gradient buckets reduced by its last backward", r,
                                            g.buckets, stage_buckets(r).buckets.size()));
     // The buffer is averaged before the reduction: by layer bucket as each is reduced, else all of it here.
@@ -284,11 +296,18 @@ Time Builder::optimizer_step(int r) const {
            sc_.system.optimizer.fixed_overhead;
 }
 
-Time Builder::later_chunks_step(int r) const {
-    if (!e_.overlap_param_gather_with_optimizer_step) return Time::zero();
-    // The first chunk's parameters: its layers, and the input embedding on stage 0 (the output layer is in the last).
+Time Builder::later_chunks_step(int r) {
+    if (!steps_first_part_first()) return Time::zero();
+    // The first chunk's parameters: its layers, and the input embedding on stage 0 (the output layer is in the last);
+    // Apex's first group (the first in forward order, the last the backward completes of the first chunk).
     double first = layer_parameters_per_gpu(sc_.model, e_.tensor) * e_.layers_in_chunk(sc_.model.layers, r);
     if (r == 0) first += embedding_parameters_per_gpu(sc_.model, e_.tensor);
+    if (nemo_apex(e_.grad_buckets)) {
+        const StageBuckets& sb = stage_buckets(r);
+        std::size_t c = 0;
+        while (c + 1 < sb.chunk_offset.size() && sb.chunk_end(c) == sb.chunk_offset[c]) ++c;  // a chunk with no groups
+        first = sb.chunk_end(c) > sb.chunk_offset[c] ? sb.buckets[sb.chunk_end(c) - 1].parameters : 0.0;
+    }
     const double share = 1.0 - first / parameters_on_stage(sc_.model, e_, r);
     return scaled(optimizer_step(r) - sc_.system.optimizer.fixed_overhead, share);
 }
@@ -346,15 +365,25 @@ void Builder::emit_overlapped_param_gathers() {
     for (std::size_t r = 0; r < gather_streams_.size(); ++r) {
         GatherChain& ch = gathers_[r];
         gather_stage_[gather_streams_[r]] = static_cast<std::int32_t>(r);
+        // Where the optimizer steps its first part first, what follows it on the gather stream waits for every
+        // replica's rest of the step (which makes those parameters): the first chunk's buckets (Apex: the first group)
+        // alone run under it.
+        std::vector<TaskId> rest_of_step;
+        if (steps_first_part_first())
+            for (int k = 0; k < replicas_; ++k) rest_of_step.push_back(*groups_[static_cast<std::size_t>(group_index(int(r), k))].prev_last);
+        std::size_t emitted = 0;
         for (int chunk = 0; chunk < shape_.chunks; ++chunk) {
             const int v = schedule::virtual_stage(shape_, static_cast<int>(r), chunk);
             ch.chunk_offset.push_back(ch.gathered.size());
             const Pieces& fp = pieces_of(true, v);
             const auto gather = [&](const Plan& plan) {
                 gather_left_[r] += static_cast<std::uint32_t>(std::max<std::size_t>(1, plan.size()));
-                return emit_phases(gather_streams_[r], plan, {}, make_label(TaskKind::dp, 1, 0), nullptr);
+                std::vector<TaskId> deps;
+                if (!rest_of_step.empty() && (nemo_apex(e_.grad_buckets) ? emitted > 0 : chunk > 0)) deps.swap(rest_of_step);
+                ++emitted;
+                return emit_phases(gather_streams_[r], plan, deps, make_label(TaskKind::dp, 1, 0), nullptr);
             };
-            if (!megatron_buckets()) {
+            if (!planned_buckets()) {
                 for (std::size_t i = 0; i < fp.pieces.size(); ++i)
                     ch.gathered.push_back(gather(dp_plan(static_cast<int>(r), gather_message(fp, v, i))));
                 continue;

