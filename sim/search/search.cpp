@@ -303,11 +303,19 @@ SearchResult search(const SearchRequest& req) {
     auto screen = [&](const ExecutionSpec& e) {
         ++res.enumerated;
         const Scenario sc = candidate(e);
-        try {
-            validate(sc);
-        } catch (const InputError& err) {
-            if (res.first_infeasible.empty()) res.first_infeasible = err.what();
-            ++res.rejected["infeasible sizes (divisibility, schedule)"];
+        if (const std::optional<SpecProblem> problem = find_problem(sc)) {
+            const std::string where = problem->part + "." + problem->key;
+            if (res.first_infeasible.empty()) res.first_infeasible = sc.source + ": " + where + ": " + problem->message;
+            // Sizes and switches the search varies do not fit together; a key it holds fixed (--set, --precision, ...)
+            // that a candidate cannot run with is named, so that its count does not read as sizes.
+            static const std::set<std::string, std::less<>> layout = {
+                "tensor", "context_parallel", "pipeline", "data", "interleave", "schedule", "microbatch", "global_batch",
+                "recompute", "recompute_layers", "recompute_method", "sequence_parallel", "first_stage_layers",
+                "last_stage_layers", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                "distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"};
+            const bool sizes = problem->part != "execution" || layout.count(problem->key) > 0;
+            ++res.rejected[sizes ? std::string("infeasible sizes (divisibility, schedule)")
+                                 : "incompatible with " + where + " (" + problem->message + ")"];
             return;
         }
         if (!estimate_memory(sc.model, sc.execution, sc.system.device_memory()).fits()) {

@@ -137,6 +137,11 @@ check "search with flash attention and FP8 for a Llama model" '[[ $rc -eq 0 ]] &
 "$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
   --gpus 8 --global-batch 8 --precision fp8 >/dev/null 2>"$tmp/err"; rc=$?
 check "search in FP8 on an A100 exits 2 and says why" '[[ $rc -eq 2 ]] && grep -q "peak_flops_fp8" "$tmp/err"'
+"$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" \
+  --gpus 16 --global-batch 64 --attention flash --set execution.grad_buckets=nemo_apex --top 1 --simulate-top 1 \
+  --margin 0 >"$tmp/s-apex.txt" 2>"$tmp/err"; rc=$?
+check "search: candidates a --set key cannot run with are counted under that key, not as sizes" \
+  '[[ $rc -eq 0 ]] && grep -qE "rejected: [0-9]+ x incompatible with execution.grad_buckets \(.*needs distributed_optimizer: true\)" "$tmp/s-apex.txt" && grep -qE "rejected: [0-9]+ x infeasible sizes" "$tmp/s-apex.txt"'
 
 mkdir "$tmp/empty"
 "$strata" plot --out "$tmp/empty" >/dev/null 2>"$tmp/err"; rc=$?
