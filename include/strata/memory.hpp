@@ -73,7 +73,7 @@ struct ChunkContents {
 /// NeMo 1's bucket groups for Apex's DistributedFusedAdam (ExecutionSpec::grad_buckets nemo_apex, nemo_apex_layers;
 /// NeMo megatron_gpt_model.py configure_optimizers and nemo/core/optim/distributed_adam.py, v1.20-v2.1; Apex
 /// distributed_fused_adam.py), for a stage's chunks in order: one group per transformer layer, or with interleaving
-/// (nemo_apex: NeMo up to 1.23 and from 24.09) one per model chunk; each reduced as one (the bucket_cap_mb buckets of a
+/// (nemo_apex: NeMo up to 1.20 and from 24.09; 1.21-1.23 kept the rest as a last group of its own) one per model chunk; each reduced as one (the bucket_cap_mb buckets of a
 /// group wait for all its gradients and are reduce-scattered together). The first layer's group (the first chunk's)
 /// also holds what NeMo keeps out of the others: in groups by layer everything outside the layers (embeddings, final
 /// norm, output layer); under sequence parallelism the norms and the row-parallel biases (_disable_overlap_grad_sync);
