@@ -130,6 +130,7 @@ struct RecomputeModules {
 [[nodiscard]] std::optional<CrossEntropy> cross_entropy_named(std::string_view name);
 [[nodiscard]] std::optional<Fp8Recipe> fp8_recipe_named(std::string_view name);
 [[nodiscard]] std::optional<GradientAverage> gradient_average_named(std::string_view name);
+[[nodiscard]] std::optional<GradBuckets> grad_buckets_named(std::string_view name);
 [[nodiscard]] std::optional<TpOverlapRs> tp_overlap_rs_named(std::string_view name);
 
 /// Megatron-Core's names of the selective-recompute modules, in RecomputeModules' order.

@@ -54,10 +54,7 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     e.overlap_param_gather = f.get_bool("overlap_param_gather", false);
     e.overlap_param_gather_with_optimizer_step = f.get_bool("overlap_param_gather_with_optimizer_step", false);
     constexpr std::array<std::string_view, 4> gb = {"layer", "megatron_core", "nemo_apex", "nemo_apex_layers"};
-    const std::string buckets = f.get_choice("grad_buckets", gb, "layer");
-    for (const GradBuckets b : {GradBuckets::layer, GradBuckets::megatron_core, GradBuckets::nemo_apex,
-                                GradBuckets::nemo_apex_layers})
-        if (buckets == to_string(b)) e.grad_buckets = b;
+    e.grad_buckets = *grad_buckets_named(f.get_choice("grad_buckets", gb, "layer"));
     // Parameters per bucket; like Megatron-Core's, inert without overlap_grad_reduce (one reduction of everything).
     e.bucket_size = double(f.get_int("bucket_size", 1, 1LL << 40, 0));
     if (f.has("bucket_size") && e.grad_buckets != GradBuckets::megatron_core)

@@ -308,12 +308,13 @@ SearchResult search(const SearchRequest& req) {
             if (res.first_infeasible.empty()) res.first_infeasible = sc.source + ": " + where + ": " + problem->message;
             // Sizes and switches the search varies do not fit together; a key it holds fixed (--set, --precision, ...)
             // that a candidate cannot run with is named, so that its count does not read as sizes.
-            static const std::set<std::string, std::less<>> layout = {
-                "tensor", "context_parallel", "pipeline", "data", "interleave", "schedule", "microbatch", "global_batch",
-                "recompute", "recompute_layers", "recompute_method", "sequence_parallel", "first_stage_layers",
-                "last_stage_layers", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-                "distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"};
-            const bool sizes = problem->part != "execution" || layout.count(problem->key) > 0;
+            // The keys set from what the search varies (key_defs) besides their own names.
+            static const std::set<std::string, std::less<>> derived = {
+                "schedule", "global_batch", "recompute_layers", "recompute_method", "first_stage_layers",
+                "last_stage_layers", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"};
+            const auto& defs = key_defs();
+            const bool varied = std::any_of(defs.begin(), defs.end(), [&](const KeyDef& k) { return problem->key == k.name; });
+            const bool sizes = problem->part != "execution" || varied || derived.count(problem->key) > 0;
             ++res.rejected[sizes ? std::string("infeasible sizes (divisibility, schedule)")
                                  : "incompatible with " + where + " (" + problem->message + ")"];
             return;

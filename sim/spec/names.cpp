@@ -96,6 +96,12 @@ std::optional<Precision> precision_named(std::string_view name) {
     return std::nullopt;
 }
 
+std::optional<GradBuckets> grad_buckets_named(std::string_view name) {
+    for (const GradBuckets b : {GradBuckets::layer, GradBuckets::megatron_core, GradBuckets::nemo_apex, GradBuckets::nemo_apex_layers})
+        if (name == to_string(b)) return b;
+    return std::nullopt;
+}
+
 std::optional<GradientAverage> gradient_average_named(std::string_view name) {
     for (const GradientAverage g : {GradientAverage::scale, GradientAverage::scale_always, GradientAverage::in_collective})
         if (name == to_string(g)) return g;

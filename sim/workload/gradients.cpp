@@ -300,13 +300,15 @@ Time Builder::later_chunks_step(int r) {
     if (!steps_first_part_first()) return Time::zero();
     // The first chunk's parameters: its layers, and the input embedding on stage 0 (the output layer is in the last);
     // Apex's first group (the first in forward order, the last the backward completes of the first chunk).
-    double first = layer_parameters_per_gpu(sc_.model, e_.tensor) * e_.layers_in_chunk(sc_.model.layers, r);
-    if (r == 0) first += embedding_parameters_per_gpu(sc_.model, e_.tensor);
+    double first = 0;
     if (nemo_apex(e_.grad_buckets)) {
         const StageBuckets& sb = stage_buckets(r);
         std::size_t c = 0;
         while (c + 1 < sb.chunk_offset.size() && sb.chunk_end(c) == sb.chunk_offset[c]) ++c;  // a chunk with no groups
         first = sb.chunk_end(c) > sb.chunk_offset[c] ? sb.buckets[sb.chunk_end(c) - 1].parameters : 0.0;
+    } else {
+        first = layer_parameters_per_gpu(sc_.model, e_.tensor) * e_.layers_in_chunk(sc_.model.layers, r);
+        if (r == 0) first += embedding_parameters_per_gpu(sc_.model, e_.tensor);
     }
     const double share = 1.0 - first / parameters_on_stage(sc_.model, e_, r);
     return scaled(optimizer_step(r) - sc_.system.optimizer.fixed_overhead, share);
