@@ -258,6 +258,24 @@ TEST_CASE("grad_buckets nemo_apex: the keys and what they refuse", "[buckets]") 
     refused(", data: 4, distributed_optimizer: true, grad_buckets: nemo_apex, bucket_size: 1000000", "bucket_size",
             "bucket_cap_mb sets no boundary");
     refused(", grad_buckets: apex", "grad_buckets", "nemo_apex_layers");
+    {
+        // Apex overlaps its first group's gather with the step by itself; Megatron-Core's switch for it is refused.
+        Scenario sc = testing::with_data(testing::small_22b(2, 2, 4, true, Recompute::selective), 2);
+        sc.execution.distributed_optimizer = true;
+        sc.execution.overlap_param_gather = true;
+        sc.execution.overlap_param_gather_with_optimizer_step = true;
+        validate(sc);  // valid with the default buckets
+        sc.execution.grad_buckets = GradBuckets::nemo_apex;
+        CHECK_THROWS_WITH(validate(sc), Contains("overlap_param_gather_with_optimizer_step") && Contains("Megatron-Core's"));
+    }
+    // NeMo's fp32 embedding gradients belong to its Apex path.
+    CHECK(load(", data: 4, distributed_optimizer: true, grad_buckets: nemo_apex, fp32_embedding_grads: true")
+              .cases.at(0)
+              .execution.fp32_embedding_grads);
+    CHECK_FALSE(load("").cases.at(0).execution.fp32_embedding_grads);
+    refused(", data: 4, distributed_optimizer: true, fp32_embedding_grads: true", "fp32_embedding_grads", "nemo_apex");
+    refused(", data: 4, distributed_optimizer: true, grad_buckets: megatron_core, fp32_embedding_grads: true",
+            "fp32_embedding_grads", "with_fp32_embedding_grads");
 }
 
 TEST_CASE("nemo_apex_gradient_buckets: NeMo's groups for Apex, by layer or by chunk", "[buckets]") {
@@ -387,4 +405,95 @@ TEST_CASE("steps first part first: what follows the first group on the gather st
     CAPTURE(rest_end.seconds(), gathers[0].seconds(), gathers[1].seconds());
     CHECK(gathers[0] < rest_end);   // the first group's, under the rest of the step
     CHECK(gathers[1] >= rest_end);  // the next, after it
+}
+
+TEST_CASE("fp32_embedding_grads: NeMo's embeddings keep and reduce fp32 gradients in their group", "[buckets]") {
+    Scenario sc = testing::small_22b(1, 1, 1, false, Recompute::none);
+    const ModelSpec& m = sc.model;  // tied embeddings, learned positions
+    ExecutionSpec e = sc.execution;
+    e.distributed_optimizer = true;
+    e.grad_buckets = GradBuckets::nemo_apex;
+    e.grad_reduce_in_fp32 = false;
+    e.pipeline = 2;
+    e.interleave = 2;
+    const int per = m.layers / 4;
+    const double word = double(m.vocab) * m.hidden / e.tensor, positions = double(m.seq_len) * m.hidden;
+    const std::vector<ChunkContents> first = {{per, true, false}, {per, false, false}};
+    const std::vector<ChunkContents> last = {{per, false, false}, {per, false, true}};
+    const auto fp32 = [](const std::vector<std::vector<GradientBucket>>& chunks) {
+        double s = 0;
+        for (const auto& c : chunks)
+            for (const GradientBucket& b : c) s += b.fp32_parameters;
+        return s;
+    };
+    CHECK(fp32(nemo_apex_gradient_buckets(m, e, first)) == 0);  // off by default
+    CHECK(fp32_embedding_parameters(m, e, 0) == 0);
+    ExecutionSpec on = e;
+    on.fp32_embedding_grads = true;
+    SECTION("the first stage's word embedding and positions, the last stage's tied copy, in the first chunk's group") {
+        for (const GradBuckets buckets : {GradBuckets::nemo_apex, GradBuckets::nemo_apex_layers}) {
+            on.grad_buckets = buckets;
+            const auto g0 = nemo_apex_gradient_buckets(m, on, first), g1 = nemo_apex_gradient_buckets(m, on, last);
+            CHECK(fp32_embedding_parameters(m, on, 0) == Approx(word + positions));
+            CHECK(fp32_embedding_parameters(m, on, 1) == Approx(word));
+            CHECK(fp32(g0) == Approx(word + positions));
+            CHECK(fp32(g1) == Approx(word));
+            // The tied word embedding (p > 1) is kept out of its chunk's group: with the stage's last complete.
+            CHECK(g0[0].back().fp32_parameters == Approx(word + positions));
+            CHECK(g1[0].back().fp32_parameters == Approx(word));
+            // Nothing else moves: the groups hold the same parameters as without the key.
+            const auto plain = nemo_apex_gradient_buckets(m, [&] {
+                ExecutionSpec x = on;
+                x.fp32_embedding_grads = false;
+                return x;
+            }(), first);
+            for (std::size_t c = 0; c < g0.size(); ++c)
+                for (std::size_t i = 0; i < g0[c].size(); ++i) CHECK(g0[c][i].parameters == plain[c][i].parameters);
+        }
+    }
+    SECTION("an untied output layer stays 16-bit; untied, the first stage's embedding joins its chunk's group") {
+        ModelSpec untied = m;
+        untied.tied_embeddings = false;
+        const auto g0 = nemo_apex_gradient_buckets(untied, on, first), g1 = nemo_apex_gradient_buckets(untied, on, last);
+        CHECK(fp32(g1) == 0);
+        CHECK(fp32_embedding_parameters(untied, on, 1) == 0);
+        CHECK(g0[0][0].fp32_parameters == Approx(word + positions));
+    }
+    SECTION("inert where every gradient is fp32 anyway") {
+        ExecutionSpec f32 = on;
+        f32.grad_reduce_in_fp32 = true;
+        CHECK(fp32(nemo_apex_gradient_buckets(m, f32, first)) == 0);
+        CHECK(fp32_embedding_parameters(m, f32, 0) == 0);
+    }
+    SECTION("memory: 2 bytes more per such parameter of the gradient buffer") {
+        const DeviceMemory device = sc.system.device_memory();
+        const Bytes off = stage_state(m, e, device, 0).gradients, with = stage_state(m, on, device, 0).gradients;
+        CHECK(double((with - off).value) == Approx(2 * (word + positions)).epsilon(1e-9));
+    }
+}
+
+TEST_CASE("fp32_embedding_grads: the first group's reduction and the tied copies' all-reduce move fp32 bytes",
+          "[buckets][simulate]") {
+    // Two stages on four replicas, the embedding tied: the first stage's first group and the tied copies' sum carry the
+    // word embedding at 4 bytes a parameter instead of 2, after the last backward; the iteration grows.
+    Scenario sc = testing::small_22b(2, 1, 4, true, Recompute::selective);
+    sc = testing::with_data(sc, 4);
+    sc.model.tied_embeddings = true;
+    sc.system.gpus_per_node = 8;
+    sc.system.variation.gpu_sigma = 0;
+    sc.execution.grad_reduce_in_fp32 = false;
+    sc.execution.distributed_optimizer = true;
+    sc.execution.overlap_grad_reduce = true;
+    sc.execution.overlap_param_gather = true;
+    sc.execution.grad_buckets = GradBuckets::nemo_apex;
+    validate(sc);
+    Scenario on = sc;
+    on.execution.fp32_embedding_grads = true;
+    validate(on);
+    const IterationResult a = simulate(sc), b = simulate(on);
+    CAPTURE(a.iteration_time.seconds(), b.iteration_time.seconds(), a.exposed_comm.data_parallel.seconds(),
+            b.exposed_comm.data_parallel.seconds());
+    CHECK(b.exposed_comm.data_parallel > a.exposed_comm.data_parallel);
+    CHECK(b.iteration_time > a.iteration_time);
+    CHECK(b.tasks == a.tasks);  // the same tasks, larger messages
 }

@@ -33,6 +33,10 @@ Bytes stage_weight_bytes(const ModelSpec& model, const ExecutionSpec& exec, int 
 double fp8_weight_cast_bytes(const ModelSpec& model, const ExecutionSpec& exec, int stage);
 /// Parameters held by one GPU of pipeline stage `stage` (tensor sharding applied).
 double parameters_on_stage(const ModelSpec& model, const ExecutionSpec& exec, int stage);
+/// Of them, those whose gradients stay fp32 where the rest are 16-bit (ExecutionSpec::fp32_embedding_grads, NeMo's
+/// with_fp32_embedding_grads): the word embedding and a learned position table on the first stage, the word
+/// embedding's tied copy on the last (p > 1). 0 without the key or where every gradient is fp32.
+double fp32_embedding_parameters(const ModelSpec& model, const ExecutionSpec& exec, int stage);
 /// Parameters of one transformer layer held by one GPU of a t-way tensor-parallel group.
 double layer_parameters_per_gpu(const ModelSpec& model, int tensor);
 /// Parameters of the input embedding held by one GPU of the first stage: its vocabulary shard (and a learned
@@ -42,7 +46,8 @@ double embedding_parameters_per_gpu(const ModelSpec& model, int tensor);
 double total_parameters(const ModelSpec& model);
 
 /// One bucket (bucket group) of Megatron-Core's data-parallel gradient (and parameter) buffers of a model chunk
-/// (ExecutionSpec::grad_buckets megatron_core): reduced, and gathered, as one.
+/// (ExecutionSpec::grad_buckets megatron_core), or one of NeMo's groups for Apex (nemo_apex, nemo_apex_layers):
+/// reduced, and gathered, as one.
 struct GradientBucket {
     double parameters = 0;      ///< per GPU
     double linear_weights = 0;  ///< of them, the layers' linear weights (gathered in FP8 with fp8_param_gather)
@@ -52,6 +57,8 @@ struct GradientBucket {
     /// projection's, 3 QKV's and the first norm's (kernel order; the pass's end outside layers).
     int first_piece = 0, last_piece = -1;
     int ready_event = 0;
+    /// Of its parameters, those whose gradients stay fp32 (fp32_embedding_parameters) where the rest are 16-bit.
+    double fp32_parameters = 0;
 };
 /// The buckets of a model chunk of `layers` transformer layers, with the input embedding if `embedding` and the final
 /// norm and output layer if `output`, as Megatron-Core's DDP makes them (param_and_grad_buffer.py, 0.8-0.11): the
@@ -73,13 +80,14 @@ struct ChunkContents {
 /// NeMo 1's bucket groups for Apex's DistributedFusedAdam (ExecutionSpec::grad_buckets nemo_apex, nemo_apex_layers;
 /// NeMo megatron_gpt_model.py configure_optimizers and nemo/core/optim/distributed_adam.py, v1.20-v2.1; Apex
 /// distributed_fused_adam.py), for a stage's chunks in order: one group per transformer layer, or with interleaving
-/// (nemo_apex: NeMo up to 1.20 and from 24.09; 1.21-1.23 kept the rest as a last group of its own) one per model chunk; each reduced as one (the bucket_cap_mb buckets of a
-/// group wait for all its gradients and are reduce-scattered together). The first layer's group (the first chunk's)
-/// also holds what NeMo keeps out of the others: in groups by layer everything outside the layers (embeddings, final
-/// norm, output layer); under sequence parallelism the norms and the row-parallel biases (_disable_overlap_grad_sync);
-/// with FP8 parameters everything but the layers' FP8 weights; a tied word embedding with p > 1. A group is complete at
-/// its last pass's end (event 3: in a layer after QKV's and the first norm's gradients). Per chunk, its groups in the
-/// order the backward completes them.
+/// (nemo_apex: NeMo up to 1.20 and from 24.09; 1.21-1.23 kept the rest as a last group of its own) one per model
+/// chunk; each reduced as one (the bucket_cap_mb buckets of a group wait for all its gradients and are
+/// reduce-scattered together). The first layer's group (the first chunk's) also holds what NeMo keeps out of the
+/// others: in groups by layer everything outside the layers (embeddings, final norm, output layer); under sequence
+/// parallelism the norms and the row-parallel biases (_disable_overlap_grad_sync); with FP8 parameters everything but
+/// the layers' FP8 weights; a tied word embedding with p > 1. A group is complete at its last pass's end (event 3: in a
+/// layer after QKV's and the first norm's gradients). With fp32_embedding_grads a group's fp32_parameters are the
+/// embeddings it holds (fp32_embedding_parameters). Per chunk, its groups in the order the backward completes them.
 std::vector<std::vector<GradientBucket>> nemo_apex_gradient_buckets(const ModelSpec& model, const ExecutionSpec& exec,
                                                                     const std::vector<ChunkContents>& chunks);
 /// The bucket size Megatron-Core's DDP gives model chunk `chunk` of pipeline stage `stage` (ExecutionSpec::

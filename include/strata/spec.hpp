@@ -255,6 +255,14 @@ struct ExecutionSpec {
     /// BF16 training; NeMo 2.0's recipes): before each bucket's reduction its gradients' norm is computed and tested on
     /// the host (`assert not norm.isnan()`), a read of every gradient and a host synchronisation per bucket.
     bool check_for_nan_in_grad = false;
+    /// NeMo's with_fp32_embedding_grads (its default true; NeMo 2.0.0rc0-2.1's megatron_gpt_model.py
+    /// configure_optimizers, Apex's DistributedFusedAdam path, grad_buckets nemo_apex / nemo_apex_layers): the word
+    /// embedding on the first stage, its tied copy on the last (p > 1) and a learned position table carry
+    /// _with_fp32_optimizer, so NeMo's distributed_adam.py gives them Apex buckets of fp32 gradients
+    /// (init_params_bucket, grad_sync_dtype float32): their main gradients, their reduce-scatter and the tied copies'
+    /// all-reduce move 4 bytes per parameter where the rest moves 16-bit ones. Inert where the gradients are fp32
+    /// anyway (fp32_gradients).
+    bool fp32_embedding_grads = false;
     /// Megatron's --overlap-p2p-communication with the interleaved schedule (its default there since Megatron-Core):
     /// pipeline sends and receives are posted asynchronously; a unit waits only for the transfer bringing its input
     /// and, on the sender, for its previous send of the same direction (the schedule's wait handles).

@@ -145,6 +145,7 @@ std::vector<std::vector<GradientBucket>> nemo_apex_gradient_buckets(const ModelS
     const double word = double(m.vocab) * h / t;
     const bool fp8 = e.precision == Precision::fp8 && e.fp8_param_gather;  // TE's weights are Float8Tensors
     const bool sp = e.sequence_parallel, tied = m.tied_embeddings && e.pipeline > 1;
+    const bool fp32 = e.fp32_embedding_grads && !e.fp32_gradients();  // NeMo's with_fp32_embedding_grads
     // A layer: its linear weights (FP8 with FP8 parameters), the column-parallel biases, and what sequence parallelism
     // marks (the two norms, the row-parallel biases of the projection and fc2).
     const double weights = (h * (h + kv) + h * h + gate * h * f + f * h) / t;
@@ -152,29 +153,36 @@ std::vector<std::vector<GradientBucket>> nemo_apex_gradient_buckets(const ModelS
     const double layer_moved = fp8 ? col_bias + marked : sp ? marked : 0.0;
     const bool interleaved = chunks.size() > 1 && e.grad_buckets != GradBuckets::nemo_apex_layers;
     std::vector<std::vector<GradientBucket>> out(chunks.size());
-    double moved = 0;  // into the first layer's (first chunk's) group
+    double moved = 0, moved_fp32 = 0;  // into the first layer's (first chunk's) group; of it, fp32 gradients
     for (std::size_t c = 0; c < chunks.size(); ++c) {
         const ChunkContents& k = chunks[c];
         // Passes as the backward runs them: the output layer's, the layers' last to first, the embedding's.
         const int first_layer_piece = k.output ? 1 : 0;
         const int last_piece = first_layer_piece + k.layers - 1 + (k.embedding ? 1 : 0);
         // Outside the layers: with interleaving in the chunk's group unless marked, moved, or a tied copy.
-        double rest = 0, rest_moved = 0;
+        double rest = 0, rest_moved = 0, rest_fp32 = 0, rest_moved_fp32 = 0;
         if (k.output) {
             const double out_word = e.pipeline > 1 || !m.tied_embeddings ? word : 0.0;
             ((fp8 || tied) ? rest_moved : rest) += out_word;
+            if (fp32 && tied) rest_moved_fp32 += out_word;  // the tied copy (an untied output layer stays 16-bit)
             ((fp8 || sp) ? rest_moved : rest) += final_norm(m);
         }
         if (k.embedding) {
             ((fp8 || tied) ? rest_moved : rest) += word;
             (fp8 ? rest_moved : rest) += position_table(m);
+            if (fp32) {
+                ((fp8 || tied) ? rest_moved_fp32 : rest_fp32) += word;
+                (fp8 ? rest_moved_fp32 : rest_fp32) += position_table(m);
+            }
         }
         moved += k.layers * layer_moved + rest_moved;
+        moved_fp32 += rest_moved_fp32;
         std::vector<GradientBucket>& groups = out[c];
         const double kept = weights + col_bias + marked - layer_moved;
         if (interleaved) {
             GradientBucket g;
             g.parameters = k.layers * kept + rest;
+            g.fp32_parameters = rest_fp32;
             g.linear_weights = k.layers * weights;
             g.first_piece = 0;
             g.last_piece = last_piece;
@@ -192,6 +200,7 @@ std::vector<std::vector<GradientBucket>> nemo_apex_gradient_buckets(const ModelS
             groups.push_back(g);
         }
         moved += rest;
+        moved_fp32 += rest_fp32;
         if (groups.empty()) {
             if (last_piece < 0) continue;  // nothing in this chunk
             groups.push_back(GradientBucket{0, 0, 0, last_piece, 3});
@@ -203,6 +212,7 @@ std::vector<std::vector<GradientBucket>> nemo_apex_gradient_buckets(const ModelS
     for (std::vector<GradientBucket>& groups : out)
         if (!groups.empty()) {
             groups.back().parameters += moved;
+            groups.back().fp32_parameters += moved_fp32;
             break;
         }
     return out;
@@ -246,6 +256,14 @@ double parameters_on_stage(const ModelSpec& m, const ExecutionSpec& e, int stage
         params += final_norm(m);
         if (p > 1 || !m.tied_embeddings) params += word;           // output layer (a tied copy if p > 1)
     }
+    return params;
+}
+
+double fp32_embedding_parameters(const ModelSpec& m, const ExecutionSpec& e, int stage) {
+    if (!e.fp32_embedding_grads || e.fp32_gradients()) return 0.0;
+    double params = 0;
+    if (stage == 0) params += embedding_parameters_per_gpu(m, e.tensor);  // word (+ learned position) embeddings
+    if (stage == e.pipeline - 1 && e.pipeline > 1 && m.tied_embeddings) params += double(m.vocab) * m.hidden / e.tensor;
     return params;
 }
 
@@ -323,7 +341,8 @@ StageMemory stage_state(const ModelSpec& m, const ExecutionSpec& e, const Device
     sm.stage = s;
     const double params = parameters_on_stage(m, e, s);
     sm.weights = stage_weight_bytes(m, e, s);
-    sm.gradients = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.gradients)));
+    sm.gradients = Bytes(static_cast<std::int64_t>(
+        std::llround(params * bpp.gradients + fp32_embedding_parameters(m, e, s) * (4.0 - bpp.gradients))));
     sm.optimizer = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.optimizer)));
     sm.reserved = device.reserved;
     return sm;

@@ -369,7 +369,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"fp8_recipe", to_string(e.fp8_recipe)},
                           {"fp8_param_gather", e.fp8_param_gather}, {"tp_only_amax_red", e.tp_only_amax_red},
                           {"embedding_reduce_scatter", e.embedding_reduce_scatter},
-                          {"check_for_nan_in_grad", e.check_for_nan_in_grad},
+                          {"check_for_nan_in_grad", e.check_for_nan_in_grad}, {"fp32_embedding_grads", e.fp32_embedding_grads},
                           {"overlap_p2p_comm", e.overlap_p2p_comm},
                           {"p2p_pair_order", e.p2p_pair_order},
                           {"host_gap_forward_us", e.host_gap_forward.seconds() * 1e6},

@@ -285,6 +285,10 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                                "check_for_nan_in_grad is Megatron-Core DDP's; Apex's DistributedFusedAdam (grad_buckets: "
                                "nemo_apex) checks nothing before its reduction"};
     }
+    if (e.fp32_embedding_grads && !nemo_apex(e.grad_buckets))
+        return SpecProblem{"execution", "fp32_embedding_grads",
+                           "fp32_embedding_grads is NeMo's with_fp32_embedding_grads for Apex's DistributedFusedAdam: it "
+                           "needs grad_buckets: nemo_apex or nemo_apex_layers"};
     if (e.overlap_p2p_comm && (e.schedule != Schedule::interleaved || (!e.sequence_parallel && e.tensor > 1)))
         return SpecProblem{"execution", "overlap_p2p_comm",
                            "overlap_p2p_comm needs the interleaved schedule (interleave > 1; Megatron overlaps pipeline "

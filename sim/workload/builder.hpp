@@ -241,7 +241,7 @@ private:
     }
     /// Ranks that share a stage's weights: data x context parallel (gradients reduced over them).
     [[nodiscard]] int weight_replicas() const { return e_.data * e_.context; }
-    /// The gradients are reduced bucket by bucket (per layer, or Megatron-Core's) under the last microbatch's backward.
+    /// The gradients are reduced bucket by bucket (per layer, Megatron-Core's or NeMo's) under the last microbatch's backward.
     [[nodiscard]] bool reduces_by_bucket() const { return e_.overlap_grad_reduce && weight_replicas() > 1; }
     /// Megatron-Core's or NeMo's buckets (stage_buckets) rather than one per layer; and whether the optimizer steps the
     /// first chunk (Megatron-Core), or the first group (Apex), first and the iteration is cut there (later_chunks_step).
@@ -307,7 +307,7 @@ private:
         std::vector<int> pass, events_done;  ///< each piece's pass; that pass's gradient events (0-4) done at its end
     };
     const Pieces& pieces_of(bool forward, int virtual_stage);
-    /// How many gradient buckets stage r has (one per layer, or Megatron-Core's: stage_buckets, made once).
+    /// How many gradient buckets stage r has (one per layer, or Megatron-Core's / NeMo's: stage_buckets, made once).
     std::size_t gradient_buckets(int r);
     const StageBuckets& stage_buckets(int r);
     /// Which parameters the gather's piece i of virtual stage v carries (a layer, the input embedding, the output layer).
@@ -365,12 +365,12 @@ private:
     const Plan& dp_plan(int stage, DpMessage which);
     /// Parameters the per-layer buckets leave to the reduction after the last backward.
     [[nodiscard]] double rest_parameters(int stage) const;
-    /// What the buckets leave to after the last backward: rest_parameters, none with Megatron-Core's.
+    /// What the buckets leave to after the last backward: rest_parameters, none with Megatron-Core's or NeMo's.
     [[nodiscard]] double unbucketed_parameters(int stage) const { return planned_buckets() ? 0 : rest_parameters(stage); }
     /// Stage r's ring plans: a reduction, or an all-gather, of `message` per GPU.
     [[nodiscard]] std::vector<fabric::CollectivePhase> reduction_phases(int stage, Bytes message) const;
     [[nodiscard]] std::vector<fabric::CollectivePhase> gather_phases(int stage, Bytes message) const;
-    /// A Megatron-Core bucket's reduction ([0]) or parameter all-gather ([1]) plan, made once per size.
+    /// A planned bucket's (Megatron-Core's, NeMo's) reduction ([0]) or parameter all-gather ([1]) plan, made once per size.
     const Plan& bucket_plan(int stage, const GradientBucket& b, bool gather);
     /// Group a's pipeline route to its forward or backward receiver (the interleaved schedule wraps around), made once.
     const RouteAndLatency& p2p_route(Group& a, bool forward);
