@@ -174,6 +174,9 @@ TEST_CASE("fused units: the progress estimate follows a Hopper run's program", "
     // NeMo's groups for Apex: one per layer, the rest with the first, whose step runs first (9); by layer, in FP8 with
     // FP8 parameters (10: everything but the weights with the first group).
     if (variant >= 9) sc.execution.grad_buckets = variant == 9 ? GradBuckets::nemo_apex : GradBuckets::nemo_apex_layers;
+    // With NeMo's fp32 embedding gradients beside 16-bit ones (9).
+    if (variant == 9) sc.execution.grad_reduce_in_fp32 = false;
+    if (variant == 9) sc.execution.fp32_embedding_grads = true;
     if (variant == 10) sc.execution.precision = Precision::fp8;
     if (variant == 10) sc.execution.fp8_param_gather = true;
     if (variant == 8) sc.execution.bucket_size = 1e6;
@@ -303,7 +306,9 @@ TEST_CASE("fused units: random execution combinations give the unfused result, t
         if (mcore) e += rng() % 2 ? ", grad_buckets: megatron_core" : ", grad_buckets: megatron_core, bucket_size: 2000000";
         const bool step_overlap = v > 1 && rng() % 3 == 0;
         if (step_overlap) e += ", overlap_param_gather_with_optimizer_step: true";
-        if (!mcore && !step_overlap && rng() % 3 == 0) e += rng() % 2 ? ", grad_buckets: nemo_apex" : ", grad_buckets: nemo_apex_layers";
+        const bool apex = !mcore && !step_overlap && rng() % 3 == 0;
+        if (apex) e += rng() % 2 ? ", grad_buckets: nemo_apex" : ", grad_buckets: nemo_apex_layers";
+        if (apex && rng() % 2) e += ", fp32_embedding_grads: true, grad_reduce_in_fp32: false";  // NeMo's fp32 embedding gradients
         const std::string text = "name: random\nmodel: " + model + "}\nsystem:\n  file: " + sys + variation + "\nexecution: " + e + "}\n";
         Experiment ex;
         try {
