@@ -14,6 +14,10 @@ BytesPerParam bytes_per_param(const ExecutionSpec& e) {
         b.gradients = 2;
         b.optimizer = 16;
     }
+    // Apex's DistributedFusedAdam with NeMo's settings (megatron_base_model.py setup_optimization: fp32 state,
+    // store_param_remainders for 16-bit weights; Apex distributed_fused_adam.py StateBucket: exp_avg, exp_avg_sq,
+    // param_remainders_shard; the gradient shard a bucket's reduce-scatter leaves, in the gradients' dtype).
+    if (nemo_apex(e.grad_buckets) && e.distributed_optimizer) b.optimizer = 8 + 2 + b.gradients;
     if (e.distributed_optimizer) b.optimizer /= double(e.data) * e.context;  // Megatron: over data x context
     return b;
 }
@@ -228,6 +232,12 @@ namespace {
 double stage_layer_parameters(const ModelSpec& m, const ExecutionSpec& e, int stage) {
     return double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
 }
+/// Of them, the linear layers' weights (QKV, projection, fc1, fc2: Transformer Engine's FP8 parameters).
+double stage_linear_weights(const ModelSpec& m, const ExecutionSpec& e, int stage) {
+    const double h = m.hidden, f = m.ffn_hidden, kv = 2.0 * m.query_groups() * m.head_dim();
+    const double gate = m.mlp == Mlp::swiglu ? 2.0 : 1.0;
+    return double(e.layers_on_stage(m.layers, stage)) * (h * (h + kv) + h * h + gate * h * f + f * h) / e.tensor;
+}
 }  // namespace
 
 Bytes stage_weight_bytes(const ModelSpec& m, const ExecutionSpec& e, int stage) {
@@ -343,7 +353,15 @@ StageMemory stage_state(const ModelSpec& m, const ExecutionSpec& e, const Device
     sm.weights = stage_weight_bytes(m, e, s);
     sm.gradients = Bytes(static_cast<std::int64_t>(
         std::llround(params * bpp.gradients + fp32_embedding_parameters(m, e, s) * (4.0 - bpp.gradients))));
-    sm.optimizer = Bytes(static_cast<std::int64_t>(std::llround(params * bpp.optimizer)));
+    double optimizer = params * bpp.optimizer;
+    if (nemo_apex(e.grad_buckets) && e.distributed_optimizer) {
+        // Apex keeps an fp32 copy (4 bytes, not a 2-byte remainder) of FP8 parameters, the layers' linear weights (NeMo's
+        // distributed_adam.py _init_param_state; Apex's _init_param_state stores params for another param_sync_dtype),
+        // and a 4-byte gradient shard for fp32 embedding gradients.
+        const double fp8 = e.precision == Precision::fp8 && e.fp8_param_gather ? stage_linear_weights(m, e, s) : 0.0;
+        optimizer += (2.0 * fp8 + (4.0 - bpp.gradients) * fp32_embedding_parameters(m, e, s)) / (double(e.data) * e.context);
+    }
+    sm.optimizer = Bytes(static_cast<std::int64_t>(std::llround(optimizer)));
     sm.reserved = device.reserved;
     return sm;
 }
