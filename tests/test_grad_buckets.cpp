@@ -28,14 +28,13 @@ double sum(const std::vector<GradientBucket>& buckets, bool weights_only = false
     return s;
 }
 
-/// A data-parallel case whose reduction keeps up with the backward (a layer's bf16 gradients reduced in less time than
-/// its backward), so that what is left after the last backward shows: 4 replicas on 4 nodes (t = 8), sequence 4,096,
-/// the overlapped reduction and gather, an untied output layer, no variation.
-Scenario four_nodes(GradBuckets buckets, double bucket_size) {
-    Scenario sc = testing::small_22b(1, 1, 4, true, Recompute::selective);
-    sc.model.seq_len = 4096;
-    sc = testing::with_data(sc, 4);
-    sc.model.tied_embeddings = false;
+/// The small 22B (t = 8, one node per tensor group) on p stages and d replicas with bf16 gradients, the distributed
+/// optimizer with both overlaps, `buckets`, no variation; validated.
+Scenario replicated(int p, int d, int seq_len, bool tied, GradBuckets buckets, double bucket_size = 0) {
+    Scenario sc = testing::small_22b(p, 1, 4, true, Recompute::selective);
+    sc.model.seq_len = seq_len;
+    sc = testing::with_data(sc, d);
+    sc.model.tied_embeddings = tied;
     sc.execution.grad_reduce_in_fp32 = false;
     sc.system.gpus_per_node = 8;
     sc.system.variation.gpu_sigma = 0;
@@ -47,6 +46,11 @@ Scenario four_nodes(GradBuckets buckets, double bucket_size) {
     validate(sc);
     return sc;
 }
+
+/// A data-parallel case whose reduction keeps up with the backward (a layer's bf16 gradients reduced in less time than
+/// its backward), so that what is left after the last backward shows: 4 replicas on 4 nodes (t = 8), sequence 4,096,
+/// the overlapped reduction and gather, an untied output layer, no variation.
+Scenario four_nodes(GradBuckets buckets, double bucket_size) { return replicated(1, 4, 4096, false, buckets, bucket_size); }
 
 }  // namespace
 
@@ -477,19 +481,7 @@ TEST_CASE("fp32_embedding_grads: the first group's reduction and the tied copies
     // Each half alone: one stage on four replicas (the first group's reduce-scatter carries the embedding at 4 bytes a
     // parameter instead of 2, after the last backward), and two stages with one replica (no data-parallel reduction;
     // the tied copies' all-reduce between the stages moves the fp32 main gradient). Either way the iteration grows.
-    const auto scenario = [](int p, int d) {
-        Scenario sc = testing::with_data(testing::small_22b(p, 1, 4, true, Recompute::selective), d);
-        sc.model.tied_embeddings = true;
-        sc.system.gpus_per_node = 8;
-        sc.system.variation.gpu_sigma = 0;
-        sc.execution.grad_reduce_in_fp32 = false;
-        sc.execution.distributed_optimizer = true;
-        sc.execution.overlap_grad_reduce = true;
-        sc.execution.overlap_param_gather = true;
-        sc.execution.grad_buckets = GradBuckets::nemo_apex;
-        validate(sc);
-        return sc;
-    };
+    const auto scenario = [](int p, int d) { return replicated(p, d, 1024, true, GradBuckets::nemo_apex); };
     const auto with_key = [](Scenario sc) {
         sc.execution.fp32_embedding_grads = true;
         validate(sc);
