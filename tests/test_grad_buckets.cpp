@@ -507,9 +507,9 @@ TEST_CASE("fp32_embedding_grads: the first group's reduction and the tied copies
 }
 
 TEST_CASE("grad_buckets nemo_apex: Apex's optimizer state per parameter of the shard", "[buckets][memory]") {
-    // Apex's DistributedFusedAdam as NeMo sets it up keeps m and v in fp32, the 16-bit weight's int16 remainder and the
+    // Apex's DistributedFusedAdam as NeMo sets it up keeps m and v in fp32, the bf16 weight's int16 remainder and the
     // reduced gradient shard: 12 bytes per parameter of the shard with 16-bit gradients, 14 with fp32 ones, where
-    // Megatron-Core's distributed optimizer keeps 16 and 12; an fp32 copy instead of the remainder for FP8 parameters.
+    // Megatron-Core's distributed optimizer keeps 16 and 12; an fp32 copy instead of the remainder with FP8 parameters.
     Scenario sc = testing::small_22b(1, 1, 1, false, Recompute::none);
     const ModelSpec& m = sc.model;
     ExecutionSpec e = sc.execution;
@@ -527,16 +527,24 @@ TEST_CASE("grad_buckets nemo_apex: Apex's optimizer state per parameter of the s
     CHECK(optimizer(apex) == Approx(params * 14 / 4));
     e.grad_reduce_in_fp32 = true;
     CHECK(optimizer(e) == Approx(params * 12 / 4));
-    // FP8 parameters: the layers' linear weights (FP8) with an fp32 copy (2 bytes more), the rest as before.
+    // FP8 parameters (NeMo's fp8_params sets store_params for all): an fp32 copy of every parameter, not the remainder;
+    // fp16 weights the same (Apex's remainders are for bf16 only).
     apex.grad_reduce_in_fp32 = false;
     apex.precision = Precision::fp8;
     apex.fp8_param_gather = true;
-    const double h = m.hidden, f = m.ffn_hidden;
-    const double weights = double(m.layers) * (4 * h * h + 2 * h * f) / e.tensor;  // GPT: QKV 3h^2, projection h^2, fc1, fc2
-    CHECK(optimizer(apex) == Approx((params * 12 + weights * 2) / 4));
+    CHECK(optimizer(apex) == Approx(params * 14 / 4));
+    apex.fp8_param_gather = false;
+    CHECK(optimizer(apex) == Approx(params * 12 / 4));  // FP8 without FP8 parameters: bf16 weights
+    apex.precision = Precision::fp16;
+    CHECK(optimizer(apex) == Approx(params * 14 / 4));
+    // Over data x context: the shard of each replica.
+    ExecutionSpec cp = apex;
+    cp.precision = Precision::bf16;
+    cp.data = 2;
+    cp.context = 2;
+    CHECK(optimizer(cp) == Approx(params * 12 / 4));
     // fp32 embedding gradients: a 4-byte gradient shard for the embeddings.
     apex.precision = Precision::bf16;
-    apex.fp8_param_gather = false;
     apex.fp32_embedding_grads = true;
     CHECK(fp32_embedding_parameters(m, apex, 0) > 0);
     CHECK(optimizer(apex) == Approx((params * 12 + fp32_embedding_parameters(m, apex, 0) * 2) / 4));

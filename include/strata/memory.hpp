@@ -18,9 +18,9 @@ namespace strata {
 ///   bf16 with 16-bit main gradients (ExecutionSpec::grad_reduce_in_fp32 false): as fp16         = 20
 /// A distributed optimizer shards the optimizer part over the d x c data- (and context-) parallel ranks. Apex's
 /// DistributedFusedAdam as NeMo sets it up (ExecutionSpec::grad_buckets nemo_apex, nemo_apex_layers) keeps per parameter
-/// of its shard Adam's m and v (fp32, 8), the 16-bit weight's remainder to fp32 (int16, 2) and the reduced gradient
-/// shard (the gradients' bytes): 12 with 16-bit gradients, 14 with fp32 (stage_state adds what FP8 parameters and fp32
-/// embedding gradients keep more).
+/// of its shard Adam's m and v (fp32, 8), the bf16 weight's remainder to fp32 (int16, 2; with FP8 parameters or fp16
+/// weights an fp32 copy, 4) and the reduced gradient shard (the gradients' bytes): with bf16 weights 12 with 16-bit
+/// gradients, 14 with fp32 (stage_state adds 2 for fp32 embedding gradients' shards).
 struct BytesPerParam {
     double weights = 2, gradients = 4, optimizer = 12;
 };

@@ -14,10 +14,15 @@ BytesPerParam bytes_per_param(const ExecutionSpec& e) {
         b.gradients = 2;
         b.optimizer = 16;
     }
-    // Apex's DistributedFusedAdam with NeMo's settings (megatron_base_model.py setup_optimization: fp32 state,
-    // store_param_remainders for 16-bit weights; Apex distributed_fused_adam.py StateBucket: exp_avg, exp_avg_sq,
-    // param_remainders_shard; the gradient shard a bucket's reduce-scatter leaves, in the gradients' dtype).
-    if (nemo_apex(e.grad_buckets) && e.distributed_optimizer) b.optimizer = 8 + 2 + b.gradients;
+    // Apex's DistributedFusedAdam with NeMo's settings (megatron_base_model.py setup_optimization: fp32 state; with
+    // bf16 weights store_param_remainders, an int16 remainder to fp32; with FP8 parameters (fp8_params) or fp16 weights
+    // store_params, an fp32 copy, for every parameter; Apex distributed_fused_adam.py StateBucket: exp_avg, exp_avg_sq,
+    // params_shard or param_remainders_shard) and the gradient shard a bucket's reduce-scatter leaves, in the gradients'
+    // dtype.
+    if (nemo_apex(e.grad_buckets) && e.distributed_optimizer) {
+        const bool copy = e.precision == Precision::fp16 || (e.precision == Precision::fp8 && e.fp8_param_gather);
+        b.optimizer = 8 + (copy ? 4 : 2) + b.gradients;
+    }
     if (e.distributed_optimizer) b.optimizer /= double(e.data) * e.context;  // Megatron: over data x context
     return b;
 }
@@ -232,12 +237,6 @@ namespace {
 double stage_layer_parameters(const ModelSpec& m, const ExecutionSpec& e, int stage) {
     return double(e.layers_on_stage(m.layers, stage)) * layer_parameters_per_gpu(m, e.tensor);
 }
-/// Of them, the linear layers' weights (QKV, projection, fc1, fc2: Transformer Engine's FP8 parameters).
-double stage_linear_weights(const ModelSpec& m, const ExecutionSpec& e, int stage) {
-    const double h = m.hidden, f = m.ffn_hidden, kv = 2.0 * m.query_groups() * m.head_dim();
-    const double gate = m.mlp == Mlp::swiglu ? 2.0 : 1.0;
-    return double(e.layers_on_stage(m.layers, stage)) * (h * (h + kv) + h * h + gate * h * f + f * h) / e.tensor;
-}
 }  // namespace
 
 Bytes stage_weight_bytes(const ModelSpec& m, const ExecutionSpec& e, int stage) {
@@ -355,11 +354,8 @@ StageMemory stage_state(const ModelSpec& m, const ExecutionSpec& e, const Device
         std::llround(params * bpp.gradients + fp32_embedding_parameters(m, e, s) * (4.0 - bpp.gradients))));
     double optimizer = params * bpp.optimizer;
     if (nemo_apex(e.grad_buckets) && e.distributed_optimizer) {
-        // Apex keeps an fp32 copy (4 bytes, not a 2-byte remainder) of FP8 parameters, the layers' linear weights (NeMo's
-        // distributed_adam.py _init_param_state; Apex's _init_param_state stores params for another param_sync_dtype),
-        // and a 4-byte gradient shard for fp32 embedding gradients.
-        const double fp8 = e.precision == Precision::fp8 && e.fp8_param_gather ? stage_linear_weights(m, e, s) : 0.0;
-        optimizer += (2.0 * fp8 + (4.0 - bpp.gradients) * fp32_embedding_parameters(m, e, s)) / (double(e.data) * e.context);
+        // Apex keeps a 4-byte gradient shard for fp32 embedding gradients (their buckets' grad_sync_dtype).
+        optimizer += (4.0 - bpp.gradients) * fp32_embedding_parameters(m, e, s) / (double(e.data) * e.context);
     }
     sm.optimizer = Bytes(static_cast<std::int64_t>(std::llround(optimizer)));
     sm.reserved = device.reserved;
