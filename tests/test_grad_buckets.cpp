@@ -446,11 +446,9 @@ TEST_CASE("fp32_embedding_grads: NeMo's embeddings keep and reduce fp32 gradient
             CHECK(g0[0].back().fp32_parameters == Approx(word + positions));
             CHECK(g1[0].back().fp32_parameters == Approx(word));
             // Nothing else moves: the groups hold the same parameters as without the key.
-            const auto plain = nemo_apex_gradient_buckets(m, [&] {
-                ExecutionSpec x = on;
-                x.fp32_embedding_grads = false;
-                return x;
-            }(), first);
+            ExecutionSpec off = on;
+            off.fp32_embedding_grads = false;
+            const auto plain = nemo_apex_gradient_buckets(m, off, first);
             for (std::size_t c = 0; c < g0.size(); ++c)
                 for (std::size_t i = 0; i < g0[c].size(); ++i) CHECK(g0[c][i].parameters == plain[c][i].parameters);
         }

@@ -41,6 +41,9 @@ double parameters_on_stage(const ModelSpec& model, const ExecutionSpec& exec, in
 /// with_fp32_embedding_grads): the word embedding and a learned position table on the first stage, the word
 /// embedding's tied copy on the last (p > 1). 0 without the key or where every gradient is fp32.
 double fp32_embedding_parameters(const ModelSpec& model, const ExecutionSpec& exec, int stage);
+/// Bytes of the gradients of `params` parameters, `fp32_params` of them fp32 (fp32_embedding_parameters) and the rest at
+/// bytes_per_param(exec).gradients: the buffer they take, the message their reduction moves.
+double gradient_bytes(const ExecutionSpec& exec, double params, double fp32_params);
 /// Parameters of one transformer layer held by one GPU of a t-way tensor-parallel group.
 double layer_parameters_per_gpu(const ModelSpec& model, int tensor);
 /// Parameters of the input embedding held by one GPU of the first stage: its vocabulary shard (and a learned

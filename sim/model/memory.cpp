@@ -276,6 +276,10 @@ double fp32_embedding_parameters(const ModelSpec& m, const ExecutionSpec& e, int
     return params;
 }
 
+double gradient_bytes(const ExecutionSpec& e, double params, double fp32_params) {
+    return (params - fp32_params) * bytes_per_param(e).gradients + fp32_params * 4.0;
+}
+
 const char* to_string(MemoryCategory c) {
     switch (c) {
         case MemoryCategory::weights: return "weights";
@@ -350,8 +354,7 @@ StageMemory stage_state(const ModelSpec& m, const ExecutionSpec& e, const Device
     sm.stage = s;
     const double params = parameters_on_stage(m, e, s);
     sm.weights = stage_weight_bytes(m, e, s);
-    sm.gradients = Bytes(static_cast<std::int64_t>(
-        std::llround(params * bpp.gradients + fp32_embedding_parameters(m, e, s) * (4.0 - bpp.gradients))));
+    sm.gradients = Bytes(static_cast<std::int64_t>(std::llround(gradient_bytes(e, params, fp32_embedding_parameters(m, e, s)))));
     double optimizer = params * bpp.optimizer;
     if (nemo_apex(e.grad_buckets) && e.distributed_optimizer) {
         // Apex keeps a 4-byte gradient shard for fp32 embedding gradients (their buckets' grad_sync_dtype).

@@ -87,7 +87,7 @@ const Plan& Builder::bucket_plan(int r, const GradientBucket& b, bool gather) {
     // NeMo's fp32 embedding gradients).
     const double bytes = gather ? b.linear_weights * (e_.fp8_param_gather ? 1.0 : 2.0) +
                                       (b.parameters - b.linear_weights) * 2.0
-                                : (b.parameters - b.fp32_parameters) * bytes_per_param(e_).gradients + b.fp32_parameters * 4.0;
+                                : gradient_bytes(e_, b.parameters, b.fp32_parameters);
     const Bytes message(std::llround(bytes));
     auto& plans = reductions_[static_cast<std::size_t>(r)].bucket_plans[gather ? 1 : 0];
     auto it = plans.find(message.value);
@@ -263,8 +263,8 @@ void Builder::stage_reduced(int r, TaskId done) {
     // The word-embedding gradient (v h / t per GPU) is all-reduced between the first and last stage once both
     // have reduced theirs (NeMo's with fp32 embedding gradients: the fp32 main gradient).
     if (!first.reduced || !last.reduced || embedding_sync_) return;
-    const double word = double(sc_.model.vocab) * sc_.model.hidden / e_.tensor;
-    const Bytes emb(std::llround(word * (fp32_embedding_parameters(sc_.model, e_, p - 1) > 0 ? 4.0 : bytes_per_param(e_).gradients)));
+    const double word = double(sc_.model.vocab) * sc_.model.hidden / e_.tensor;  // on the last stage, fp32 or not
+    const Bytes emb(std::llround(gradient_bytes(e_, word, fp32_embedding_parameters(sc_.model, e_, p - 1))));
     const RouteAndLatency& route = embedding_route();
     const TaskId x = sim_.add_transfer_on(dp_streams_[0], route.first, emb, route.second + sc_.system.network.p2p_latency,
                                           make_label(TaskKind::embedding_sync, 0, 0));
