@@ -168,7 +168,7 @@ TEST_CASE("fused units: the progress estimate follows a Hopper run's program", "
     sc.execution.distributed_optimizer = true;
     sc.execution.overlap_grad_reduce = true;
     sc.execution.overlap_param_gather = true;
-    const int variant = GENERATE(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
+    const int variant = GENERATE(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
     // Megatron-Core's buckets: the last backward cut where tensors complete, buckets of ~0.7 layer (7) or of a tensor (8).
     if (variant == 7 || variant == 8) sc.execution.grad_buckets = GradBuckets::megatron_core;
     // NeMo's groups for Apex: one per layer, the rest with the first, whose step runs first (9); by layer, in FP8 with
@@ -181,6 +181,9 @@ TEST_CASE("fused units: the progress estimate follows a Hopper run's program", "
     if (variant == 10) sc.execution.fp8_param_gather = true;
     if (variant == 8) sc.execution.bucket_size = 1e6;
     if (variant == 1) sc.execution.overlap_param_gather = false;
+    // The last stage's output-layer weight gradients of its first three microbatches deferred to a drain (11).
+    if (variant == 11 && p > 1) sc.execution.defer_embedding_wgrad_compute = true;
+    if (variant == 11 && p > 1) sc.execution.wgrad_deferral_limit = 3;
     // FP8 delayed scaling: each unit ends with its amax all-reduce, over the stage's replicas (5) or the group (6).
     if (variant >= 5 && variant <= 8) sc.execution.precision = Precision::fp8;
     if (variant == 6) sc.execution.tp_only_amax_red = true;
@@ -309,6 +312,7 @@ TEST_CASE("fused units: random execution combinations give the unfused result, t
         const bool apex = !mcore && !step_overlap && rng() % 3 == 0;
         if (apex) e += rng() % 2 ? ", grad_buckets: nemo_apex" : ", grad_buckets: nemo_apex_layers";
         if (apex && rng() % 2) e += ", fp32_embedding_grads: true, grad_reduce_in_fp32: false";  // NeMo's fp32 embedding gradients
+        if (p > 1 && rng() % 3 == 0) e += rng() % 2 ? ", defer_embedding_wgrad_compute: true" : ", defer_embedding_wgrad_compute: true, wgrad_deferral_limit: 2";
         const std::string text = "name: random\nmodel: " + model + "}\nsystem:\n  file: " + sys + variation + "\nexecution: " + e + "}\n";
         Experiment ex;
         try {

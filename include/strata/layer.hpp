@@ -174,7 +174,11 @@ struct EmbeddingPlan {
 };
 struct OutputPlan {
     std::vector<Step> forward, backward;  ///< final layer norm, logits GEMM, cross-entropy (last stage)
+    /// The backward of a microbatch whose weight gradient is deferred (defer_embedding_wgrad_compute).
+    std::vector<Step> backward_deferred;
     Bytes stored_per_microbatch;          ///< 4sbh/t + 4sbv/t with SP (paper eq. in 4.5)
+    Bytes deferred_per_microbatch;        ///< kept from a deferred backward to the drain: input and logits' gradient
+    Bytes deferral_buffers;               ///< the drain's two input-gather buffers (SP), kept once made
 };
 /// Under sequence parallelism (t > 1), after the backward and before the optimizer step: the gradients of the
 /// parameters every rank of the tensor-parallel group holds whole but computes from its own sequence shard (the
@@ -185,6 +189,9 @@ struct OutputPlan {
 std::vector<Step> build_sequence_parallel_grad_sync(const LayerConfig& cfg, int layers, bool final_norm);
 EmbeddingPlan build_embedding(const LayerConfig& cfg);
 OutputPlan build_output(const LayerConfig& cfg);
+/// After the last stage's last backward, the output layer's deferred weight-gradient GEMMs of `microbatches`
+/// microbatches (defer_embedding_wgrad_compute).
+std::vector<Step> build_deferred_wgrad(const LayerConfig& cfg, int microbatches);
 
 /// Model FLOPs per iteration, Megatron-LM's convention (num_floating_point_operations):
 ///   12 B s L h^2 [(1 + g/a + s/h)(q/h) + (f/h) k + v/(2 L h)], q = a x head_dim, k = 1.5 for swiglu else 1;

@@ -137,7 +137,21 @@ struct ActivationPlan {
     Bytes embedding;              ///< per microbatch, first virtual stage
     Bytes output;                 ///< per microbatch, last virtual stage
     std::vector<Bytes> workspace;        ///< per virtual stage: live while a backward recomputes (one layer, or a group)
+    /// defer_embedding_wgrad_compute: the first `deferred_microbatches` backwards of the last virtual stage keep
+    /// `deferred_output` each until the drain after the stage's last backward; `deferral_buffers` held throughout.
+    int deferred_microbatches = 0;
+    Bytes deferred_output;
+    Bytes deferral_buffers;
     [[nodiscard]] UnitActivations of(int stage, int chunk) const;
+    /// What the backward of `microbatch` of the chunk keeps past its end (a deferred weight gradient's operands).
+    [[nodiscard]] Bytes kept_after_backward(int stage, int chunk, int microbatch) const {
+        const bool last = schedule::virtual_stage(shape, stage, chunk) == shape.virtual_stages() - 1;
+        return last && microbatch < deferred_microbatches ? deferred_output : Bytes(0);
+    }
+    /// What the stage holds from the start for the deferral (the drain's gather buffers), on the last stage only.
+    [[nodiscard]] Bytes held_for_deferral(int stage) const {
+        return deferred_microbatches > 0 && stage == shape.stages - 1 ? deferral_buffers : Bytes(0);
+    }
     [[nodiscard]] Bytes recompute_workspace(int stage, int chunk) const {
         return workspace[static_cast<std::size_t>(schedule::virtual_stage(shape, stage, chunk))];
     }

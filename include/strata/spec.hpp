@@ -263,6 +263,18 @@ struct ExecutionSpec {
     /// all-reduce move 4 bytes per parameter where the rest moves 16-bit ones. Inert where the gradients are fp32
     /// anyway (fp32_gradients).
     bool fp32_embedding_grads = false;
+    /// Megatron-Core's defer_embedding_wgrad_compute (p > 1, with gradient_accumulation_fusion; NeMo's and Megatron-
+    /// Bridge's performance recipes): the output layer's backward on the last stage skips its weight gradient (and,
+    /// under SP, the gather of its input for it) for the first wgrad_deferral_limit microbatches (0: all), keeping
+    /// each one's input and 16-bit output gradient; after its last backward the stage runs the deferred GEMMs, each
+    /// input's gather overlapping the GEMM before it (finish_embedding_wgrad_compute, before finalize_model_grads).
+    bool defer_embedding_wgrad_compute = false;
+    int wgrad_deferral_limit = 0;
+    /// How many microbatches' output-layer weight gradients the last stage defers (0 without the deferral).
+    [[nodiscard]] int deferred_wgrad_microbatches() const {
+        if (!defer_embedding_wgrad_compute) return 0;
+        return wgrad_deferral_limit == 0 ? microbatches() : std::min(wgrad_deferral_limit, microbatches());
+    }
     /// Megatron's --overlap-p2p-communication with the interleaved schedule (its default there since Megatron-Core):
     /// pipeline sends and receives are posted asynchronously; a unit waits only for the transfer bringing its input
     /// and, on the sender, for its previous send of the same direction (the schedule's wait handles).

@@ -740,11 +740,15 @@ OutputPlan build_output(const LayerConfig& cfg) {
     // The output layer is a column-parallel linear layer (Megatron's LinearWithGradAccumulationAndAsyncCommunication,
     // megatron/mpu/layers.py in 2022, megatron/core/tensor_parallel/layers.py since): under SP it saved its input
     // ungathered and all-gathers it again in its backward, launched before the data-gradient GEMM and waited for after
-    // it, for the weight gradient.
-    if (d.sp) o.backward.push_back(collective("logits.input-all-gather", CollectiveKind::all_gather, msg, d.async_comm));
-    add(o.backward, {gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+    // it, for the weight gradient. A deferred microbatch (defer_embedding_wgrad_compute) skips the gather and the
+    // weight gradient, so its data gradient's reduction waits alone (Megatron-Core 0.8-0.13: wgrad_compute false).
     const auto logits_reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const char* logits_reduce_name = d.sp ? "logits.grad-reduce-scatter" : "logits.grad-all-reduce";
+    o.backward_deferred = o.backward;  // the loss's backward
+    add(o.backward_deferred, {gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+    o.backward_deferred.push_back(collective(logits_reduce_name, logits_reduce, msg));
+    if (d.sp) o.backward.push_back(collective("logits.input-all-gather", CollectiveKind::all_gather, msg, d.async_comm));
+    add(o.backward, {gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
     if (d.async_comm) {
         o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg, true));
         o.backward.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n, false)));
@@ -752,11 +756,32 @@ OutputPlan build_output(const LayerConfig& cfg) {
         add(o.backward, wgrad(d, "logits", d.h, d.v / d.t, d.n, false));
         o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg));
     }
-    add(o.backward, {elementwise("final-ln.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h)});
+    for (std::vector<Step>* pass : {&o.backward, &o.backward_deferred})
+        add(*pass, {elementwise("final-ln.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h)});
+    // What a deferred microbatch keeps past its backward: the layer's input as saved (2 n_sp h bytes) and the 16-bit
+    // gradient of its logits (2 n v / t); under SP the drain's two gather buffers (Megatron's global memory buffers
+    // "mpu_0" and "mpu_1", kept once made).
+    o.deferred_per_microbatch = Bytes(2 * d.n_sp * d.h + 2 * logits);
+    o.deferral_buffers = Bytes(d.sp ? 2 * msg : 0);
     // Final layer-norm input and logits-GEMM input (2 bytes each), fp32 logits: 4sbh/t + 4sbv/t with SP; Transformer
     // Engine's kernels keep the 16-bit logits (their gradient is written over them): 2sbv/t.
     o.stored_per_microbatch = Bytes(4 * d.n_sp * d.h + (te ? 2 : 4) * logits);
     return o;
+}
+
+std::vector<Step> build_deferred_wgrad(const LayerConfig& cfg, int microbatches) {
+    // Megatron-Core's drain_embedding_wgrad_compute (megatron/core/utils.py, 0.8-0.13): under SP the first input is
+    // gathered and waited for; then each GEMM runs with the next input's gather beside it (double-buffered).
+    const Dims d = dims_of(cfg);
+    std::vector<Step> p;
+    const std::int64_t msg = 2 * d.n * d.h;
+    if (d.sp && microbatches > 0) p.push_back(collective("logits.deferred-input-all-gather", CollectiveKind::all_gather, msg));
+    for (int i = 0; i < microbatches; ++i) {
+        if (d.sp && i + 1 < microbatches)
+            p.push_back(collective("logits.deferred-input-all-gather", CollectiveKind::all_gather, msg, true));
+        p.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n, false)));
+    }
+    return p;
 }
 
 }  // namespace strata

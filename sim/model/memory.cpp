@@ -328,7 +328,11 @@ ActivationPlan activation_plan(const ModelSpec& m, const ExecutionSpec& e) {
     a.shape = schedule::shape_of(e);
     a.per_layer = layer.stored_bytes;
     a.embedding = build_embedding(lc).stored_per_microbatch;
-    a.output = build_output(lc).stored_per_microbatch;
+    const OutputPlan output = build_output(lc);
+    a.output = output.stored_per_microbatch;
+    a.deferred_microbatches = e.deferred_wgrad_microbatches();
+    a.deferred_output = output.deferred_per_microbatch;
+    a.deferral_buffers = output.deferral_buffers;
     // Full recompute keeps a recomputed layer's input only (layer.stored_bytes); a layer it leaves alone (block
     // method) keeps everything; a uniform group of G layers keeps one input and recomputes G layers at once.
     const int chunks = a.shape.virtual_stages();
@@ -374,6 +378,7 @@ StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const Devic
     // (plus the recompute workspace) while it runs and frees them when it ends. The first instant of the
     // largest total is the peak, as in the engine's memory pools.
     UnitActivations held;
+    held.output = plan.held_for_deferral(s);
     int units = 0;
     Bytes best(-1);
     auto consider = [&](Bytes workspace) {
@@ -398,7 +403,7 @@ StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const Devic
             consider(plan.recompute_workspace(s, u.chunk));
             held.layers -= a.layers;
             held.embedding -= a.embedding;
-            held.output -= a.output;
+            held.output -= a.output - plan.kept_after_backward(s, u.chunk, u.microbatch);
             --units;
         }
     }

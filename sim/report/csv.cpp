@@ -76,6 +76,8 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"embedding_reduce_scatter", exec([](const ExecutionSpec& e) { return csv_bool(e.embedding_reduce_scatter); })});
         c.push_back({"check_for_nan_in_grad", exec([](const ExecutionSpec& e) { return csv_bool(e.check_for_nan_in_grad); })});
         c.push_back({"fp32_embedding_grads", exec([](const ExecutionSpec& e) { return csv_bool(e.fp32_embedding_grads); })});
+        c.push_back({"defer_embedding_wgrad_compute", exec([](const ExecutionSpec& e) { return csv_bool(e.defer_embedding_wgrad_compute); })});
+        c.push_back({"wgrad_deferral_limit", exec([](const ExecutionSpec& e) { return std::to_string(e.wgrad_deferral_limit); })});
         c.push_back({"overlap_p2p_comm", exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_p2p_comm); })});
         c.push_back({"p2p_pair_order", exec([](const ExecutionSpec& e) { return csv_bool(e.p2p_pair_order); })});
         c.push_back({"host_gap_forward_us", exec([](const ExecutionSpec& e) { return num(e.host_gap_forward.seconds() * 1e6); })});

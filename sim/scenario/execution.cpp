@@ -13,12 +13,12 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 55> kExecutionKeys = {
+constexpr std::array<std::string_view, 57> kExecutionKeys = {
     "tensor",     "pipeline",     "data",     "interleave",           "sequence_parallel",   "recompute",
     "microbatch", "global_batch", "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision",
     "gradient_accumulation_fusion", "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers",
     "recompute_layers", "recompute_method", "context_parallel", "recompute_modules",
-    "tp_comm_overlap", "tp_overlap_proj_fprop", "tp_overlap_fc2_fprop", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "tp_only_amax_red", "embedding_reduce_scatter", "check_for_nan_in_grad", "fp32_embedding_grads", "overlap_p2p_comm", "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us",
+    "tp_comm_overlap", "tp_overlap_proj_fprop", "tp_overlap_fc2_fprop", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe", "fp8_param_gather", "tp_only_amax_red", "embedding_reduce_scatter", "check_for_nan_in_grad", "fp32_embedding_grads", "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "overlap_p2p_comm", "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "overlap_param_gather_with_optimizer_step", "tp_overlap_sm_margin", "tp_overlap_aggregate", "grad_buckets",
     "bucket_size",
@@ -100,6 +100,8 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     e.embedding_reduce_scatter = f.get_bool("embedding_reduce_scatter", true);
     e.check_for_nan_in_grad = f.get_bool("check_for_nan_in_grad", false);
     e.fp32_embedding_grads = f.get_bool("fp32_embedding_grads", false);
+    e.defer_embedding_wgrad_compute = f.get_bool("defer_embedding_wgrad_compute", false);
+    e.wgrad_deferral_limit = static_cast<int>(f.get_int("wgrad_deferral_limit", 0, 1 << 20, 0));
     e.overlap_p2p_comm = f.get_bool("overlap_p2p_comm", false);
     e.p2p_pair_order = f.get_bool("p2p_pair_order", true);
     e.host_gap_forward = Time::from_us(f.get_double("host_gap_forward_us", 0.0, 1e6, 0.0));

@@ -289,6 +289,13 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
         return SpecProblem{"execution", "fp32_embedding_grads",
                            "fp32_embedding_grads is NeMo's with_fp32_embedding_grads for Apex's DistributedFusedAdam: it "
                            "needs grad_buckets: nemo_apex or nemo_apex_layers"};
+    if (e.defer_embedding_wgrad_compute && (e.pipeline < 2 || !e.gradient_accumulation_fusion))
+        return SpecProblem{"execution", "defer_embedding_wgrad_compute",
+                           "defer_embedding_wgrad_compute needs pipeline > 1 and gradient_accumulation_fusion: true "
+                           "(Megatron-Core's ModelParallelConfig refuses it otherwise)"};
+    if (e.wgrad_deferral_limit > 0 && !e.defer_embedding_wgrad_compute)
+        return SpecProblem{"execution", "wgrad_deferral_limit",
+                           "wgrad_deferral_limit limits defer_embedding_wgrad_compute; set that to true, or drop the limit"};
     if (e.overlap_p2p_comm && (e.schedule != Schedule::interleaved || (!e.sequence_parallel && e.tensor > 1)))
         return SpecProblem{"execution", "overlap_p2p_comm",
                            "overlap_p2p_comm needs the interleaved schedule (interleave > 1; Megatron overlaps pipeline "

@@ -2,12 +2,11 @@
 // graph for the discrete-event engine, streamed: each group's program is generated an instruction at a time
 // as its compute stream runs dry, and each finished task is read as it ends (only the tasks in flight exist).
 //
-// Entities. Ranks are placed like Megatron-LM: tensor innermost, then data, then pipeline
-// (global rank = stage * d * t + replica * t + tensor_rank). The t GPUs of a tensor-parallel group run
-// the same kernels on equal shards in lockstep, so each (stage, replica) group is simulated as one
-// entity with its own streams and memory pool standing for each of its t GPUs; everything between
-// groups (pipeline sends, data-parallel reductions) and inside them (tensor-parallel collectives) is
-// moved as flows over the fabric's links, GPU by GPU.
+// Entities. Ranks are placed like Megatron-LM: tensor innermost, then data, then pipeline (global rank = stage * d * t
+// + replica * t + tensor_rank). The t GPUs of a tensor-parallel group run the same kernels on equal shards in lockstep,
+// so each (stage, replica) group is simulated as one entity with its own streams and memory pool standing for each of
+// its t GPUs; everything between groups (pipeline sends, data-parallel reductions) and inside them (tensor-parallel
+// collectives) is moved as flows over the fabric's links, GPU by GPU.
 //
 // Streams per group: compute (kernels; tensor-parallel collectives block it as in Megatron),
 // tp (tensor-parallel collectives), send-forward, send-backward. Per stage: one data-parallel stream.
@@ -20,6 +19,7 @@
 //   gradients.cpp  data-parallel gradient reduction, tied-embedding sync, optimizer step (as their inputs appear)
 //   metrics.cpp    what each finished task tells, and the results as neutral records (strata/metrics.hpp)
 //   simulate.cpp   simulate(): fabric, builder, engine run
+// Somewhat longer than 500 lines: one class's declaration (the Builder and its per-group state), not splittable.
 #pragma once
 
 #include "strata/cost.hpp"
@@ -73,11 +73,11 @@ struct Unit {
 void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost);
 
 enum class TaskKind : std::uint32_t {
-    forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average, host_gap, grad_check, amax_reduce
+    forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average, host_gap, grad_check, amax_reduce, deferred_wgrad
 };
 inline constexpr const char* kKindNames[] = {"forward",   "backward",  "tp-collective",       "p2p",
                                              "dp-reduce", "optimizer", "embedding-grad-sync", "gradient-average",
-                                             "host-gap",  "gradient-nan-check", "fp8-amax-reduce"};
+                                             "host-gap",  "gradient-nan-check", "fp8-amax-reduce", "deferred-wgrad"};
 
 /// label = kind (4 bits) | chunk (8 bits) | microbatch (20 bits)
 inline std::uint32_t make_label(TaskKind kind, int chunk, int mb) {
@@ -188,6 +188,8 @@ private:
         std::vector<std::vector<TaskId>> bucket_ready;  // per bucket: the replicas' layer ends so far
         std::optional<TaskId> last_bucket;              // the last bucket reduction so far
         std::vector<TaskId> last_backward;              // the replicas' last backward so far
+        std::vector<TaskId> drains;                     // the replicas' deferred weight gradients' ends so far
+        std::optional<TaskId> dp_done;                  // tied and deferring: the reduction, waiting for the drains
         std::optional<TaskId> reduced;                  // the whole reduction's last task
         std::optional<TaskId> ready;                    // what the optimizers wait for (reduction, embedding sync)
         std::vector<TaskId> held_optimizers;            // optimizers generated before `ready`
@@ -258,6 +260,9 @@ private:
                          : reduces_by_bucket() && u.microbatch == shape_.microbatches - 1;
     }
     [[nodiscard]] std::size_t message_index(const schedule::Unit& u) const;
+    [[nodiscard]] bool deferred(const schedule::Unit& u, int v) const;  // the output layer's wgrad deferred (units.cpp)
+    void emit_deferred_wgrad(Group& g);  // after the last stage's program, before the optimizer: the deferred GEMMs
+    const Unit& drain_unit();            // their steps, made once
 
     // units.cpp
     /// A collective over the group's tensor-parallel ranks (or, with `context`, its context-parallel ranks); the
@@ -288,14 +293,14 @@ private:
                        bool exposed = false);
     /// The phases with their routes interned.
     Plan intern(const std::vector<fabric::CollectivePhase>& phases);
-    const Unit& unit_for(bool forward, int virtual_stage);
+    const Unit& unit_for(bool forward, int virtual_stage, bool deferred = false);
     /// A chunk's passes in the order its forward or backward runs them: embedding, layers, output layer forward;
     /// output layer, layers last to first (block recompute re-runs the first ones), embedding backward. `layer`
-    /// marks a transformer layer's pass.
-    void for_each_pass(bool forward, int virtual_stage,
-                       const std::function<void(const std::vector<Step>&, bool layer)>& fn) const;
+    /// marks a transformer layer's pass; `deferred`: the output layer's weight gradient deferred (deferred()).
+    void for_each_pass(bool forward, int virtual_stage, const std::function<void(const std::vector<Step>&, bool layer)>& fn,
+                       bool deferred = false) const;
     /// The last microbatch's backward of a chunk by piece, each bucket's reduction starting once it is complete.
-    UnitTasks emit_backward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label);
+    UnitTasks emit_backward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label, bool deferred);
     /// The first microbatch's forward of a chunk, piece by piece (embedding, layers, output layer), each piece
     /// waiting for its parameter bucket's all-gather (overlap_param_gather).
     UnitTasks emit_forward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label);
@@ -306,7 +311,7 @@ private:
         std::vector<bool> is_layer;
         std::vector<int> pass, events_done;  ///< each piece's pass; that pass's gradient events (0-4) done at its end
     };
-    const Pieces& pieces_of(bool forward, int virtual_stage);
+    const Pieces& pieces_of(bool forward, int virtual_stage, bool deferred = false);
     /// How many gradient buckets stage r has (one per layer, or Megatron-Core's / NeMo's: stage_buckets, made once).
     std::size_t gradient_buckets(int r);
     const StageBuckets& stage_buckets(int r);
@@ -359,6 +364,7 @@ private:
     /// Sets each stage's GatherChain up and generates its gathers (overlap_param_gather).
     void emit_overlapped_param_gathers();
     void stage_reduced(int stage, TaskId done);
+    void drained(int stage);  // deferring, tied: the stage's reduction counts as done once its drains have run too
     void release_optimizers(int stage);
     void maybe_gather_parameters(int stage);
     /// The stage's plan for `which`, made once (every replica's tensor rank i rings together over its rail).
@@ -419,8 +425,9 @@ private:
     mutable std::vector<std::optional<Time>> sp_grad_sync_;
     engine::RouteId empty_route_{};
     std::uint64_t expected_tasks_ = 0;
-    std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 0 plain, 1 first, 2 last, 3 both; layers)
-    std::map<std::pair<bool, int>, Pieces> pieces_;     // by (forward, virtual stage), for emit_*_by_layer
+    std::optional<Unit> drain_;  // the deferred weight-gradient GEMMs (emit_deferred_wgrad)
+    std::map<std::tuple<bool, int, int>, Unit> units_;  // (forward, kind: 1 first | 2 last | 4 deferred; layers)
+    std::map<std::tuple<bool, int, bool>, Pieces> pieces_;  // by (forward, virtual stage, deferred), emit_*_by_layer
     std::vector<GatherChain> gathers_;                   // per stage, with overlap_param_gather
     std::vector<std::optional<StageBuckets>> stage_buckets_;  // per stage, with grad_buckets megatron_core
     /// FP8 delayed scaling's amax all-reduces (emit_amax_reduction): per stage, the all-reduce's latency and, where it

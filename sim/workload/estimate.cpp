@@ -102,7 +102,7 @@ std::uint64_t Builder::estimate_tasks() {
             estimate += phases(dp_plan(r, DpMessage::gather));
         }
     }
-    if (e_.pipeline > 1 && sc_.model.tied_embeddings) estimate += 1.0;
+    if (e_.pipeline > 1 && sc_.model.tied_embeddings) estimate += activations_.deferred_microbatches > 0 ? 2.0 : 1.0;
     // The amax all-reduces that join the replicas: one task per unit of a stage's program.
     if (!amax_streams_.empty())
         for (int r = 0; r < e_.pipeline; ++r) estimate += 2.0 * shape_.chunks * shape_.microbatches;
@@ -119,7 +119,7 @@ double Builder::program_tasks(Group& g) {
             ? double(std::max<std::size_t>(1, tp_phases(g, CollectiveKind::all_gather, activation_message_).size()))
             : 0.0;
     // Each kind of unit counted once: by chunk, direction, by layer or whole, fused or not (-1: not yet).
-    std::vector<double> units(static_cast<std::size_t>(shape_.chunks) * 8, -1.0);
+    std::vector<double> units(static_cast<std::size_t>(shape_.chunks) * 16, -1.0);
     double n = 0;
     bool prev_unit = false;
     bool reducing = false;
@@ -133,26 +133,27 @@ double Builder::program_tasks(Group& g) {
         prev_unit = true;
         if ((u.forward ? e_.host_gap_forward : e_.host_gap_backward) > Time::zero()) n += 1.0;
         const int v = schedule::virtual_stage(shape_, g.stage, u.chunk);
-        const bool by_layer = runs_by_layer(u);
+        const bool by_layer = runs_by_layer(u), defers = deferred(u, v);
         // Once its first bucket is reduced, the group's later units run unfused (dp_quiet).
         const bool fused = g.fused && !reducing;
         reducing = reducing || (by_layer && !u.forward);
-        double& tasks = units[static_cast<std::size_t>(((u.chunk * 2 + (u.forward ? 1 : 0)) * 2 + (by_layer ? 1 : 0)) * 2 +
-                                                       (fused ? 1 : 0))];
+        double& tasks = units[static_cast<std::size_t>(
+            (((u.chunk * 2 + (u.forward ? 1 : 0)) * 2 + (by_layer ? 1 : 0)) * 2 + (fused ? 1 : 0)) * 2 + (defers ? 1 : 0))];
         if (tasks < 0) {
             tasks = 0;
             if (by_layer) {
-                for (const Unit& piece : pieces_of(u.forward, v).pieces) tasks += unit_tasks(&g, piece, false, true);
+                for (const Unit& piece : pieces_of(u.forward, v, defers).pieces) tasks += unit_tasks(&g, piece, false, true);
             } else {
                 const bool keep_first = !u.forward && activations_.recompute_workspace(g.stage, u.chunk).value > 0;
-                tasks = unit_tasks(&g, unit_for(u.forward, v), fused, keep_first);
+                tasks = unit_tasks(&g, unit_for(u.forward, v, defers), fused, keep_first);
             }
         }
         n += tasks + amax_tasks_per_unit(g.stage);
     }
     // After the program: the gradients' check and averaging passes (for each bucket of the split backward, then for
-    // what the buckets left), the optimizer step, and the later chunks' step that opens an iteration cut after the
-    // first chunk's (steps_first_part_first).
+    // what the buckets left), the last stage's deferred weight gradients (emit_deferred_wgrad), the optimizer step,
+    // and the later chunks' step that opens an iteration cut after the first chunk's (steps_first_part_first).
+    if (activations_.deferred_microbatches > 0 && g.stage == e_.pipeline - 1) n += unit_tasks(&g, drain_unit(), false, true);
     const bool by_bucket = reduces_by_bucket();
     const double buckets = by_bucket ? double(gradient_buckets(g.stage)) : 0.0;
     const double passes = (e_.check_for_nan_in_grad ? 1.0 : 0.0) + (e_.averages_by_pass() ? 1.0 : 0.0);

@@ -246,7 +246,24 @@ void Builder::on_last_backward(Group& g, TaskId last) {
         done = sim_.add_compute(dp, Time::zero(), label);
         for (TaskId dd : deps) sim_.add_dependency(dd, done);
     }
+    if (activations_.deferred_microbatches > 0 && r == e_.pipeline - 1 && e_.pipeline > 1 && sc_.model.tied_embeddings) {
+        // The tied embeddings' sum (finalize_model_grads) follows the deferred GEMMs.
+        sr.dp_done = done;
+        drained(r);
+        return;
+    }
     stage_reduced(r, done);
+}
+
+void Builder::drained(int r) {
+    StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
+    if (!sr.dp_done || sr.drains.size() < static_cast<std::size_t>(replicas_)) return;
+    const TaskId join = sim_.add_compute(dp_streams_[static_cast<std::size_t>(r)], Time::zero(), make_label(TaskKind::dp, 0, 0));
+    sim_.add_dependency(*sr.dp_done, join);
+    for (TaskId d : sr.drains) sim_.add_dependency(d, join);
+    sr.drains.clear();
+    sr.dp_done.reset();
+    stage_reduced(r, join);
 }
 
 void Builder::stage_reduced(int r, TaskId done) {

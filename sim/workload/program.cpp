@@ -262,6 +262,8 @@ void Builder::make_groups() {
             sim_.add_static(g.pool, index(MemoryCategory::gradients), st.gradients);
             sim_.add_static(g.pool, index(MemoryCategory::optimizer), st.optimizer);
             if (st.reserved.value > 0) sim_.add_static(g.pool, index(MemoryCategory::reserved), st.reserved);
+            if (const Bytes held = activations_.held_for_deferral(r); held.value > 0)
+                sim_.add_static(g.pool, index(MemoryCategory::embedding_output), held);
         }
     }
     if (e_.distributed_optimizer && e_.overlap_param_gather && weight_replicas() > 1) {
@@ -288,8 +290,31 @@ bool Builder::emit_next(std::size_t gi) {
     if (g.finished) return false;
     g.finished = true;
     if (g.reduce_at_end) on_last_backward(g, *g.prev_last);
+    if (activations_.deferred_microbatches > 0 && g.stage == e_.pipeline - 1) emit_deferred_wgrad(g);
     emit_optimizer(g);
     return true;
+}
+
+const Unit& Builder::drain_unit() {
+    if (!drain_) {
+        drain_.emplace();
+        append(drain_->steps, build_deferred_wgrad(layer_config(sc_.model, e_), activations_.deferred_microbatches), cost_);
+    }
+    return *drain_;
+}
+
+void Builder::emit_deferred_wgrad(Group& g) {
+    // Megatron-Core's schedules launch the stage's remaining gradient reductions (grad_sync_func) and then run the
+    // deferred GEMMs (finish_embedding_wgrad_compute) before finalize_model_grads: the reduction already started does
+    // not wait for them (it reads the buffer as it is; Megatron's race, not strata's), the optimizer and the tied
+    // embeddings' sum do.
+    const UnitTasks ut = emit_unit(g, drain_unit(), g.prev_last, make_label(TaskKind::deferred_wgrad, shape_.chunks - 1, 0), true, false);
+    g.prev_last = ut.last;
+    sim_.add_memory_effect(ut.last, {g.pool, index(MemoryCategory::embedding_output), Bytes(0),
+                                     activations_.deferred_output * activations_.deferred_microbatches});
+    StageReduction& sr = reductions_[static_cast<std::size_t>(g.stage)];
+    sr.drains.push_back(ut.last);
+    drained(g.stage);
 }
 
 void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins) {
@@ -346,9 +371,10 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     }
     // The first forward of each chunk waits for its parameters' buckets with the gather overlapped; the last backward
     // starts the buckets' reductions with overlap_grad_reduce.
-    const UnitTasks ut = !runs_by_layer(s) ? emit_unit(g, unit_for(s.forward, v), after, label, workspace.value > 0)
+    const bool defers = deferred(s, v);
+    const UnitTasks ut = !runs_by_layer(s) ? emit_unit(g, unit_for(s.forward, v, defers), after, label, workspace.value > 0)
                          : s.forward       ? emit_forward_by_layer(g, s.chunk, after, label)
-                                           : emit_backward_by_layer(g, s.chunk, after, label);
+                                           : emit_backward_by_layer(g, s.chunk, after, label, defers);
     if (e_.overlap_p2p_comm) {
         // Asynchronous pipeline calls: the unit waits for the transfer bringing its input and for this group's
         // sends of its direction since its last unit of that direction (Megatron's wait handles).
@@ -369,7 +395,9 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     }
     sim_.add_memory_effect(ut.last, {g.pool, activations, Bytes(0), a.layers});
     if (v == 0) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.embedding});
-    if (v == last_v) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.output});
+    if (v == last_v)
+        sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0),
+                                         a.output - activations_.kept_after_backward(g.stage, s.chunk, s.microbatch)});
     if (workspace.value > 0)
         sim_.add_memory_effect(ut.first, {g.pool, index(MemoryCategory::recompute), workspace, workspace});
     g.last_backward = ut.last;

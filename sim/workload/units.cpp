@@ -281,8 +281,8 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
     return out;
 }
 
-void Builder::for_each_pass(bool forward, int v,
-                            const std::function<void(const std::vector<Step>&, bool layer)>& fn) const {
+void Builder::for_each_pass(bool forward, int v, const std::function<void(const std::vector<Step>&, bool layer)>& fn,
+                            bool deferred) const {
     const LayerConfig lc = layer_config(sc_.model, e_);
     const int last_v = shape_.virtual_stages() - 1;
     const int layers = e_.layers_in_chunk(sc_.model.layers, v);
@@ -296,20 +296,27 @@ void Builder::for_each_pass(bool forward, int v,
     // Backward runs the chunk's layers last to first; partial (block) recompute re-runs the first ones.
     const LayerPlan kept = build_layer_left_alone(lc);
     const int recomputed = e_.recomputed_layers(layers);
-    if (v == last_v) fn(build_output(lc).backward, false);
+    if (v == last_v) {
+        const OutputPlan output = build_output(lc);
+        fn(deferred ? output.backward_deferred : output.backward, false);
+    }
     for (int i = layers - 1; i >= 0; --i) fn((i < recomputed ? layer : kept).backward, true);
     if (v == 0) fn(build_embedding(lc).backward, false);
 }
 
-const Unit& Builder::unit_for(bool forward, int v) {
+bool Builder::deferred(const schedule::Unit& u, int v) const {
+    return !u.forward && v == shape_.virtual_stages() - 1 && u.microbatch < activations_.deferred_microbatches;
+}
+
+const Unit& Builder::unit_for(bool forward, int v, bool deferred) {
     const int last_v = shape_.virtual_stages() - 1;
-    const int kind = (v == 0 ? 1 : 0) | (v == last_v ? 2 : 0);
+    const int kind = (v == 0 ? 1 : 0) | (v == last_v ? 2 : 0) | (deferred ? 4 : 0);
     const int layers = e_.layers_in_chunk(sc_.model.layers, v);
     auto key = std::tuple{forward, kind, layers};
     auto it = units_.find(key);
     if (it != units_.end()) return it->second;
     Unit u;
-    for_each_pass(forward, v, [&](const std::vector<Step>& pass, bool) { append(u.steps, pass, cost_); });
+    for_each_pass(forward, v, [&](const std::vector<Step>& pass, bool) { append(u.steps, pass, cost_); }, deferred);
     return units_.emplace(key, std::move(u)).first->second;
 }
 
@@ -383,10 +390,10 @@ std::vector<std::pair<std::vector<Step>, int>> split_at_gradients(const std::vec
 
 }  // namespace
 
-const Builder::Pieces& Builder::pieces_of(bool forward, int v) {
+const Builder::Pieces& Builder::pieces_of(bool forward, int v, bool deferred) {
     // The chunk's pass as one piece per pass (built once per direction and virtual stage, shared by its replicas); with
     // Megatron-Core's buckets a layer's backward as one piece per part that completes buckets (split_at_gradients).
-    auto it = pieces_.find({forward, v});
+    auto it = pieces_.find({forward, v, deferred});
     if (it == pieces_.end()) {
         Pieces ps;
         int pass = 0;
@@ -411,8 +418,8 @@ const Builder::Pieces& Builder::pieces_of(bool forward, int v) {
                 piece(steps, layer, 4);
             }
             ++pass;
-        });
-        it = pieces_.emplace(std::pair{forward, v}, std::move(ps)).first;
+        }, deferred);
+        it = pieces_.emplace(std::tuple{forward, v, deferred}, std::move(ps)).first;
     }
     return it->second;
 }
@@ -434,8 +441,9 @@ Builder::UnitTasks Builder::emit_pieces(Group& g, const Pieces& pieces, std::opt
     return all;
 }
 
-Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label) {
-    const Pieces& bp = pieces_of(false, schedule::virtual_stage(shape_, g.stage, chunk));
+Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label,
+                                                  bool deferred) {
+    const Pieces& bp = pieces_of(false, schedule::virtual_stage(shape_, g.stage, chunk), deferred);
     return emit_pieces(g, bp, after, label, [&](std::size_t i, const UnitTasks& ut) {
         on_backward_piece(g, chunk, bp, i, ut.last);
     });
