@@ -385,10 +385,12 @@ TEST_CASE(
     CHECK(std::abs(errors[3]) <= 0.101);
 }
 
-TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.0%, worst <= 8.3%") {
+TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.0%, worst <= 7.4%") {
     // NeMo 24.07's launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
-    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.90%, worst 8.22% (GPT3-175B on 512, strata
-    // slow), signed +0.93% (+0.98% before session 40's fp32 embedding gradients, fp32_embedding_grads, the 24.07 rows
+    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.87%, worst 7.36% (GPT3-175B on 512, strata
+    // slow), signed +1.06% with session 41's deferred output-layer weight gradients (defer_embedding_wgrad_compute,
+    // LLAMA3-70B limit 22, GPT3-175B on 512 limit 50: -0.0 -> +0.6%, -8.2 -> -7.4%); 2.90% / 8.22% / +0.93% before
+    // (+0.98% before session 40's fp32 embedding gradients, fp32_embedding_grads, the 24.07 rows
     // 0-0.2 points slower; 2.85% / 8.16% / +0.70% before session 39's NeMo groups for Apex, grad_buckets
     // nemo_apex_layers, with Apex's first group stepped first and gathered under the rest of the step, the 24.07 rows
     // 0.1-0.9% faster, and Megatron-Core's buckets for the 25.02 row, its later chunks' gathers after the step that
@@ -403,7 +405,7 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
     // FlashAttention-2 the mean would be about 9.8%.
     const Summary s = tokens_errors("nemo_h100", "scenarios/validation/nemo-h100.yaml").summary;
     CHECK(s.mean_abs <= 0.030);
-    CHECK(s.worst_abs <= 0.083);
+    CHECK(s.worst_abs <= 0.074);
 }
 
 TEST_CASE(
@@ -428,7 +430,7 @@ TEST_CASE(
     CHECK(std::abs(per_microbatch_error(t, 0, 7)) <= 0.01);
 }
 
-TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 9.3%, worst <= 11.1%") {
+TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 9.5%, worst <= 11.7%") {
     // The next rounds' stack (NeMo 24.04 / 24.09, FP8 parameters, cuDNN attention), first simulated in session 35
     // with nothing changed for them: 512 GPUs (microbatch 2, m = 72) -5.8%, 10,752 and 11,616 GPUs (m = 6) +9.8% /
     // +9.9%, 256 GPUs (microbatch 2, m = 128) -9.1%; mean 8.66%, signed +1.21%. The microbatch-2 rows are slow in
@@ -442,11 +444,15 @@ TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tok
     // under the rest of the step): -5.8 / +12.3 / +12.4 / -9.1% (mean 9.93%, signed +2.46%). Session 40's fp32
     // embedding gradients (NeMo's with_fp32_embedding_grads, default true in both versions: the tied word embedding's
     // and the positions' gradients reduce-scattered, and the tied copies summed, in fp32; fp32_embedding_grads):
-    // -5.9 / +10.9 / +11.0 / -9.2% (mean 9.23%, signed +1.70%), 11 ms more per step. Pinned so that a change is seen.
+    // -5.9 / +10.9 / +11.0 / -9.2% (mean 9.23%, signed +1.70%), 11 ms more per step. Session 41's deferred output-layer
+    // weight gradients as the runs had them (defer_embedding_wgrad_compute; v4.0's large runs every microbatch, as
+    // Megatron-Core 0.7 has no limit; v4.1 limit 65; v4.0's 512 off by its custom.yaml rule for microbatch 2): -5.9 /
+    // +11.6 / +11.7 / -8.6% (mean 9.43%, signed +2.18%): worse, kept, as the configuration says so. Pinned so that a
+    // change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100_v4", "scenarios/validation/mlperf-gpt3-h100-v4.yaml");
     REQUIRE(t.errors.size() == 4);
-    CHECK(t.summary.mean_abs <= 0.093);
-    CHECK(t.summary.worst_abs <= 0.111);
+    CHECK(t.summary.mean_abs <= 0.095);
+    CHECK(t.summary.worst_abs <= 0.117);
 }
 
 TEST_CASE(
@@ -473,7 +479,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "validation: DGX Cloud Benchmarking H100 (BF16 and FP8, 8-2,304 GPUs) tokens/s mean |error| <= 3.2%, worst <= 8.7%, "
+    "validation: DGX Cloud Benchmarking H100 (BF16 and FP8, 8-2,304 GPUs) tokens/s mean |error| <= 3.2%, worst <= 9.0%, "
     "FP8's speed-up over BF16 within 3.6% on average") {
     // NVIDIA's dgxc-benchmarking v25.02 (NeMo 24.12): Llama 3.1 8B / 70B / 405B, GPT-3 175B and Nemotron-4 15B, each
     // at its smallest and largest published size, in BF16 and in FP8 with the same layout, first simulated in session
@@ -482,18 +488,20 @@ TEST_CASE(
     // speed-up (BF16 step / FP8 step) per pair: mean |difference| 3.51%, signed +1.47%. With session 37's FP8 amax
     // all-reduce over the whole stage: 3.11% / 8.30% / +2.21%, speed-up 3.41% / +1.27%. Session 39's NeMo groups for
     // Apex: 3.07% / 8.27% / +2.19%; session 40's fp32 embedding gradients (NeMo v2.1.0's with_fp32_embedding_grads,
-    // fp32_embedding_grads): 3.05% / 8.20% / +2.14%. Pinned so that a change is seen (docs/validation-hopper.md, "DGX
-    // Cloud Benchmarking, BF16 and FP8").
+    // fp32_embedding_grads): 3.05% / 8.20% / +2.14%; session 41's deferred output-layer weight gradients (Llama 3.1 70B
+    // limit 22, 405B limit 50; NeMo's own drain with Apex's optimizer): 3.16% / 8.98% / +2.35% (the 70B and 405B rows
+    // 0.3-0.8 points faster, so 70B FP8 on 2,048 worse), speed-up 3.54% / +1.20%: worse, kept, as the configuration
+    // says so. Pinned so that a change is seen (docs/validation-hopper.md, "DGX Cloud Benchmarking, BF16 and FP8").
     const TokensErrors t = tokens_errors("dgxc_h100", "scenarios/validation/dgxc-h100.yaml");
     REQUIRE(t.errors.size() == 20);
     CHECK(t.summary.mean_abs <= 0.032);
-    CHECK(t.summary.worst_abs <= 0.087);
+    CHECK(t.summary.worst_abs <= 0.090);
     CHECK(fp8_speedup_mean_abs(t) <= 0.036);
 }
 
 TEST_CASE(
-    "validation: DGX Cloud Benchmarking v25.04 H100, NeMo 2 (BF16 and FP8, 8-2,048 GPUs) tokens/s mean |error| <= 2.5%, "
-    "worst <= 6.6%, FP8's speed-up over BF16 within 4.1% on average") {
+    "validation: DGX Cloud Benchmarking v25.04 H100, NeMo 2 (BF16 and FP8, 8-2,048 GPUs) tokens/s mean |error| <= 2.2%, "
+    "worst <= 6.6%, FP8's speed-up over BF16 within 3.9% on average") {
     // NVIDIA's dgxc-benchmarking v25.04 (nemo:25.02.01: NeMo 2.2, Megatron-Core 0.11, MLPerf v5.0's stack): Llama 3.1
     // 8B / 70B / 405B and Nemotron-4 15B / 340B at every published full-model size, BF16 and FP8 in pairs, first
     // simulated in session 37 with nothing changed for them: 52 rows, mean 2.42%, worst 7.03% (Nemotron-4 15B on 2,048
@@ -501,13 +509,15 @@ TEST_CASE(
     // all-reduce over the whole stage (the same session): 2.47% / 6.99% / +0.01%, speed-up 4.30% / +0.42%; with
     // Megatron-Core's 128 Mi-parameter buckets (session 38: in BF16 the output layer reduced first; in FP8 the weights
     // bucketed apart and the 16-bit rest, output layer included, reduced with the last FP8 bucket) 2.40% / 6.54% /
-    // -0.05%, speed-up 4.07% / +0.20%. Pinned so that a change is seen (docs/validation-hopper.md, "DGX Cloud
-    // Benchmarking v25.04, NeMo 2").
+    // -0.05%, speed-up 4.07% / +0.20%; with session 41's deferred output-layer weight gradients (the recipes' limits: 70B
+    // and Nemotron-4 340B 22, 405B 50) 2.12% / 6.54% / +0.64%, speed-up 3.82% / +0.52% (the 70B FP8 rows 0.9-1.3 points
+    // and the 340B rows 2.4-3.9 points faster, the 405B FP8 rows 0.1-0.3 slower: there the drain of 50 outlasts the
+    // cool-down). Pinned so that a change is seen (docs/validation-hopper.md, "DGX Cloud Benchmarking v25.04, NeMo 2").
     const TokensErrors t = tokens_errors("dgxc_h100_v2504", "scenarios/validation/dgxc-h100-v2504.yaml");
     REQUIRE(t.errors.size() == 52);
-    CHECK(t.summary.mean_abs <= 0.025);
+    CHECK(t.summary.mean_abs <= 0.022);
     CHECK(t.summary.worst_abs <= 0.066);
-    CHECK(fp8_speedup_mean_abs(t) <= 0.041);
+    CHECK(fp8_speedup_mean_abs(t) <= 0.039);
 }
 
 TEST_CASE(
