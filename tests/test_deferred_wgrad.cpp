@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -36,9 +37,10 @@ bool has(const std::vector<std::string>& v, const std::string& name) {
     return false;
 }
 
-/// The small 22B (t = 8, SP), two stages of 1F1B, eight microbatches, the deferral's limit `limit` (-1: off).
-Scenario deferring(int limit, bool sp = true) {
-    Scenario sc = strata::testing::small_22b(2, 1, 8, sp, Recompute::selective);
+/// The small 22B (t = 8, SP), two stages of 1F1B (or `chunks` per stage interleaved), eight microbatches, the
+/// deferral's limit `limit` (-1: off).
+Scenario deferring(int limit, bool sp = true, int chunks = 1) {
+    Scenario sc = strata::testing::small_22b(2, chunks, 8, sp, Recompute::selective);
     if (limit >= 0) {
         sc.execution.defer_embedding_wgrad_compute = true;
         sc.execution.wgrad_deferral_limit = limit;
@@ -85,7 +87,6 @@ TEST_CASE("deferred embedding wgrad: the output layer's backward without its wei
         CHECK_FALSE(has(deferred, "logits.wgrad"));
         CHECK(has(deferred, "logits.dgrad"));
         CHECK(has(deferred, "final-ln.bwd"));
-        CHECK(has(plain, "C:logits.input-all-gather") == false);  // launched asynchronously (overlapped)
         CHECK(has(plain, "C~:logits.input-all-gather") == sp);
         CHECK_FALSE(has(deferred, "C~:logits.input-all-gather"));
         // The data gradient's reduction: beside the weight gradient, or alone when that is deferred.
@@ -126,13 +127,24 @@ TEST_CASE("deferred embedding wgrad: the last stage keeps each deferred microbat
               base + o.deferred_per_microbatch * kept + o.deferral_buffers);
         // The first stage holds no output layer: unchanged.
         CHECK(stage_memory(sc.model, sc.execution, dev, 0).total() == stage_memory(off.model, off.execution, dev, 0).total());
-        // The simulation holds the same, stage by stage, and frees it all by the iteration's end.
-        SimulationOptions opt;
-        SimulationDetail detail;
-        simulate(sc, opt, &detail);
-        for (int st = 0; st < 2; ++st)
-            CHECK(stage_memory(sc.model, sc.execution, dev, st).total() == detail.stage_peaks[std::size_t(st)].total);
     }
+    // The simulation holds the same as the analytical walk, stage by stage, 1F1B and interleaved, one replica or two.
+    for (const int chunks : {1, 2})
+        for (const int d : {1, 2})
+            for (const int limit : {0, 3}) {
+                INFO("chunks " << chunks << ", d " << d << ", limit " << limit);
+                const Scenario sc = strata::testing::with_data(deferring(limit, true, chunks), d);
+                SimulationOptions opt;
+                SimulationDetail detail;
+                simulate(sc, opt, &detail);
+                for (int st = 0; st < 2; ++st)
+                    CHECK(stage_memory(sc.model, sc.execution, dev, st).total() == detail.stage_peaks[std::size_t(st)].total);
+                // Over half of the deferred microbatches' operands are held at the last stage's peak.
+                const Scenario plain = strata::testing::with_data(deferring(-1, true, chunks), d);
+                const Bytes half(o.deferred_per_microbatch.value * (limit == 0 ? 8 : 3) / 2);
+                CHECK(stage_memory(sc.model, sc.execution, dev, 1).total() >
+                      stage_memory(plain.model, plain.execution, dev, 1).total() + half);
+            }
 }
 
 namespace {
@@ -149,11 +161,17 @@ Spans spans_of(const Scenario& sc) {
     SimulationDetail detail;
     simulate(sc, opt, &detail);
     Spans s;
-    const std::uint32_t last = 1;  // d = 1: group 1 is the last stage
+    std::uint32_t first = ~0u, last = ~0u;  // replica 0 of each stage
+    for (std::size_t i = 0; i < detail.trace.processes.size(); ++i) {
+        if (detail.trace.processes[i].ends_with("stage 0 replica 0")) first = static_cast<std::uint32_t>(i);
+        if (detail.trace.processes[i].ends_with("stage 1 replica 0")) last = static_cast<std::uint32_t>(i);
+    }
+    REQUIRE(first != ~0u);
+    REQUIRE(last != ~0u);
     for (const TraceSpan& span : detail.trace.spans) {
         const std::string kind = span.kind;
         if (kind == "embedding-grad-sync") s.embedding_sync_start = span.start;
-        if (kind == "backward" && span.process == 0) s.first_backward_end = std::max(s.first_backward_end, span.end);
+        if (kind == "backward" && span.process == first) s.first_backward_end = std::max(s.first_backward_end, span.end);
         if (span.process != last) continue;
         if (kind == "backward") {
             s.last_backward_end = std::max(s.last_backward_end, span.end);
@@ -203,4 +221,93 @@ TEST_CASE("deferred embedding wgrad: the drain runs after the last backward, bef
     const Spans w = spans_of(wide);
     REQUIRE(w.drain_end > w.first_backward_end);
     CHECK(w.embedding_sync_start >= w.drain_end);
+    // Interleaved, with two replicas (the sum waits for both replicas' drains).
+    const Scenario two = strata::testing::with_data(deferring(0, true, 2), 2);
+    Scenario wide2 = two;
+    wide2.model.vocab *= 10;
+    validate(wide2);
+    const Spans w2 = spans_of(wide2);
+    REQUIRE(w2.drains > 0);
+    CHECK(w2.drain_start >= w2.last_backward_end);
+    CHECK(w2.optimizer_start >= w2.drain_end);
+    CHECK(w2.embedding_sync_start >= w2.drain_end);
+}
+
+TEST_CASE("deferred embedding wgrad: the reduction starts before the drain with overlap_grad_reduce, after it without") {
+    // Megatron-Core launches the last stage's reduction before the deferred GEMMs when it overlaps (the hooks, or
+    // grad_sync_func after the cool-down) and in finalize_model_grads, after them, when it does not.
+    for (const bool overlap : {false, true}) {
+        INFO("overlap_grad_reduce " << overlap);
+        Scenario sc = strata::testing::with_data(deferring(4), 2);
+        sc.execution.overlap_grad_reduce = overlap;
+        validate(sc);
+        SimulationOptions opt;
+        opt.keep_trace = true;
+        SimulationDetail detail;
+        simulate(sc, opt, &detail);
+        std::uint32_t lane = ~0u, process = ~0u;
+        for (const TraceLane& l : detail.trace.lanes)
+            if (l.name == "stage 1 gradient reduction") lane = l.id;
+        for (std::size_t i = 0; i < detail.trace.processes.size(); ++i)
+            if (detail.trace.processes[i].ends_with("stage 1 replica 0")) process = static_cast<std::uint32_t>(i);
+        REQUIRE(lane != ~0u);
+        REQUIRE(process != ~0u);
+        Time reduce_start = Time::from_seconds(1e9), drain_end;
+        int drains = 0;
+        for (const TraceSpan& span : detail.trace.spans) {
+            if (span.lane == lane && std::string(span.kind) == "dp-reduce" && span.end > span.start)
+                reduce_start = std::min(reduce_start, span.start);
+            if (span.process == process && std::string(span.kind) == "deferred-wgrad") {
+                drain_end = std::max(drain_end, span.end);
+                ++drains;
+            }
+        }
+        REQUIRE(drains > 0);
+        REQUIRE(reduce_start < Time::from_seconds(1e9));
+        if (overlap) {
+            CHECK(reduce_start < drain_end);
+        } else {
+            CHECK(reduce_start >= drain_end);
+        }
+    }
+}
+
+TEST_CASE("deferred embedding wgrad: NeMo with Apex reduces the group it holds back after the drain, the rest before") {
+    // NeMo marks the sequence-parallel norms (and a tied last-stage embedding) _disable_overlap_grad_sync; Apex's hooks
+    // never launch the group holding them (the first layer's), NeMo's _finish_bucket_grad_sync does, after the drain.
+    // Every microbatch deferred and a vocabulary ten times larger: a drain longer than the layers' groups' reductions.
+    Scenario sc = strata::testing::with_data(deferring(0), 2);
+    sc.model.vocab *= 10;
+    sc.execution.distributed_optimizer = true;
+    sc.execution.overlap_grad_reduce = true;
+    sc.execution.grad_buckets = GradBuckets::nemo_apex_layers;
+    validate(sc);
+    SimulationOptions opt;
+    opt.keep_trace = true;
+    SimulationDetail detail;
+    simulate(sc, opt, &detail);
+    std::uint32_t lane = ~0u, process = ~0u;
+    for (const TraceLane& l : detail.trace.lanes)
+        if (l.name == "stage 1 gradient reduction") lane = l.id;
+    for (std::size_t i = 0; i < detail.trace.processes.size(); ++i)
+        if (detail.trace.processes[i].ends_with("stage 1 replica 0")) process = static_cast<std::uint32_t>(i);
+    REQUIRE(lane != ~0u);
+    REQUIRE(process != ~0u);
+    Time drain_start = Time::from_seconds(1e9), drain_end;
+    Time first_reduce = Time::from_seconds(1e9), held_start;
+    Bytes held_bytes;  // the held group is the largest: the first layer's, the norms and the tied word embedding
+    for (const TraceSpan& span : detail.trace.spans) {
+        if (span.process == process && std::string(span.kind) == "deferred-wgrad") {
+            drain_start = std::min(drain_start, span.start);
+            drain_end = std::max(drain_end, span.end);
+        }
+        // The reductions (the parameter all-gather after the step is "dp-reduce" chunk 1).
+        if (span.lane != lane || std::string(span.kind) != "dp-reduce" || span.chunk != 0 || span.end == span.start) continue;
+        first_reduce = std::min(first_reduce, span.start);
+        if (span.bytes > held_bytes) held_bytes = span.bytes, held_start = span.start;
+    }
+    REQUIRE(drain_end > Time::zero());
+    REQUIRE(held_bytes > Bytes(0));
+    CHECK(first_reduce < drain_start);  // the layers' groups, under the backward
+    CHECK(held_start >= drain_end);     // the held group, after the drain
 }

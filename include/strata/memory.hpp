@@ -66,6 +66,9 @@ struct GradientBucket {
     int ready_event = 0;
     /// Of its parameters, those whose gradients stay fp32 (fp32_embedding_parameters) where the rest are 16-bit.
     double fp32_parameters = 0;
+    /// NeMo's group for Apex that takes the parameters NeMo marks _disable_overlap_grad_sync (nemo_apex_gradient_buckets'
+    /// moved ones): Apex's hooks never launch it, NeMo's _finish_bucket_grad_sync does, after the schedule.
+    bool after_schedule = false;
 };
 /// The buckets of a model chunk of `layers` transformer layers, with the input embedding if `embedding` and the final
 /// norm and output layer if `output`, as Megatron-Core's DDP makes them (param_and_grad_buffer.py, 0.8-0.11): the

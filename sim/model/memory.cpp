@@ -222,6 +222,7 @@ std::vector<std::vector<GradientBucket>> nemo_apex_gradient_buckets(const ModelS
         if (!groups.empty()) {
             groups.back().parameters += moved;
             groups.back().fp32_parameters += moved_fp32;
+            groups.back().after_schedule = moved > 0;
             break;
         }
     return out;

@@ -155,6 +155,7 @@ private:
         std::uint64_t spans = 0;     // compute spans emitted so far (run-to-run variation draws)
         Time busy{};                 // their nominal time so far (with variation.span_hold: which level a span is in)
         std::size_t buckets = 0;     // with overlap_grad_reduce: layers whose gradient is complete
+        std::optional<std::size_t> held_bucket;  // NeMo's after_schedule group, held for after the deferred GEMMs
         std::uint64_t amax_regions = 0;  // FP8 regions (units) whose amax all-reduce it has posted
         TaskId last_backward = kNoTask;
         /// Pipeline messages to it whose other side is not generated yet, by message index (a few at a time: each
@@ -260,7 +261,12 @@ private:
                          : reduces_by_bucket() && u.microbatch == shape_.microbatches - 1;
     }
     [[nodiscard]] std::size_t message_index(const schedule::Unit& u) const;
-    [[nodiscard]] bool deferred(const schedule::Unit& u, int v) const;  // the output layer's wgrad deferred (units.cpp)
+    /// The unit's backward defers the output layer's weight gradient (defer_embedding_wgrad_compute).
+    [[nodiscard]] bool deferred(const schedule::Unit& u, int v) const {
+        return activations_.deferred_microbatches > 0 && !u.forward && u.microbatch < activations_.deferred_microbatches &&
+               v == shape_.virtual_stages() - 1;
+    }
+    [[nodiscard]] bool drains_deferred(int stage) const { return activations_.deferred_microbatches > 0 && stage == e_.pipeline - 1; }
     void emit_deferred_wgrad(Group& g);  // after the last stage's program, before the optimizer: the deferred GEMMs
     const Unit& drain_unit();            // their steps, made once
 

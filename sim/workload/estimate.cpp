@@ -153,7 +153,7 @@ double Builder::program_tasks(Group& g) {
     // After the program: the gradients' check and averaging passes (for each bucket of the split backward, then for
     // what the buckets left), the last stage's deferred weight gradients (emit_deferred_wgrad), the optimizer step,
     // and the later chunks' step that opens an iteration cut after the first chunk's (steps_first_part_first).
-    if (activations_.deferred_microbatches > 0 && g.stage == e_.pipeline - 1) n += unit_tasks(&g, drain_unit(), false, true);
+    if (drains_deferred(g.stage)) n += unit_tasks(&g, drain_unit(), false, true);
     const bool by_bucket = reduces_by_bucket();
     const double buckets = by_bucket ? double(gradient_buckets(g.stage)) : 0.0;
     const double passes = (e_.check_for_nan_in_grad ? 1.0 : 0.0) + (e_.averages_by_pass() ? 1.0 : 0.0);

@@ -289,8 +289,17 @@ bool Builder::emit_next(std::size_t gi) {
     }
     if (g.finished) return false;
     g.finished = true;
+    // The deferred GEMMs run after the gradient reduction's launch with overlap_grad_reduce (the hooks or grad_sync_func
+    // start it), before it without (finalize_model_grads starts it, after finish_embedding_wgrad_compute); NeMo with
+    // Apex launches the group it held back after them (_finish_bucket_grad_sync in training_step).
+    const bool drains = drains_deferred(g.stage), first = drains && (!e_.overlap_grad_reduce || g.held_bucket);
+    if (first) emit_deferred_wgrad(g);
+    if (g.held_bucket) {
+        const GradientBucket& b = stage_buckets(g.stage).buckets[*g.held_bucket];
+        on_bucket(g, *g.prev_last, *g.held_bucket, b.parameters, bucket_plan(g.stage, b, false));
+    }
     if (g.reduce_at_end) on_last_backward(g, *g.prev_last);
-    if (activations_.deferred_microbatches > 0 && g.stage == e_.pipeline - 1) emit_deferred_wgrad(g);
+    if (drains && !first) emit_deferred_wgrad(g);
     emit_optimizer(g);
     return true;
 }
@@ -403,8 +412,9 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     g.last_backward = ut.last;
     if (g.pc - 1 == last_backward_pc_[static_cast<std::size_t>(g.stage)]) {
         // Megatron averages the whole buffer once the schedule has returned (after the last pipeline send); a
-        // reduction without that pass starts at the last backward.
-        if (e_.averages_by_pass() && g.buckets == 0) {
+        // reduction without that pass starts at the last backward, or after the deferred GEMMs without overlap (or
+        // with a group NeMo holds back).
+        if ((e_.averages_by_pass() && g.buckets == 0) || (drains_deferred(g.stage) && (!e_.overlap_grad_reduce || g.held_bucket))) {
             g.reduce_at_end = true;
         } else {
             on_last_backward(g, ut.last);

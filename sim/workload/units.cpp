@@ -304,10 +304,6 @@ void Builder::for_each_pass(bool forward, int v, const std::function<void(const 
     if (v == 0) fn(build_embedding(lc).backward, false);
 }
 
-bool Builder::deferred(const schedule::Unit& u, int v) const {
-    return !u.forward && v == shape_.virtual_stages() - 1 && u.microbatch < activations_.deferred_microbatches;
-}
-
 const Unit& Builder::unit_for(bool forward, int v, bool deferred) {
     const int last_v = shape_.virtual_stages() - 1;
     const int kind = (v == 0 ? 1 : 0) | (v == last_v ? 2 : 0) | (deferred ? 4 : 0);

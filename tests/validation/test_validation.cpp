@@ -446,9 +446,9 @@ TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tok
     // and the positions' gradients reduce-scattered, and the tied copies summed, in fp32; fp32_embedding_grads):
     // -5.9 / +10.9 / +11.0 / -9.2% (mean 9.23%, signed +1.70%), 11 ms more per step. Session 41's deferred output-layer
     // weight gradients as the runs had them (defer_embedding_wgrad_compute; v4.0's large runs every microbatch, as
-    // Megatron-Core 0.7 has no limit; v4.1 limit 65; v4.0's 512 off by its custom.yaml rule for microbatch 2): -5.9 /
-    // +11.6 / +11.7 / -8.6% (mean 9.43%, signed +2.18%): worse, kept, as the configuration says so. Pinned so that a
-    // change is seen.
+    // Megatron-Core 0.7 has no limit; v4.1 limit 65; v4.0's 512 off by its custom.yaml rule for microbatch 2; NeMo's
+    // held-back Apex group reduced after them): -5.9 / +11.6 / +11.7 / -8.7% (mean 9.44%, signed +2.16%): worse, kept,
+    // as the configuration says so. Pinned so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100_v4", "scenarios/validation/mlperf-gpt3-h100-v4.yaml");
     REQUIRE(t.errors.size() == 4);
     CHECK(t.summary.mean_abs <= 0.095);
@@ -479,7 +479,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "validation: DGX Cloud Benchmarking H100 (BF16 and FP8, 8-2,304 GPUs) tokens/s mean |error| <= 3.2%, worst <= 9.0%, "
+    "validation: DGX Cloud Benchmarking H100 (BF16 and FP8, 8-2,304 GPUs) tokens/s mean |error| <= 3.2%, worst <= 8.9%, "
     "FP8's speed-up over BF16 within 3.6% on average") {
     // NVIDIA's dgxc-benchmarking v25.02 (NeMo 24.12): Llama 3.1 8B / 70B / 405B, GPT-3 175B and Nemotron-4 15B, each
     // at its smallest and largest published size, in BF16 and in FP8 with the same layout, first simulated in session
@@ -489,13 +489,13 @@ TEST_CASE(
     // all-reduce over the whole stage: 3.11% / 8.30% / +2.21%, speed-up 3.41% / +1.27%. Session 39's NeMo groups for
     // Apex: 3.07% / 8.27% / +2.19%; session 40's fp32 embedding gradients (NeMo v2.1.0's with_fp32_embedding_grads,
     // fp32_embedding_grads): 3.05% / 8.20% / +2.14%; session 41's deferred output-layer weight gradients (Llama 3.1 70B
-    // limit 22, 405B limit 50; NeMo's own drain with Apex's optimizer): 3.16% / 8.98% / +2.35% (the 70B and 405B rows
-    // 0.3-0.8 points faster, so 70B FP8 on 2,048 worse), speed-up 3.54% / +1.20%: worse, kept, as the configuration
-    // says so. Pinned so that a change is seen (docs/validation-hopper.md, "DGX Cloud Benchmarking, BF16 and FP8").
+    // limit 22, 405B limit 50; NeMo's own drain with Apex's optimizer, its held-back group reduced after it): 3.14% /
+    // 8.84% / +2.33% (the 70B and 405B rows 0.3-0.7 points faster, so 70B FP8 on 2,048 worse), speed-up 3.51% /
+    // +1.17%: worse, kept, as the configuration says so. Pinned so that a change is seen (docs/validation-hopper.md, "DGX Cloud Benchmarking, BF16 and FP8").
     const TokensErrors t = tokens_errors("dgxc_h100", "scenarios/validation/dgxc-h100.yaml");
     REQUIRE(t.errors.size() == 20);
     CHECK(t.summary.mean_abs <= 0.032);
-    CHECK(t.summary.worst_abs <= 0.090);
+    CHECK(t.summary.worst_abs <= 0.089);
     CHECK(fp8_speedup_mean_abs(t) <= 0.036);
 }
 
