@@ -69,6 +69,11 @@ TEST_CASE("deferred embedding wgrad: refused without a pipeline or gradient-accu
     };
     CHECK_THROWS_WITH(load(", defer_embedding_wgrad_compute: true"), Contains("defer.yaml") && Contains("pipeline > 1"));
     CHECK_THROWS_WITH(load(", wgrad_deferral_limit: -1"), Contains("defer.yaml:3:") && Contains("execution.wgrad_deferral_limit"));
+    // One deferred microbatch crashes Megatron-Core's drain: refused.
+    Scenario single = deferring(-1);
+    single.execution.defer_embedding_wgrad_compute = true;
+    single.execution.wgrad_deferral_limit = 1;
+    CHECK_THROWS_WITH(validate(single), Contains("execution.wgrad_deferral_limit") && Contains("drain_idx"));
     // How many microbatches defer: the limit, all of them with 0, never more than there are.
     CHECK(deferring(3).execution.deferred_wgrad_microbatches() == 3);
     CHECK(deferring(0).execution.deferred_wgrad_microbatches() == 8);

@@ -312,7 +312,7 @@ TEST_CASE("fused units: random execution combinations give the unfused result, t
         const bool apex = !mcore && !step_overlap && rng() % 3 == 0;
         if (apex) e += rng() % 2 ? ", grad_buckets: nemo_apex" : ", grad_buckets: nemo_apex_layers";
         if (apex && rng() % 2) e += ", fp32_embedding_grads: true, grad_reduce_in_fp32: false";  // NeMo's fp32 embedding gradients
-        if (p > 1 && rng() % 3 == 0) e += rng() % 2 ? ", defer_embedding_wgrad_compute: true" : ", defer_embedding_wgrad_compute: true, wgrad_deferral_limit: 2";
+        if (p > 1 && microbatches > 1 && rng() % 3 == 0) e += rng() % 2 ? ", defer_embedding_wgrad_compute: true" : ", defer_embedding_wgrad_compute: true, wgrad_deferral_limit: 2";
         const std::string text = "name: random\nmodel: " + model + "}\nsystem:\n  file: " + sys + variation + "\nexecution: " + e + "}\n";
         Experiment ex;
         try {

@@ -293,6 +293,11 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
         return SpecProblem{"execution", "defer_embedding_wgrad_compute",
                            "defer_embedding_wgrad_compute needs pipeline > 1 and gradient_accumulation_fusion: true "
                            "(Megatron-Core's ModelParallelConfig refuses it otherwise)"};
+    if (e.deferred_wgrad_microbatches() == 1)
+        return SpecProblem{"execution", "wgrad_deferral_limit",
+                           "defer_embedding_wgrad_compute with one deferred microbatch (a limit of 1, or one microbatch per "
+                           "step) stops Megatron-Core's drain_embedding_wgrad_compute (0.7-0.14: its drain_idx is never set); "
+                           "defer none, or two or more"};
     if (e.wgrad_deferral_limit > 0 && !e.defer_embedding_wgrad_compute)
         return SpecProblem{"execution", "wgrad_deferral_limit",
                            "wgrad_deferral_limit limits defer_embedding_wgrad_compute; set that to true, or drop the limit"};
