@@ -238,6 +238,30 @@ TEST_CASE("deferred embedding wgrad: the drain runs after the last backward, bef
     CHECK(w2.embedding_sync_start >= w2.drain_end);
 }
 
+namespace {
+
+/// A traced run of a two-stage scenario: the last stage's gradient-reduction lane and its replica 0's process.
+struct LastStageTrace {
+    SimulationDetail detail;
+    std::uint32_t reduction_lane = ~0u, process = ~0u;
+};
+
+LastStageTrace last_stage_trace(const Scenario& sc) {
+    SimulationOptions opt;
+    opt.keep_trace = true;
+    LastStageTrace t;
+    simulate(sc, opt, &t.detail);
+    for (const TraceLane& l : t.detail.trace.lanes)
+        if (l.name == "stage 1 gradient reduction") t.reduction_lane = l.id;
+    for (std::size_t i = 0; i < t.detail.trace.processes.size(); ++i)
+        if (t.detail.trace.processes[i].ends_with("stage 1 replica 0")) t.process = static_cast<std::uint32_t>(i);
+    REQUIRE(t.reduction_lane != ~0u);
+    REQUIRE(t.process != ~0u);
+    return t;
+}
+
+}  // namespace
+
 TEST_CASE("deferred embedding wgrad: the reduction starts before the drain with overlap_grad_reduce, after it without") {
     // Megatron-Core launches the last stage's reduction before the deferred GEMMs when it overlaps (the hooks, or
     // grad_sync_func after the cool-down) and in finalize_model_grads, after them, when it does not.
@@ -246,17 +270,9 @@ TEST_CASE("deferred embedding wgrad: the reduction starts before the drain with 
         Scenario sc = strata::testing::with_data(deferring(4), 2);
         sc.execution.overlap_grad_reduce = overlap;
         validate(sc);
-        SimulationOptions opt;
-        opt.keep_trace = true;
-        SimulationDetail detail;
-        simulate(sc, opt, &detail);
-        std::uint32_t lane = ~0u, process = ~0u;
-        for (const TraceLane& l : detail.trace.lanes)
-            if (l.name == "stage 1 gradient reduction") lane = l.id;
-        for (std::size_t i = 0; i < detail.trace.processes.size(); ++i)
-            if (detail.trace.processes[i].ends_with("stage 1 replica 0")) process = static_cast<std::uint32_t>(i);
-        REQUIRE(lane != ~0u);
-        REQUIRE(process != ~0u);
+        const LastStageTrace last = last_stage_trace(sc);
+        const SimulationDetail& detail = last.detail;
+        const std::uint32_t lane = last.reduction_lane, process = last.process;
         Time reduce_start = Time::from_seconds(1e9), drain_end;
         int drains = 0;
         for (const TraceSpan& span : detail.trace.spans) {
@@ -287,17 +303,9 @@ TEST_CASE("deferred embedding wgrad: NeMo with Apex reduces the group it holds b
     sc.execution.overlap_grad_reduce = true;
     sc.execution.grad_buckets = GradBuckets::nemo_apex_layers;
     validate(sc);
-    SimulationOptions opt;
-    opt.keep_trace = true;
-    SimulationDetail detail;
-    simulate(sc, opt, &detail);
-    std::uint32_t lane = ~0u, process = ~0u;
-    for (const TraceLane& l : detail.trace.lanes)
-        if (l.name == "stage 1 gradient reduction") lane = l.id;
-    for (std::size_t i = 0; i < detail.trace.processes.size(); ++i)
-        if (detail.trace.processes[i].ends_with("stage 1 replica 0")) process = static_cast<std::uint32_t>(i);
-    REQUIRE(lane != ~0u);
-    REQUIRE(process != ~0u);
+    const LastStageTrace last = last_stage_trace(sc);
+    const SimulationDetail& detail = last.detail;
+    const std::uint32_t lane = last.reduction_lane, process = last.process;
     Time drain_start = Time::from_seconds(1e9), drain_end;
     Time first_reduce = Time::from_seconds(1e9), held_start;
     Bytes held_bytes;  // the held group is the largest: the first layer's, the norms and the tied word embedding
