@@ -741,7 +741,7 @@ OutputPlan build_output(const LayerConfig& cfg) {
     // megatron/mpu/layers.py in 2022, megatron/core/tensor_parallel/layers.py since): under SP it saved its input
     // ungathered and all-gathers it again in its backward, launched before the data-gradient GEMM and waited for after
     // it, for the weight gradient. A deferred microbatch (defer_embedding_wgrad_compute) skips the gather and the
-    // weight gradient, so its data gradient's reduction waits alone (Megatron-Core 0.8-0.13: wgrad_compute false).
+    // weight gradient, so its data gradient's reduction waits alone (Megatron-Core 0.7-0.13: wgrad_compute false).
     const auto logits_reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const char* logits_reduce_name = d.sp ? "logits.grad-reduce-scatter" : "logits.grad-all-reduce";
     o.backward_deferred = o.backward;  // the loss's backward
@@ -770,7 +770,7 @@ OutputPlan build_output(const LayerConfig& cfg) {
 }
 
 std::vector<Step> build_deferred_wgrad(const LayerConfig& cfg, int microbatches) {
-    // Megatron-Core's drain_embedding_wgrad_compute (megatron/core/utils.py, 0.8-0.13): under SP the first input is
+    // Megatron-Core's drain_embedding_wgrad_compute (megatron/core/utils.py, 0.6-0.13): under SP the first input is
     // gathered and waited for; then each GEMM runs with the next input's gather beside it (double-buffered).
     const Dims d = dims_of(cfg);
     std::vector<Step> p;

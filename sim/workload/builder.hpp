@@ -2,11 +2,12 @@
 // graph for the discrete-event engine, streamed: each group's program is generated an instruction at a time
 // as its compute stream runs dry, and each finished task is read as it ends (only the tasks in flight exist).
 //
-// Entities. Ranks are placed like Megatron-LM: tensor innermost, then data, then pipeline (global rank = stage * d * t
-// + replica * t + tensor_rank). The t GPUs of a tensor-parallel group run the same kernels on equal shards in lockstep,
-// so each (stage, replica) group is simulated as one entity with its own streams and memory pool standing for each of
-// its t GPUs; everything between groups (pipeline sends, data-parallel reductions) and inside them (tensor-parallel
-// collectives) is moved as flows over the fabric's links, GPU by GPU.
+// Entities. Ranks are placed like Megatron-LM: tensor innermost, then data, then pipeline
+// (global rank = stage * d * t + replica * t + tensor_rank). The t GPUs of a tensor-parallel group run
+// the same kernels on equal shards in lockstep, so each (stage, replica) group is simulated as one
+// entity with its own streams and memory pool standing for each of its t GPUs; everything between
+// groups (pipeline sends, data-parallel reductions) and inside them (tensor-parallel collectives) is
+// moved as flows over the fabric's links, GPU by GPU.
 //
 // Streams per group: compute (kernels; tensor-parallel collectives block it as in Megatron),
 // tp (tensor-parallel collectives), send-forward, send-backward. Per stage: one data-parallel stream.

@@ -313,10 +313,9 @@ const Unit& Builder::drain_unit() {
 }
 
 void Builder::emit_deferred_wgrad(Group& g) {
-    // Megatron-Core's schedules launch the stage's remaining gradient reductions (grad_sync_func) and then run the
-    // deferred GEMMs (finish_embedding_wgrad_compute) before finalize_model_grads: the reduction already started does
-    // not wait for them (it reads the buffer as it is; Megatron's race, not strata's), the optimizer and the tied
-    // embeddings' sum do.
+    // Megatron-Core's finish_embedding_wgrad_compute, before finalize_model_grads (emit_next places it against the
+    // gradient reduction): the optimizer and the tied embeddings' sum wait for it; a reduction already launched does
+    // not (with overlap_grad_reduce it reads the buffer unordered with these GEMMs: Megatron's race, not strata's).
     const UnitTasks ut = emit_unit(g, drain_unit(), g.prev_last, make_label(TaskKind::deferred_wgrad, shape_.chunks - 1, 0), true, false);
     g.prev_last = ut.last;
     sim_.add_memory_effect(ut.last, {g.pool, index(MemoryCategory::embedding_output), Bytes(0),
