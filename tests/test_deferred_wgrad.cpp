@@ -37,6 +37,33 @@ bool has(const std::vector<std::string>& v, const std::string& name) {
     return false;
 }
 
+/// The trace process of replica 0 of `stage`.
+std::uint32_t process_of(const Trace& trace, int stage) {
+    const std::string name = "stage " + std::to_string(stage) + " replica 0";
+    for (std::size_t i = 0; i < trace.processes.size(); ++i)
+        if (trace.processes[i].ends_with(name)) return static_cast<std::uint32_t>(i);
+    FAIL("no trace process for " << name);
+    return ~0u;
+}
+
+/// A traced run of a two-stage scenario: the last stage's gradient-reduction lane and its replica 0's process.
+struct LastStageTrace {
+    SimulationDetail detail;
+    std::uint32_t reduction_lane = ~0u, process = ~0u;
+};
+
+LastStageTrace last_stage_trace(const Scenario& sc) {
+    SimulationOptions opt;
+    opt.keep_trace = true;
+    LastStageTrace t;
+    simulate(sc, opt, &t.detail);
+    for (const TraceLane& l : t.detail.trace.lanes)
+        if (l.name == "stage 1 gradient reduction") t.reduction_lane = l.id;
+    REQUIRE(t.reduction_lane != ~0u);
+    t.process = process_of(t.detail.trace, 1);
+    return t;
+}
+
 /// The small 22B (t = 8, SP), two stages of 1F1B (or `chunks` per stage interleaved), eight microbatches, the
 /// deferral's limit `limit` (-1: off).
 Scenario deferring(int limit, bool sp = true, int chunks = 1) {
@@ -161,18 +188,10 @@ struct Spans {
 };
 
 Spans spans_of(const Scenario& sc) {
-    SimulationOptions opt;
-    opt.keep_trace = true;
-    SimulationDetail detail;
-    simulate(sc, opt, &detail);
+    const LastStageTrace t = last_stage_trace(sc);
+    const SimulationDetail& detail = t.detail;
     Spans s;
-    std::uint32_t first = ~0u, last = ~0u;  // replica 0 of each stage
-    for (std::size_t i = 0; i < detail.trace.processes.size(); ++i) {
-        if (detail.trace.processes[i].ends_with("stage 0 replica 0")) first = static_cast<std::uint32_t>(i);
-        if (detail.trace.processes[i].ends_with("stage 1 replica 0")) last = static_cast<std::uint32_t>(i);
-    }
-    REQUIRE(first != ~0u);
-    REQUIRE(last != ~0u);
+    const std::uint32_t first = process_of(detail.trace, 0), last = t.process;  // replica 0 of each stage
     for (const TraceSpan& span : detail.trace.spans) {
         const std::string kind = span.kind;
         if (kind == "embedding-grad-sync") s.embedding_sync_start = span.start;
@@ -237,30 +256,6 @@ TEST_CASE("deferred embedding wgrad: the drain runs after the last backward, bef
     CHECK(w2.optimizer_start >= w2.drain_end);
     CHECK(w2.embedding_sync_start >= w2.drain_end);
 }
-
-namespace {
-
-/// A traced run of a two-stage scenario: the last stage's gradient-reduction lane and its replica 0's process.
-struct LastStageTrace {
-    SimulationDetail detail;
-    std::uint32_t reduction_lane = ~0u, process = ~0u;
-};
-
-LastStageTrace last_stage_trace(const Scenario& sc) {
-    SimulationOptions opt;
-    opt.keep_trace = true;
-    LastStageTrace t;
-    simulate(sc, opt, &t.detail);
-    for (const TraceLane& l : t.detail.trace.lanes)
-        if (l.name == "stage 1 gradient reduction") t.reduction_lane = l.id;
-    for (std::size_t i = 0; i < t.detail.trace.processes.size(); ++i)
-        if (t.detail.trace.processes[i].ends_with("stage 1 replica 0")) t.process = static_cast<std::uint32_t>(i);
-    REQUIRE(t.reduction_lane != ~0u);
-    REQUIRE(t.process != ~0u);
-    return t;
-}
-
-}  // namespace
 
 TEST_CASE("deferred embedding wgrad: the reduction starts before the drain with overlap_grad_reduce, after it without") {
     // Megatron-Core launches the last stage's reduction before the deferred GEMMs when it overlaps (the hooks, or

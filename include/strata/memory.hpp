@@ -146,15 +146,19 @@ struct ActivationPlan {
     Bytes deferred_output;
     Bytes deferral_buffers;
     [[nodiscard]] UnitActivations of(int stage, int chunk) const;
+    /// The backward of `microbatch` of the chunk defers its output layer's weight gradient (the last virtual stage's
+    /// first deferred_microbatches).
+    [[nodiscard]] bool defers(int stage, int chunk, int microbatch) const {
+        return microbatch < deferred_microbatches && schedule::virtual_stage(shape, stage, chunk) == shape.virtual_stages() - 1;
+    }
+    /// The stage runs the deferred weight-gradient GEMMs after its program (the last stage, when deferring).
+    [[nodiscard]] bool drains(int stage) const { return deferred_microbatches > 0 && stage == shape.stages - 1; }
     /// What the backward of `microbatch` of the chunk keeps past its end (a deferred weight gradient's operands).
     [[nodiscard]] Bytes kept_after_backward(int stage, int chunk, int microbatch) const {
-        const bool last = schedule::virtual_stage(shape, stage, chunk) == shape.virtual_stages() - 1;
-        return last && microbatch < deferred_microbatches ? deferred_output : Bytes(0);
+        return defers(stage, chunk, microbatch) ? deferred_output : Bytes(0);
     }
-    /// What the stage holds from the start for the deferral (the drain's gather buffers), on the last stage only.
-    [[nodiscard]] Bytes held_for_deferral(int stage) const {
-        return deferred_microbatches > 0 && stage == shape.stages - 1 ? deferral_buffers : Bytes(0);
-    }
+    /// What the stage holds from the start for the deferral (the drain's gather buffers).
+    [[nodiscard]] Bytes held_for_deferral(int stage) const { return drains(stage) ? deferral_buffers : Bytes(0); }
     [[nodiscard]] Bytes recompute_workspace(int stage, int chunk) const {
         return workspace[static_cast<std::size_t>(schedule::virtual_stage(shape, stage, chunk))];
     }

@@ -744,11 +744,12 @@ OutputPlan build_output(const LayerConfig& cfg) {
     // weight gradient, so its data gradient's reduction waits alone (Megatron-Core 0.7-0.13: wgrad_compute false).
     const auto logits_reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const char* logits_reduce_name = d.sp ? "logits.grad-reduce-scatter" : "logits.grad-all-reduce";
+    const Kernel dgrad = gemm("logits.dgrad", d.n, d.h, d.v / d.t);
     o.backward_deferred = o.backward;  // the loss's backward
-    add(o.backward_deferred, {gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+    add(o.backward_deferred, {dgrad});
     o.backward_deferred.push_back(collective(logits_reduce_name, logits_reduce, msg));
     if (d.sp) o.backward.push_back(collective("logits.input-all-gather", CollectiveKind::all_gather, msg, d.async_comm));
-    add(o.backward, {gemm("logits.dgrad", d.n, d.h, d.v / d.t)});
+    add(o.backward, {dgrad});
     if (d.async_comm) {
         o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg, true));
         o.backward.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n, false)));

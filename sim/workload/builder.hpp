@@ -263,11 +263,9 @@ private:
     }
     [[nodiscard]] std::size_t message_index(const schedule::Unit& u) const;
     /// The unit's backward defers the output layer's weight gradient (defer_embedding_wgrad_compute).
-    [[nodiscard]] bool deferred(const schedule::Unit& u, int v) const {
-        return activations_.deferred_microbatches > 0 && !u.forward && u.microbatch < activations_.deferred_microbatches &&
-               v == shape_.virtual_stages() - 1;
+    [[nodiscard]] bool deferred(const schedule::Unit& u, int stage) const {
+        return !u.forward && activations_.defers(stage, u.chunk, u.microbatch);
     }
-    [[nodiscard]] bool drains_deferred(int stage) const { return activations_.deferred_microbatches > 0 && stage == e_.pipeline - 1; }
     void emit_deferred_wgrad(Group& g);  // after the last stage's program, before the optimizer: the deferred GEMMs
     const Unit& drain_unit();            // their steps, made once
 

@@ -102,7 +102,8 @@ std::uint64_t Builder::estimate_tasks() {
             estimate += phases(dp_plan(r, DpMessage::gather));
         }
     }
-    if (e_.pipeline > 1 && sc_.model.tied_embeddings) estimate += activations_.deferred_microbatches > 0 ? 2.0 : 1.0;
+    // (Deferring, the last stage's reduction and drains meet in a join before it: drained.)
+    if (e_.pipeline > 1 && sc_.model.tied_embeddings) estimate += activations_.drains(e_.pipeline - 1) ? 2.0 : 1.0;
     // The amax all-reduces that join the replicas: one task per unit of a stage's program.
     if (!amax_streams_.empty())
         for (int r = 0; r < e_.pipeline; ++r) estimate += 2.0 * shape_.chunks * shape_.microbatches;
@@ -133,7 +134,7 @@ double Builder::program_tasks(Group& g) {
         prev_unit = true;
         if ((u.forward ? e_.host_gap_forward : e_.host_gap_backward) > Time::zero()) n += 1.0;
         const int v = schedule::virtual_stage(shape_, g.stage, u.chunk);
-        const bool by_layer = runs_by_layer(u), defers = deferred(u, v);
+        const bool by_layer = runs_by_layer(u), defers = deferred(u, g.stage);
         // Once its first bucket is reduced, the group's later units run unfused (dp_quiet).
         const bool fused = g.fused && !reducing;
         reducing = reducing || (by_layer && !u.forward);
@@ -153,7 +154,7 @@ double Builder::program_tasks(Group& g) {
     // After the program: the gradients' check and averaging passes (for each bucket of the split backward, then for
     // what the buckets left), the last stage's deferred weight gradients (emit_deferred_wgrad), the optimizer step,
     // and the later chunks' step that opens an iteration cut after the first chunk's (steps_first_part_first).
-    if (drains_deferred(g.stage)) n += unit_tasks(&g, drain_unit(), false, true);
+    if (activations_.drains(g.stage)) n += unit_tasks(&g, drain_unit(), false, true);
     const bool by_bucket = reduces_by_bucket();
     const double buckets = by_bucket ? double(gradient_buckets(g.stage)) : 0.0;
     const double passes = (e_.check_for_nan_in_grad ? 1.0 : 0.0) + (e_.averages_by_pass() ? 1.0 : 0.0);

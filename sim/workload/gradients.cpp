@@ -211,7 +211,7 @@ void Builder::on_backward_piece(Group& g, int chunk, const Pieces& pieces, std::
     for (std::size_t j = from; j < to; ++j) {
         const GradientBucket& b = sb.buckets[j];
         if (b.last_piece != pass || b.ready_event < before || b.ready_event >= done) continue;
-        if (b.after_schedule && drains_deferred(g.stage)) {
+        if (b.after_schedule && activations_.drains(g.stage)) {
             g.held_bucket = j;  // NeMo reduces it after the drain (emit_next)
             continue;
         }
@@ -250,7 +250,7 @@ void Builder::on_last_backward(Group& g, TaskId last) {
         done = sim_.add_compute(dp, Time::zero(), label);
         for (TaskId dd : deps) sim_.add_dependency(dd, done);
     }
-    if (drains_deferred(r) && sc_.model.tied_embeddings) {
+    if (activations_.drains(r) && sc_.model.tied_embeddings) {
         // The tied embeddings' sum (finalize_model_grads) follows the deferred GEMMs.
         sr.dp_done = done;
         drained(r);
