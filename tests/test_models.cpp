@@ -11,9 +11,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <map>
-
 #include <cmath>
+#include <map>
 #include <string>
 
 using namespace strata;
@@ -479,16 +478,56 @@ TEST_CASE("fp8: linear GEMMs in FP8 with their casts, inputs saved in FP8, FP8 w
     const LayerPlan plan = build_layer(c);
     // qkv, fc1 inputs (SP shards, sbh/t each), proj input (sbh/t) and fc2 input (s b f / t) at 1 byte instead of 2.
     CHECK(bf16.value - plan.stored_bytes.value == sbh / t + sbh / t + sbh / t + s * b * f / t);
-    int fp8_gemms = 0, casts = 0, bf16_gemms = 0;
+    int fp8_gemms = 0, bf16_gemms = 0;
+    std::map<std::string, std::int64_t> conversions;  // FP8 casts and transposes: kernel name -> HBM bytes
+    std::map<std::string, std::int64_t> gathers;      // sequence-parallel all-gathers: name -> bytes
     for (const auto* pass : {&plan.forward, &plan.backward})
-        for (const Step& st : *pass)
+        for (const Step& st : *pass) {
+            if (st.kind == Step::Kind::collective && st.collective.kind == CollectiveKind::all_gather)
+                gathers[st.collective.name] = st.collective.message.value;
             for (const Kernel& k : st.kernels) {
                 if (k.kind == KernelKind::gemm) (k.gemm.fp8 ? fp8_gemms : bf16_gemms) += 1;
-                casts += k.name.find(".fp8-cast") != std::string::npos;
+                if (k.name.find(".fp8-") != std::string::npos) conversions[k.name] = k.bytes.value;
             }
+        }
     CHECK(fp8_gemms == 12);  // 4 linear layers x (forward, data gradient, weight gradient)
     CHECK(bf16_gemms == 0);  // the attention core is one FlashAttention kernel each way
-    CHECK(casts == 8);       // before each forward and data-gradient GEMM
+    // Transformer Engine's conversions (delayed scaling, SP): the norm writes the QKV / fc1 input in FP8 itself (no
+    // kernel); a column-parallel layer's output gradient is cast and transposed in one kernel (read 2, write 1 + 1); a
+    // row-parallel layer's input is cast (TE 1.x under SP) and its output gradient cast on its shard (read 2, write 1)
+    // before the gather; each FP8 tensor a weight gradient needs transposed is transposed there (read 1, write 1).
+    const std::int64_t n = s * b, qkv_out = (h + 2 * 4 * 64) / t, fc1_out = 2 * f / t;
+    const std::map<std::string, std::int64_t> expected = {
+        {"proj.fp8-cast", 3 * n * h / t},                  {"fc2.fp8-cast", 3 * n * f / t},
+        {"qkv.dgrad.fp8-cast-transpose", 4 * n * qkv_out}, {"fc1.dgrad.fp8-cast-transpose", 4 * n * fc1_out},
+        {"proj.dgrad.fp8-cast", 3 * n / t * h},            {"fc2.dgrad.fp8-cast", 3 * n / t * h},
+        {"qkv.wgrad.fp8-transpose", 2 * n * h},            {"fc1.wgrad.fp8-transpose", 2 * n * h},
+        {"proj.wgrad.fp8-transpose", 2 * n * (h / t + h)}, {"fc2.wgrad.fp8-transpose", 2 * n * (f / t + h)}};
+    CHECK(conversions == expected);
+    // The norms before QKV and fc1 write FP8 (read 2, write 1 per element of the shard) where BF16's write 2.
+    for (const Step& st : plan.forward)
+        for (const Kernel& k : st.kernels)
+            if (k.name == "ln1" || k.name == "ln2") CHECK(k.bytes.value == 3 * n / t * h);
+    // The FP8 shards are what is gathered: 1 byte per element of the n x h input, forward and backward.
+    const std::map<std::string, std::int64_t> fp8_gathers = {
+        {"attn.all-gather", n * h}, {"mlp.all-gather", n * h}, {"mlp.grad-all-gather", n * h},
+        {"attn.grad-all-gather", n * h}, {"qkv.input-all-gather", n * h}, {"fc1.input-all-gather", n * h}};
+    CHECK(gathers == fp8_gathers);
+    // Without SP nothing is gathered and a row-parallel layer's input and output gradient are each cast and transposed
+    // in one kernel.
+    LayerConfig no_sp = c;
+    no_sp.sequence_parallel = false;
+    const LayerPlan unsplit = build_layer(no_sp);
+    int fused = 0;
+    for (const auto* pass : {&unsplit.forward, &unsplit.backward})
+        for (const Step& st : *pass)
+            for (const Kernel& k : st.kernels) {
+                if (k.name == "fc2.fp8-cast-transpose") CHECK(k.bytes.value == 4 * n * f / t);
+                if (k.name == "fc2.dgrad.fp8-cast-transpose") CHECK(k.bytes.value == 4 * n * h);
+                fused += k.name.starts_with("fc2.") && k.name.ends_with(".fp8-cast-transpose");
+                CHECK(k.name != "fc2.wgrad.fp8-transpose");
+            }
+    CHECK(fused == 2);
     // Weights: 2 bytes per parameter plus the cached FP8 copy and its transpose of each layer parameter.
     Scenario sc = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml").cases[2];
     const Bytes w16 = stage_weight_bytes(sc.model, sc.execution, 1);
@@ -507,24 +546,95 @@ TEST_CASE("fp8: linear GEMMs in FP8 with their casts, inputs saved in FP8, FP8 w
     CHECK_THROWS_WITH(validate(a100), Catch::Contains("execution.precision") && Catch::Contains("peak_flops_fp8"));
 }
 
+TEST_CASE("fp8 userbuffers: tp_overlap_fp8_buf reduce-scatters proj_fprop / fc2_fprop in FP8, only under FP8") {
+    const ModelSpec m = small_llama();
+    const std::int64_t n = 2048, h = 1024, t = 2;
+    LayerConfig c{&m, int(t), true, Recompute::none, 1};
+    c.attention = Attention::flash;
+    c.tp_comm_overlap = true;
+    c.fp8 = true;
+    // Bytes moved by the forward's reduce-scatters whose names start with `prefix`, and the ring exchange's sum kernel.
+    auto scattered = [](const LayerPlan& p, const std::string& prefix) {
+        std::int64_t bytes = 0;
+        for (const Step& st : p.forward)
+            if (st.kind == Step::Kind::collective && st.collective.kind == CollectiveKind::reduce_scatter &&
+                st.collective.name.starts_with(prefix))
+                bytes += st.collective.message.value;
+        return bytes;
+    };
+    auto sum_bytes = [](const LayerPlan& p, const std::string& name) {
+        for (const Step& st : p.forward)
+            for (const Kernel& k : st.kernels)
+                if (k.name == name) return k.bytes.value;
+        return std::int64_t{-1};
+    };
+    const LayerPlan plain = build_layer(c);
+    CHECK(scattered(plain, "attn.reduce-scatter") == 2 * n * h);  // 16-bit partial outputs: the pipeline's 4 chunks
+    CHECK(scattered(plain, "mlp.reduce-scatter") == 2 * n * h);
+    c.tp_overlap_config.fp8_buf[std::size_t(TpOverlap::proj_fprop)] = true;
+    const LayerPlan proj_fp8 = build_layer(c);
+    CHECK(scattered(proj_fp8, "attn.reduce-scatter") == n * h);
+    CHECK(scattered(proj_fp8, "mlp.reduce-scatter") == 2 * n * h);
+    // By ring exchange the transfers and the sum of the t partial outputs read 1 byte per element; the sum writes 16 bits.
+    c.tp_overlap_fc2_fprop = TpOverlapRs::ring_exchange;
+    CHECK(sum_bytes(build_layer(c), "mlp.reduce-scatter.sum") == 2 * n * h + 2 * n / t * h);
+    c.tp_overlap_config.fp8_buf[std::size_t(TpOverlap::fc2_fprop)] = true;
+    const LayerPlan ring_fp8 = build_layer(c);
+    CHECK(scattered(ring_fp8, "mlp.reduce-scatter") == n * h);
+    CHECK(sum_bytes(ring_fp8, "mlp.reduce-scatter.sum") == n * h + 2 * n / t * h);
+    // In 16 bits TE's buffers are 16-bit whatever fp8_buf says; the loader refuses the key there (test_input_hardening).
+    c.fp8 = false;
+    CHECK(scattered(build_layer(c), "attn.reduce-scatter") == 2 * n * h);
+    // A whole case: accepted with FP8 and tp_comm_overlap, refused with BF16.
+    Scenario sc = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml").cases[2];
+    sc.execution.precision = Precision::fp8;
+    sc.execution.sequence_parallel = true;
+    sc.execution.tp_comm_overlap = true;
+    sc.execution.tp_overlap_config.fp8_buf[std::size_t(TpOverlap::fc2_fprop)] = true;
+    CHECK_NOTHROW(validate(sc));
+    sc.execution.precision = Precision::bf16;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("tp_overlap_fp8_buf (fc2_fprop) acts only with tp_comm_overlap"));
+}
+
 TEST_CASE("fp8 current scaling: an amax read before each cast, fp8_param_gather: layer parameters gathered in FP8") {
     const ModelSpec m = small_llama();
     LayerConfig c{&m, 2, true, Recompute::none, 1};
     c.attention = Attention::flash;
     c.fp8 = true;
-    auto cast_bytes = [](const LayerPlan& p) {
-        std::int64_t bytes = 0;
-        for (const auto* pass : {&p.forward, &p.backward})
-            for (const Step& st : *pass)
-                for (const Kernel& k : st.kernels)
-                    if (k.name.find(".fp8-cast") != std::string::npos) bytes += k.bytes.value;
-        return bytes;
+    struct Conversions {
+        std::int64_t cast_bytes = 0;  // casts and cast-transposes
+        int casts = 0, amax_reductions = 0;
     };
-    const std::int64_t delayed = cast_bytes(build_layer(c));
+    auto conversions = [](const LayerPlan& p) {
+        Conversions r;
+        for (const auto* pass : {&p.forward, &p.backward})
+            for (const Step& st : *pass) {
+                if (st.kind == Step::Kind::collective && st.collective.name.ends_with(".amax-all-reduce")) {
+                    CHECK(st.collective.message.value == 4);
+                    ++r.amax_reductions;
+                }
+                for (const Kernel& k : st.kernels)
+                    if (k.name.find(".fp8-cast") != std::string::npos) {
+                        r.cast_bytes += k.bytes.value;
+                        ++r.casts;
+                    }
+            }
+        return r;
+    };
+    const Conversions delayed = conversions(build_layer(c));
     c.fp8_current_scaling = true;
-    const std::int64_t current = cast_bytes(build_layer(c));
-    REQUIRE(delayed > 0);
-    CHECK(current * 3 == delayed * 5);  // read 2 + write 1, plus the amax read 2, per element
+    const Conversions current = conversions(build_layer(c));
+    REQUIRE(delayed.casts == 6);
+    // Current scaling reads each 16-bit operand once more for its amax (2 bytes per element cast), and casts the norm's
+    // output itself (QKV and fc1 inputs: the shard, 5 bytes per element); under SP each gathered operand's amax is
+    // all-reduced over the tensor-parallel group first (the QKV and fc1 inputs, the projection's and fc2's output
+    // gradients).
+    const std::int64_t n = 2048, h = 1024, t = 2, f = 2816, qkv_out = (h + 2 * 4 * 64) / t;
+    const std::int64_t amax_elements = n * h / t + n * f / t + n * qkv_out + n * 2 * f / t + 2 * (n / t * h);
+    CHECK(current.casts == delayed.casts + 2);
+    CHECK(current.cast_bytes == delayed.cast_bytes + 2 * amax_elements + 2 * 5 * (n / t) * h);
+    CHECK(delayed.amax_reductions == 0);
+    CHECK(current.amax_reductions == 4);
 
     // The keys: fp8_recipe only with fp8; fp8_param_gather needs fp8 and the distributed optimizer.
     const std::string origin = kRoot + "tests/data/valid/fp8-options.yaml";

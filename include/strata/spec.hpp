@@ -67,6 +67,10 @@ struct TpOverlapConfig {
     std::array<int, 10> num_sm = {1, 1, 1, 1, 16, 16, 16, 16, 16, 16};
     std::array<bool, 10> sm_margin{};
     std::array<bool, 10> aggregate{};
+    /// fp8_buf (proj_fprop, fc2_fprop only): under FP8 the forward reduce-scatter's userbuffer is FP8, so the GEMM writes
+    /// its output in FP8 and the reduce-scatter moves 1 byte per element, summing into 16 bits (TE >= 1.6's
+    /// initialize_ub: FP8 when use_fp8 and the ub_cfg sets fp8_buf; TE <= 1.5 proj_fprop only, by NVTE_UB_FP8_RS=1).
+    std::array<bool, 10> fp8_buf{};
     [[nodiscard]] int sms(TpOverlap o) const { return num_sm[static_cast<std::size_t>(o)]; }
     /// The SMs the overlap's GEMM leaves to communication: num_sm with set_sm_margin, else none.
     [[nodiscard]] int margin(TpOverlap o) const { return sm_margin[static_cast<std::size_t>(o)] ? sms(o) : 0; }
@@ -75,7 +79,9 @@ struct TpOverlapConfig {
 };
 /// The ring-exchange all-gathers, the overlaps TE can aggregate (kTpOverlapNames' first four).
 inline constexpr std::array<std::string_view, 4> kTpOverlapRingGathers = {"qkv_fprop", "fc1_fprop", "proj_dgrad", "fc2_dgrad"};
-/// The overlaps set in `set` (sm_margin, aggregate), in kTpOverlapNames' order.
+/// The forward reduce-scatters, the overlaps whose userbuffer fp8_buf can make FP8.
+inline constexpr std::array<std::string_view, 2> kTpOverlapForwardScatters = {"proj_fprop", "fc2_fprop"};
+/// The overlaps set in `set` (sm_margin, aggregate, fp8_buf), in kTpOverlapNames' order.
 [[nodiscard]] std::vector<std::string> overlap_names(const std::array<bool, 10>& set);
 /// Each overlap's num_sm as `name:n`, space-separated, in kTpOverlapNames' order (the CSV's cell).
 [[nodiscard]] std::string num_sm_text(const TpOverlapConfig& config);

@@ -45,6 +45,8 @@ struct Dims {
     bool fused_wgrad;              ///< gradient-accumulation fusion
     bool async_comm;               ///< backward collectives overlapped with the GEMMs
     std::int64_t main_grad_bytes;  ///< 4 (fp32 main gradients) or 2
+    std::int64_t gather_msg;       ///< a sequence-parallel all-gather of a linear layer's input: n h elements, 1 byte
+                                   ///< each in FP8 (Transformer Engine casts before it gathers), else 2
 };
 
 Dims dims_of(const LayerConfig& c) {
@@ -87,6 +89,7 @@ Dims dims_of(const LayerConfig& c) {
     d.fused_wgrad = c.gradient_accumulation_fusion;
     d.async_comm = c.async_tp_comm;
     d.main_grad_bytes = c.fp32_main_grads ? 4 : 2;
+    d.gather_msg = (d.fp8 ? 1 : 2) * d.n * d.h;
     return d;
 }
 
@@ -252,6 +255,13 @@ std::vector<Kernel> attention_core_backward(const Dims& d) {
 
 /// The MLP's activation: bias-GeLU, SwiGLU on the gate and up halves of fc1's output, or squared ReLU (Transformer
 /// Engine's srelu: the same bytes as GeLU, an element read and one written forward, two read and one written back).
+/// The norm before QKV or fc1 (a column-parallel linear layer's input). Under FP8 with delayed scaling Transformer
+/// Engine's norm writes its output in FP8 itself (layernorm_fwd_fp8 / rmsnorm_fwd_fp8: 1 byte per element written
+/// instead of 2, and no cast kernel); with current scaling it writes 16 bits, quantised after it (apply_fp8).
+Kernel norm_forward(const Dims& d, const std::string& name) {
+    const std::int64_t bytes = d.fp8 && !d.fp8_current ? kLayerNormFwd - 1 : kLayerNormFwd;
+    return elementwise(name, norm_class(d, true), bytes * d.n_sp * d.h);
+}
 Kernel activation_forward(const Dims& d) {
     if (d.swiglu) return elementwise("swiglu", "swiglu_fwd", kSwigluFwd * d.n * d.f / d.t);
     if (d.squared_relu) return elementwise("squared_relu", "squared_relu_fwd", kGeluFwd * d.n * d.f / d.t);
@@ -310,26 +320,35 @@ void ring_gather(std::vector<Step>& p, const Dims& d, const std::string& name, s
     if (rest > 0) p.push_back(ub_collective(name, CollectiveKind::all_gather, rest, true, 0));
 }
 
-/// A sequence-parallel all-gather before a GEMM that consumes it: with tp_comm_overlap TE's ring exchange beside the
-/// GEMM (ring_gather); without, Megatron's synchronous all-gather, exposed; none without SP.
-void sp_gather(std::vector<Step>& p, const Dims& d, const std::string& name, std::int64_t message, TpOverlap o) {
+/// A sequence-parallel all-gather of a linear layer's input before the GEMM that consumes it, at Dims::gather_msg:
+/// with tp_comm_overlap TE's ring exchange beside the GEMM (ring_gather); without, Megatron's synchronous all-gather,
+/// exposed; none without SP. FP8 with current scaling first all-reduces the shard's amax over the tensor-parallel group
+/// (4 bytes) so that every rank casts with one scale (TE >= 2.2: the quantizer's with_amax_reduction for a
+/// column-parallel layer's input and a row-parallel layer's output gradient under SP, module/linear.py).
+void sp_gather(std::vector<Step>& p, const Dims& d, const std::string& name, TpOverlap o) {
+    if (!d.sp) return;
+    if (d.fp8 && d.fp8_current) p.push_back(collective(name + ".amax-all-reduce", CollectiveKind::all_reduce, 4));
     if (d.tp_overlap)
-        ring_gather(p, d, name, message, o);
-    else if (d.sp)
-        p.push_back(collective(name, CollectiveKind::all_gather, message));
+        ring_gather(p, d, name, d.gather_msg, o);
+    else
+        p.push_back(collective(name, CollectiveKind::all_gather, d.gather_msg));
 }
 
 /// A GEMM whose output TE reduce-scatters chunk by chunk. `pipeline` (TE's split_overlap_rs): each of 4 column
 /// chunks' reduce-scatter runs during the next chunk's GEMM, so the last chunk's (a quarter of the collective) runs
 /// alone after the GEMM. `ring_exchange` (split_overlap_rs_p2p): t row chunks, each passed on by the copy engines
 /// during the next chunk's GEMM; the last chunk is the rank's own shard, which is not sent, so the transfers overlap
-/// the GEMM whole, and then each rank adds the t partial outputs of its shard (reads t shards, writes one).
+/// the GEMM whole, and then each rank adds the t partial outputs of its shard (reads t shards, writes one). With an
+/// FP8 userbuffer (fp8_buf under FP8) the GEMM writes FP8 partial outputs and the transfers and the sum read 1 byte per
+/// element (TE's reducescatter2_userbuff_stridedoutput_fp8 / reduce_fp8_in_bf16_out, summing into 16 bits).
 void overlapped_reduce_scatter(std::vector<Step>& p, const Dims& d, TpOverlapRs method, TpOverlap o,
-                               const std::string& name, std::int64_t message, Kernel gemm) {
+                               const std::string& name, Kernel gemm) {
+    const std::int64_t element = d.fp8 && d.ub.fp8_buf[static_cast<std::size_t>(o)] ? 1 : 2;
+    const std::int64_t message = element * d.n * d.h;
     if (method == TpOverlapRs::ring_exchange) {
         p.push_back(ub_collective(name, CollectiveKind::reduce_scatter, message, true, 0));
         p.push_back(compute({ring_exchange(d, std::move(gemm), o)}));
-        p.push_back(compute({elementwise(name + ".sum", "", 2 * d.n * d.h + 2 * d.n_sp * d.h)}));
+        p.push_back(compute({elementwise(name + ".sum", "", element * d.n * d.h + 2 * d.n_sp * d.h)}));
         return;
     }
     const std::int64_t last = message / kTePipelineSplits;
@@ -343,20 +362,19 @@ void overlapped_reduce_scatter(std::vector<Step>& p, const Dims& d, TpOverlapRs 
 /// exactly that GEMM; everything else as without.
 std::vector<Step> forward_pass_overlapped(const Dims& d) {
     std::vector<Step> p;
-    const std::int64_t msg = 2 * d.n * d.h;
-    p.push_back(compute({elementwise("ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
-    ring_gather(p, d, "attn.all-gather", msg, TpOverlap::qkv_fprop);
+    p.push_back(compute({norm_forward(d, "ln1")}));
+    sp_gather(p, d, "attn.all-gather", TpOverlap::qkv_fprop);
     p.push_back(compute({ring_exchange(d, linear("qkv", kFwd, d.n, d.qkv_out, d.h), TpOverlap::qkv_fprop)}));
     if (d.rope) p.push_back(compute({elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))}));
     if (d.c > 1) p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
     p.push_back(compute(attention_core_forward(d)));
-    overlapped_reduce_scatter(p, d, d.proj_rs, TpOverlap::proj_fprop, "attn.reduce-scatter", msg,
+    overlapped_reduce_scatter(p, d, d.proj_rs, TpOverlap::proj_fprop, "attn.reduce-scatter",
                               linear("proj", kFwd, d.n, d.h, d.h / d.t));
-    p.push_back(compute({residual_add(d, "attn"), elementwise("ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)}));
-    ring_gather(p, d, "mlp.all-gather", msg, TpOverlap::fc1_fprop);
+    p.push_back(compute({residual_add(d, "attn"), norm_forward(d, "ln2")}));
+    sp_gather(p, d, "mlp.all-gather", TpOverlap::fc1_fprop);
     p.push_back(compute({ring_exchange(d, linear("fc1", kFwd, d.n, d.fc1_out, d.h), TpOverlap::fc1_fprop)}));
     p.push_back(compute({activation_forward(d)}));
-    overlapped_reduce_scatter(p, d, d.fc2_rs, TpOverlap::fc2_fprop, "mlp.reduce-scatter", msg,
+    overlapped_reduce_scatter(p, d, d.fc2_rs, TpOverlap::fc2_fprop, "mlp.reduce-scatter",
                               linear("fc2", kFwd, d.n, d.h, d.f / d.t));
     p.push_back(compute({residual_add(d, "mlp")}));
     return p;
@@ -367,8 +385,8 @@ std::vector<Step> forward_pass(const Dims& d) {
     std::vector<Step> p;
     const auto reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const std::int64_t msg = 2 * d.n * d.h;
-    add(p, {elementwise("ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
-    if (d.sp) p.push_back(collective("attn.all-gather", CollectiveKind::all_gather, msg));
+    add(p, {norm_forward(d, "ln1")});
+    sp_gather(p, d, "attn.all-gather", TpOverlap::qkv_fprop);
     add(p, {linear("qkv", kFwd, d.n, d.qkv_out, d.h)});
     if (d.rope) add(p, {elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     if (d.c > 1) {
@@ -381,8 +399,8 @@ std::vector<Step> forward_pass(const Dims& d) {
         add(p, {linear("proj", kFwd, d.n, d.h, d.h / d.t)});
     }
     p.push_back(collective(d.sp ? "attn.reduce-scatter" : "attn.all-reduce", reduce, msg));
-    add(p, {residual_add(d, "attn"), elementwise("ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
-    if (d.sp) p.push_back(collective("mlp.all-gather", CollectiveKind::all_gather, msg));
+    add(p, {residual_add(d, "attn"), norm_forward(d, "ln2")});
+    sp_gather(p, d, "mlp.all-gather", TpOverlap::fc1_fprop);
     add(p, {linear("fc1", kFwd, d.n, d.fc1_out, d.h), activation_forward(d),
             linear("fc2", kFwd, d.n, d.h, d.f / d.t)});
     p.push_back(collective(d.sp ? "mlp.reduce-scatter" : "mlp.all-reduce", reduce, msg));
@@ -402,7 +420,7 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::stri
     const auto reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const std::string reduce_name = name + (d.sp ? ".grad-reduce-scatter" : ".grad-all-reduce");
     if (d.tp_overlap) {
-        p.push_back(ub_collective(name + ".input-all-gather", CollectiveKind::all_gather, msg, true, d.ub.sms(dgrad)));
+        p.push_back(ub_collective(name + ".input-all-gather", CollectiveKind::all_gather, d.gather_msg, true, d.ub.sms(dgrad)));
         p.push_back(compute({with_margin(d, linear(name + ".dgrad", kDgrad, d.n, in, out), dgrad)}));
         p.push_back(ub_collective(reduce_name, reduce, msg, true, d.ub.sms(wgrad_overlap)));
         std::vector<Kernel> w = wgrad(d, name, in, out, d.n);
@@ -410,7 +428,7 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::stri
         p.push_back(compute(std::move(w) + bias_grad(d, name, d.n, out)));
         return;
     }
-    if (d.sp) p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, msg, d.async_comm));
+    if (d.sp) p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, d.gather_msg, d.async_comm));
     if (!d.async_comm) {
         add(p, std::vector<Kernel>{linear(name + ".dgrad", kDgrad, d.n, in, out)} + wgrad(d, name, in, out, d.n) +
                    bias_grad(d, name, d.n, out));
@@ -424,21 +442,20 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::stri
 
 std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     std::vector<Step> p;
-    const std::int64_t msg = 2 * d.n * d.h;
     if (rc == Recompute::full) p = forward_pass(d);  // re-run the whole layer forward first
     // Without dropout the residual add's gradient passes through: no kernel.
     if (d.dropout) add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     // With tp_comm_overlap the output-gradient all-gathers are ring exchanges (copy engines) beside the data-gradient
     // GEMMs: fc2's comes in fc2's backward, after any selective recompute below.
-    if (d.sp && !d.tp_overlap) p.push_back(collective("mlp.grad-all-gather", CollectiveKind::all_gather, msg));
+    if (!d.tp_overlap) sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad);
     const bool selective = rc == Recompute::selective;
     // Selective recompute of the norms re-creates their outputs (the linear layers' inputs) before they are used.
     if (selective && d.modules.layernorm)
-        add(p, {elementwise("recompute.ln2", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
+        add(p, {norm_forward(d, "recompute.ln2")});
     if (selective && d.modules.mlp) {
         // The MLP's first GEMM and activation again, from its kept input (gathered again under SP).
         // With tp_comm_overlap the recomputed fc1 runs through TE's module again: its gather ring-exchanged with it.
-        sp_gather(p, d, "recompute.mlp.all-gather", msg, TpOverlap::fc1_fprop);
+        sp_gather(p, d, "recompute.mlp.all-gather", TpOverlap::fc1_fprop);
         Kernel act = activation_forward(d);
         act.name = "recompute." + act.name;
         Kernel fc1 = linear("recompute.fc1", kFwd, d.n, d.fc1_out, d.h);
@@ -451,7 +468,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     }
     if (d.tp_overlap) {
         // The output-gradient all-gather runs with fc2's data-gradient GEMM (TE's ring exchange).
-        ring_gather(p, d, "mlp.grad-all-gather", msg, TpOverlap::fc2_dgrad);
+        sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad);
         p.push_back(compute({ring_exchange(d, linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h), TpOverlap::fc2_dgrad)}));
         p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n) + bias_grad(d, "fc2", d.n, d.h) +
                             std::vector<Kernel>{activation_backward(d)}));
@@ -464,7 +481,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     add(p, {elementwise("ln2.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h)});
     if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
-    sp_gather(p, d, "attn.grad-all-gather", msg, TpOverlap::proj_dgrad);
+    sp_gather(p, d, "attn.grad-all-gather", TpOverlap::proj_dgrad);
     if (d.tp_overlap) {
         p.push_back(compute({ring_exchange(d, linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h), TpOverlap::proj_dgrad)}));
         p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n) + bias_grad(d, "proj", d.n, d.h)));
@@ -492,28 +509,65 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     }
     if (d.rope) add(p, {elementwise("rope.bwd", "rope_bwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     if (selective && d.modules.layernorm)
-        add(p, {elementwise("recompute.ln1", norm_class(d, true), kLayerNormFwd * d.n_sp * d.h)});
+        add(p, {norm_forward(d, "recompute.ln1")});
     column_linear_backward(p, d, "qkv", d.h, d.qkv_out, TpOverlap::qkv_dgrad, TpOverlap::qkv_wgrad);
     add(p, {elementwise("ln1.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("attn.residual-grad-add", d.n_sp * d.h)});
     return p;
 }
 
-/// FP8 (Transformer Engine): the transformer layer's linear GEMMs (forward, data and weight gradients, and the
-/// recomputed fc1) take FP8 operands; each forward and data-gradient GEMM's 16-bit operand is cast first (amax
-/// and scale with it: read 2 bytes, write 1, per element); the weight-gradient GEMMs reuse those casts (TE's fused
-/// cast-transpose). Weights are cast once per iteration (see stage memory). The attention core, the norms and
-/// the output layer stay in 16 bits. Current (tensorwise) scaling computes each operand's amax before its cast
-/// (TE's Float8CurrentScaling: one more read, 2 bytes per element).
-void apply_fp8(std::vector<Step>& pass, bool current) {
-    const std::int64_t cast_bytes = current ? 5 : 3;
+/// FP8 (Transformer Engine, per-tensor delayed or current scaling, as every TE from 1.x to 2.x runs a linear layer):
+/// the transformer layer's linear GEMMs (forward, data and weight gradients, and the recomputed fc1) take FP8
+/// operands. Hopper's FP8 GEMMs take only the TN layout, so the weight-gradient GEMMs need the transposes of both
+/// operands. What TE does to get its operands (transformer_engine/pytorch/module/{layernorm_linear,linear,base}.py):
+/// - a column-parallel layer's input (QKV, fc1: the norm's output): with delayed scaling the norm writes FP8
+///   itself (norm_forward: layernorm_fwd_fp8), no cast kernel; with current scaling the norm writes 16 bits and the shard is
+///   quantised after it (amax, then cast: 5 bytes per element). Under SP the FP8 shard is what is all-gathered
+///   (Dims::gather_msg), and its gathered copy is transposed for the weight gradient (read 1 byte, write 1);
+/// - a row-parallel layer's input (projection, fc2: this rank's own) is cast and transposed in one kernel
+///   (fp8_cast_transpose_fused: read 2, write 1 + 1; current scaling an amax pass before, 2 more); under SP TE 1.x
+///   only casts it (linear.py: `and not sequence_parallel`) and transposes it for the weight gradient;
+/// - a column-parallel layer's output gradient (local) likewise, cast and transposed in one kernel;
+/// - a row-parallel layer's output gradient: under SP the shard is cast (read 2, write 1), the FP8 shards are
+///   all-gathered and the gathered copy transposed for the weight gradient; without SP cast and transposed in one.
+/// The attention core, the norms (but for that FP8 write) and the output layer stay in 16 bits. Weights are cast once per iteration (see
+/// stage memory). The amax all-reduce that current scaling adds under SP before a gather: sp_gather. Left out: TE 2.x's
+/// fused cast-transpose of a row-parallel layer's input under SP (TE 1.x's cast and later transpose are modelled).
+void apply_fp8(std::vector<Step>& pass, const Dims& d) {
+    const std::int64_t amax = d.fp8_current ? 2 : 0;  // current scaling reads the 16-bit operand once more first
     for (Step& st : pass) {
         if (st.kind != Step::Kind::compute) continue;
         std::vector<Kernel> out;
         for (Kernel& k : st.kernels) {
             if (k.linear != Kernel::Linear::none) {
-                if (k.linear != Kernel::Linear::weight_grad)
-                    out.push_back(elementwise(k.name + ".fp8-cast", "", cast_bytes * k.gemm.m * k.gemm.k));
+                std::string layer = k.name.starts_with("recompute.") ? k.name.substr(10) : k.name;
+                layer = layer.substr(0, layer.find('.'));
+                const bool column = layer == "qkv" || layer == "fc1";
+                if (!column && layer != "proj" && layer != "fc2") throw Error("apply_fp8: unknown linear layer " + k.name);
+                const std::int64_t operand = k.gemm.m * k.gemm.k;  // the 16-bit operand of a forward or dgrad GEMM
+                switch (k.linear) {
+                    case Kernel::Linear::forward:
+                        if (!column && d.sp) out.push_back(elementwise(k.name + ".fp8-cast", "", (3 + amax) * operand));
+                        else if (!column) out.push_back(elementwise(k.name + ".fp8-cast-transpose", "", (4 + amax) * operand));
+                        else if (d.fp8_current)
+                            out.push_back(elementwise(k.name + ".fp8-cast", "", 5 * d.n_sp * k.gemm.k));
+                        break;
+                    case Kernel::Linear::data_grad:
+                        if (!column && d.sp)
+                            out.push_back(elementwise(k.name + ".fp8-cast", "", (3 + amax) * d.n_sp * k.gemm.k));
+                        else
+                            out.push_back(elementwise(k.name + ".fp8-cast-transpose", "", (4 + amax) * operand));
+                        break;
+                    case Kernel::Linear::weight_grad:
+                        // GEMM (in, out, tokens): the operands transposed here, n x in (a column-parallel layer's
+                        // gathered input; a row-parallel one's input under SP) and n x out (a row-parallel layer's
+                        // gathered output gradient).
+                        if (column) out.push_back(elementwise(k.name + ".fp8-transpose", "", 2 * k.gemm.k * k.gemm.m));
+                        else if (d.sp)
+                            out.push_back(elementwise(k.name + ".fp8-transpose", "", 2 * k.gemm.k * (k.gemm.m + k.gemm.n)));
+                        break;
+                    case Kernel::Linear::none: break;
+                }
                 k.gemm.fp8 = true;
                 k.bytes = k.gemm.bytes();
             }
@@ -614,8 +668,8 @@ LayerPlan build_layer(const LayerConfig& cfg) {
     plan.forward = forward_pass(d);
     plan.backward = backward_pass(d, cfg.recompute);
     if (d.fp8) {
-        apply_fp8(plan.forward, d.fp8_current);
-        apply_fp8(plan.backward, d.fp8_current);
+        apply_fp8(plan.forward, d);
+        apply_fp8(plan.backward, d);
     }
     plan.stored_bytes = stored_under(plan.ops, d, cfg.recompute);
     if (cfg.recompute == Recompute::full) {

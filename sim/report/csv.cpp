@@ -104,6 +104,8 @@ const std::vector<CsvColumn>& csv_columns() {
                      exec([](const ExecutionSpec& e) { return spaced(overlap_names(e.tp_overlap_config.sm_margin)); })});
         c.push_back({"tp_overlap_aggregate",
                      exec([](const ExecutionSpec& e) { return spaced(overlap_names(e.tp_overlap_config.aggregate)); })});
+        c.push_back({"tp_overlap_fp8_buf",
+                     exec([](const ExecutionSpec& e) { return spaced(overlap_names(e.tp_overlap_config.fp8_buf)); })});
         c.push_back({"gradient_accumulation_fusion",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.gradient_accumulation_fusion); })});
         c.push_back({"async_tp_comm", exec([](const ExecutionSpec& e) { return csv_bool(e.async_tp_comm); })});
