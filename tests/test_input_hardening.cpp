@@ -540,9 +540,9 @@ TEST_CASE("hardening: Transformer Engine's userbuffer SMs and aggregation are ch
     // FP8 userbuffers only for the forward reduce-scatters, and only under FP8 (TE ignores fp8_buf otherwise).
     CHECK_THAT(error_of(head + "  tp_overlap_fp8_buf: [qkv_fprop]\n" + kRest),
                Contains("execution.tp_overlap_fp8_buf") && Contains("proj_fprop, fc2_fprop"));
-    CHECK_THAT(error_of(head + "  tp_overlap_fp8_buf: [fc2_fprop]\n" + kRest),
-               Contains("execution.tp_overlap_fp8_buf") && Contains("(fc2_fprop) acts only with tp_comm_overlap and precision: fp8") &&
-                   Contains("precision 16-bit"));
+    const Experiment buf = load_experiment_text(head + "  tp_overlap_fp8_buf: [fc2_fprop]\n" + kRest, kOrigin);
+    CHECK(buf.cases[0].execution.tp_overlap_config.fp8_buf[std::size_t(TpOverlap::fc2_fprop)]);
+    CHECK_FALSE(buf.cases[0].execution.tp_overlap_config.fp8_buf[std::size_t(TpOverlap::proj_fprop)]);
     CHECK_THAT(error_of(head + "  tp_overlap_sm_margin: proj\n" + kRest),
                Contains("execution.tp_overlap_sm_margin") && Contains("proj_fprop"));
     CHECK_THAT(error_of(head + "  tp_overlap_num_sm: {qkv_dgrad: 0}\n" + kRest), Contains("expected an integer in [1, 1024]"));

@@ -389,3 +389,28 @@ TEST_CASE("to_csv adds a column for a quantity the cases vary that has none of i
     CHECK(split(rows[1], ',')[seq] == std::to_string(results[0].scenario.model.seq_len));
     CHECK(std::find(header.begin(), header.end(), "memory_capacity_bytes") == header.end());
 }
+
+TEST_CASE("JSON and CSV echo tp_overlap_fp8_buf, and the echo loads back", "[report][json]") {
+    const Experiment ex = load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/validation/nemo-h100.yaml");
+    const auto it = std::find_if(ex.cases.begin(), ex.cases.end(),
+                                 [](const Scenario& c) { return c.name == "GPT3-175B on 512 (25.02)"; });
+    REQUIRE(it != ex.cases.end());
+    const std::vector<CaseResult> results = {analyze(*it)};
+    const json e = json::parse(to_json("NeMo", results))["results"][0]["execution"];
+    CHECK(e["tp_overlap_fp8_buf"] == json::array({"proj_fprop"}));
+    const auto rows = lines(to_csv(results));
+    REQUIRE(rows.size() == 2);
+    const std::vector<std::string> header = split(rows[0], ','), row = split(rows[1], ',');
+    const auto column = std::find(header.begin(), header.end(), "tp_overlap_fp8_buf");
+    REQUIRE(column != header.end());
+    CHECK(row.at(std::size_t(column - header.begin())) == "proj_fprop");
+    // The echoed list is a valid value of the key.
+    const std::string again =
+        "model: {file: ../models/gpt-22b.yaml}\nsystem: ../systems/dgx-h100.yaml\n"
+        "execution: {tensor: 4, pipeline: 1, data: 1, microbatch: 1, global_batch: 1, recompute: none, "
+        "sequence_parallel: true, tp_comm_overlap: true, precision: fp8, tp_overlap_fp8_buf: " +
+        e["tp_overlap_fp8_buf"].dump() + "}\n";
+    const Experiment back =
+        load_experiment_text(again, std::string(STRATA_SOURCE_DIR) + "/scenarios/validation/echo.yaml");
+    CHECK(back.cases.at(0).execution.tp_overlap_config.fp8_buf == it->execution.tp_overlap_config.fp8_buf);
+}

@@ -67,8 +67,8 @@ struct TpOverlapConfig {
     std::array<int, 10> num_sm = {1, 1, 1, 1, 16, 16, 16, 16, 16, 16};
     std::array<bool, 10> sm_margin{};
     std::array<bool, 10> aggregate{};
-    /// fp8_buf (proj_fprop, fc2_fprop only): under FP8 the forward reduce-scatter's userbuffer is FP8, so the GEMM writes
-    /// its output in FP8 and the reduce-scatter moves 1 byte per element, summing into 16 bits (TE >= 1.6's
+    /// fp8_buf (proj_fprop, fc2_fprop only): under FP8 the forward reduce-scatter's userbuffer is FP8, so the GEMM
+    /// writes its output in FP8 and the reduce-scatter moves 1 byte per element, summing into 16 bits (TE >= 1.6's
     /// initialize_ub: FP8 when use_fp8 and the ub_cfg sets fp8_buf; TE <= 1.5 proj_fprop only, by NVTE_UB_FP8_RS=1).
     std::array<bool, 10> fp8_buf{};
     [[nodiscard]] int sms(TpOverlap o) const { return num_sm[static_cast<std::size_t>(o)]; }
@@ -231,8 +231,8 @@ struct ExecutionSpec {
     /// proj_fprop / fc2_fprop; TE's default pipeline, NeMo 2.0's and Megatron-Bridge's FP8 configs ring_exchange).
     TpOverlapRs tp_overlap_proj_fprop = TpOverlapRs::pipeline;
     TpOverlapRs tp_overlap_fc2_fprop = TpOverlapRs::pipeline;
-    /// With tp_comm_overlap: each overlap's ub_cfg num_sm, set_sm_margin and aggregate (execution keys
-    /// tp_overlap_num_sm, tp_overlap_sm_margin, tp_overlap_aggregate).
+    /// With tp_comm_overlap: each overlap's ub_cfg num_sm, set_sm_margin, aggregate and fp8_buf (execution keys
+    /// tp_overlap_num_sm, tp_overlap_sm_margin, tp_overlap_aggregate, tp_overlap_fp8_buf).
     TpOverlapConfig tp_overlap_config{};
     Precision precision = Precision::bf16;
     Attention attention = Attention::unfused;  ///< flash: one fused kernel each way (FlashAttention)

@@ -38,7 +38,7 @@ struct Dims {
     RecomputeModules modules;
     bool tp_overlap;       ///< tp_comm_overlap (with SP)
     TpOverlapRs proj_rs, fc2_rs;  ///< with tp_overlap: TE's method for those forward reduce-scatters
-    TpOverlapConfig ub;           ///< with tp_overlap: each userbuffer overlap's settings (SMs, margin, aggregate)
+    TpOverlapConfig ub;    ///< with tp_overlap: each userbuffer overlap's settings (SMs, margin, aggregate, fp8_buf)
     bool fp8;              ///< FP8 linear layers
     bool fp8_current;      ///< current (tensorwise) scaling: an amax pass before each cast
     bool sp;
@@ -253,15 +253,17 @@ std::vector<Kernel> attention_core_backward(const Dims& d) {
     return k;
 }
 
-/// The MLP's activation: bias-GeLU, SwiGLU on the gate and up halves of fc1's output, or squared ReLU (Transformer
-/// Engine's srelu: the same bytes as GeLU, an element read and one written forward, two read and one written back).
 /// The norm before QKV or fc1 (a column-parallel linear layer's input). Under FP8 with delayed scaling Transformer
 /// Engine's norm writes its output in FP8 itself (layernorm_fwd_fp8 / rmsnorm_fwd_fp8: 1 byte per element written
-/// instead of 2, and no cast kernel); with current scaling it writes 16 bits, quantised after it (apply_fp8).
+/// instead of 2, and no cast kernel); with current scaling it writes 16 bits, quantised after it (sp_gather,
+/// apply_fp8).
 Kernel norm_forward(const Dims& d, const std::string& name) {
     const std::int64_t bytes = d.fp8 && !d.fp8_current ? kLayerNormFwd - 1 : kLayerNormFwd;
     return elementwise(name, norm_class(d, true), bytes * d.n_sp * d.h);
 }
+
+/// The MLP's activation: bias-GeLU, SwiGLU on the gate and up halves of fc1's output, or squared ReLU (Transformer
+/// Engine's srelu: the same bytes as GeLU, an element read and one written forward, two read and one written back).
 Kernel activation_forward(const Dims& d) {
     if (d.swiglu) return elementwise("swiglu", "swiglu_fwd", kSwigluFwd * d.n * d.f / d.t);
     if (d.squared_relu) return elementwise("squared_relu", "squared_relu_fwd", kGeluFwd * d.n * d.f / d.t);
@@ -320,14 +322,25 @@ void ring_gather(std::vector<Step>& p, const Dims& d, const std::string& name, s
     if (rest > 0) p.push_back(ub_collective(name, CollectiveKind::all_gather, rest, true, 0));
 }
 
-/// A sequence-parallel all-gather of a linear layer's input before the GEMM that consumes it, at Dims::gather_msg:
-/// with tp_comm_overlap TE's ring exchange beside the GEMM (ring_gather); without, Megatron's synchronous all-gather,
-/// exposed; none without SP. FP8 with current scaling first all-reduces the shard's amax over the tensor-parallel group
-/// (4 bytes) so that every rank casts with one scale (TE >= 2.2: the quantizer's with_amax_reduction for a
-/// column-parallel layer's input and a row-parallel layer's output gradient under SP, module/linear.py).
-void sp_gather(std::vector<Step>& p, const Dims& d, const std::string& name, TpOverlap o) {
+/// A sequence-parallel all-gather of a linear layer's input before the GEMM `consumer` that uses it, at
+/// Dims::gather_msg: with tp_comm_overlap TE's ring exchange beside the GEMM (ring_gather); without, Megatron's
+/// synchronous all-gather, exposed; none without SP. Under FP8 what is gathered is the FP8 shard, cast first: a
+/// row-parallel layer's output gradient (proj_dgrad, fc2_dgrad) is cast on the shard (read 2, write 1); a
+/// column-parallel layer's input (qkv_fprop, fc1_fprop) needs no cast under delayed scaling (the norm writes FP8:
+/// norm_forward). Current scaling computes the shard's amax (read 2), all-reduces it over the tensor-parallel group (4
+/// bytes) so that every rank casts with one scale (TE >= 2.2: the quantizer's with_amax_reduction for a column-parallel
+/// layer's input and a row-parallel layer's output gradient under SP, module/linear.py), then casts.
+void sp_gather(std::vector<Step>& p, const Dims& d, const std::string& name, TpOverlap o, const std::string& consumer) {
     if (!d.sp) return;
-    if (d.fp8 && d.fp8_current) p.push_back(collective(name + ".amax-all-reduce", CollectiveKind::all_reduce, 4));
+    if (d.fp8) {
+        const bool row_grad = o == TpOverlap::proj_dgrad || o == TpOverlap::fc2_dgrad;
+        if (d.fp8_current) {
+            p.push_back(compute({elementwise(consumer + ".fp8-amax", "", 2 * d.n_sp * d.h)}));
+            p.push_back(collective(name + ".amax-all-reduce", CollectiveKind::all_reduce, 4));
+        }
+        if (d.fp8_current || row_grad)
+            p.push_back(compute({elementwise(consumer + ".fp8-cast", "", 3 * d.n_sp * d.h)}));
+    }
     if (d.tp_overlap)
         ring_gather(p, d, name, d.gather_msg, o);
     else
@@ -363,7 +376,7 @@ void overlapped_reduce_scatter(std::vector<Step>& p, const Dims& d, TpOverlapRs 
 std::vector<Step> forward_pass_overlapped(const Dims& d) {
     std::vector<Step> p;
     p.push_back(compute({norm_forward(d, "ln1")}));
-    sp_gather(p, d, "attn.all-gather", TpOverlap::qkv_fprop);
+    sp_gather(p, d, "attn.all-gather", TpOverlap::qkv_fprop, "qkv");
     p.push_back(compute({ring_exchange(d, linear("qkv", kFwd, d.n, d.qkv_out, d.h), TpOverlap::qkv_fprop)}));
     if (d.rope) p.push_back(compute({elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))}));
     if (d.c > 1) p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
@@ -371,7 +384,7 @@ std::vector<Step> forward_pass_overlapped(const Dims& d) {
     overlapped_reduce_scatter(p, d, d.proj_rs, TpOverlap::proj_fprop, "attn.reduce-scatter",
                               linear("proj", kFwd, d.n, d.h, d.h / d.t));
     p.push_back(compute({residual_add(d, "attn"), norm_forward(d, "ln2")}));
-    sp_gather(p, d, "mlp.all-gather", TpOverlap::fc1_fprop);
+    sp_gather(p, d, "mlp.all-gather", TpOverlap::fc1_fprop, "fc1");
     p.push_back(compute({ring_exchange(d, linear("fc1", kFwd, d.n, d.fc1_out, d.h), TpOverlap::fc1_fprop)}));
     p.push_back(compute({activation_forward(d)}));
     overlapped_reduce_scatter(p, d, d.fc2_rs, TpOverlap::fc2_fprop, "mlp.reduce-scatter",
@@ -386,7 +399,7 @@ std::vector<Step> forward_pass(const Dims& d) {
     const auto reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const std::int64_t msg = 2 * d.n * d.h;
     add(p, {norm_forward(d, "ln1")});
-    sp_gather(p, d, "attn.all-gather", TpOverlap::qkv_fprop);
+    sp_gather(p, d, "attn.all-gather", TpOverlap::qkv_fprop, "qkv");
     add(p, {linear("qkv", kFwd, d.n, d.qkv_out, d.h)});
     if (d.rope) add(p, {elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     if (d.c > 1) {
@@ -400,7 +413,7 @@ std::vector<Step> forward_pass(const Dims& d) {
     }
     p.push_back(collective(d.sp ? "attn.reduce-scatter" : "attn.all-reduce", reduce, msg));
     add(p, {residual_add(d, "attn"), norm_forward(d, "ln2")});
-    sp_gather(p, d, "mlp.all-gather", TpOverlap::fc1_fprop);
+    sp_gather(p, d, "mlp.all-gather", TpOverlap::fc1_fprop, "fc1");
     add(p, {linear("fc1", kFwd, d.n, d.fc1_out, d.h), activation_forward(d),
             linear("fc2", kFwd, d.n, d.h, d.f / d.t)});
     p.push_back(collective(d.sp ? "mlp.reduce-scatter" : "mlp.all-reduce", reduce, msg));
@@ -420,7 +433,8 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::stri
     const auto reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const std::string reduce_name = name + (d.sp ? ".grad-reduce-scatter" : ".grad-all-reduce");
     if (d.tp_overlap) {
-        p.push_back(ub_collective(name + ".input-all-gather", CollectiveKind::all_gather, d.gather_msg, true, d.ub.sms(dgrad)));
+        p.push_back(
+            ub_collective(name + ".input-all-gather", CollectiveKind::all_gather, d.gather_msg, true, d.ub.sms(dgrad)));
         p.push_back(compute({with_margin(d, linear(name + ".dgrad", kDgrad, d.n, in, out), dgrad)}));
         p.push_back(ub_collective(reduce_name, reduce, msg, true, d.ub.sms(wgrad_overlap)));
         std::vector<Kernel> w = wgrad(d, name, in, out, d.n);
@@ -428,7 +442,8 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::stri
         p.push_back(compute(std::move(w) + bias_grad(d, name, d.n, out)));
         return;
     }
-    if (d.sp) p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, d.gather_msg, d.async_comm));
+    if (d.sp)
+        p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, d.gather_msg, d.async_comm));
     if (!d.async_comm) {
         add(p, std::vector<Kernel>{linear(name + ".dgrad", kDgrad, d.n, in, out)} + wgrad(d, name, in, out, d.n) +
                    bias_grad(d, name, d.n, out));
@@ -447,15 +462,14 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (d.dropout) add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     // With tp_comm_overlap the output-gradient all-gathers are ring exchanges (copy engines) beside the data-gradient
     // GEMMs: fc2's comes in fc2's backward, after any selective recompute below.
-    if (!d.tp_overlap) sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad);
+    if (!d.tp_overlap) sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad, "fc2.dgrad");
     const bool selective = rc == Recompute::selective;
     // Selective recompute of the norms re-creates their outputs (the linear layers' inputs) before they are used.
-    if (selective && d.modules.layernorm)
-        add(p, {norm_forward(d, "recompute.ln2")});
+    if (selective && d.modules.layernorm) add(p, {norm_forward(d, "recompute.ln2")});
     if (selective && d.modules.mlp) {
         // The MLP's first GEMM and activation again, from its kept input (gathered again under SP).
         // With tp_comm_overlap the recomputed fc1 runs through TE's module again: its gather ring-exchanged with it.
-        sp_gather(p, d, "recompute.mlp.all-gather", TpOverlap::fc1_fprop);
+        sp_gather(p, d, "recompute.mlp.all-gather", TpOverlap::fc1_fprop, "recompute.fc1");
         Kernel act = activation_forward(d);
         act.name = "recompute." + act.name;
         Kernel fc1 = linear("recompute.fc1", kFwd, d.n, d.fc1_out, d.h);
@@ -468,7 +482,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     }
     if (d.tp_overlap) {
         // The output-gradient all-gather runs with fc2's data-gradient GEMM (TE's ring exchange).
-        sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad);
+        sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad, "fc2.dgrad");
         p.push_back(compute({ring_exchange(d, linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h), TpOverlap::fc2_dgrad)}));
         p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n) + bias_grad(d, "fc2", d.n, d.h) +
                             std::vector<Kernel>{activation_backward(d)}));
@@ -481,7 +495,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     add(p, {elementwise("ln2.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h)});
     if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
-    sp_gather(p, d, "attn.grad-all-gather", TpOverlap::proj_dgrad);
+    sp_gather(p, d, "attn.grad-all-gather", TpOverlap::proj_dgrad, "proj.dgrad");
     if (d.tp_overlap) {
         p.push_back(compute({ring_exchange(d, linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h), TpOverlap::proj_dgrad)}));
         p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n) + bias_grad(d, "proj", d.n, d.h)));
@@ -508,8 +522,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
         add(p, attention_core_backward(d));
     }
     if (d.rope) add(p, {elementwise("rope.bwd", "rope_bwd", kRope * d.n * (d.h / d.t + d.kv_w))});
-    if (selective && d.modules.layernorm)
-        add(p, {norm_forward(d, "recompute.ln1")});
+    if (selective && d.modules.layernorm) add(p, {norm_forward(d, "recompute.ln1")});
     column_linear_backward(p, d, "qkv", d.h, d.qkv_out, TpOverlap::qkv_dgrad, TpOverlap::qkv_wgrad);
     add(p, {elementwise("ln1.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("attn.residual-grad-add", d.n_sp * d.h)});
@@ -521,52 +534,64 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
 /// operands. Hopper's FP8 GEMMs take only the TN layout, so the weight-gradient GEMMs need the transposes of both
 /// operands. What TE does to get its operands (transformer_engine/pytorch/module/{layernorm_linear,linear,base}.py):
 /// - a column-parallel layer's input (QKV, fc1: the norm's output): with delayed scaling the norm writes FP8
-///   itself (norm_forward: layernorm_fwd_fp8), no cast kernel; with current scaling the norm writes 16 bits and the shard is
-///   quantised after it (amax, then cast: 5 bytes per element). Under SP the FP8 shard is what is all-gathered
-///   (Dims::gather_msg), and its gathered copy is transposed for the weight gradient (read 1 byte, write 1);
+///   itself (norm_forward: layernorm_fwd_fp8), no cast kernel; with current scaling the norm writes 16 bits and the
+///   shard is quantised after it (amax, then cast: 5 bytes per element; under SP before the gather, sp_gather). Under
+///   SP the FP8 shard is what is all-gathered (Dims::gather_msg), and its gathered copy is transposed for the weight
+///   gradient (read 1 byte, write 1);
 /// - a row-parallel layer's input (projection, fc2: this rank's own) is cast and transposed in one kernel
 ///   (fp8_cast_transpose_fused: read 2, write 1 + 1; current scaling an amax pass before, 2 more); under SP TE 1.x
 ///   only casts it (linear.py: `and not sequence_parallel`) and transposes it for the weight gradient;
 /// - a column-parallel layer's output gradient (local) likewise, cast and transposed in one kernel;
-/// - a row-parallel layer's output gradient: under SP the shard is cast (read 2, write 1), the FP8 shards are
-///   all-gathered and the gathered copy transposed for the weight gradient; without SP cast and transposed in one.
-/// The attention core, the norms (but for that FP8 write) and the output layer stay in 16 bits. Weights are cast once per iteration (see
-/// stage memory). The amax all-reduce that current scaling adds under SP before a gather: sp_gather. Left out: TE 2.x's
-/// fused cast-transpose of a row-parallel layer's input under SP (TE 1.x's cast and later transpose are modelled).
+/// - a row-parallel layer's output gradient: under SP the shard is cast (read 2, write 1) before the gather
+///   (sp_gather), and the gathered copy transposed for the weight gradient; without SP cast and transposed in one;
+/// - the bias gradient, where there are biases, in the output gradient's cast-transpose (no kernel of its own) but for
+///   a row-parallel layer under SP (a 16-bit sum over the tokens, bias_grad).
+/// The attention core, the norms (but for that FP8 write) and the output layer stay in 16 bits. Weights are cast once
+/// per iteration (see stage memory). Left out: TE 2.x's fused cast-transpose of a row-parallel layer's input under SP
+/// (TE 1.x's cast and later transpose are modelled).
 void apply_fp8(std::vector<Step>& pass, const Dims& d) {
     const std::int64_t amax = d.fp8_current ? 2 : 0;  // current scaling reads the 16-bit operand once more first
     for (Step& st : pass) {
         if (st.kind != Step::Kind::compute) continue;
         std::vector<Kernel> out;
         for (Kernel& k : st.kernels) {
+            // TE computes the bias gradient in the cast-transpose of the output gradient
+            // (fp8_cast_transpose_bgrad_fused) where there is one: a column-parallel layer's, a row-parallel one's
+            // without SP.
+            if (k.name.ends_with(".bias-grad") && (k.name.starts_with("qkv.") || k.name.starts_with("fc1.") || !d.sp))
+                continue;
             if (k.linear != Kernel::Linear::none) {
                 std::string layer = k.name.starts_with("recompute.") ? k.name.substr(10) : k.name;
                 layer = layer.substr(0, layer.find('.'));
                 const bool column = layer == "qkv" || layer == "fc1";
-                if (!column && layer != "proj" && layer != "fc2") throw Error("apply_fp8: unknown linear layer " + k.name);
+                if (!column && layer != "proj" && layer != "fc2")
+                    throw Error("apply_fp8: unknown linear layer " + k.name);
                 const std::int64_t operand = k.gemm.m * k.gemm.k;  // the 16-bit operand of a forward or dgrad GEMM
                 switch (k.linear) {
                     case Kernel::Linear::forward:
-                        if (!column && d.sp) out.push_back(elementwise(k.name + ".fp8-cast", "", (3 + amax) * operand));
-                        else if (!column) out.push_back(elementwise(k.name + ".fp8-cast-transpose", "", (4 + amax) * operand));
-                        else if (d.fp8_current)
-                            out.push_back(elementwise(k.name + ".fp8-cast", "", 5 * d.n_sp * k.gemm.k));
+                        if (!column && d.sp)
+                            out.push_back(elementwise(k.name + ".fp8-cast", "", (3 + amax) * operand));
+                        else if (!column)
+                            out.push_back(elementwise(k.name + ".fp8-cast-transpose", "", (4 + amax) * operand));
+                        else if (d.fp8_current && !d.sp)  // under SP cast on the shard before the gather (sp_gather)
+                            out.push_back(elementwise(k.name + ".fp8-cast", "", 5 * operand));
                         break;
                     case Kernel::Linear::data_grad:
-                        if (!column && d.sp)
-                            out.push_back(elementwise(k.name + ".fp8-cast", "", (3 + amax) * d.n_sp * k.gemm.k));
-                        else
+                        if (column || !d.sp)  // a row-parallel layer's under SP: on the shard before the gather
                             out.push_back(elementwise(k.name + ".fp8-cast-transpose", "", (4 + amax) * operand));
                         break;
                     case Kernel::Linear::weight_grad:
                         // GEMM (in, out, tokens): the operands transposed here, n x in (a column-parallel layer's
                         // gathered input; a row-parallel one's input under SP) and n x out (a row-parallel layer's
                         // gathered output gradient).
-                        if (column) out.push_back(elementwise(k.name + ".fp8-transpose", "", 2 * k.gemm.k * k.gemm.m));
+                        if (column)
+                            out.push_back(elementwise(k.name + ".fp8-transpose", "", 2 * k.gemm.k * k.gemm.m));
                         else if (d.sp)
-                            out.push_back(elementwise(k.name + ".fp8-transpose", "", 2 * k.gemm.k * (k.gemm.m + k.gemm.n)));
+                            out.push_back(
+                                elementwise(k.name + ".fp8-transpose", "", 2 * k.gemm.k * (k.gemm.m + k.gemm.n)));
                         break;
-                    case Kernel::Linear::none: break;
+                    case Kernel::Linear::none:
+                        break;
                 }
                 k.gemm.fp8 = true;
                 k.bytes = k.gemm.bytes();

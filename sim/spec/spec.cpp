@@ -315,13 +315,6 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                 return SpecProblem{"execution", "tp_overlap_aggregate",
                                    "tp_overlap_aggregate (" + std::string(kTpOverlapNames[i]) + ") needs an even tensor (got " +
                                        s(e.tensor) + "): Transformer Engine exchanges chunks between pairs of ranks"};
-    for (std::size_t i = 0; i < kTpOverlapNames.size(); ++i)
-        if (e.tp_overlap_config.fp8_buf[i] && (!e.tp_comm_overlap || e.precision != Precision::fp8))
-            return SpecProblem{"execution", "tp_overlap_fp8_buf",
-                               "tp_overlap_fp8_buf (" + std::string(kTpOverlapNames[i]) + ") acts only with tp_comm_overlap "
-                               "and precision: fp8 (Transformer Engine makes FP8 userbuffers only under FP8; got " +
-                                   std::string(e.tp_comm_overlap ? "" : "no tp_comm_overlap, ") + "precision " +
-                                   (e.precision == Precision::fp8 ? "fp8" : "16-bit") + "): drop it"};
     // num_sm counts where an overlap's kernel holds SMs (pipeline and bulk) or its GEMM leaves them (a margin).
     const int device_sms = sc.system.device.sm_count;
     const auto uses_sms = [&](std::size_t i) {

@@ -361,103 +361,112 @@ double fp8_speedup_mean_abs(const TokensErrors& t) {
 }  // namespace
 
 TEST_CASE(
-    "validation: Megatron-Bridge H100 (Llama 3 70B, 3.1 405B, FP8) tokens/s per GPU within 0.4% / 0.3%, 25.11: 1.1% / "
-    "11.3%") {
+    "validation: Megatron-Bridge H100 (Llama 3 70B, 3.1 405B, FP8) tokens/s per GPU within 0.3% / 0.2%, 25.11: 1.0% / "
+    "11.2%") {
     // Hopper, today's software (Megatron-Bridge 26.04 and 26.04.01: bf16 gradient reduction, TE's fused cross-entropy,
     // FP8 current scaling and parameter gather, overlapped pipeline communication; 405B: context parallelism and the
-    // embedding and loss counted in the pipeline split). Today's figures, 70B +0.04%, 405B -0.96%, pinned so that a
-    // change is seen (-0.21% / -1.16% before the headroom after rest, session 28; +1.95% / +3.02% before the power
-    // limit, session 27; +1.88% / +3.19% before the slowdown with SMs held by each GEMM's waves; +2.19% / +3.51% before a ring exchange's last GEMM chunk waited for its last transfer;
-    // -1.62% / -2.08% before TE's own SMs per overlap, session 26: the recipes' ring exchanges by the copy engines, no SM,
-    // their bulk overlaps' 2-24 SMs instead of NCCL's 32, proj_fprop's and fc2_fprop's GEMMs on 131 SMs; +0.29% / +3.02% before Transformer Engine's chunked GEMMs and its ring-exchange reduce-scatters
-    // (the recipes' userbuffer configs: proj_fprop and fc2_fprop ring_exchange, the sum of the partial outputs
-    // exposed), session 24; 70B -4.30%, 405B -0.42% with blocking pipeline calls, before
-    // overlap_p2p_comm was modelled). Session 31 read the vocabulary as the recipes build it, unpadded (128,256; 70B
-    // +0.03% -> +0.04%), and added the 25.11 container's rows (tag v0.2.0: the same recipes at GBS 128 and 512, read
-    // before they were simulated): 70B +0.72%, 405B +10.00% (strata fast; one model and layout's published figures
-    // move 3-6% either way between releases: 405B 302, 292, 311, 328, 326 tokens/s from 25.09 to 26.06). With
-    // session 42's FP8 as Transformer Engine moves and converts it (all-gathers of FP8 shards, casts and transposes where TE makes them, fp8_buf reduce-scatters), with current scaling's amax all-reduce over the tensor-parallel group before each gather: +0.36%, +0.23%,
-    // 25.11 +1.04%, +11.28%.
+    // embedding and loss counted in the pipeline split). Session 31's figures, 70B +0.04%, 405B -0.96%, pinned so that
+    // a change is seen (-0.21% / -1.16% before the headroom after rest, session 28; +1.95% / +3.02% before the power
+    // limit, session 27; +1.88% / +3.19% before the slowdown with SMs held by each GEMM's waves; +2.19% / +3.51% before
+    // a ring exchange's last GEMM chunk waited for its last transfer; -1.62% / -2.08% before TE's own SMs per overlap,
+    // session 26: the recipes' ring exchanges by the copy engines, no SM, their bulk overlaps' 2-24 SMs instead of
+    // NCCL's 32, proj_fprop's and fc2_fprop's GEMMs on 131 SMs; +0.29% / +3.02% before Transformer Engine's chunked
+    // GEMMs and its ring-exchange reduce-scatters (the recipes' userbuffer configs: proj_fprop and fc2_fprop
+    // ring_exchange, the sum of the partial outputs exposed), session 24; 70B -4.30%, 405B -0.42% with blocking
+    // pipeline calls, before overlap_p2p_comm was modelled). Session 31 read the vocabulary as the recipes build it,
+    // unpadded (128,256; 70B +0.03% -> +0.04%), and added the 25.11 container's rows (tag v0.2.0: the same recipes at
+    // GBS 128 and 512, read before they were simulated): 70B +0.72%, 405B +10.00% (strata fast; one model and layout's
+    // published figures move 3-6% either way between releases: 405B 302, 292, 311, 328, 326 tokens/s from 25.09 to
+    // 26.06). With session 42's FP8 as Transformer Engine moves and converts it (all-gathers of FP8 shards, casts,
+    // transposes and bias gradients where TE makes them; here also current scaling's amax all-reduce over the
+    // tensor-parallel group before each gather): +0.28%, +0.12%, 25.11 +0.96%, +11.17%.
     const std::vector<double> errors =
         tokens_errors("megatron_bridge_h100", "scenarios/validation/megatron-bridge-h100.yaml").errors;
     REQUIRE(errors.size() == 4);
-    CHECK(std::abs(errors[0]) <= 0.004);
-    CHECK(std::abs(errors[1]) <= 0.003);
-    CHECK(std::abs(errors[2]) <= 0.011);
-    CHECK(std::abs(errors[3]) <= 0.113);
+    CHECK(std::abs(errors[0]) <= 0.003);
+    CHECK(std::abs(errors[1]) <= 0.002);
+    CHECK(std::abs(errors[2]) <= 0.010);
+    CHECK(std::abs(errors[3]) <= 0.112);
 }
 
-TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.1%, worst <= 7.1%") {
+TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.0%, worst <= 6.7%") {
     // NeMo 24.07's launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
-    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 3.09%, worst 7.07% (GPT3-175B on 512, strata
-    // slow), signed +1.01% with session 42's FP8 as Transformer Engine moves and converts it (all-gathers of FP8 shards, casts and transposes where TE makes them, fp8_buf reduce-scatters) (LLAMA3-70B's and GPT3-175B on 512's
-    // fp8_buf as their userbuffer configs set it; the t = 1 rows 0.7-0.8 points slower, the t = 4 rows 0.3-2.5 faster);
-    // 2.87% / 7.36% / +1.06% with session 41's deferred output-layer weight gradients (defer_embedding_wgrad_compute,
-    // LLAMA3-70B limit 22, GPT3-175B on 512 limit 50: -0.0 -> +0.6%, -8.2 -> -7.4%); 2.90% / 8.22% / +0.93% before
-    // (+0.98% before session 40's fp32 embedding gradients, fp32_embedding_grads, the 24.07 rows
-    // 0-0.2 points slower; 2.85% / 8.16% / +0.70% before session 39's NeMo groups for Apex, grad_buckets
+    // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.90%, worst 6.60% (GPT3-175B on 512, strata
+    // slow), signed +1.30% with session 42's FP8 as Transformer Engine moves and converts it (all-gathers of FP8
+    // shards, casts, transposes and bias gradients where TE makes them; LLAMA3-70B's and GPT3-175B on 512's fp8_buf
+    // reduce-scatters as their userbuffer configs set them): the GPT3 rows with biases 0.0-3.0 points faster (175B on
+    // 128, without the overlap, most), the Llama and Nemotron t = 1, 2 rows 0.4-0.8 slower (the transposes), the t = 4
+    // ones 0.3-0.8 faster; 2.87% / 7.36% / +1.06% with session 41's deferred output-layer weight gradients
+    // (defer_embedding_wgrad_compute, LLAMA3-70B limit 22, GPT3-175B on 512 limit 50: -0.0 -> +0.6%, -8.2 -> -7.4%);
+    // 2.90% / 8.22% / +0.93% before (+0.98% before session 40's fp32 embedding gradients, fp32_embedding_grads, the
+    // 24.07 rows 0-0.2 points slower; 2.85% / 8.16% / +0.70% before session 39's NeMo groups for Apex, grad_buckets
     // nemo_apex_layers, with Apex's first group stepped first and gathered under the rest of the step, the 24.07 rows
     // 0.1-0.9% faster, and Megatron-Core's buckets for the 25.02 row, its later chunks' gathers after the step that
     // makes their parameters; 2.91% / 8.14% / +0.81% before session 37's FP8 amax all-reduce at each region's end, over
-    // the whole stage for the 24.07 rows, over the tensor-parallel group for the 25.02 row; 2.85% / 8.14% / +0.90% before session 33 charged the fused attention's dropout, x1.034:
-    // the GPT3 5B, 20B and 175B-on-128 rows, dropout 0.1, 0.2-0.5 points slower; 2.84% / 8.15% / +0.89% before session 30's GEMM-by-GEMM headroom; 2.63% / 8.92% / +0.44% before the headroom after rest, session 28; 2.64% / 5.78% (Nemotron-8B on 64, strata fast) / +1.85% before the power limit, session 27;
-    // 2.79% / 5.91% / +1.99% before the slowdown with SMs held by each GEMM's waves;
-    // 2.60% / 6.33% / +1.34% before TE's own SMs per overlap, each row's userbuffer config's
-    // num_sm, set_sm_margin and aggregate, session 26; 3.08% / 5.26% / +2.16% before Transformer Engine's chunked GEMMs and its exposed
-    // last reduce-scatter chunks, session 24;
-    // 3.41% / 6.11% / +2.67% before sessions 18-19); with cuDNN's attention in place of
-    // FlashAttention-2 the mean would be about 9.8%.
+    // the whole stage for the 24.07 rows, over the tensor-parallel group for the 25.02 row; 2.85% / 8.14% / +0.90%
+    // before session 33 charged the fused attention's dropout, x1.034: the GPT3 5B, 20B and 175B-on-128 rows, dropout
+    // 0.1, 0.2-0.5 points slower; 2.84% / 8.15% / +0.89% before session 30's GEMM-by-GEMM headroom; 2.63% / 8.92% /
+    // +0.44% before the headroom after rest, session 28; 2.64% / 5.78% (Nemotron-8B on 64, strata fast) / +1.85% before
+    // the power limit, session 27; 2.79% / 5.91% / +1.99% before the slowdown with SMs held by each GEMM's waves; 2.60%
+    // / 6.33% / +1.34% before TE's own SMs per overlap, each row's userbuffer config's num_sm, set_sm_margin and
+    // aggregate, session 26; 3.08% / 5.26% / +2.16% before Transformer Engine's chunked GEMMs and its exposed last
+    // reduce-scatter chunks, session 24; 3.41% / 6.11% / +2.67% before sessions 18-19); with cuDNN's attention in place
+    // of FlashAttention-2 the mean would be about 9.8%.
     const Summary s = tokens_errors("nemo_h100", "scenarios/validation/nemo-h100.yaml").summary;
-    CHECK(s.mean_abs <= 0.031);
-    CHECK(s.worst_abs <= 0.071);
+    CHECK(s.mean_abs <= 0.030);
+    CHECK(s.worst_abs <= 0.067);
 }
 
 TEST_CASE(
     "validation: MLPerf v3.1 GPT-3 175B on DGX H100 (seven sizes, 512-10,752 GPUs) step time: the part per microbatch "
-    "within 1%, tokens/s mean |error| <= 6.6%, worst <= 11.8%") {
+    "within 1%, tokens/s mean |error| <= 7.1%, worst <= 12.2%") {
     // NVIDIA's closed-division submissions (NeMo 23.09, FP8 delayed scaling, TP 4, PP 8, one layer per chunk), first
     // simulated in session 35 with nothing changed for them: +1.2 / +1.0 / +5.9 / +5.9 / +5.9 / +9.2 / +9.9% (strata
-    // fast; mean 5.57%, signed +5.57%); 5.48% / +5.48% with session 37's amax all-reduce over the tensor-parallel
-    // group (TE 1.0's NVTE_DP_AMAX_REDUCE_INTERVAL=0); 6.41% / 11.51% / +6.41% with session 39's NeMo groups for Apex
+    // fast; mean 5.57%, signed +5.57%); 5.48% / +5.48% with session 37's amax all-reduce over the tensor-parallel group
+    // (TE 1.0's NVTE_DP_AMAX_REDUCE_INTERVAL=0); 6.41% / 11.51% / +6.41% with session 39's NeMo groups for Apex
     // (grad_buckets nemo_apex: Apex steps the first group first and gathers it under the rest of the step, 0.1-1.6%
-    // faster); 6.57% / 11.77% / +6.57% with session 42's FP8 as Transformer Engine moves and converts it (all-gathers of FP8 shards, casts and transposes where TE makes them, fp8_buf reduce-scatters) (per microbatch 84.11 ms). Split into a fixed part and a part per microbatch (least squares
-    // of time = fixed + per_microbatch x m over the rows; m = 128, 16, 8), the published steps are 280 ms + 84.39 ms x m
-    // and strata's 182 ms + 84.22 ms x m (196 ms before session 39): the microbatches' work (layers, tensor-parallel overlap,
-    // pipeline transfers) is right to 0.2%, and strata misses about 98 ms per step that does not scale with the microbatches (docs/
-    // validation-hopper.md, "MLPerf Training GPT-3 175B"). Both are pinned: the first as the mechanism check, the second so that a
-    // change is seen.
+    // faster); 7.04% / 12.19% / +7.04% with session 42's FP8 as Transformer Engine moves and converts it (all-gathers
+    // of FP8 shards, casts, transposes and bias gradients where TE makes them): every row 0.4-0.7 points faster, the
+    // work per microbatch 83.68 ms (-0.84%; the bias gradients, now inside the cast-transposes, most of it). Split into
+    // a fixed part and a part per microbatch (least squares of time = fixed + per_microbatch x m over the rows; m =
+    // 128, 16, 8), the published steps are 280 ms + 84.39 ms x m and strata's 182 ms + 84.22 ms x m before session 42
+    // (196 ms before session 39): the microbatches' work (layers, tensor-parallel overlap, pipeline transfers) is right
+    // to 0.2%, and strata misses about 98 ms per step that does not scale with the microbatches (docs/
+    // validation-hopper.md, "MLPerf Training GPT-3 175B"). Both are pinned: the first as the mechanism check, the
+    // second so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100", "scenarios/validation/mlperf-gpt3-h100.yaml");
     REQUIRE(t.errors.size() == 7);
-    CHECK(t.summary.mean_abs <= 0.066);
-    CHECK(t.summary.worst_abs <= 0.118);
+    CHECK(t.summary.mean_abs <= 0.071);
+    CHECK(t.summary.worst_abs <= 0.122);
 
     CHECK(std::abs(per_microbatch_error(t, 0, 7)) <= 0.01);
 }
 
-TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 9.7%, worst <= 12.1%") {
-    // The next rounds' stack (NeMo 24.04 / 24.09, FP8 parameters, cuDNN attention), first simulated in session 35
-    // with nothing changed for them: 512 GPUs (microbatch 2, m = 72) -5.8%, 10,752 and 11,616 GPUs (m = 6) +9.8% /
-    // +9.9%, 256 GPUs (microbatch 2, m = 128) -9.1%; mean 8.66%, signed +1.21%. The microbatch-2 rows are slow in
-    // strata as NeMo 2.0's GPT3-175B on 512 is (-8.1%), the m = 6 rows fast as v3.1's m = 8 rows are. Session 37's FP8
-    // amax all-reduce (v4.0's TE 1.6rc1 over the whole stage, v4.1 over the tensor-parallel group) moved them to -5.9 /
+TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 9.7%, worst <= 12.6%") {
+    // The next rounds' stack (NeMo 24.04 / 24.09, FP8 parameters, cuDNN attention), first simulated in session 35 with
+    // nothing changed for them: 512 GPUs (microbatch 2, m = 72) -5.8%, 10,752 and 11,616 GPUs (m = 6) +9.8% / +9.9%,
+    // 256 GPUs (microbatch 2, m = 128) -9.1%; mean 8.66%, signed +1.21%. The microbatch-2 rows are slow in strata as
+    // NeMo 2.0's GPT3-175B on 512 is (-8.1%), the m = 6 rows fast as v3.1's m = 8 rows are. Session 37's FP8 amax
+    // all-reduce (v4.0's TE 1.6rc1 over the whole stage, v4.1 over the tensor-parallel group) moved them to -5.9 /
     // +10.7 / +10.8 / -9.2% (mean 9.12%, signed +1.59%): the stage-wide all-reduce makes the 448 and 484 replicas meet
     // at every region, so they no longer drift apart under GPU variation, and their data-parallel rings no longer move
-    // at their slowest link's rate for longer (docs/engine-performance.md, "Desynchronized replicas"): 0.8% faster
-    // with variation, 0.5% slower (the latency) without. Session 39's NeMo groups for Apex (v4.0's NeMo v2.0.0.rc0.beta
-    // one per layer, nemo_apex_layers; v4.1's one per chunk, nemo_apex; Apex's first group stepped first and gathered
-    // under the rest of the step): -5.8 / +12.3 / +12.4 / -9.1% (mean 9.93%, signed +2.46%). Session 40's fp32
-    // embedding gradients (NeMo's with_fp32_embedding_grads, default true in both versions: the tied word embedding's
-    // and the positions' gradients reduce-scattered, and the tied copies summed, in fp32; fp32_embedding_grads):
-    // -5.9 / +10.9 / +11.0 / -9.2% (mean 9.23%, signed +1.70%), 11 ms more per step. Session 41's deferred output-layer
-    // weight gradients as the runs had them (defer_embedding_wgrad_compute; v4.0's large runs every microbatch, as
+    // at their slowest link's rate for longer (docs/engine-performance.md, "Desynchronized replicas"): 0.8% faster with
+    // variation, 0.5% slower (the latency) without. Session 39's NeMo groups for Apex (v4.0's NeMo v2.0.0.rc0.beta one
+    // per layer, nemo_apex_layers; v4.1's one per chunk, nemo_apex; Apex's first group stepped first and gathered under
+    // the rest of the step): -5.8 / +12.3 / +12.4 / -9.1% (mean 9.93%, signed +2.46%). Session 40's fp32 embedding
+    // gradients (NeMo's with_fp32_embedding_grads, default true in both versions: the tied word embedding's and the
+    // positions' gradients reduce-scattered, and the tied copies summed, in fp32; fp32_embedding_grads): -5.9 / +10.9 /
+    // +11.0 / -9.2% (mean 9.23%, signed +1.70%), 11 ms more per step. Session 41's deferred output-layer weight
+    // gradients as the runs had them (defer_embedding_wgrad_compute; v4.0's large runs every microbatch, as
     // Megatron-Core 0.7 has no limit; v4.1 limit 65; v4.0's 512 off by its custom.yaml rule for microbatch 2; NeMo's
     // held-back Apex group reduced after them): -5.9 / +11.6 / +11.7 / -8.7% (mean 9.44%, signed +2.16%): worse, kept,
-    // as the configuration says so. With session 42's FP8 as Transformer Engine moves and converts it (all-gathers of FP8 shards, casts and transposes where TE makes them, fp8_buf reduce-scatters), the large runs' proj_fprop in FP8 by NVTE_UB_FP8_RS=1: -6.0 / +12.0 /
-    // +12.1 / -8.7% (mean 9.68%, signed +2.38%). Pinned so that a change is seen.
+    // as the configuration says so. With session 42's FP8 as Transformer Engine moves and converts it (all-gathers of
+    // FP8 shards, casts, transposes and bias gradients where TE makes them; the large runs' proj_fprop in FP8 by
+    // NVTE_UB_FP8_RS=1): -5.5 / +12.5 / +12.6 / -8.2% (mean 9.69%, signed +2.84%). Pinned so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100_v4", "scenarios/validation/mlperf-gpt3-h100-v4.yaml");
     REQUIRE(t.errors.size() == 4);
     CHECK(t.summary.mean_abs <= 0.097);
-    CHECK(t.summary.worst_abs <= 0.121);
+    CHECK(t.summary.worst_abs <= 0.126);
 }
 
 TEST_CASE(
@@ -468,11 +477,13 @@ TEST_CASE(
     // +3.5 / +3.9 / +8.4%, +0.8 / +1.3%), then with the userbuffer settings that NeMo v2.2.0's callback passes on (a
     // review: no aggregation or margin for the ring exchanges): +0.3 / +2.1 / +3.8 / +4.1 / +8.6% on H100, +0.8 / +1.3%
     // on H200 (strata fast; mean 3.01%, signed +3.01%); with session 37's amax all-reduce over the tensor x context
-    // group (tp_only_amax_red) +0.2 / +2.0 / +3.6 / +4.0 / +8.5%, +0.8 / +1.3% (mean 2.90%). Split as for v3.1 over
-    // the five H100 rows (m = 288, 72, 64, 56, 24): published 718 ms + 189.30 ms x m, strata 260 ms + 190.49 ms x m: Llama-class layers (GQA, SwiGLU, RMSNorm),
-    // context parallelism, FP8 and the overlaps right to 0.6% per microbatch, about 0.46 s per step missing (docs/
-    // validation-hopper.md, "MLPerf Training Llama 3.1 405B"). With session 42's FP8 as Transformer Engine moves and converts it (all-gathers of FP8 shards, casts and transposes where TE makes them, fp8_buf reduce-scatters): +0.7 / +2.5 / +4.1 / +4.4 / +8.9%, +0.8 /
-    // +1.3% (mean 3.23%), per microbatch 189.57 ms. Pinned so that a change is seen.
+    // group (tp_only_amax_red) +0.2 / +2.0 / +3.6 / +4.0 / +8.5%, +0.8 / +1.3% (mean 2.90%). Split as for v3.1 over the
+    // five H100 rows (m = 288, 72, 64, 56, 24): published 718 ms + 189.30 ms x m, strata 260 ms + 190.49 ms x m:
+    // Llama-class layers (GQA, SwiGLU, RMSNorm), context parallelism, FP8 and the overlaps right to 0.6% per
+    // microbatch, about 0.46 s per step missing (docs/ validation-hopper.md, "MLPerf Training Llama 3.1 405B"; 190.49
+    // ms per microbatch before session 42). With session 42's FP8 as Transformer Engine moves and converts it
+    // (all-gathers of FP8 shards, casts, transposes and bias gradients where TE makes them): +0.7 / +2.5 / +4.1 / +4.4
+    // / +8.9%, +0.8 / +1.3% (mean 3.23%), per microbatch 189.57 ms. Pinned so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_llama31_405b", "scenarios/validation/mlperf-llama31-405b.yaml");
     REQUIRE(t.errors.size() == 7);
     CHECK(t.summary.mean_abs <= 0.033);
@@ -485,25 +496,27 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "validation: DGX Cloud Benchmarking H100 (BF16 and FP8, 8-2,304 GPUs) tokens/s mean |error| <= 3.0%, worst <= 8.9%, "
-    "FP8's speed-up over BF16 within 2.9% on average") {
-    // NVIDIA's dgxc-benchmarking v25.02 (NeMo 24.12): Llama 3.1 8B / 70B / 405B, GPT-3 175B and Nemotron-4 15B, each
-    // at its smallest and largest published size, in BF16 and in FP8 with the same layout, first simulated in session
-    // 36 with nothing changed for them: mean 3.15%, worst 8.63% (Llama 3.1 70B on 2,048 in FP8), signed +2.31%; the
-    // BF16 rows within 4.4% (mean 2.0%), the first BF16 Hopper rows with fully published configurations. FP8's
-    // speed-up (BF16 step / FP8 step) per pair: mean |difference| 3.51%, signed +1.47%. With session 37's FP8 amax
-    // all-reduce over the whole stage: 3.11% / 8.30% / +2.21%, speed-up 3.41% / +1.27%. Session 39's NeMo groups for
-    // Apex: 3.07% / 8.27% / +2.19%; session 40's fp32 embedding gradients (NeMo v2.1.0's with_fp32_embedding_grads,
+    "validation: DGX Cloud Benchmarking H100 (BF16 and FP8, 8-2,304 GPUs) tokens/s mean |error| <= 3.1%, worst <= 8.9%, "
+    "FP8's speed-up over BF16 within 3.0% on average") {
+    // NVIDIA's dgxc-benchmarking v25.02 (NeMo 24.12): Llama 3.1 8B / 70B / 405B, GPT-3 175B and Nemotron-4 15B, each at
+    // its smallest and largest published size, in BF16 and in FP8 with the same layout, first simulated in session 36
+    // with nothing changed for them: mean 3.15%, worst 8.63% (Llama 3.1 70B on 2,048 in FP8), signed +2.31%; the BF16
+    // rows within 4.4% (mean 2.0%), the first BF16 Hopper rows with fully published configurations. FP8's speed-up
+    // (BF16 step / FP8 step) per pair: mean |difference| 3.51%, signed +1.47%. With session 37's FP8 amax all-reduce
+    // over the whole stage: 3.11% / 8.30% / +2.21%, speed-up 3.41% / +1.27%. Session 39's NeMo groups for Apex: 3.07% /
+    // 8.27% / +2.19%; session 40's fp32 embedding gradients (NeMo v2.1.0's with_fp32_embedding_grads,
     // fp32_embedding_grads): 3.05% / 8.20% / +2.14%; session 41's deferred output-layer weight gradients (Llama 3.1 70B
     // limit 22, 405B limit 50; NeMo's own drain with Apex's optimizer, its held-back group reduced after it): 3.14% /
-    // 8.84% / +2.33% (the 70B and 405B rows 0.3-0.7 points faster, so 70B FP8 on 2,048 worse), speed-up 3.51% /
-    // +1.17%: worse, kept, as the configuration says so. With session 42's FP8 as Transformer Engine moves and converts it (all-gathers of FP8 shards, casts and transposes where TE makes them, fp8_buf reduce-scatters), 405B FP8's fp8_buf on both: 2.95% / 8.80% /
-    // +2.55%, speed-up 2.86% / +1.60%. Pinned so that a change is seen (docs/validation-hopper.md, "DGX Cloud Benchmarking, BF16 and FP8").
+    // 8.84% / +2.33% (the 70B and 405B rows 0.3-0.7 points faster, so 70B FP8 on 2,048 worse), speed-up 3.51% / +1.17%:
+    // worse, kept, as the configuration says so. With session 42's FP8 as Transformer Engine moves and converts it
+    // (all-gathers of FP8 shards, casts, transposes and bias gradients where TE makes them; 405B FP8's fp8_buf on
+    // both): 3.00% / 8.80% / +2.60%, speed-up 2.97% / +1.71%. Pinned so that a change is seen
+    // (docs/validation-hopper.md, "DGX Cloud Benchmarking, BF16 and FP8").
     const TokensErrors t = tokens_errors("dgxc_h100", "scenarios/validation/dgxc-h100.yaml");
     REQUIRE(t.errors.size() == 20);
-    CHECK(t.summary.mean_abs <= 0.030);
+    CHECK(t.summary.mean_abs <= 0.031);
     CHECK(t.summary.worst_abs <= 0.089);
-    CHECK(fp8_speedup_mean_abs(t) <= 0.029);
+    CHECK(fp8_speedup_mean_abs(t) <= 0.030);
 }
 
 TEST_CASE(
@@ -516,11 +529,13 @@ TEST_CASE(
     // all-reduce over the whole stage (the same session): 2.47% / 6.99% / +0.01%, speed-up 4.30% / +0.42%; with
     // Megatron-Core's 128 Mi-parameter buckets (session 38: in BF16 the output layer reduced first; in FP8 the weights
     // bucketed apart and the 16-bit rest, output layer included, reduced with the last FP8 bucket) 2.40% / 6.54% /
-    // -0.05%, speed-up 4.07% / +0.20%; with session 41's deferred output-layer weight gradients (the recipes' limits: 70B
-    // and Nemotron-4 340B 22, 405B 50) 2.12% / 6.54% / +0.64%, speed-up 3.82% / +0.52% (the 70B FP8 rows 0.9-1.3 points
-    // and the 340B rows 2.4-3.9 points faster, the 405B FP8 rows 0.1-0.3 slower: there the drain of 50 outlasts the
-    // cool-down). With session 42's FP8 as Transformer Engine moves and converts it (all-gathers of FP8 shards, casts and transposes where TE makes them, fp8_buf reduce-scatters), the Llama FP8 rows' fp8_buf on both: 1.82% / 6.13% / +0.76%, speed-up 3.16% /
-    // +0.74%. Pinned so that a change is seen (docs/validation-hopper.md, "DGX Cloud Benchmarking v25.04, NeMo 2").
+    // -0.05%, speed-up 4.07% / +0.20%; with session 41's deferred output-layer weight gradients (the recipes' limits:
+    // 70B and Nemotron-4 340B 22, 405B 50) 2.12% / 6.54% / +0.64%, speed-up 3.82% / +0.52% (the 70B FP8 rows 0.9-1.3
+    // points and the 340B rows 2.4-3.9 points faster, the 405B FP8 rows 0.1-0.3 slower: there the drain of 50 outlasts
+    // the cool-down). With session 42's FP8 as Transformer Engine moves and converts it (all-gathers of FP8 shards,
+    // casts, transposes and bias gradients where TE makes them; the Llama FP8 rows' fp8_buf on both): 1.82% / 6.13% /
+    // +0.76%, speed-up 3.16% / +0.74%. Pinned so that a change is seen (docs/validation-hopper.md, "DGX Cloud
+    // Benchmarking v25.04, NeMo 2").
     const TokensErrors t = tokens_errors("dgxc_h100_v2504", "scenarios/validation/dgxc-h100-v2504.yaml");
     REQUIRE(t.errors.size() == 52);
     CHECK(t.summary.mean_abs <= 0.019);
