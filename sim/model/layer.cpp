@@ -335,11 +335,10 @@ void sp_gather(std::vector<Step>& p, const Dims& d, const std::string& name, TpO
     if (d.fp8) {
         const bool row_grad = o == TpOverlap::proj_dgrad || o == TpOverlap::fc2_dgrad;
         if (d.fp8_current) {
-            p.push_back(compute({elementwise(consumer + ".fp8-amax", "", 2 * d.n_sp * d.h)}));
+            add(p, {elementwise(consumer + ".fp8-amax", "", 2 * d.n_sp * d.h)});
             p.push_back(collective(name + ".amax-all-reduce", CollectiveKind::all_reduce, 4));
         }
-        if (d.fp8_current || row_grad)
-            p.push_back(compute({elementwise(consumer + ".fp8-cast", "", 3 * d.n_sp * d.h)}));
+        if (d.fp8_current || row_grad) add(p, {elementwise(consumer + ".fp8-cast", "", 3 * d.n_sp * d.h)});
     }
     if (d.tp_overlap)
         ring_gather(p, d, name, d.gather_msg, o);
