@@ -266,6 +266,11 @@ private:
     [[nodiscard]] bool deferred(const schedule::Unit& u, int stage) const {
         return !u.forward && activations_.defers(stage, u.chunk, u.microbatch);
     }
+    /// The stage's deferred GEMMs run before its remaining gradient reduction: without overlap_grad_reduce
+    /// (finalize_model_grads starts it after them), or with a group NeMo holds back for after them.
+    [[nodiscard]] bool drains_first(const Group& g) const {
+        return activations_.drains(g.stage) && (!e_.overlap_grad_reduce || g.held_bucket);
+    }
     void emit_deferred_wgrad(Group& g);  // after the last stage's program, before the optimizer: the deferred GEMMs
     const Unit& drain_unit();            // their steps, made once
 

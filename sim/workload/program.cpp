@@ -292,7 +292,7 @@ bool Builder::emit_next(std::size_t gi) {
     // The deferred GEMMs run after the gradient reduction's launch with overlap_grad_reduce (the hooks or grad_sync_func
     // start it), before it without (finalize_model_grads starts it, after finish_embedding_wgrad_compute); NeMo with
     // Apex launches the group it held back after them (_finish_bucket_grad_sync in training_step).
-    const bool drains = activations_.drains(g.stage), first = drains && (!e_.overlap_grad_reduce || g.held_bucket);
+    const bool drains = activations_.drains(g.stage), first = drains_first(g);
     if (first) emit_deferred_wgrad(g);
     if (g.held_bucket) {
         const GradientBucket& b = stage_buckets(g.stage).buckets[*g.held_bucket];
@@ -413,7 +413,7 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
         // Megatron averages the whole buffer once the schedule has returned (after the last pipeline send); a
         // reduction without that pass starts at the last backward, or after the deferred GEMMs without overlap (or
         // with a group NeMo holds back).
-        if ((e_.averages_by_pass() && g.buckets == 0) || (activations_.drains(g.stage) && (!e_.overlap_grad_reduce || g.held_bucket))) {
+        if ((e_.averages_by_pass() && g.buckets == 0) || drains_first(g)) {
             g.reduce_at_end = true;
         } else {
             on_last_backward(g, ut.last);
