@@ -130,7 +130,7 @@ TEST_CASE("2021 Megatron: no async tensor-parallel communication, no gradient-ac
             if (st.kind != Step::Kind::collective) continue;
             if (st.collective.name != "fc1.grad-all-reduce" && st.collective.name != "fc1.grad-reduce-scatter") continue;
             REQUIRE(sync.backward[i - 1].kind == Step::Kind::compute);
-            CHECK(sync.backward[i - 1].kernels.back().name == "fc1.bias-grad");
+            CHECK(sync.backward[i - 1].kernels.back().name == "fc1.wgrad");
         }
     }
     LayerConfig c{&m, 8, false, Recompute::none, 4};

@@ -468,6 +468,114 @@ TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overla
     CHECK_THROWS_WITH(validate(sc), Catch::Contains("tp_comm_overlap needs tensor > 1 and sequence_parallel"));
 }
 
+TEST_CASE("transformer_impl: where each bias gradient is computed, and by whose layers") {
+    // GPT-like: biases, GeLU MLP, t 4, s 1024, b 2.
+    ModelSpec m{"gpt", 16, 2048, 4, 1024, 51200, 4 * 2048, true};
+    const std::int64_t t = 4, n = 1024 * 2, h = 2048, f = 4 * 2048;
+    // Each bias-grad kernel's HBM bytes, and the kernel before it in the backward.
+    auto bias_grads = [](const LayerPlan& plan) {
+        std::map<std::string, std::pair<std::int64_t, std::string>> out;
+        std::string before;
+        for (const Step& st : plan.backward)
+            for (const Kernel& k : st.kernels) {
+                if (k.name.ends_with(".bias-grad")) out[k.name] = {k.bytes.value, before};
+                before = k.name;
+            }
+        return out;
+    };
+    using Found = std::map<std::string, std::pair<std::int64_t, std::string>>;
+    for (const bool sp : {true, false}) {
+        const std::int64_t own = sp ? n / t : n;  // the tokens a row-parallel layer's bias is added to on this rank
+        LayerConfig c{&m, int(t), sp, Recompute::none, 2};
+        // Megatron-LM's local layers (the default without FP8): QKV's sum after its weight gradient, fc1's as the
+        // bias-GeLU's gradient reaches it, the projection's and fc2's in the bias-dropout-add's backward.
+        const Found local = {{"qkv.bias-grad", {2 * n * 3 * h / t, "qkv.wgrad"}},
+                             {"fc1.bias-grad", {2 * n * f / t, "gelu.bwd"}},
+                             {"proj.bias-grad", {2 * own * h, "attn.bias-dropout-add.bwd"}},
+                             {"fc2.bias-grad", {2 * own * h, "mlp.bias-dropout-add.bwd"}}};
+        CHECK(bias_grads(build_layer(c)) == local);
+        c.transformer_impl = TransformerImpl::local;
+        CHECK(bias_grads(build_layer(c)) == local);
+        // Megatron-Core's TE spec: QKV's inside TE's weight-gradient GEMM; the rest as local.
+        c.transformer_impl = TransformerImpl::transformer_engine;
+        Found te = local;
+        te.erase("qkv.bias-grad");
+        CHECK(bias_grads(build_layer(c)) == te);
+        // FP8 (TE's cast-transpose for QKV) leaves the same 16-bit sums; automatic is TE's layers there.
+        c.fp8 = true;
+        CHECK(bias_grads(build_layer(c)) == te);
+        c.transformer_impl = TransformerImpl::automatic;
+        CHECK(bias_grads(build_layer(c)) == te);
+        // TE's TransformerLayer: fc1's inside LayerNormMLP too.
+        c.transformer_impl = TransformerImpl::te_transformer_layer;
+        Found layer = te;
+        layer.erase("fc1.bias-grad");
+        CHECK(bias_grads(build_layer(c)) == layer);
+        c.fp8 = false;
+        CHECK(bias_grads(build_layer(c)) == layer);
+        // Megatron-LM's local layers have no FP8.
+        c.transformer_impl = TransformerImpl::local;
+        c.fp8 = true;
+        CHECK_THROWS_AS(build_layer(c), Error);
+    }
+    // TE's LayerNormMLP in FP8 (delayed scaling, GeLU): the GeLU writes fc2's input in FP8 (no cast) and its backward
+    // fc1's output gradient in FP8 with its transpose (no cast-transpose); fc2's weight gradient transposes the GeLU's
+    // FP8 output, with or without SP. Megatron-Core's TE spec casts as for any linear layer.
+    auto conversions = [](const LayerPlan& plan) {
+        std::map<std::string, std::int64_t> out;
+        for (const auto* pass : {&plan.forward, &plan.backward})
+            for (const Step& st : *pass)
+                for (const Kernel& k : st.kernels)
+                    if (k.name.starts_with("fc") && k.name.find(".fp8-") != std::string::npos)
+                        out[k.name] = k.bytes.value;
+        return out;
+    };
+    auto gelu_bytes = [](const LayerPlan& plan) {
+        for (const Step& st : plan.forward)
+            for (const Kernel& k : st.kernels)
+                if (k.name == "gelu") return k.bytes.value;
+        return std::int64_t{-1};
+    };
+    for (const bool sp : {true, false}) {
+        LayerConfig c{&m, int(t), sp, Recompute::none, 2};
+        c.fp8 = true;
+        c.transformer_impl = TransformerImpl::transformer_engine;
+        const LayerPlan mcore = build_layer(c);
+        CHECK(gelu_bytes(mcore) == 4 * n * f / t);
+        c.transformer_impl = TransformerImpl::te_transformer_layer;
+        const LayerPlan te = build_layer(c);
+        CHECK(gelu_bytes(te) == 3 * n * f / t);
+        std::map<std::string, std::int64_t> expected = conversions(mcore);
+        CHECK(expected.erase(sp ? "fc2.fp8-cast" : "fc2.fp8-cast-transpose") == 1);
+        CHECK(expected.erase("fc1.dgrad.fp8-cast-transpose") == 1);
+        expected["fc2.wgrad.fp8-transpose"] = 2 * n * (f / t + (sp ? h : 0));
+        CHECK(conversions(te) == expected);
+        // Current scaling (TE 2.2+) has no such fusion here: the same casts as Megatron-Core's TE spec.
+        c.fp8_current_scaling = true;
+        const LayerPlan current = build_layer(c);
+        c.transformer_impl = TransformerImpl::transformer_engine;
+        CHECK(conversions(current) == conversions(build_layer(c)));
+    }
+    // Without biases no layer has a bias gradient, whoever's layers.
+    m.linear_bias = false;
+    LayerConfig c{&m, int(t), true, Recompute::none, 2};
+    c.transformer_impl = TransformerImpl::local;
+    CHECK(bias_grads(build_layer(c)).empty());
+    // A scenario: precision fp8 with local layers is refused, naming the key and the choices; the echo of auto is the
+    // value in force.
+    Scenario sc = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml").cases.at(2);
+    sc.execution.precision = Precision::fp8;
+    CHECK_NOTHROW(validate(sc));
+    CHECK(sc.execution.transformer_impl_in_force() == TransformerImpl::transformer_engine);
+    sc.execution.transformer_impl = TransformerImpl::local;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("execution.transformer_impl") &&
+                                        Catch::Contains("transformer_engine or te_transformer_layer"));
+    sc.execution.precision = Precision::bf16;
+    CHECK_NOTHROW(validate(sc));
+    sc.execution.transformer_impl = TransformerImpl::automatic;
+    CHECK(sc.execution.transformer_impl_in_force() == TransformerImpl::local);
+}
+
 TEST_CASE("fp8: linear GEMMs in FP8 with their casts, inputs saved in FP8, FP8 weight copies, errors without FP8") {
     const ModelSpec m = small_llama();
     const std::int64_t s = 2048, b = 1, h = 1024, f = 2816, t = 2, sbh = s * b * h;

@@ -414,3 +414,28 @@ TEST_CASE("JSON and CSV echo tp_overlap_fp8_buf, and the echo loads back", "[rep
         load_experiment_text(again, std::string(STRATA_SOURCE_DIR) + "/scenarios/validation/echo.yaml");
     CHECK(back.cases.at(0).execution.tp_overlap_config.fp8_buf == it->execution.tp_overlap_config.fp8_buf);
 }
+
+TEST_CASE("JSON and CSV echo transformer_impl as in force, and the echo loads back", "[report][json]") {
+    const Experiment ex =
+        load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/validation/mlperf-gpt3-h100.yaml");
+    const Experiment table5 = load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/paper/table5.yaml");
+    const std::vector<CaseResult> results = {analyze(ex.cases.at(0)), analyze(table5.cases.at(0))};
+    const json r = json::parse(to_json("echo", results))["results"];
+    CHECK(r[0]["execution"]["transformer_impl"] == "te_transformer_layer");
+    CHECK(r[1]["execution"]["transformer_impl"] == "local");  // auto without FP8
+    const auto rows = lines(to_csv(results));
+    REQUIRE(rows.size() == 3);
+    const std::vector<std::string> header = split(rows[0], ',');
+    const auto column = std::size_t(std::find(header.begin(), header.end(), "transformer_impl") - header.begin());
+    REQUIRE(column < header.size());
+    CHECK(split(rows[1], ',').at(column) == "te_transformer_layer");
+    CHECK(split(rows[2], ',').at(column) == "local");
+    const std::string again =
+        "model: {file: ../models/gpt-22b.yaml}\nsystem: ../systems/dgx-h100.yaml\n"
+        "execution: {tensor: 4, pipeline: 1, data: 1, microbatch: 1, global_batch: 1, recompute: none, "
+        "precision: fp8, transformer_impl: " +
+        r[0]["execution"]["transformer_impl"].get<std::string>() + "}\n";
+    const Experiment back =
+        load_experiment_text(again, std::string(STRATA_SOURCE_DIR) + "/scenarios/validation/echo.yaml");
+    CHECK(back.cases.at(0).execution.transformer_impl == ex.cases.at(0).execution.transformer_impl);
+}

@@ -36,6 +36,16 @@ enum class Attention { unfused, flash, flash2 };
 /// step one compiled kernel, still on fp32 logits; NeMo's 2024-25 recipes), or Transformer Engine's fused Triton
 /// kernels (te: --cross-entropy-fusion-impl te, as Megatron-Bridge's recipes run it).
 enum class CrossEntropy { unfused, fused, te };
+/// Whose modules make the transformer layer's linear layers (Megatron-LM's --transformer-impl), which decides where the
+/// bias gradients are computed: local (Megatron's own ColumnParallelLinear / RowParallelLinear, the paper's: a
+/// separate 16-bit reduction over the tokens for QKV's; fc1's from the bias-GeLU's gradient, autograd's sum),
+/// transformer_engine (Megatron-Core's Transformer Engine spec: QKV's in TE's weight-gradient GEMM epilogue, or in
+/// FP8 its output gradient's cast-transpose; fc1 as local, its bias returned to Megatron's bias-GeLU),
+/// te_transformer_layer (TE's own TransformerLayer, NeMo 1.x with transformer_engine and no mcore_gpt: QKV's as
+/// transformer_engine, fc1's inside LayerNormMLP's fused bias-GeLU backward). Everywhere the row-parallel layers'
+/// biases (projection, fc2) are returned and added in the bias-dropout-add, whose backward sums their gradients
+/// over this rank's tokens. automatic (the default): transformer_engine with FP8 (only TE runs FP8), else local.
+enum class TransformerImpl { automatic, local, transformer_engine, te_transformer_layer };
 /// FP8 scaling (Transformer Engine): delayed (from the amax history) or current (tensorwise: each cast first reads its
 /// 16-bit operand for the amax, 2 more bytes per element).
 enum class Fp8Recipe { delayed, current };
@@ -124,6 +134,7 @@ struct RecomputeModules {
 [[nodiscard]] const char* to_string(PositionEmbedding p);
 [[nodiscard]] const char* to_string(Attention a);
 [[nodiscard]] const char* to_string(CrossEntropy c);
+[[nodiscard]] const char* to_string(TransformerImpl t);
 [[nodiscard]] const char* to_string(Fp8Recipe r);
 [[nodiscard]] const char* to_string(RecomputeMethod m);
 [[nodiscard]] const char* to_string(GradientAverage g);
@@ -134,6 +145,7 @@ struct RecomputeModules {
 [[nodiscard]] std::optional<Precision> precision_named(std::string_view name);
 [[nodiscard]] std::optional<Attention> attention_named(std::string_view name);
 [[nodiscard]] std::optional<CrossEntropy> cross_entropy_named(std::string_view name);
+[[nodiscard]] std::optional<TransformerImpl> transformer_impl_named(std::string_view name);
 [[nodiscard]] std::optional<Fp8Recipe> fp8_recipe_named(std::string_view name);
 [[nodiscard]] std::optional<GradientAverage> gradient_average_named(std::string_view name);
 [[nodiscard]] std::optional<GradBuckets> grad_buckets_named(std::string_view name);
@@ -237,6 +249,13 @@ struct ExecutionSpec {
     Precision precision = Precision::bf16;
     Attention attention = Attention::unfused;  ///< flash: one fused kernel each way (FlashAttention)
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (see CrossEntropy)
+    TransformerImpl transformer_impl =
+        TransformerImpl::automatic;  ///< the linear layers' modules (see TransformerImpl)
+    /// transformer_impl with automatic resolved: Transformer Engine's with FP8, else Megatron's local layers.
+    [[nodiscard]] TransformerImpl transformer_impl_in_force() const {
+        if (transformer_impl != TransformerImpl::automatic) return transformer_impl;
+        return precision == Precision::fp8 ? TransformerImpl::transformer_engine : TransformerImpl::local;
+    }
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  ///< with FP8: the scaling recipe (see Fp8Recipe)
     /// With FP8 and the distributed optimizer: the parameter all-gather moves the transformer layers' parameters in
     /// FP8 (1 byte each; Megatron-Core's --fp8-param-gather); embeddings, output layer and norms stay 16-bit. The

@@ -42,6 +42,9 @@ struct Dims {
     bool fp8;              ///< FP8 linear layers
     bool fp8_current;      ///< current (tensorwise) scaling: an amax pass before each cast
     bool sp;
+    bool qkv_bias_in_te;    ///< QKV's bias gradient inside Transformer Engine's GEMM or cast (TransformerImpl)
+    bool te_layernorm_mlp;  ///< TE's LayerNormMLP (te_transformer_layer): fc1's bias gradient in its fused bias-GeLU
+                            ///< backward
     bool fused_wgrad;              ///< gradient-accumulation fusion
     bool async_comm;               ///< backward collectives overlapped with the GEMMs
     std::int64_t main_grad_bytes;  ///< 4 (fp32 main gradients) or 2
@@ -86,6 +89,12 @@ Dims dims_of(const LayerConfig& c) {
     d.ub = c.tp_overlap_config;
     d.fp8 = c.fp8;
     d.fp8_current = c.fp8_current_scaling;
+    TransformerImpl impl = c.transformer_impl;
+    if (impl == TransformerImpl::automatic) impl = c.fp8 ? TransformerImpl::transformer_engine : TransformerImpl::local;
+    if (impl == TransformerImpl::local && c.fp8)
+        throw Error("build_layer: FP8 runs in Transformer Engine's layers, not transformer_impl local");
+    d.qkv_bias_in_te = impl != TransformerImpl::local;
+    d.te_layernorm_mlp = impl == TransformerImpl::te_transformer_layer;
     d.fused_wgrad = c.gradient_accumulation_fusion;
     d.async_comm = c.async_tp_comm;
     d.main_grad_bytes = c.fp32_main_grads ? 4 : 2;
@@ -191,9 +200,14 @@ Kernel flash(std::string name, const Dims& d, bool forward) {
     return kr;
 }
 
-/// Bias gradient: a reduction of the output gradient over the tokens (reads n x out, 2 bytes).
-std::vector<Kernel> bias_grad(const Dims& d, const std::string& name, std::int64_t tokens, std::int64_t out) {
-    if (!d.bias) return {};
+/// Bias gradient: a 16-bit reduction of the output gradient over `tokens` (reads tokens x out, 2 bytes), where the
+/// layer has biases and no Transformer Engine kernel computes it on the way (`in_te`; see TransformerImpl). Where each
+/// is made (Megatron-LM's layers and Megatron-Core's alike): QKV's after its weight gradient (local layers); fc1's
+/// as the bias-GeLU's gradient reaches the bias (autograd's sum of the returned gradient); the projection's and fc2's
+/// in the bias-dropout-add's backward, over this rank's n_sp tokens (their biases are added after the reduction).
+std::vector<Kernel> bias_grad(const Dims& d, const std::string& name, std::int64_t tokens, std::int64_t out,
+                              bool in_te = false) {
+    if (!d.bias || in_te) return {};
     return {elementwise(name + ".bias-grad", "", 2 * tokens * out)};
 }
 
@@ -426,8 +440,10 @@ std::vector<Step> forward_pass(const Dims& d) {
 /// reduction after both GEMMs (autograd reaches the communication op after the linear layer's backward).
 /// With tp_comm_overlap both are Transformer Engine's bulk overlaps (`dgrad`: the all-gather beside the data-gradient
 /// GEMM; `wgrad`: the reduce-scatter beside the weight-gradient GEMM), each by a userbuffers kernel of its num_sm CTAs.
+/// `bias`: the bias gradient's kernels after the weight gradient (QKV's in local layers; see bias_grad).
 void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::string& name, std::int64_t in,
-                            std::int64_t out, TpOverlap dgrad, TpOverlap wgrad_overlap) {
+                            std::int64_t out, TpOverlap dgrad, TpOverlap wgrad_overlap,
+                            const std::vector<Kernel>& bias) {
     const std::int64_t msg = 2 * d.n * d.h;
     const auto reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const std::string reduce_name = name + (d.sp ? ".grad-reduce-scatter" : ".grad-all-reduce");
@@ -438,20 +454,20 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::stri
         p.push_back(ub_collective(reduce_name, reduce, msg, true, d.ub.sms(wgrad_overlap)));
         std::vector<Kernel> w = wgrad(d, name, in, out, d.n);
         w.front() = with_margin(d, std::move(w.front()), wgrad_overlap);
-        p.push_back(compute(std::move(w) + bias_grad(d, name, d.n, out)));
+        p.push_back(compute(std::move(w) + bias));
         return;
     }
     if (d.sp)
         p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, d.gather_msg, d.async_comm));
     if (!d.async_comm) {
-        add(p, std::vector<Kernel>{linear(name + ".dgrad", kDgrad, d.n, in, out)} + wgrad(d, name, in, out, d.n) +
-                   bias_grad(d, name, d.n, out));
+        add(p,
+            std::vector<Kernel>{linear(name + ".dgrad", kDgrad, d.n, in, out)} + wgrad(d, name, in, out, d.n) + bias);
         p.push_back(collective(reduce_name, reduce, msg));
         return;
     }
     p.push_back(compute({linear(name + ".dgrad", kDgrad, d.n, in, out)}));
     p.push_back(collective(reduce_name, reduce, msg, true));
-    p.push_back(compute(wgrad(d, name, in, out, d.n) + bias_grad(d, name, d.n, out)));
+    p.push_back(compute(wgrad(d, name, in, out, d.n) + bias));
 }
 
 std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
@@ -459,6 +475,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (rc == Recompute::full) p = forward_pass(d);  // re-run the whole layer forward first
     // Without dropout the residual add's gradient passes through: no kernel.
     if (d.dropout) add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
+    add(p, bias_grad(d, "fc2", d.n_sp, d.h));
     // With tp_comm_overlap the output-gradient all-gathers are ring exchanges (copy engines) beside the data-gradient
     // GEMMs: fc2's comes in fc2's backward, after any selective recompute below.
     if (!d.tp_overlap) sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad, "fc2.dgrad");
@@ -483,25 +500,25 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
         // The output-gradient all-gather runs with fc2's data-gradient GEMM (TE's ring exchange).
         sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad, "fc2.dgrad");
         p.push_back(compute({ring_exchange(d, linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h), TpOverlap::fc2_dgrad)}));
-        p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n) + bias_grad(d, "fc2", d.n, d.h) +
-                            std::vector<Kernel>{activation_backward(d)}));
+        p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n) + std::vector<Kernel>{activation_backward(d)} +
+                            bias_grad(d, "fc1", d.n, d.fc1_out, d.te_layernorm_mlp)));
     } else {
         add(p, std::vector<Kernel>{linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h)} +
-                   wgrad(d, "fc2", d.f / d.t, d.h, d.n) +
-                   bias_grad(d, "fc2", d.n, d.h) + std::vector<Kernel>{activation_backward(d)});
+                   wgrad(d, "fc2", d.f / d.t, d.h, d.n) + std::vector<Kernel>{activation_backward(d)} +
+                   bias_grad(d, "fc1", d.n, d.fc1_out, d.te_layernorm_mlp));
     }
-    column_linear_backward(p, d, "fc1", d.h, d.fc1_out, TpOverlap::fc1_dgrad, TpOverlap::fc1_wgrad);
+    column_linear_backward(p, d, "fc1", d.h, d.fc1_out, TpOverlap::fc1_dgrad, TpOverlap::fc1_wgrad, {});
     add(p, {elementwise("ln2.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h)});
     if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
+    add(p, bias_grad(d, "proj", d.n_sp, d.h));
     sp_gather(p, d, "attn.grad-all-gather", TpOverlap::proj_dgrad, "proj.dgrad");
     if (d.tp_overlap) {
         p.push_back(compute({ring_exchange(d, linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h), TpOverlap::proj_dgrad)}));
-        p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n) + bias_grad(d, "proj", d.n, d.h)));
+        p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n)));
     } else {
         add(p, std::vector<Kernel>{linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h)} +
-                   wgrad(d, "proj", d.h / d.t, d.h, d.n) +
-                   bias_grad(d, "proj", d.n, d.h));
+                   wgrad(d, "proj", d.h / d.t, d.h, d.n));
     }
     if (selective && d.modules.core_attn) {
         std::vector<Kernel> re = attention_core_forward(d);
@@ -522,7 +539,8 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     }
     if (d.rope) add(p, {elementwise("rope.bwd", "rope_bwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     if (selective && d.modules.layernorm) add(p, {norm_forward(d, "recompute.ln1")});
-    column_linear_backward(p, d, "qkv", d.h, d.qkv_out, TpOverlap::qkv_dgrad, TpOverlap::qkv_wgrad);
+    column_linear_backward(p, d, "qkv", d.h, d.qkv_out, TpOverlap::qkv_dgrad, TpOverlap::qkv_wgrad,
+                           bias_grad(d, "qkv", d.n, d.qkv_out, d.qkv_bias_in_te));
     add(p, {elementwise("ln1.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("attn.residual-grad-add", d.n_sp * d.h)});
     return p;
@@ -543,22 +561,25 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
 /// - a column-parallel layer's output gradient (local) likewise, cast and transposed in one kernel;
 /// - a row-parallel layer's output gradient: under SP the shard is cast (read 2, write 1) before the gather
 ///   (sp_gather), and the gathered copy transposed for the weight gradient; without SP cast and transposed in one;
-/// - the bias gradient, where there are biases, in the output gradient's cast-transpose (no kernel of its own) but for
-///   a row-parallel layer under SP (a 16-bit sum over the tokens, bias_grad).
+/// - the bias gradient, where there are biases, as in 16 bits (bias_grad): QKV's in its output gradient's
+///   cast-transpose (fp8_cast_transpose_bgrad_fused), fc1's in TE's LayerNormMLP (te_transformer_layer) in its fused
+///   GeLU backward; the rest are returned biases, their gradients 16-bit sums outside TE;
+/// - in TE's LayerNormMLP (te_transformer_layer) with GeLU and delayed scaling (TE 1.x layernorm_mlp.py): the GeLU
+///   writes fc2's input in FP8 itself (read 2, write 1; no cast), transposed for fc2's weight gradient (read 1,
+///   write 1; with or without SP), and the GeLU's backward writes fc1's output gradient in FP8 and its transpose
+///   (fp8_cast_transpose_bgrad_dgelu_fused: read 2 + 2, write 1 + 1, the bytes of the 16-bit GeLU backward; no
+///   cast-transpose of its own).
 /// The attention core, the norms (but for that FP8 write) and the output layer stay in 16 bits. Weights are cast once
 /// per iteration (see stage memory). Left out: TE 2.x's fused cast-transpose of a row-parallel layer's input under SP
 /// (TE 1.x's cast and later transpose are modelled).
 void apply_fp8(std::vector<Step>& pass, const Dims& d) {
     const std::int64_t amax = d.fp8_current ? 2 : 0;  // current scaling reads the 16-bit operand once more first
+    const bool fp8_gelu = d.te_layernorm_mlp && !d.fp8_current && !d.swiglu && !d.squared_relu;
     for (Step& st : pass) {
         if (st.kind != Step::Kind::compute) continue;
         std::vector<Kernel> out;
         for (Kernel& k : st.kernels) {
-            // TE computes the bias gradient in the cast-transpose of the output gradient
-            // (fp8_cast_transpose_bgrad_fused) where there is one: a column-parallel layer's, a row-parallel one's
-            // without SP.
-            if (k.name.ends_with(".bias-grad") && (k.name.starts_with("qkv.") || k.name.starts_with("fc1.") || !d.sp))
-                continue;
+            if (fp8_gelu && (k.name == "gelu" || k.name == "recompute.gelu")) k.bytes = Bytes(3 * d.n * d.f / d.t);
             if (k.linear != Kernel::Linear::none) {
                 std::string layer = k.name.starts_with("recompute.") ? k.name.substr(10) : k.name;
                 layer = layer.substr(0, layer.find('.'));
@@ -568,6 +589,7 @@ void apply_fp8(std::vector<Step>& pass, const Dims& d) {
                 const std::int64_t operand = k.gemm.m * k.gemm.k;  // the 16-bit operand of a forward or dgrad GEMM
                 switch (k.linear) {
                     case Kernel::Linear::forward:
+                        if (fp8_gelu && layer == "fc2") break;  // the GeLU wrote it in FP8
                         if (!column && d.sp)
                             out.push_back(elementwise(k.name + ".fp8-cast", "", (3 + amax) * operand));
                         else if (!column)
@@ -576,6 +598,7 @@ void apply_fp8(std::vector<Step>& pass, const Dims& d) {
                             out.push_back(elementwise(k.name + ".fp8-cast", "", 5 * operand));
                         break;
                     case Kernel::Linear::data_grad:
+                        if (fp8_gelu && layer == "fc1") break;  // the GeLU's backward wrote it and its transpose
                         if (column || !d.sp)  // a row-parallel layer's under SP: on the shard before the gather
                             out.push_back(elementwise(k.name + ".fp8-cast-transpose", "", (4 + amax) * operand));
                         break;
@@ -588,6 +611,8 @@ void apply_fp8(std::vector<Step>& pass, const Dims& d) {
                         else if (d.sp)
                             out.push_back(
                                 elementwise(k.name + ".fp8-transpose", "", 2 * k.gemm.k * (k.gemm.m + k.gemm.n)));
+                        else if (fp8_gelu && layer == "fc2")  // the GeLU's FP8 output, not cast-transposed
+                            out.push_back(elementwise(k.name + ".fp8-transpose", "", 2 * k.gemm.k * k.gemm.m));
                         break;
                     case Kernel::Linear::none:
                         break;
@@ -680,6 +705,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.tp_overlap_config = e.tp_overlap_config;
     c.fp8 = e.precision == Precision::fp8;
     c.cross_entropy = e.cross_entropy;
+    c.transformer_impl = e.transformer_impl;  // automatic resolved with fp8 (dims_of), as transformer_impl_in_force
     c.fp8_current_scaling = e.fp8_recipe == Fp8Recipe::current;
     c.embedding_reduce_scatter = e.embedding_reduce_scatter;
     return c;

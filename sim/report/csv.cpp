@@ -70,6 +70,9 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"precision", exec([](const ExecutionSpec& e) { return std::string(to_string(e.precision)); })});
         c.push_back({"attention", exec([](const ExecutionSpec& e) { return std::string(to_string(e.attention)); })});
         c.push_back({"cross_entropy", exec([](const ExecutionSpec& e) { return std::string(to_string(e.cross_entropy)); })});
+        c.push_back({"transformer_impl", exec([](const ExecutionSpec& e) {
+                         return std::string(to_string(e.transformer_impl_in_force()));
+                     })});
         c.push_back({"fp8_recipe", exec([](const ExecutionSpec& e) { return std::string(to_string(e.fp8_recipe)); })});
         c.push_back({"fp8_param_gather", exec([](const ExecutionSpec& e) { return csv_bool(e.fp8_param_gather); })});
         c.push_back({"tp_only_amax_red", exec([](const ExecutionSpec& e) { return csv_bool(e.tp_only_amax_red); })});

@@ -13,7 +13,7 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 58> kExecutionKeys = {
+constexpr std::array<std::string_view, 59> kExecutionKeys = {
     "tensor", "pipeline", "data", "interleave", "sequence_parallel", "recompute", "microbatch", "global_batch",
     "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision", "gradient_accumulation_fusion",
     "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers", "recompute_layers", "recompute_method",
@@ -23,7 +23,7 @@ constexpr std::array<std::string_view, 58> kExecutionKeys = {
     "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "overlap_p2p_comm", "p2p_pair_order",
     "host_gap_forward_us", "host_gap_backward_us", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "overlap_param_gather_with_optimizer_step", "tp_overlap_sm_margin",
-    "tp_overlap_aggregate", "tp_overlap_fp8_buf", "grad_buckets", "bucket_size",
+    "tp_overlap_aggregate", "tp_overlap_fp8_buf", "grad_buckets", "bucket_size", "transformer_impl",
     // tp_overlap_num_sm, a mapping from userbuffer overlap (kTpOverlapNames) to its num_sm, flattened.
     "tp_overlap_num_sm.qkv_fprop", "tp_overlap_num_sm.fc1_fprop", "tp_overlap_num_sm.proj_dgrad",
     "tp_overlap_num_sm.fc2_dgrad", "tp_overlap_num_sm.proj_fprop", "tp_overlap_num_sm.fc2_fprop",
@@ -78,6 +78,8 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     e.attention = *attention_named(f.get_choice("attention", at, "unfused"));
     constexpr std::array<std::string_view, 3> ce = {"unfused", "fused", "te"};
     e.cross_entropy = *cross_entropy_named(f.get_choice("cross_entropy", ce, "unfused"));
+    constexpr std::array<std::string_view, 4> ti = {"auto", "local", "transformer_engine", "te_transformer_layer"};
+    e.transformer_impl = *transformer_impl_named(f.get_choice("transformer_impl", ti, "auto"));
     constexpr std::array<std::string_view, 2> fr = {"delayed", "current"};
     e.fp8_recipe = *fp8_recipe_named(f.get_choice("fp8_recipe", fr, "delayed"));
     e.fp8_param_gather = f.get_bool("fp8_param_gather", false);

@@ -64,6 +64,19 @@ const char* to_string(CrossEntropy c) {
     }
     return "?";
 }
+const char* to_string(TransformerImpl t) {
+    switch (t) {
+        case TransformerImpl::automatic:
+            return "auto";
+        case TransformerImpl::local:
+            return "local";
+        case TransformerImpl::transformer_engine:
+            return "transformer_engine";
+        case TransformerImpl::te_transformer_layer:
+            return "te_transformer_layer";
+    }
+    return "?";
+}
 const char* to_string(Fp8Recipe r) { return r == Fp8Recipe::delayed ? "delayed" : "current"; }
 const char* to_string(TpOverlapRs m) { return m == TpOverlapRs::pipeline ? "pipeline" : "ring_exchange"; }
 const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::uniform ? "uniform" : "block"; }
@@ -111,6 +124,13 @@ std::optional<GradientAverage> gradient_average_named(std::string_view name) {
 std::optional<CrossEntropy> cross_entropy_named(std::string_view name) {
     for (const CrossEntropy c : {CrossEntropy::unfused, CrossEntropy::fused, CrossEntropy::te})
         if (name == to_string(c)) return c;
+    return std::nullopt;
+}
+
+std::optional<TransformerImpl> transformer_impl_named(std::string_view name) {
+    for (const TransformerImpl t : {TransformerImpl::automatic, TransformerImpl::local,
+                                    TransformerImpl::transformer_engine, TransformerImpl::te_transformer_layer})
+        if (name == to_string(t)) return t;
     return std::nullopt;
 }
 

@@ -258,6 +258,11 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
         return SpecProblem{"execution", "precision",
                            "precision: fp8 needs device.peak_flops_fp8 in the device profile " + sc.system.device.file +
                                " (a GPU with FP8 tensor cores)"};
+    if (e.precision == Precision::fp8 && e.transformer_impl == TransformerImpl::local)
+        return SpecProblem{
+            "execution", "transformer_impl",
+            "precision: fp8 runs in Transformer Engine's layers (transformer_impl: auto, transformer_engine or "
+            "te_transformer_layer); Megatron-LM's local layers (transformer_impl: local) have no FP8"};
     if (e.fp8_recipe != Fp8Recipe::delayed && e.precision != Precision::fp8)
         return SpecProblem{"execution", "fp8_recipe", "fp8_recipe applies to precision: fp8"};
     if (e.fp8_param_gather && (e.precision != Precision::fp8 || !e.distributed_optimizer))

@@ -277,6 +277,8 @@ for cell, values, default, _ in rows:
         assert echoed_value(key) == [d for d in default.strip("[]").split(", ") if d], key
     elif re.fullmatch(r"[0-9.]+", default):
         assert echoed_value(key) == float(default), key
+    elif default == "auto":  # resolved where the case is built: the echo says the value in force
+        assert echoed_value(key) in values.split(", ") and echoed_value(key) != "auto", (key, echoed_value(key))
     elif re.fullmatch(r"[a-z0-9_]+", default) and default != "required":
         assert echoed_value(key) == default, (key, echoed_value(key), default)
 PY'

@@ -389,7 +389,7 @@ TEST_CASE(
     CHECK(std::abs(errors[3]) <= 0.112);
 }
 
-TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.0%, worst <= 6.7%") {
+TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.1%, worst <= 6.7%") {
     // NeMo 24.07's launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
     // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.90%, worst 6.60% (GPT3-175B on 512, strata
     // slow), signed +1.30% with session 42's FP8 as Transformer Engine moves and converts it (all-gathers of FP8
@@ -411,15 +411,17 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
     // / 6.33% / +1.34% before TE's own SMs per overlap, each row's userbuffer config's num_sm, set_sm_margin and
     // aggregate, session 26; 3.08% / 5.26% / +2.16% before Transformer Engine's chunked GEMMs and its exposed last
     // reduce-scatter chunks, session 24; 3.41% / 6.11% / +2.67% before sessions 18-19); with cuDNN's attention in place
-    // of FlashAttention-2 the mean would be about 9.8%.
+    // of FlashAttention-2 the mean would be about 9.8%. Session 43's bias gradients where Megatron-Core's TE spec
+    // computes them (transformer_impl: QKV's inside TE, the row-parallel layers' over the rank's n / t tokens): the
+    // GPT3 rows 0.0-0.2 points faster, 3.00% / 6.51% / +1.20%.
     const Summary s = tokens_errors("nemo_h100", "scenarios/validation/nemo-h100.yaml").summary;
-    CHECK(s.mean_abs <= 0.030);
+    CHECK(s.mean_abs <= 0.031);
     CHECK(s.worst_abs <= 0.067);
 }
 
 TEST_CASE(
     "validation: MLPerf v3.1 GPT-3 175B on DGX H100 (seven sizes, 512-10,752 GPUs) step time: the part per microbatch "
-    "within 1%, tokens/s mean |error| <= 7.1%, worst <= 12.2%") {
+    "within 2.3%, tokens/s mean |error| <= 8.4%, worst <= 13.5%") {
     // NVIDIA's closed-division submissions (NeMo 23.09, FP8 delayed scaling, TP 4, PP 8, one layer per chunk), first
     // simulated in session 35 with nothing changed for them: +1.2 / +1.0 / +5.9 / +5.9 / +5.9 / +9.2 / +9.9% (strata
     // fast; mean 5.57%, signed +5.57%); 5.48% / +5.48% with session 37's amax all-reduce over the tensor-parallel group
@@ -432,17 +434,22 @@ TEST_CASE(
     // 128, 16, 8), the published steps are 280 ms + 84.39 ms x m and strata's 182 ms + 84.22 ms x m before session 42
     // (196 ms before session 39): the microbatches' work (layers, tensor-parallel overlap, pipeline transfers) is right
     // to 0.2%, and strata misses about 98 ms per step that does not scale with the microbatches (docs/
-    // validation-hopper.md, "MLPerf Training GPT-3 175B"). Both are pinned: the first as the mechanism check, the
-    // second so that a change is seen.
+    // validation-hopper.md, "MLPerf Training GPT-3 175B"). Session 43 built these runs from TE's own TransformerLayer,
+    // as NeMo r1.20 without Megatron-Core does (transformer_impl: te_transformer_layer): fc1's bias gradient inside
+    // LayerNormMLP, the GeLU writing fc2's input in FP8 and its backward fc1's FP8 output gradient and transpose (no
+    // casts of their own), the row-parallel layers' bias gradients over n / t tokens: 8.33% / 13.40% / +8.33%, the
+    // work per microbatch 82.50 ms (-2.2%). Each step is TE's code; what the microbatches still miss (about 1.9 ms each;
+    // a candidate: TE 1.0's per-module amax and scale updates at every forward and backward) is open. Both are pinned
+    // so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100", "scenarios/validation/mlperf-gpt3-h100.yaml");
     REQUIRE(t.errors.size() == 7);
-    CHECK(t.summary.mean_abs <= 0.071);
-    CHECK(t.summary.worst_abs <= 0.122);
+    CHECK(t.summary.mean_abs <= 0.084);
+    CHECK(t.summary.worst_abs <= 0.135);
 
-    CHECK(std::abs(per_microbatch_error(t, 0, 7)) <= 0.01);
+    CHECK(std::abs(per_microbatch_error(t, 0, 7)) <= 0.023);
 }
 
-TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 9.7%, worst <= 12.6%") {
+TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 9.7%, worst <= 12.7%") {
     // The next rounds' stack (NeMo 24.04 / 24.09, FP8 parameters, cuDNN attention), first simulated in session 35 with
     // nothing changed for them: 512 GPUs (microbatch 2, m = 72) -5.8%, 10,752 and 11,616 GPUs (m = 6) +9.8% / +9.9%,
     // 256 GPUs (microbatch 2, m = 128) -9.1%; mean 8.66%, signed +1.21%. The microbatch-2 rows are slow in strata as
@@ -462,11 +469,13 @@ TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tok
     // held-back Apex group reduced after them): -5.9 / +11.6 / +11.7 / -8.7% (mean 9.44%, signed +2.16%): worse, kept,
     // as the configuration says so. With session 42's FP8 as Transformer Engine moves and converts it (all-gathers of
     // FP8 shards, casts, transposes and bias gradients where TE makes them; the large runs' proj_fprop in FP8 by
-    // NVTE_UB_FP8_RS=1): -5.5 / +12.5 / +12.6 / -8.2% (mean 9.69%, signed +2.84%). Pinned so that a change is seen.
+    // NVTE_UB_FP8_RS=1): -5.5 / +12.5 / +12.6 / -8.2% (mean 9.69%, signed +2.84%). Session 43's bias gradients where
+    // Megatron-Core's TE spec computes them (transformer_impl: transformer_engine): -5.4 / +12.6 / +12.6 / -8.1% (mean
+    // 9.67%, signed +2.92%). Pinned so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100_v4", "scenarios/validation/mlperf-gpt3-h100-v4.yaml");
     REQUIRE(t.errors.size() == 4);
     CHECK(t.summary.mean_abs <= 0.097);
-    CHECK(t.summary.worst_abs <= 0.126);
+    CHECK(t.summary.worst_abs <= 0.127);
 }
 
 TEST_CASE(
