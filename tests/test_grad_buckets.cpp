@@ -77,7 +77,10 @@ TEST_CASE("grad_buckets: the keys, their defaults and their errors", "[buckets]"
     } catch (const InputError& e) {
         CHECK_THAT(e.what(), Contains("grad_buckets") && Contains("layer") && Contains("megatron_core"));
     }
-    CHECK_THROWS_AS(load(", grad_buckets: megatron_core, bucket_size: 0"), InputError);
+    // 0 is Megatron-Core's default (what the results echo where no size is in force), with any bucketing; below 0 not.
+    CHECK(load(", grad_buckets: megatron_core, bucket_size: 0").cases.at(0).execution.megatron_bucket_size() == 40e6);
+    CHECK(load(", bucket_size: 0").cases.at(0).execution.grad_buckets == GradBuckets::layer);
+    CHECK_THROWS_AS(load(", grad_buckets: megatron_core, bucket_size: -1"), InputError);
 }
 
 TEST_CASE("megatron_gradient_buckets: Megatron-Core's walk over a chunk's tensors", "[buckets]") {

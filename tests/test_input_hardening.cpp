@@ -574,3 +574,24 @@ TEST_CASE("hardening: Transformer Engine's userbuffer SMs and aggregation are ch
     CHECK(cfg.aggregated(TpOverlap::fc2_dgrad));
     CHECK_FALSE(cfg.aggregated(TpOverlap::qkv_fprop));
 }
+
+TEST_CASE("hardening: a companion key at its default value needs nothing, any other value names what it needs",
+          "[hardening]") {
+    // kRest has recompute: full and no recompute_layers.
+    CHECK_NOTHROW(load_experiment_text(kHead + "  recompute_method: uniform\n" + kRest, kOrigin));
+    CHECK_THAT(error_of(kHead + "  recompute_method: block\n" + kRest),
+               Contains("execution.recompute_method") && Contains("needs recompute_layers"));
+    CHECK_NOTHROW(load_experiment_text(kHead + "  recompute_modules: [core_attn]\n" + kRest, kOrigin));
+    CHECK_THAT(error_of(kHead + "  recompute_modules: [core_attn, mlp]\n" + kRest),
+               Contains("execution.recompute_modules") && Contains("needs recompute: selective"));
+    // recompute_layers 0 is every layer, one at a time (the default).
+    const Experiment zero = load_experiment_text(kHead + "  recompute_layers: 0\n" + kRest, kOrigin);
+    CHECK(zero.cases[0].execution.recompute_layers == 0);
+    CHECK_THAT(error_of(kHead + "  recompute_layers: -1\n" + kRest), Contains("expected an integer in [0, 65536]"));
+    // A one-stage "split" of every layer is the even split; any other first stage is an error.
+    const Experiment one =
+        load_experiment_text(kHead + "  first_stage_layers: 8\n  last_stage_layers: 8\n" + kRest, kOrigin);
+    CHECK(one.cases[0].execution.first_stage_layers == 0);
+    CHECK_THAT(error_of(kHead + "  first_stage_layers: 7\n" + kRest),
+               Contains("execution.first_stage_layers") && Contains("needs pipeline >= 2"));
+}

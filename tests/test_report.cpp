@@ -439,3 +439,33 @@ TEST_CASE("JSON and CSV echo transformer_impl as in force, and the echo loads ba
         load_experiment_text(again, std::string(STRATA_SOURCE_DIR) + "/scenarios/validation/echo.yaml");
     CHECK(back.cases.at(0).execution.transformer_impl == ex.cases.at(0).execution.transformer_impl);
 }
+
+TEST_CASE("the results' model and execution echo load back as the same case", "[report][json]") {
+    // Cases that echo what was not given: a bucket size not in force (0), recompute keys without recompute, a one-stage
+    // split (first = last = every layer), Megatron-Core's split with the embedding and loss counted, an uneven split
+    // with block recompute, selective recompute of the norms and the MLP.
+    const std::string dir = std::string(STRATA_SOURCE_DIR) + "/scenarios/validation/";
+    const std::vector<std::pair<std::string, std::size_t>> picks = {
+        {"megatron-h100.yaml", 0},       {"nemo-h100.yaml", 0},        {"dgxc-h100-v2504.yaml", 0},
+        {"mlperf-llama31-405b.yaml", 0}, {"mlperf-gpt3-h100.yaml", 0}, {"../llama/llama3-h100.yaml", 5},
+        {"../llama/llama3-h100.yaml", 6}};
+    for (const auto& [file, index] : picks) {
+        INFO(file << " case " << index);
+        const Experiment ex = load_experiment(dir + file);
+        const CaseResult first = analyze(ex.cases.at(index));
+        const json echo = json::parse(to_json("echo", {first}))["results"][0];
+        json model = echo["model"];
+        model.erase("parameters");
+        json execution = echo["execution"];
+        execution.erase("gpus");
+        const std::string text =
+            "model: " + model.dump() + "\nsystem: ../systems/dgx-h100.yaml\nexecution: " + execution.dump() + "\n";
+        const Experiment back = load_experiment_text(text, dir + "echo.yaml");
+        REQUIRE(back.cases.size() == 1);
+        const CaseResult again = analyze(back.cases[0]);
+        CHECK(json::parse(to_json("echo", {again}))["results"][0]["execution"] == echo["execution"]);
+        CHECK(again.layer.forward_ms == first.layer.forward_ms);
+        CHECK(again.layer.backward_ms == first.layer.backward_ms);
+        CHECK(again.memory.peak_stage.total().value == first.memory.peak_stage.total().value);
+    }
+}

@@ -375,7 +375,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"host_gap_forward_us", e.host_gap_forward.seconds() * 1e6},
                           {"host_gap_backward_us", e.host_gap_backward.seconds() * 1e6},
                           {"overlap_param_gather_with_optimizer_step", e.overlap_param_gather_with_optimizer_step},
-                          {"grad_buckets", to_string(e.grad_buckets)}, {"bucket_size", e.bucket_size_in_force()},
+                          {"grad_buckets", to_string(e.grad_buckets)}, {"bucket_size", std::llround(e.bucket_size_in_force())},
                           {"context_parallel", e.context},
                           {"recompute_modules", names_of(e.recompute_modules)},
                           {"recompute_layers", e.recompute_layers},

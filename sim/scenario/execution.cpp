@@ -58,8 +58,9 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     constexpr std::array<std::string_view, 4> gb = {"layer", "megatron_core", "nemo_apex", "nemo_apex_layers"};
     e.grad_buckets = *grad_buckets_named(f.get_choice("grad_buckets", gb, "layer"));
     // Parameters per bucket; like Megatron-Core's, inert without overlap_grad_reduce (one reduction of everything).
-    e.bucket_size = double(f.get_int("bucket_size", 1, 1LL << 40, 0));
-    if (f.has("bucket_size") && e.grad_buckets != GradBuckets::megatron_core)
+    // 0: Megatron-Core's default (what the results echo where no bucket size is in force).
+    e.bucket_size = double(f.get_int("bucket_size", 0, 1LL << 40, 0));
+    if (e.bucket_size > 0 && e.grad_buckets != GradBuckets::megatron_core)
         f.fail("bucket_size", "bucket_size (parameters per gradient bucket) needs grad_buckets: megatron_core; "
                               "grad_buckets: layer makes one bucket per transformer layer, nemo_apex one group per "
                               "layer or model chunk (Apex's bucket_cap_mb sets no boundary there)");
@@ -116,14 +117,16 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     e.last_stage_layers = static_cast<int>(f.get_int("last_stage_layers", 1, 1 << 16, 0));
     e.embedding_in_pipeline_split = f.get_bool("account_for_embedding_in_pipeline_split", false);
     e.loss_in_pipeline_split = f.get_bool("account_for_loss_in_pipeline_split", false);
-    e.recompute_layers = static_cast<int>(f.get_int("recompute_layers", 1, 1 << 16, 0));
+    e.recompute_layers = static_cast<int>(f.get_int("recompute_layers", 0, 1 << 16, 0));  // 0: every layer
     constexpr std::array<std::string_view, 2> rm = {"uniform", "block"};
     e.recompute_method = f.get_choice("recompute_method", rm, "uniform") == "uniform" ? RecomputeMethod::uniform : RecomputeMethod::block;
     e.recompute_modules =
         recompute_modules_named(f.get_choices("recompute_modules", kRecomputeModuleNames, names_of(RecomputeModules{})));
-    if (f.has("recompute_modules") && e.recompute != Recompute::selective)
+    // A key set to the value it has without its companion changes nothing and is accepted (the results echo every
+    // key as simulated, and load back); any other value without the companion is an error.
+    if (f.has("recompute_modules") && e.recompute != Recompute::selective && e.recompute_modules != RecomputeModules{})
         f.fail("recompute_modules", "recompute_modules needs recompute: selective");
-    if (f.has("recompute_method") && !f.has("recompute_layers"))
+    if (e.recompute_method != RecomputeMethod::uniform && e.recompute_layers == 0)
         f.fail("recompute_method", "recompute_method needs recompute_layers (how many layers it applies to)");
     return e;
 }

@@ -116,6 +116,25 @@ void check_known_keys(const Fields& model, const Fields& exec, const Fields& sys
     sys.check_known(system_keys());
 }
 
+/// first_stage_layers / last_stage_layers that give the layers the even split gives (as the results echo them)
+/// change nothing: they are taken as not given, so that they neither need pipeline >= 2 nor exclude the
+/// account_for_*_in_pipeline_split rules.
+void same_split_as_even(Scenario& sc) {
+    ExecutionSpec& e = sc.execution;
+    if (e.first_stage_layers == 0 && e.last_stage_layers == 0) return;
+    ExecutionSpec even = e;
+    even.first_stage_layers = even.last_stage_layers = 0;
+    const int layers = sc.model.layers;
+    if (e.pipeline < 1 || layers < 1) return;  // find_problem reports those
+    long long total = 0;
+    for (int st = 0; st < e.pipeline; ++st)
+        total += even.layers_on_stage(layers, st);
+    if (total != layers) return;  // no even split to compare with
+    const bool first = e.first_stage_layers == 0 || e.first_stage_layers == even.layers_on_stage(layers, 0);
+    const bool last = e.last_stage_layers == 0 || e.last_stage_layers == even.layers_on_stage(layers, e.pipeline - 1);
+    if (first && last) e.first_stage_layers = e.last_stage_layers = 0;
+}
+
 /// One case from its three parts. `system_read` holds the system once read, for the next case when no sweep axis
 /// is a system key (the system and its device profile are then read once); `reread_system` reads it for this case
 /// (a sweep over system keys), a system whose keys do not fit together then being a reason not to run.
@@ -138,6 +157,7 @@ Scenario build_case(const std::string& name, const std::string& source, const Fi
     yamlio::throw_missing(missing);
     sc.system = *system_read;
     if (!sc.infeasible.empty()) return sc;
+    same_split_as_even(sc);
     if (auto p = find_problem(sc)) {
         if (allow_infeasible) {
             sc.infeasible = p->part + "." + p->key + ": " + p->message;
