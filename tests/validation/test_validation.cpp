@@ -173,7 +173,7 @@ TEST_CASE("validation: Table 5 and SC21 together, mean signed within +-1%, mean 
     CHECK(s.worst_abs <= 0.038);
 }
 
-TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 9.7%, worst <= 24.5%") {
+TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |error| <= 9.4%, worst <= 24.1%") {
     // Hopper: today's accuracy, short of issue 12's aim (mean <= 5%, worst <= 10%): the small models (t = 1, 2)
     // come out 4-7% fast, the 32B row 23.9% slow. The tolerance pins today's figure so that a regression is seen.
     // It moved from 6.00% / 12.27% when the fused attention became the measured cuDNN kernel (2026-11-26, an H100 and
@@ -216,15 +216,18 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // Core's own gradient buckets (grad_buckets megatron_core: on the first stage max(40 M, 1 M x 48) = 48 M parameters,
     // the output layer reduced first, a t = 8 layer in two buckets, each with its NaN check; one bucket on every later
     // stage): 9.62% / 24.40% / -6.55%, the t = 1, 2 rows 0.8-1.2 points faster (further), 16B and 32B 0.1-0.5 slower, the
-    // pipelined rows -0.1 to +0.9 (the later stages' single reduction).
+    // pipelined rows -0.1 to +0.9 (the later stages' single reduction). Session 43's bias gradients where Megatron-Core's
+    // TE spec computes them (transformer_impl: transformer_engine; QKV's in TE's weight-gradient GEMM epilogue, the
+    // projection's and fc2's over the rank's n / t tokens in the bias-dropout-add): 9.32% / 23.96% / -6.02%, every row
+    // 0.4-0.7 points faster (the t = 1, 2 rows further, the rest closer).
     // Megatron's own FLOPs count (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
-    CHECK(s.mean_abs <= 0.097);
-    CHECK(s.worst_abs <= 0.245);
+    CHECK(s.mean_abs <= 0.094);
+    CHECK(s.worst_abs <= 0.241);
 }
 
-TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 12.0%, worst <= 19.3%") {
+TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mean |error| <= 11.9%, worst <= 18.8%") {
     // Hopper, strong scaling at a fixed batch of 1,152: today's accuracy, pinned so that a change is seen. strata's
     // MFU falls from 52.0% to 33.5% where the published one falls from 47% to 42% (docs/validation-hopper.md, "strong
     // scaling").
@@ -243,9 +246,10 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     // 20.10% / -5.17%: +10.9 / -6.3 / -20.1%; its GEMM-by-GEMM measurement (session 30) 12.41% / 20.11% / -5.17%;
     // the fused attention's dropout (session 33, x1.034 from a public microbenchmark) 12.43% / 20.20% / -5.30%:
     // +10.7 / -6.4 / -20.2%; Megatron-Core's own gradient buckets (session 38: one bucket on every stage after the
-    // first) 11.92% / 19.24% / -4.76%: +10.8 / -5.8 / -19.2%.
-    CHECK(s.mean_abs <= 0.120);
-    CHECK(s.worst_abs <= 0.193);
+    // first) 11.92% / 19.24% / -4.76%: +10.8 / -5.8 / -19.2%; session 43's bias gradients where Megatron-Core's TE spec
+    // computes them 11.80% / 18.72% / -4.11%: +11.5 / -5.2 / -18.7%.
+    CHECK(s.mean_abs <= 0.119);
+    CHECK(s.worst_abs <= 0.188);
 }
 
 namespace {
@@ -412,8 +416,9 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
     // aggregate, session 26; 3.08% / 5.26% / +2.16% before Transformer Engine's chunked GEMMs and its exposed last
     // reduce-scatter chunks, session 24; 3.41% / 6.11% / +2.67% before sessions 18-19); with cuDNN's attention in place
     // of FlashAttention-2 the mean would be about 9.8%. Session 43's bias gradients where Megatron-Core's TE spec
-    // computes them (transformer_impl: QKV's inside TE, the row-parallel layers' over the rank's n / t tokens): the
-    // GPT3 rows 0.0-0.2 points faster, 3.00% / 6.51% / +1.20%.
+    // computes them (transformer_impl: only QKV's inside TE; fc1's and the row-parallel layers', which session 42 had
+    // dropped as inside TE's cast-transposes, back as 16-bit sums, the latter over the rank's n / t tokens): GPT3-5B 0.9
+    // points slower, GPT3-20B 0.2, GPT3-175B 0.1 faster; 3.00% / 6.51% / +1.20%.
     const Summary s = tokens_errors("nemo_h100", "scenarios/validation/nemo-h100.yaml").summary;
     CHECK(s.mean_abs <= 0.031);
     CHECK(s.worst_abs <= 0.067);
@@ -519,7 +524,9 @@ TEST_CASE(
     // 8.84% / +2.33% (the 70B and 405B rows 0.3-0.7 points faster, so 70B FP8 on 2,048 worse), speed-up 3.51% / +1.17%:
     // worse, kept, as the configuration says so. With session 42's FP8 as Transformer Engine moves and converts it
     // (all-gathers of FP8 shards, casts, transposes and bias gradients where TE makes them; 405B FP8's fp8_buf on
-    // both): 3.00% / 8.80% / +2.60%, speed-up 2.97% / +1.71%. Pinned so that a change is seen
+    // both): 3.00% / 8.80% / +2.60%, speed-up 2.97% / +1.71%. Session 43's bias gradients where Megatron-Core's TE
+    // layers compute them (GPT-3 175B: BF16 rows 0.4 points faster, FP8 0.1): 2.97% / 8.80% / +2.65%, speed-up 2.90% /
+    // +1.64%. Pinned so that a change is seen
     // (docs/validation-hopper.md, "DGX Cloud Benchmarking, BF16 and FP8").
     const TokensErrors t = tokens_errors("dgxc_h100", "scenarios/validation/dgxc-h100.yaml");
     REQUIRE(t.errors.size() == 20);
