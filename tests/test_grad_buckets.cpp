@@ -189,7 +189,7 @@ TEST_CASE("megatron_chunk_bucket_size: where Megatron-Core turns bucketing off",
     e.grad_buckets = GradBuckets::megatron_core;
     CHECK(e.bucket_size_in_force() == 0);
     e.overlap_grad_reduce = true;
-    CHECK(e.bucket_size_in_force() == 64e6);
+    CHECK(e.bucket_size_in_force() == 64000000);
 }
 
 TEST_CASE("grad_buckets megatron_core: the output layer reduced first, one bucket waits for the whole backward",

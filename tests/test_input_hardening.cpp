@@ -581,9 +581,12 @@ TEST_CASE("hardening: a companion key at its default value needs nothing, any ot
     CHECK_NOTHROW(load_experiment_text(kHead + "  recompute_method: uniform\n" + kRest, kOrigin));
     CHECK_THAT(error_of(kHead + "  recompute_method: block\n" + kRest),
                Contains("execution.recompute_method") && Contains("needs recompute_layers"));
-    CHECK_NOTHROW(load_experiment_text(kHead + "  recompute_modules: [core_attn]\n" + kRest, kOrigin));
-    CHECK_THAT(error_of(kHead + "  recompute_modules: [core_attn, mlp]\n" + kRest),
+    // Without selective recompute only [] (no module, as the results echo it); with it, at least one.
+    CHECK_NOTHROW(load_experiment_text(kHead + "  recompute_modules: []\n" + kRest, kOrigin));
+    CHECK_THAT(error_of(kHead + "  recompute_modules: [core_attn]\n" + kRest),
                Contains("execution.recompute_modules") && Contains("needs recompute: selective"));
+    CHECK_THAT(error_of(kHead + "  recompute_modules: []\n  recompute: selective\n  microbatch: 2\n  global_batch: 16\n"),
+               Contains("execution.recompute_modules") && Contains("at least one module"));
     // recompute_layers 0 is every layer, one at a time (the default).
     const Experiment zero = load_experiment_text(kHead + "  recompute_layers: 0\n" + kRest, kOrigin);
     CHECK(zero.cases[0].execution.recompute_layers == 0);
@@ -594,4 +597,13 @@ TEST_CASE("hardening: a companion key at its default value needs nothing, any ot
     CHECK(one.cases[0].execution.first_stage_layers == 0);
     CHECK_THAT(error_of(kHead + "  first_stage_layers: 7\n" + kRest),
                Contains("execution.first_stage_layers") && Contains("needs pipeline >= 2"));
+    // With p = 4 (even: 2 each) a first stage of the even share beside an uneven last stage stays as given.
+    const std::string p4 = "model: model-small.yaml\nsystem: system-small.yaml\nexecution:\n  tensor: 1\n  pipeline: 4\n";
+    const Experiment uneven = load_experiment_text(p4 + "  first_stage_layers: 2\n  last_stage_layers: 4\n" + kRest, kOrigin);
+    CHECK(uneven.cases[0].execution.first_stage_layers == 2);
+    CHECK(uneven.cases[0].execution.last_stage_layers == 4);
+    CHECK(uneven.cases[0].execution.layers_on_stage(8, 1) == 1);
+    const Experiment even = load_experiment_text(p4 + "  first_stage_layers: 2\n  last_stage_layers: 2\n" + kRest, kOrigin);
+    CHECK(even.cases[0].execution.first_stage_layers == 0);
+    CHECK(even.cases[0].execution.layers_on_stage(8, 1) == 2);
 }

@@ -574,6 +574,25 @@ TEST_CASE("transformer_impl: where each bias gradient is computed, and by whose 
     CHECK_NOTHROW(validate(sc));
     sc.execution.transformer_impl = TransformerImpl::automatic;
     CHECK(sc.execution.transformer_impl_in_force() == TransformerImpl::local);
+    // TE's userbuffer overlap exists only in TE's layers: auto resolves to them, local is refused.
+    sc.execution.sequence_parallel = true;
+    sc.execution.tp_comm_overlap = true;
+    CHECK_NOTHROW(validate(sc));
+    CHECK(sc.execution.transformer_impl_in_force() == TransformerImpl::transformer_engine);
+    CHECK(layer_config(sc.model, sc.execution).transformer_impl == TransformerImpl::automatic);
+    sc.execution.transformer_impl = TransformerImpl::local;
+    CHECK_THROWS_WITH(validate(sc), Catch::Contains("execution.transformer_impl") &&
+                                        Catch::Contains("tp_comm_overlap is Transformer Engine's userbuffer overlap"));
+    // A bias-SwiGLU's fc1 bias gradient sums its whole 2 f / t output (gate and up), as bias-GeLU's.
+    ModelSpec glu = small_llama();
+    glu.linear_bias = true;
+    LayerConfig g{&glu, 2, true, Recompute::none, 1};
+    g.transformer_impl = TransformerImpl::transformer_engine;
+    std::int64_t fc1_bias = -1;
+    for (const Step& st : build_layer(g).backward)
+        for (const Kernel& k : st.kernels)
+            if (k.name == "fc1.bias-grad") fc1_bias = k.bytes.value;
+    CHECK(fc1_bias == 2 * std::int64_t(glu.seq_len) * 2 * glu.ffn_hidden / 2);
 }
 
 TEST_CASE("fp8: linear GEMMs in FP8 with their casts, inputs saved in FP8, FP8 weight copies, errors without FP8") {

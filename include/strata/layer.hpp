@@ -146,8 +146,8 @@ struct LayerConfig {
     TpOverlapConfig tp_overlap_config{};  ///< with tp_comm_overlap: each overlap's num_sm, set_sm_margin, aggregate
     bool fp8 = false;             ///< the linear layers' GEMMs in FP8, their saved inputs in FP8
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (output layer)
-    /// The linear layers' modules, which decide where the bias gradients are computed (see TransformerImpl;
-    /// automatic: Transformer Engine's with fp8, else local; local with fp8 is an error).
+    /// The linear layers' modules: where the bias gradients are computed, and TE LayerNormMLP's FP8 GeLU (see
+    /// TransformerImpl; automatic: transformer_impl_for; local with fp8 or tp_comm_overlap is an error).
     TransformerImpl transformer_impl = TransformerImpl::automatic;
     bool fp8_current_scaling = false;  ///< with fp8: each cast reads its operand once more for the amax
     /// Under SP the embedding's partial outputs are reduce-scattered (Megatron-Core since 2024-04), else all-reduced

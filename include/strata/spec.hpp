@@ -42,10 +42,17 @@ enum class CrossEntropy { unfused, fused, te };
 /// transformer_engine (Megatron-Core's Transformer Engine spec: QKV's in TE's weight-gradient GEMM epilogue, or in
 /// FP8 its output gradient's cast-transpose; fc1 as local, its bias returned to Megatron's bias-GeLU),
 /// te_transformer_layer (TE's own TransformerLayer, NeMo 1.x with transformer_engine and no mcore_gpt: QKV's as
-/// transformer_engine, fc1's inside LayerNormMLP's fused bias-GeLU backward). Everywhere the row-parallel layers'
-/// biases (projection, fc2) are returned and added in the bias-dropout-add, whose backward sums their gradients
-/// over this rank's tokens. automatic (the default): transformer_engine with FP8 (only TE runs FP8), else local.
+/// transformer_engine, fc1's inside LayerNormMLP's fused bias-GeLU backward; in FP8 with GeLU and delayed scaling its
+/// GeLU writes fc2's input in FP8 and its backward fc1's FP8 output gradient, no casts of their own). Everywhere the
+/// row-parallel layers' biases (projection, fc2) are returned and added in the bias-dropout-add, whose backward sums
+/// their gradients over this rank's tokens. automatic (the default): transformer_engine where only TE runs the case
+/// (FP8, or TE's userbuffer overlap, tp_comm_overlap), else local.
 enum class TransformerImpl { automatic, local, transformer_engine, te_transformer_layer };
+/// `t` with automatic resolved (see TransformerImpl).
+[[nodiscard]] inline TransformerImpl transformer_impl_for(TransformerImpl t, bool fp8, bool tp_comm_overlap) {
+    if (t != TransformerImpl::automatic) return t;
+    return fp8 || tp_comm_overlap ? TransformerImpl::transformer_engine : TransformerImpl::local;
+}
 /// FP8 scaling (Transformer Engine): delayed (from the amax history) or current (tensorwise: each cast first reads its
 /// 16-bit operand for the amax, 2 more bytes per element).
 enum class Fp8Recipe { delayed, current };
@@ -218,8 +225,9 @@ struct ExecutionSpec {
     }
     /// What the reports say: megatron_bucket_size with Megatron-Core's buckets and overlap_grad_reduce (its first
     /// stage's first chunk), 0 otherwise (one per layer, or none).
-    [[nodiscard]] double bucket_size_in_force() const {
-        return grad_buckets == GradBuckets::megatron_core && overlap_grad_reduce ? megatron_bucket_size() : 0.0;
+    [[nodiscard]] std::int64_t bucket_size_in_force() const {
+        if (grad_buckets != GradBuckets::megatron_core || !overlap_grad_reduce) return 0;
+        return static_cast<std::int64_t>(megatron_bucket_size());
     }
     GradientAverage gradient_average = GradientAverage::scale;
     /// Whether the gradients are averaged by a pass over the buffer (see GradientAverage).
@@ -251,10 +259,9 @@ struct ExecutionSpec {
     CrossEntropy cross_entropy = CrossEntropy::unfused;  ///< the loss's kernels (see CrossEntropy)
     TransformerImpl transformer_impl =
         TransformerImpl::automatic;  ///< the linear layers' modules (see TransformerImpl)
-    /// transformer_impl with automatic resolved: Transformer Engine's with FP8, else Megatron's local layers.
+    /// transformer_impl with automatic resolved (transformer_impl_for).
     [[nodiscard]] TransformerImpl transformer_impl_in_force() const {
-        if (transformer_impl != TransformerImpl::automatic) return transformer_impl;
-        return precision == Precision::fp8 ? TransformerImpl::transformer_engine : TransformerImpl::local;
+        return transformer_impl_for(transformer_impl, precision == Precision::fp8, tp_comm_overlap);
     }
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  ///< with FP8: the scaling recipe (see Fp8Recipe)
     /// With FP8 and the distributed optimizer: the parameter all-gather moves the transformer layers' parameters in
@@ -336,6 +343,10 @@ struct ExecutionSpec {
     int recompute_layers = 0;
     RecomputeMethod recompute_method = RecomputeMethod::uniform;
     RecomputeModules recompute_modules{};   ///< with recompute: selective
+    /// What the reports say: recompute_modules with selective recompute, none otherwise.
+    [[nodiscard]] RecomputeModules recompute_modules_in_force() const {
+        return recompute == Recompute::selective ? recompute_modules : RecomputeModules{false, false, false};
+    }
 
     [[nodiscard]] int gpus() const { return tensor * context * pipeline * data; }
     [[nodiscard]] int microbatches() const { return global_batch / (microbatch * data); }

@@ -89,10 +89,10 @@ Dims dims_of(const LayerConfig& c) {
     d.ub = c.tp_overlap_config;
     d.fp8 = c.fp8;
     d.fp8_current = c.fp8_current_scaling;
-    TransformerImpl impl = c.transformer_impl;
-    if (impl == TransformerImpl::automatic) impl = c.fp8 ? TransformerImpl::transformer_engine : TransformerImpl::local;
-    if (impl == TransformerImpl::local && c.fp8)
-        throw Error("build_layer: FP8 runs in Transformer Engine's layers, not transformer_impl local");
+    const TransformerImpl impl = transformer_impl_for(c.transformer_impl, c.fp8, c.tp_comm_overlap);
+    if (impl == TransformerImpl::local && (c.fp8 || c.tp_comm_overlap))
+        throw Error(
+            "build_layer: FP8 and tp_comm_overlap run in Transformer Engine's layers, not transformer_impl local");
     d.qkv_bias_in_te = impl != TransformerImpl::local;
     d.te_layernorm_mlp = impl == TransformerImpl::te_transformer_layer;
     d.fused_wgrad = c.gradient_accumulation_fusion;
@@ -705,7 +705,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.tp_overlap_config = e.tp_overlap_config;
     c.fp8 = e.precision == Precision::fp8;
     c.cross_entropy = e.cross_entropy;
-    c.transformer_impl = e.transformer_impl;  // automatic resolved with fp8 (dims_of), as transformer_impl_in_force
+    c.transformer_impl = e.transformer_impl;  // automatic resolved in dims_of (transformer_impl_for)
     c.fp8_current_scaling = e.fp8_recipe == Fp8Recipe::current;
     c.embedding_reduce_scatter = e.embedding_reduce_scatter;
     return c;

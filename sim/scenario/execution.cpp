@@ -120,12 +120,17 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     e.recompute_layers = static_cast<int>(f.get_int("recompute_layers", 0, 1 << 16, 0));  // 0: every layer
     constexpr std::array<std::string_view, 2> rm = {"uniform", "block"};
     e.recompute_method = f.get_choice("recompute_method", rm, "uniform") == "uniform" ? RecomputeMethod::uniform : RecomputeMethod::block;
-    e.recompute_modules =
-        recompute_modules_named(f.get_choices("recompute_modules", kRecomputeModuleNames, names_of(RecomputeModules{})));
-    // A key set to the value it has without its companion changes nothing and is accepted (the results echo every
-    // key as simulated, and load back); any other value without the companion is an error.
-    if (f.has("recompute_modules") && e.recompute != Recompute::selective && e.recompute_modules != RecomputeModules{})
+    // Without selective recompute only [] (what the results echo there: no module recomputed) is accepted; with it, at
+    // least one module. recompute_method uniform is the default and needs nothing.
+    const std::vector<std::string> modules =
+        f.get_choices("recompute_modules", kRecomputeModuleNames, names_of(RecomputeModules{}), true);
+    if (f.has("recompute_modules") && e.recompute != Recompute::selective && !modules.empty())
         f.fail("recompute_modules", "recompute_modules needs recompute: selective");
+    if (e.recompute == Recompute::selective && modules.empty())
+        f.fail("recompute_modules",
+               "recompute: selective needs at least one module in recompute_modules (valid: "
+               "core_attn, layernorm, mlp)");
+    if (!modules.empty()) e.recompute_modules = recompute_modules_named(modules);
     if (e.recompute_method != RecomputeMethod::uniform && e.recompute_layers == 0)
         f.fail("recompute_method", "recompute_method needs recompute_layers (how many layers it applies to)");
     return e;

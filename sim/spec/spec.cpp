@@ -263,6 +263,11 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
             "execution", "transformer_impl",
             "precision: fp8 runs in Transformer Engine's layers (transformer_impl: auto, transformer_engine or "
             "te_transformer_layer); Megatron-LM's local layers (transformer_impl: local) have no FP8"};
+    if (e.tp_comm_overlap && e.transformer_impl == TransformerImpl::local)
+        return SpecProblem{"execution", "transformer_impl",
+                           "tp_comm_overlap is Transformer Engine's userbuffer overlap (transformer_impl: auto, "
+                           "transformer_engine or te_transformer_layer); Megatron-LM's local layers (transformer_impl: "
+                           "local) have none"};
     if (e.fp8_recipe != Fp8Recipe::delayed && e.precision != Precision::fp8)
         return SpecProblem{"execution", "fp8_recipe", "fp8_recipe applies to precision: fp8"};
     if (e.fp8_param_gather && (e.precision != Precision::fp8 || !e.distributed_optimizer))

@@ -213,14 +213,14 @@ TEST_CASE("validation: Megatron-LM H100 weak scaling TFLOP/s per GPU, mean |erro
     // had read 154: 46.0 J and 122.8 W for 46.7 and 134.8): 9.59% / 23.81% / -6.80%. Session 33 charged the fused
     // attention's dropout (the rows' attention_dropout 0.1; x1.034 from TE issue #3312's H200 microbenchmark): 9.60% /
     // 23.92% / -6.98%, the t = 1, 2 rows 0.3-0.4 points closer, the others 0.1-0.2 further. Session 38 took Megatron-
-    // Core's own gradient buckets (grad_buckets megatron_core: on the first stage max(40 M, 1 M x 48) = 48 M parameters,
-    // the output layer reduced first, a t = 8 layer in two buckets, each with its NaN check; one bucket on every later
-    // stage): 9.62% / 24.40% / -6.55%, the t = 1, 2 rows 0.8-1.2 points faster (further), 16B and 32B 0.1-0.5 slower, the
-    // pipelined rows -0.1 to +0.9 (the later stages' single reduction). Session 43's bias gradients where Megatron-Core's
-    // TE spec computes them (transformer_impl: transformer_engine; QKV's in TE's weight-gradient GEMM epilogue, the
-    // projection's and fc2's over the rank's n / t tokens in the bias-dropout-add): 9.32% / 23.96% / -6.02%, every row
-    // 0.4-0.7 points faster (the t = 1, 2 rows further, the rest closer).
-    // Megatron's own FLOPs count (model FLOPs) per GPU and second.
+    // Core's own gradient buckets (grad_buckets megatron_core: on the first stage max(40 M, 1 M x 48) = 48 M
+    // parameters, the output layer reduced first, a t = 8 layer in two buckets, each with its NaN check; one bucket on
+    // every later stage): 9.62% / 24.40% / -6.55%, the t = 1, 2 rows 0.8-1.2 points faster (further), 16B and 32B
+    // 0.1-0.5 slower, the pipelined rows -0.1 to +0.9 (the later stages' single reduction). Session 43's bias gradients
+    // where Megatron-Core's TE spec computes them (transformer_impl: transformer_engine; QKV's in TE's weight-gradient
+    // GEMM epilogue, the projection's and fc2's over the rank's n / t tokens in the bias-dropout-add): 9.32% / 23.96% /
+    // -6.02%, every row 0.4-0.7 points faster (the t = 1, 2 rows further, the rest closer). Megatron's own FLOPs count
+    // (model FLOPs) per GPU and second.
     const Summary s = throughput_table("Megatron-LM H100", "megatron_h100", "scenarios/validation/megatron-h100.yaml",
                                        megatron_tflops_per_gpu);
     CHECK(s.mean_abs <= 0.094);
@@ -240,9 +240,9 @@ TEST_CASE("validation: Megatron-LM H100 strong scaling (177B, 96-4608 GPUs), mea
     // before the fabric's adaptive routing (the 2,304-GPU row -8.8% -> -3.5%); 13.20% / 19.11% before Transformer
     // Engine's chunked GEMMs, the pipelined reduce-scatters' exposed last chunks and stream-K (session 24: 13.81% /
     // 22.42%; 96 GPUs +17.0% -> +11.3%, 4,608 GPUs -19.1% -> -22.4%); 13.81% / 22.42% before TE's own SMs per overlap
-    // (session 26: 13.39% / 20.18%, signed -3.32%; 96 GPUs +11.3% -> +15.1%, 2,304 -7.8% -> -4.9%, 4,608 -22.4% -> -20.2%;
-    // then with the slowdown by each GEMM's waves 13.42% / 20.37% / -3.58%: +14.8 / -5.1 / -20.4%); the power limit
-    // (session 27) 13.86% / 22.73% / -6.74%: +10.7 / -8.2 / -22.7%; the headroom after rest (session 28) 12.40% /
+    // (session 26: 13.39% / 20.18%, signed -3.32%; 96 GPUs +11.3% -> +15.1%, 2,304 -7.8% -> -4.9%, 4,608 -22.4% ->
+    // -20.2%; then with the slowdown by each GEMM's waves 13.42% / 20.37% / -3.58%: +14.8 / -5.1 / -20.4%); the power
+    // limit (session 27) 13.86% / 22.73% / -6.74%: +10.7 / -8.2 / -22.7%; the headroom after rest (session 28) 12.40% /
     // 20.10% / -5.17%: +10.9 / -6.3 / -20.1%; its GEMM-by-GEMM measurement (session 30) 12.41% / 20.11% / -5.17%;
     // the fused attention's dropout (session 33, x1.034 from a public microbenchmark) 12.43% / 20.20% / -5.30%:
     // +10.7 / -6.4 / -20.2%; Megatron-Core's own gradient buckets (session 38: one bucket on every stage after the
@@ -417,8 +417,8 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
     // reduce-scatter chunks, session 24; 3.41% / 6.11% / +2.67% before sessions 18-19); with cuDNN's attention in place
     // of FlashAttention-2 the mean would be about 9.8%. Session 43's bias gradients where Megatron-Core's TE spec
     // computes them (transformer_impl: only QKV's inside TE; fc1's and the row-parallel layers', which session 42 had
-    // dropped as inside TE's cast-transposes, back as 16-bit sums, the latter over the rank's n / t tokens): GPT3-5B 0.9
-    // points slower, GPT3-20B 0.2, GPT3-175B 0.1 faster; 3.00% / 6.51% / +1.20%.
+    // dropped as inside TE's cast-transposes, back as 16-bit sums, the latter over the rank's n / t tokens): GPT3-5B
+    // 0.9 points slower, GPT3-20B 0.2, GPT3-175B 0.1 faster; 3.00% / 6.51% / +1.20%.
     const Summary s = tokens_errors("nemo_h100", "scenarios/validation/nemo-h100.yaml").summary;
     CHECK(s.mean_abs <= 0.031);
     CHECK(s.worst_abs <= 0.067);
@@ -443,9 +443,9 @@ TEST_CASE(
     // as NeMo r1.20 without Megatron-Core does (transformer_impl: te_transformer_layer): fc1's bias gradient inside
     // LayerNormMLP, the GeLU writing fc2's input in FP8 and its backward fc1's FP8 output gradient and transpose (no
     // casts of their own), the row-parallel layers' bias gradients over n / t tokens: 8.33% / 13.40% / +8.33%, the
-    // work per microbatch 82.50 ms (-2.2%). Each step is TE's code; what the microbatches still miss (about 1.9 ms each;
-    // a candidate: TE 1.0's per-module amax and scale updates at every forward and backward) is open. Both are pinned
-    // so that a change is seen.
+    // work per microbatch 82.50 ms (-2.2%). Each step is TE's code; what the microbatches still miss (about 1.9 ms
+    // each; a candidate: TE 1.0's per-module amax and scale updates at every forward and backward) is open. Both are
+    // pinned so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100", "scenarios/validation/mlperf-gpt3-h100.yaml");
     REQUIRE(t.errors.size() == 7);
     CHECK(t.summary.mean_abs <= 0.084);
@@ -454,7 +454,8 @@ TEST_CASE(
     CHECK(std::abs(per_microbatch_error(t, 0, 7)) <= 0.023);
 }
 
-TEST_CASE("validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 9.7%, worst <= 12.7%") {
+TEST_CASE(
+    "validation: MLPerf v4.0 / v4.1 GPT-3 175B on DGX H100 (four runs) tokens/s mean |error| <= 9.7%, worst <= 12.7%") {
     // The next rounds' stack (NeMo 24.04 / 24.09, FP8 parameters, cuDNN attention), first simulated in session 35 with
     // nothing changed for them: 512 GPUs (microbatch 2, m = 72) -5.8%, 10,752 and 11,616 GPUs (m = 6) +9.8% / +9.9%,
     // 256 GPUs (microbatch 2, m = 128) -9.1%; mean 8.66%, signed +1.21%. The microbatch-2 rows are slow in strata as
