@@ -69,6 +69,8 @@ struct Kernel {
     /// A transformer layer's linear GEMM (QKV, projection, fc1, fc2) and its role: what FP8 training casts and runs
     /// in FP8 (the attention core and the output layer are none).
     enum class Linear : std::uint8_t { none, forward, data_grad, weight_grad } linear = Linear::none;
+    /// With linear set: which linear layer, column-parallel (QKV, fc1) or row-parallel (projection, fc2).
+    enum class Layer : std::uint8_t { none, qkv, proj, fc1, fc2 } layer = Layer::none;
     /// A fused-attention kernel of FlashAttention-2 (attention: flash2), not the profile's own fused attention.
     bool flash2 = false;
     /// A fused-attention kernel with dropout on the attention probabilities: it draws the mask's random numbers in

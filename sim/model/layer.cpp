@@ -112,11 +112,31 @@ Kernel gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, st
 }
 
 constexpr Kernel::Linear kFwd = Kernel::Linear::forward, kDgrad = Kernel::Linear::data_grad;
+using Layer = Kernel::Layer;
 
-/// A linear layer's GEMM (see Kernel::Linear).
-Kernel linear(std::string name, Kernel::Linear role, std::int64_t m, std::int64_t n, std::int64_t k) {
-    Kernel kr = gemm(std::move(name), m, n, k);
+/// The kernel names' stem of a linear layer.
+std::string name_of(Layer layer) {
+    switch (layer) {
+        case Layer::qkv:
+            return "qkv";
+        case Layer::proj:
+            return "proj";
+        case Layer::fc1:
+            return "fc1";
+        case Layer::fc2:
+            return "fc2";
+        case Layer::none:
+            break;
+    }
+    throw Error("name_of: no linear layer");
+}
+
+/// A linear layer's forward or data-gradient GEMM (see Kernel::Linear), named `prefix` + the layer (+ ".dgrad").
+Kernel linear(Layer layer, Kernel::Linear role, std::int64_t m, std::int64_t n, std::int64_t k,
+              const std::string& prefix = "") {
+    Kernel kr = gemm(prefix + name_of(layer) + (role == kDgrad ? ".dgrad" : ""), m, n, k);
     kr.linear = role;
+    kr.layer = layer;
     return kr;
 }
 
@@ -215,10 +235,14 @@ std::vector<Kernel> bias_grad(const Dims& d, const std::string& name, std::int64
 /// main gradient in its epilogue (modelled as an fp32 read-modify-write of C); without, it writes a 16-bit
 /// gradient and a separate kernel adds it to the main gradient (Megatron's grad hook: main_grad.add_(grad)),
 /// reading the 16-bit gradient and the main gradient and writing the main gradient.
+/// `layer`: the transformer layer's linear layer (none: the output layer's, named `name`).
 std::vector<Kernel> wgrad(const Dims& d, const std::string& name, std::int64_t in, std::int64_t out,
-                          std::int64_t tokens, bool layer_linear = true) {
+                          std::int64_t tokens, Layer layer) {
     Kernel k = gemm(name + ".wgrad", in, out, tokens);
-    if (layer_linear) k.linear = Kernel::Linear::weight_grad;
+    if (layer != Layer::none) {
+        k.linear = Kernel::Linear::weight_grad;
+        k.layer = layer;
+    }
     if (d.fused_wgrad) {
         k.gemm.accumulate_fp32 = true;
         k.bytes = k.gemm.bytes();
@@ -390,18 +414,18 @@ std::vector<Step> forward_pass_overlapped(const Dims& d) {
     std::vector<Step> p;
     p.push_back(compute({norm_forward(d, "ln1")}));
     sp_gather(p, d, "attn.all-gather", TpOverlap::qkv_fprop, "qkv");
-    p.push_back(compute({ring_exchange(d, linear("qkv", kFwd, d.n, d.qkv_out, d.h), TpOverlap::qkv_fprop)}));
+    p.push_back(compute({ring_exchange(d, linear(Layer::qkv, kFwd, d.n, d.qkv_out, d.h), TpOverlap::qkv_fprop)}));
     if (d.rope) p.push_back(compute({elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))}));
     if (d.c > 1) p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
     p.push_back(compute(attention_core_forward(d)));
     overlapped_reduce_scatter(p, d, d.proj_rs, TpOverlap::proj_fprop, "attn.reduce-scatter",
-                              linear("proj", kFwd, d.n, d.h, d.h / d.t));
+                              linear(Layer::proj, kFwd, d.n, d.h, d.h / d.t));
     p.push_back(compute({residual_add(d, "attn"), norm_forward(d, "ln2")}));
     sp_gather(p, d, "mlp.all-gather", TpOverlap::fc1_fprop, "fc1");
-    p.push_back(compute({ring_exchange(d, linear("fc1", kFwd, d.n, d.fc1_out, d.h), TpOverlap::fc1_fprop)}));
+    p.push_back(compute({ring_exchange(d, linear(Layer::fc1, kFwd, d.n, d.fc1_out, d.h), TpOverlap::fc1_fprop)}));
     p.push_back(compute({activation_forward(d)}));
     overlapped_reduce_scatter(p, d, d.fc2_rs, TpOverlap::fc2_fprop, "mlp.reduce-scatter",
-                              linear("fc2", kFwd, d.n, d.h, d.f / d.t));
+                              linear(Layer::fc2, kFwd, d.n, d.h, d.f / d.t));
     p.push_back(compute({residual_add(d, "mlp")}));
     return p;
 }
@@ -413,22 +437,22 @@ std::vector<Step> forward_pass(const Dims& d) {
     const std::int64_t msg = 2 * d.n * d.h;
     add(p, {norm_forward(d, "ln1")});
     sp_gather(p, d, "attn.all-gather", TpOverlap::qkv_fprop, "qkv");
-    add(p, {linear("qkv", kFwd, d.n, d.qkv_out, d.h)});
+    add(p, {linear(Layer::qkv, kFwd, d.n, d.qkv_out, d.h)});
     if (d.rope) add(p, {elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     if (d.c > 1) {
         // Ring attention: the K and V shards travel round the c ranks while each block is computed (overlapped).
         p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
         p.push_back(compute(attention_core_forward(d)));
-        p.push_back(compute({linear("proj", kFwd, d.n, d.h, d.h / d.t)}));
+        p.push_back(compute({linear(Layer::proj, kFwd, d.n, d.h, d.h / d.t)}));
     } else {
         add(p, attention_core_forward(d));
-        add(p, {linear("proj", kFwd, d.n, d.h, d.h / d.t)});
+        add(p, {linear(Layer::proj, kFwd, d.n, d.h, d.h / d.t)});
     }
     p.push_back(collective(d.sp ? "attn.reduce-scatter" : "attn.all-reduce", reduce, msg));
     add(p, {residual_add(d, "attn"), norm_forward(d, "ln2")});
     sp_gather(p, d, "mlp.all-gather", TpOverlap::fc1_fprop, "fc1");
-    add(p, {linear("fc1", kFwd, d.n, d.fc1_out, d.h), activation_forward(d),
-            linear("fc2", kFwd, d.n, d.h, d.f / d.t)});
+    add(p, {linear(Layer::fc1, kFwd, d.n, d.fc1_out, d.h), activation_forward(d),
+            linear(Layer::fc2, kFwd, d.n, d.h, d.f / d.t)});
     p.push_back(collective(d.sp ? "mlp.reduce-scatter" : "mlp.all-reduce", reduce, msg));
     add(p, {residual_add(d, "mlp")});
     return p;
@@ -441,18 +465,18 @@ std::vector<Step> forward_pass(const Dims& d) {
 /// With tp_comm_overlap both are Transformer Engine's bulk overlaps (`dgrad`: the all-gather beside the data-gradient
 /// GEMM; `wgrad`: the reduce-scatter beside the weight-gradient GEMM), each by a userbuffers kernel of its num_sm CTAs.
 /// `bias`: the bias gradient's kernels after the weight gradient (QKV's in local layers; see bias_grad).
-void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::string& name, std::int64_t in,
-                            std::int64_t out, TpOverlap dgrad, TpOverlap wgrad_overlap,
-                            const std::vector<Kernel>& bias) {
+void column_linear_backward(std::vector<Step>& p, const Dims& d, Layer layer, std::int64_t in, std::int64_t out,
+                            TpOverlap dgrad, TpOverlap wgrad_overlap, const std::vector<Kernel>& bias) {
+    const std::string name = name_of(layer);
     const std::int64_t msg = 2 * d.n * d.h;
     const auto reduce = d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const std::string reduce_name = name + (d.sp ? ".grad-reduce-scatter" : ".grad-all-reduce");
     if (d.tp_overlap) {
         p.push_back(
             ub_collective(name + ".input-all-gather", CollectiveKind::all_gather, d.gather_msg, true, d.ub.sms(dgrad)));
-        p.push_back(compute({with_margin(d, linear(name + ".dgrad", kDgrad, d.n, in, out), dgrad)}));
+        p.push_back(compute({with_margin(d, linear(layer, kDgrad, d.n, in, out), dgrad)}));
         p.push_back(ub_collective(reduce_name, reduce, msg, true, d.ub.sms(wgrad_overlap)));
-        std::vector<Kernel> w = wgrad(d, name, in, out, d.n);
+        std::vector<Kernel> w = wgrad(d, name, in, out, d.n, layer);
         w.front() = with_margin(d, std::move(w.front()), wgrad_overlap);
         p.push_back(compute(std::move(w) + bias));
         return;
@@ -460,14 +484,13 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, const std::stri
     if (d.sp)
         p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, d.gather_msg, d.async_comm));
     if (!d.async_comm) {
-        add(p,
-            std::vector<Kernel>{linear(name + ".dgrad", kDgrad, d.n, in, out)} + wgrad(d, name, in, out, d.n) + bias);
+        add(p, std::vector<Kernel>{linear(layer, kDgrad, d.n, in, out)} + wgrad(d, name, in, out, d.n, layer) + bias);
         p.push_back(collective(reduce_name, reduce, msg));
         return;
     }
-    p.push_back(compute({linear(name + ".dgrad", kDgrad, d.n, in, out)}));
+    p.push_back(compute({linear(layer, kDgrad, d.n, in, out)}));
     p.push_back(collective(reduce_name, reduce, msg, true));
-    p.push_back(compute(wgrad(d, name, in, out, d.n) + bias));
+    p.push_back(compute(wgrad(d, name, in, out, d.n, layer) + bias));
 }
 
 std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
@@ -488,7 +511,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
         sp_gather(p, d, "recompute.mlp.all-gather", TpOverlap::fc1_fprop, "recompute.fc1");
         Kernel act = activation_forward(d);
         act.name = "recompute." + act.name;
-        Kernel fc1 = linear("recompute.fc1", kFwd, d.n, d.fc1_out, d.h);
+        Kernel fc1 = linear(Layer::fc1, kFwd, d.n, d.fc1_out, d.h, "recompute.");
         if (d.tp_overlap) {
             p.push_back(compute({ring_exchange(d, std::move(fc1), TpOverlap::fc1_fprop)}));
             p.push_back(compute({act}));
@@ -499,26 +522,28 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (d.tp_overlap) {
         // The output-gradient all-gather runs with fc2's data-gradient GEMM (TE's ring exchange).
         sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad, "fc2.dgrad");
-        p.push_back(compute({ring_exchange(d, linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h), TpOverlap::fc2_dgrad)}));
-        p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n) + std::vector<Kernel>{activation_backward(d)} +
+        p.push_back(compute({ring_exchange(d, linear(Layer::fc2, kDgrad, d.n, d.f / d.t, d.h), TpOverlap::fc2_dgrad)}));
+        p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n, Layer::fc2) +
+                            std::vector<Kernel>{activation_backward(d)} +
                             bias_grad(d, "fc1", d.n, d.fc1_out, d.te_layernorm_mlp)));
     } else {
-        add(p, std::vector<Kernel>{linear("fc2.dgrad", kDgrad, d.n, d.f / d.t, d.h)} +
-                   wgrad(d, "fc2", d.f / d.t, d.h, d.n) + std::vector<Kernel>{activation_backward(d)} +
+        add(p, std::vector<Kernel>{linear(Layer::fc2, kDgrad, d.n, d.f / d.t, d.h)} +
+                   wgrad(d, "fc2", d.f / d.t, d.h, d.n, Layer::fc2) + std::vector<Kernel>{activation_backward(d)} +
                    bias_grad(d, "fc1", d.n, d.fc1_out, d.te_layernorm_mlp));
     }
-    column_linear_backward(p, d, "fc1", d.h, d.fc1_out, TpOverlap::fc1_dgrad, TpOverlap::fc1_wgrad, {});
+    column_linear_backward(p, d, Layer::fc1, d.h, d.fc1_out, TpOverlap::fc1_dgrad, TpOverlap::fc1_wgrad, {});
     add(p, {elementwise("ln2.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h)});
     if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
     add(p, bias_grad(d, "proj", d.n_sp, d.h));
     sp_gather(p, d, "attn.grad-all-gather", TpOverlap::proj_dgrad, "proj.dgrad");
     if (d.tp_overlap) {
-        p.push_back(compute({ring_exchange(d, linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h), TpOverlap::proj_dgrad)}));
-        p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n)));
+        p.push_back(
+            compute({ring_exchange(d, linear(Layer::proj, kDgrad, d.n, d.h / d.t, d.h), TpOverlap::proj_dgrad)}));
+        p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n, Layer::proj)));
     } else {
-        add(p, std::vector<Kernel>{linear("proj.dgrad", kDgrad, d.n, d.h / d.t, d.h)} +
-                   wgrad(d, "proj", d.h / d.t, d.h, d.n));
+        add(p, std::vector<Kernel>{linear(Layer::proj, kDgrad, d.n, d.h / d.t, d.h)} +
+                   wgrad(d, "proj", d.h / d.t, d.h, d.n, Layer::proj));
     }
     if (selective && d.modules.core_attn) {
         std::vector<Kernel> re = attention_core_forward(d);
@@ -539,7 +564,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     }
     if (d.rope) add(p, {elementwise("rope.bwd", "rope_bwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     if (selective && d.modules.layernorm) add(p, {norm_forward(d, "recompute.ln1")});
-    column_linear_backward(p, d, "qkv", d.h, d.qkv_out, TpOverlap::qkv_dgrad, TpOverlap::qkv_wgrad,
+    column_linear_backward(p, d, Layer::qkv, d.h, d.qkv_out, TpOverlap::qkv_dgrad, TpOverlap::qkv_wgrad,
                            bias_grad(d, "qkv", d.n, d.qkv_out, d.qkv_bias_in_te));
     add(p, {elementwise("ln1.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("attn.residual-grad-add", d.n_sp * d.h)});
@@ -579,17 +604,15 @@ void apply_fp8(std::vector<Step>& pass, const Dims& d) {
         if (st.kind != Step::Kind::compute) continue;
         std::vector<Kernel> out;
         for (Kernel& k : st.kernels) {
-            if (fp8_gelu && (k.name == "gelu" || k.name == "recompute.gelu")) k.bytes = Bytes(3 * d.n * d.f / d.t);
+            if (fp8_gelu && k.op_class == "gelu_fwd") k.bytes = Bytes(3 * d.n * d.f / d.t);  // recomputed too
             if (k.linear != Kernel::Linear::none) {
-                std::string layer = k.name.starts_with("recompute.") ? k.name.substr(10) : k.name;
-                layer = layer.substr(0, layer.find('.'));
-                const bool column = layer == "qkv" || layer == "fc1";
-                if (!column && layer != "proj" && layer != "fc2")
-                    throw Error("apply_fp8: unknown linear layer " + k.name);
+                const Layer layer = k.layer;
+                if (layer == Layer::none) throw Error("apply_fp8: a linear GEMM without its layer: " + k.name);
+                const bool column = layer == Layer::qkv || layer == Layer::fc1;
                 const std::int64_t operand = k.gemm.m * k.gemm.k;  // the 16-bit operand of a forward or dgrad GEMM
                 switch (k.linear) {
                     case Kernel::Linear::forward:
-                        if (fp8_gelu && layer == "fc2") break;  // the GeLU wrote it in FP8
+                        if (fp8_gelu && layer == Layer::fc2) break;  // the GeLU wrote it in FP8
                         if (!column && d.sp)
                             out.push_back(elementwise(k.name + ".fp8-cast", "", (3 + amax) * operand));
                         else if (!column)
@@ -598,7 +621,7 @@ void apply_fp8(std::vector<Step>& pass, const Dims& d) {
                             out.push_back(elementwise(k.name + ".fp8-cast", "", 5 * operand));
                         break;
                     case Kernel::Linear::data_grad:
-                        if (fp8_gelu && layer == "fc1") break;  // the GeLU's backward wrote it and its transpose
+                        if (fp8_gelu && layer == Layer::fc1) break;  // the GeLU's backward wrote it and its transpose
                         if (column || !d.sp)  // a row-parallel layer's under SP: on the shard before the gather
                             out.push_back(elementwise(k.name + ".fp8-cast-transpose", "", (4 + amax) * operand));
                         break;
@@ -611,7 +634,7 @@ void apply_fp8(std::vector<Step>& pass, const Dims& d) {
                         else if (d.sp)
                             out.push_back(
                                 elementwise(k.name + ".fp8-transpose", "", 2 * k.gemm.k * (k.gemm.m + k.gemm.n)));
-                        else if (fp8_gelu && layer == "fc2")  // the GeLU's FP8 output, not cast-transposed
+                        else if (fp8_gelu && layer == Layer::fc2)  // the GeLU's FP8 output, not cast-transposed
                             out.push_back(elementwise(k.name + ".fp8-transpose", "", 2 * k.gemm.k * k.gemm.m));
                         break;
                     case Kernel::Linear::none:
@@ -856,9 +879,9 @@ OutputPlan build_output(const LayerConfig& cfg) {
     add(o.backward, {dgrad});
     if (d.async_comm) {
         o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg, true));
-        o.backward.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n, false)));
+        o.backward.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n, Layer::none)));
     } else {
-        add(o.backward, wgrad(d, "logits", d.h, d.v / d.t, d.n, false));
+        add(o.backward, wgrad(d, "logits", d.h, d.v / d.t, d.n, Layer::none));
         o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg));
     }
     for (std::vector<Step>* pass : {&o.backward, &o.backward_deferred})
@@ -884,7 +907,7 @@ std::vector<Step> build_deferred_wgrad(const LayerConfig& cfg, int microbatches)
     for (int i = 0; i < microbatches; ++i) {
         if (d.sp && i + 1 < microbatches)
             p.push_back(collective("logits.deferred-input-all-gather", CollectiveKind::all_gather, msg, true));
-        p.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n, false)));
+        p.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n, Layer::none)));
     }
     return p;
 }
