@@ -595,6 +595,52 @@ TEST_CASE("transformer_impl: where each bias gradient is computed, and by whose 
     CHECK(fc1_bias == 2 * std::int64_t(glu.seq_len) * 2 * glu.ffn_hidden / 2);
 }
 
+TEST_CASE("fp8_scale_update per_module: every FP8 module's amax and scale update before its forward and backward") {
+    ModelSpec m{"gpt", 16, 2048, 4, 1024, 51200, 4 * 2048, true};
+    LayerConfig c{&m, 4, true, Recompute::none, 1};
+    c.fp8 = true;
+    auto updates = [](const std::vector<Step>& pass) {
+        int n = 0;
+        for (const Step& st : pass)
+            for (const Kernel& k : st.kernels)
+                if (k.name == "fp8.scale-update") ++n;
+        return n;
+    };
+    const LayerPlan region = build_layer(c);
+    CHECK(updates(region.forward) == 0);
+    CHECK(updates(region.backward) == 0);
+    c.fp8_scale_update_per_module = true;
+    // Megatron-Core's TE spec: four FP8 modules (QKV, projection, fc1, fc2), three kernels each, before the pass.
+    LayerPlan plan = build_layer(c);
+    CHECK(updates(plan.forward) == 12);
+    CHECK(updates(plan.backward) == 12);
+    REQUIRE(plan.forward.front().kind == Step::Kind::compute);
+    CHECK(plan.forward.front().kernels.front().name == "fp8.scale-update");
+    CHECK(plan.forward.size() == region.forward.size() + 1);
+    // TE's TransformerLayer: three (QKV, projection, LayerNormMLP).
+    c.transformer_impl = TransformerImpl::te_transformer_layer;
+    plan = build_layer(c);
+    CHECK(updates(plan.forward) == 9);
+    CHECK(updates(plan.backward) == 9);
+    // Full recompute: the recomputed forward updates nothing, the backward's modules do.
+    c.recompute = Recompute::full;
+    CHECK(updates(build_layer(c).backward) == 9);
+    c.recompute = Recompute::none;
+    // Inert with current scaling (no history) and without FP8.
+    c.fp8_current_scaling = true;
+    CHECK(updates(build_layer(c).forward) == 0);
+    c.fp8_current_scaling = false;
+    c.fp8 = false;
+    CHECK(updates(build_layer(c).forward) == 0);
+    // The key, its echo and its errors.
+    const Experiment ex = load_experiment(kRoot + "scenarios/validation/mlperf-gpt3-h100.yaml");
+    CHECK(ex.cases.at(0).execution.fp8_scale_update == Fp8ScaleUpdate::per_module);
+    CHECK(layer_config(ex.cases.at(0).model, ex.cases.at(0).execution).fp8_scale_update_per_module);
+    CHECK(std::string(to_string(Fp8ScaleUpdate::per_region)) == "per_region");
+    CHECK(fp8_scale_update_named("per_module") == Fp8ScaleUpdate::per_module);
+    CHECK_FALSE(fp8_scale_update_named("module").has_value());
+}
+
 TEST_CASE("fp8: linear GEMMs in FP8 with their casts, inputs saved in FP8, FP8 weight copies, errors without FP8") {
     const ModelSpec m = small_llama();
     const std::int64_t s = 2048, b = 1, h = 1024, f = 2816, t = 2, sbh = s * b * h;

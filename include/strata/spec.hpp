@@ -56,6 +56,12 @@ enum class TransformerImpl { automatic, local, transformer_engine, te_transforme
 /// FP8 scaling (Transformer Engine): delayed (from the amax history) or current (tensorwise: each cast first reads its
 /// 16-bit operand for the amax, 2 more bytes per element).
 enum class Fp8Recipe { delayed, current };
+/// FP8 delayed scaling's amax-history and scale update (Transformer Engine): per_region (TE >= 1.6: once per FP8
+/// region and pass, one fused multi-tensor kernel after the region's amax reduction, not charged) or per_module (TE
+/// <= 1.5, base.py prepare_forward / _prepare_backward: every FP8 module, before its forward and before its backward,
+/// copies its reduced amaxes into its history and runs amax_and_scale_update, torch.compile'd: at least three kernels,
+/// the copy, the history's max reduction with the scales after it, and the rolled history).
+enum class Fp8ScaleUpdate { per_region, per_module };
 /// How Transformer Engine's userbuffer overlap (tp_comm_overlap) reduce-scatters a forward GEMM's output (its ub_cfg
 /// `method` for proj_fprop and fc2_fprop): pipeline (TE's default: 4 column chunks, each chunk's reduce-scatter during
 /// the next, the last chunk's alone after the GEMM) or ring_exchange (t row chunks passed round the ring by the copy
@@ -143,6 +149,7 @@ struct RecomputeModules {
 [[nodiscard]] const char* to_string(CrossEntropy c);
 [[nodiscard]] const char* to_string(TransformerImpl t);
 [[nodiscard]] const char* to_string(Fp8Recipe r);
+[[nodiscard]] const char* to_string(Fp8ScaleUpdate u);
 [[nodiscard]] const char* to_string(RecomputeMethod m);
 [[nodiscard]] const char* to_string(GradientAverage g);
 [[nodiscard]] const char* to_string(GradBuckets b);
@@ -154,6 +161,7 @@ struct RecomputeModules {
 [[nodiscard]] std::optional<CrossEntropy> cross_entropy_named(std::string_view name);
 [[nodiscard]] std::optional<TransformerImpl> transformer_impl_named(std::string_view name);
 [[nodiscard]] std::optional<Fp8Recipe> fp8_recipe_named(std::string_view name);
+[[nodiscard]] std::optional<Fp8ScaleUpdate> fp8_scale_update_named(std::string_view name);
 [[nodiscard]] std::optional<GradientAverage> gradient_average_named(std::string_view name);
 [[nodiscard]] std::optional<GradBuckets> grad_buckets_named(std::string_view name);
 [[nodiscard]] std::optional<TpOverlapRs> tp_overlap_rs_named(std::string_view name);
@@ -264,6 +272,8 @@ struct ExecutionSpec {
         return transformer_impl_for(transformer_impl, precision == Precision::fp8, tp_comm_overlap);
     }
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  ///< with FP8: the scaling recipe (see Fp8Recipe)
+    /// With FP8 delayed scaling: where the amax histories and scales are updated (see Fp8ScaleUpdate; inert otherwise).
+    Fp8ScaleUpdate fp8_scale_update = Fp8ScaleUpdate::per_region;
     /// With FP8 and the distributed optimizer: the parameter all-gather moves the transformer layers' parameters in
     /// FP8 (1 byte each; Megatron-Core's --fp8-param-gather); embeddings, output layer and norms stay 16-bit. The
     /// layer weights are then FP8 primary weights (TE's fp8_model_init): an FP8 copy and its transpose, no 16-bit one.

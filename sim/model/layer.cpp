@@ -730,6 +730,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.cross_entropy = e.cross_entropy;
     c.transformer_impl = e.transformer_impl;  // automatic resolved in dims_of (transformer_impl_for)
     c.fp8_current_scaling = e.fp8_recipe == Fp8Recipe::current;
+    c.fp8_scale_update_per_module = e.fp8_scale_update == Fp8ScaleUpdate::per_module;
     c.embedding_reduce_scatter = e.embedding_reduce_scatter;
     return c;
 }
@@ -743,6 +744,18 @@ LayerPlan build_layer(const LayerConfig& cfg) {
     if (d.fp8) {
         apply_fp8(plan.forward, d);
         apply_fp8(plan.backward, d);
+        if (cfg.fp8_scale_update_per_module && !d.fp8_current) {
+            // TE <= 1.5: each FP8 module (QKV, projection, and fc1 and fc2 or TE's LayerNormMLP) copies its reduced
+            // amaxes into its history and updates its scales before its forward and before its backward: the copy
+            // and the compiled update's two kernels (the history's max reduction with the scales after it, the
+            // rolled history), launch-bound (the recomputed forward of full recompute updates nothing).
+            const int modules = d.te_layernorm_mlp ? 3 : 4;
+            std::vector<Kernel> update;
+            for (int i = 0; i < 3 * modules; ++i)
+                update.push_back(elementwise("fp8.scale-update", "", 0));
+            plan.forward.insert(plan.forward.begin(), compute(update));
+            plan.backward.insert(plan.backward.begin(), compute(update));
+        }
     }
     plan.stored_bytes = stored_under(plan.ops, d, cfg.recompute);
     if (cfg.recompute == Recompute::full) {

@@ -75,6 +75,8 @@ const std::vector<CsvColumn>& csv_columns() {
                          return std::string(to_string(e.transformer_impl_in_force()));
                      })});
         c.push_back({"fp8_recipe", exec([](const ExecutionSpec& e) { return std::string(to_string(e.fp8_recipe)); })});
+        c.push_back({"fp8_scale_update",
+                     exec([](const ExecutionSpec& e) { return std::string(to_string(e.fp8_scale_update)); })});
         c.push_back({"fp8_param_gather", exec([](const ExecutionSpec& e) { return csv_bool(e.fp8_param_gather); })});
         c.push_back({"tp_only_amax_red", exec([](const ExecutionSpec& e) { return csv_bool(e.tp_only_amax_red); })});
         c.push_back({"embedding_reduce_scatter", exec([](const ExecutionSpec& e) { return csv_bool(e.embedding_reduce_scatter); })});

@@ -366,7 +366,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"precision", to_string(e.precision)}, {"attention", to_string(e.attention)},
                           {"cross_entropy", to_string(e.cross_entropy)},
                           {"transformer_impl", to_string(e.transformer_impl_in_force())},
-                          {"fp8_recipe", to_string(e.fp8_recipe)},
+                          {"fp8_recipe", to_string(e.fp8_recipe)}, {"fp8_scale_update", to_string(e.fp8_scale_update)},
                           {"fp8_param_gather", e.fp8_param_gather}, {"tp_only_amax_red", e.tp_only_amax_red},
                           {"embedding_reduce_scatter", e.embedding_reduce_scatter},
                           {"check_for_nan_in_grad", e.check_for_nan_in_grad}, {"fp32_embedding_grads", e.fp32_embedding_grads},

@@ -13,7 +13,7 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 59> kExecutionKeys = {
+constexpr std::array<std::string_view, 60> kExecutionKeys = {
     "tensor", "pipeline", "data", "interleave", "sequence_parallel", "recompute", "microbatch", "global_batch",
     "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision", "gradient_accumulation_fusion",
     "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers", "recompute_layers", "recompute_method",
@@ -23,7 +23,7 @@ constexpr std::array<std::string_view, 59> kExecutionKeys = {
     "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "overlap_p2p_comm", "p2p_pair_order",
     "host_gap_forward_us", "host_gap_backward_us", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "overlap_param_gather_with_optimizer_step", "tp_overlap_sm_margin",
-    "tp_overlap_aggregate", "tp_overlap_fp8_buf", "grad_buckets", "bucket_size", "transformer_impl",
+    "tp_overlap_aggregate", "tp_overlap_fp8_buf", "grad_buckets", "bucket_size", "transformer_impl", "fp8_scale_update",
     // tp_overlap_num_sm, a mapping from userbuffer overlap (kTpOverlapNames) to its num_sm, flattened.
     "tp_overlap_num_sm.qkv_fprop", "tp_overlap_num_sm.fc1_fprop", "tp_overlap_num_sm.proj_dgrad",
     "tp_overlap_num_sm.fc2_dgrad", "tp_overlap_num_sm.proj_fprop", "tp_overlap_num_sm.fc2_fprop",
@@ -83,6 +83,9 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     e.transformer_impl = *transformer_impl_named(f.get_choice("transformer_impl", ti, "auto"));
     constexpr std::array<std::string_view, 2> fr = {"delayed", "current"};
     e.fp8_recipe = *fp8_recipe_named(f.get_choice("fp8_recipe", fr, "delayed"));
+    // Like TE's own, inert without FP8 delayed scaling (so that `--set execution.precision=bf16` works on such a file).
+    constexpr std::array<std::string_view, 2> su = {"per_region", "per_module"};
+    e.fp8_scale_update = *fp8_scale_update_named(f.get_choice("fp8_scale_update", su, "per_region"));
     e.fp8_param_gather = f.get_bool("fp8_param_gather", false);
     e.tp_only_amax_red = f.get_bool("tp_only_amax_red", false);
     // Like TE's ub_cfg without --tp-comm-overlap, these have no effect while tp_comm_overlap is off (so that

@@ -78,6 +78,9 @@ const char* to_string(TransformerImpl t) {
     return "?";
 }
 const char* to_string(Fp8Recipe r) { return r == Fp8Recipe::delayed ? "delayed" : "current"; }
+const char* to_string(Fp8ScaleUpdate u) {
+    return u == Fp8ScaleUpdate::per_region ? "per_region" : "per_module";
+}
 const char* to_string(TpOverlapRs m) { return m == TpOverlapRs::pipeline ? "pipeline" : "ring_exchange"; }
 const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::uniform ? "uniform" : "block"; }
 const char* to_string(GradientAverage g) {
@@ -137,6 +140,12 @@ std::optional<TransformerImpl> transformer_impl_named(std::string_view name) {
 std::optional<TpOverlapRs> tp_overlap_rs_named(std::string_view name) {
     for (const TpOverlapRs m : {TpOverlapRs::pipeline, TpOverlapRs::ring_exchange})
         if (name == to_string(m)) return m;
+    return std::nullopt;
+}
+
+std::optional<Fp8ScaleUpdate> fp8_scale_update_named(std::string_view name) {
+    for (const Fp8ScaleUpdate u : {Fp8ScaleUpdate::per_region, Fp8ScaleUpdate::per_module})
+        if (name == to_string(u)) return u;
     return std::nullopt;
 }
 

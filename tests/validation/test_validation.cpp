@@ -426,7 +426,7 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
 
 TEST_CASE(
     "validation: MLPerf v3.1 GPT-3 175B on DGX H100 (seven sizes, 512-10,752 GPUs) step time: the part per microbatch "
-    "within 2.3%, tokens/s mean |error| <= 8.4%, worst <= 13.5%") {
+    "within 1.5%, tokens/s mean |error| <= 7.6%, worst <= 12.8%") {
     // NVIDIA's closed-division submissions (NeMo 23.09, FP8 delayed scaling, TP 4, PP 8, one layer per chunk), first
     // simulated in session 35 with nothing changed for them: +1.2 / +1.0 / +5.9 / +5.9 / +5.9 / +9.2 / +9.9% (strata
     // fast; mean 5.57%, signed +5.57%); 5.48% / +5.48% with session 37's amax all-reduce over the tensor-parallel group
@@ -443,15 +443,17 @@ TEST_CASE(
     // as NeMo r1.20 without Megatron-Core does (transformer_impl: te_transformer_layer): fc1's bias gradient inside
     // LayerNormMLP, the GeLU writing fc2's input in FP8 and its backward fc1's FP8 output gradient and transpose (no
     // casts of their own), the row-parallel layers' bias gradients over n / t tokens: 8.33% / 13.40% / +8.33%, the
-    // work per microbatch 82.50 ms (-2.2%). Each step is TE's code; what the microbatches still miss (about 1.9 ms
-    // each; a candidate: TE 1.0's per-module amax and scale updates at every forward and backward) is open. Both are
-    // pinned so that a change is seen.
+    // work per microbatch 82.50 ms (-2.2%). Then TE 1.x's amax and scale update by every FP8 module before its forward
+    // and its backward (fp8_scale_update: per_module, the submission's TE revision 09ba842 predates 1.6's fused
+    // update; at least three launch-bound kernels per module and pass, counted from the code before any row ran):
+    // 7.54% / 12.68% / +7.54%, the work per microbatch 83.20 ms (-1.4%). Each step is TE's code; what the microbatches
+    // still miss (about 1.2 ms each) is open. Both are pinned so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100", "scenarios/validation/mlperf-gpt3-h100.yaml");
     REQUIRE(t.errors.size() == 7);
-    CHECK(t.summary.mean_abs <= 0.084);
-    CHECK(t.summary.worst_abs <= 0.135);
+    CHECK(t.summary.mean_abs <= 0.076);
+    CHECK(t.summary.worst_abs <= 0.128);
 
-    CHECK(std::abs(per_microbatch_error(t, 0, 7)) <= 0.023);
+    CHECK(std::abs(per_microbatch_error(t, 0, 7)) <= 0.015);
 }
 
 TEST_CASE(
