@@ -748,7 +748,8 @@ LayerPlan build_layer(const LayerConfig& cfg) {
             // TE <= 1.5: each FP8 module (QKV, projection, and fc1 and fc2 or TE's LayerNormMLP) copies its reduced
             // amaxes into its history and updates its scales before its forward and before its backward: the copy
             // and the compiled update's two kernels (the history's max reduction with the scales after it, the
-            // rolled history), launch-bound (the recomputed forward of full recompute updates nothing).
+            // rolled history) as TE 1.0-1.2 run them; launch-bound (the recomputed forward of full recompute updates
+            // nothing).
             const int modules = d.te_layernorm_mlp ? 3 : 4;
             std::vector<Kernel> update;
             for (int i = 0; i < 3 * modules; ++i)
