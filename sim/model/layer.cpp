@@ -225,30 +225,32 @@ Kernel flash(std::string name, const Dims& d, bool forward) {
 /// is made (Megatron-LM's layers and Megatron-Core's alike): QKV's after its weight gradient (local layers); fc1's
 /// as the bias-GeLU's gradient reaches the bias (autograd's sum of the returned gradient); the projection's and fc2's
 /// in the bias-dropout-add's backward, over this rank's n_sp tokens (their biases are added after the reduction).
-std::vector<Kernel> bias_grad(const Dims& d, const std::string& name, std::int64_t tokens, std::int64_t out,
-                              bool in_te = false) {
+std::vector<Kernel> bias_grad(const Dims& d, Layer layer, std::int64_t tokens, std::int64_t out, bool in_te = false) {
     if (!d.bias || in_te) return {};
-    return {elementwise(name + ".bias-grad", "", 2 * tokens * out)};
+    return {elementwise(name_of(layer) + ".bias-grad", "", 2 * tokens * out)};
 }
 
 /// Weight-gradient GEMM dW[in, out] = X^T dY. With gradient-accumulation fusion it adds straight into the
 /// main gradient in its epilogue (modelled as an fp32 read-modify-write of C); without, it writes a 16-bit
 /// gradient and a separate kernel adds it to the main gradient (Megatron's grad hook: main_grad.add_(grad)),
 /// reading the 16-bit gradient and the main gradient and writing the main gradient.
-/// `layer`: the transformer layer's linear layer (none: the output layer's, named `name`).
+/// This form: the output layer's (named `name`, not a linear layer of the transformer layer).
 std::vector<Kernel> wgrad(const Dims& d, const std::string& name, std::int64_t in, std::int64_t out,
-                          std::int64_t tokens, Layer layer) {
+                          std::int64_t tokens) {
     Kernel k = gemm(name + ".wgrad", in, out, tokens);
-    if (layer != Layer::none) {
-        k.linear = Kernel::Linear::weight_grad;
-        k.layer = layer;
-    }
     if (d.fused_wgrad) {
         k.gemm.accumulate_fp32 = true;
         k.bytes = k.gemm.bytes();
         return {k};
     }
     return {k, elementwise(name + ".main-grad-add", "", in * out * (2 + 2 * d.main_grad_bytes))};
+}
+/// A transformer layer's linear layer's weight gradient, named after it (Kernel::Linear::weight_grad).
+std::vector<Kernel> wgrad(const Dims& d, Layer layer, std::int64_t in, std::int64_t out, std::int64_t tokens) {
+    std::vector<Kernel> w = wgrad(d, name_of(layer), in, out, tokens);
+    w.front().linear = Kernel::Linear::weight_grad;
+    w.front().layer = layer;
+    return w;
 }
 
 /// Appends `b` to `a`.
@@ -476,7 +478,7 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, Layer layer, st
             ub_collective(name + ".input-all-gather", CollectiveKind::all_gather, d.gather_msg, true, d.ub.sms(dgrad)));
         p.push_back(compute({with_margin(d, linear(layer, kDgrad, d.n, in, out), dgrad)}));
         p.push_back(ub_collective(reduce_name, reduce, msg, true, d.ub.sms(wgrad_overlap)));
-        std::vector<Kernel> w = wgrad(d, name, in, out, d.n, layer);
+        std::vector<Kernel> w = wgrad(d, layer, in, out, d.n);
         w.front() = with_margin(d, std::move(w.front()), wgrad_overlap);
         p.push_back(compute(std::move(w) + bias));
         return;
@@ -484,13 +486,13 @@ void column_linear_backward(std::vector<Step>& p, const Dims& d, Layer layer, st
     if (d.sp)
         p.push_back(collective(name + ".input-all-gather", CollectiveKind::all_gather, d.gather_msg, d.async_comm));
     if (!d.async_comm) {
-        add(p, std::vector<Kernel>{linear(layer, kDgrad, d.n, in, out)} + wgrad(d, name, in, out, d.n, layer) + bias);
+        add(p, std::vector<Kernel>{linear(layer, kDgrad, d.n, in, out)} + wgrad(d, layer, in, out, d.n) + bias);
         p.push_back(collective(reduce_name, reduce, msg));
         return;
     }
     p.push_back(compute({linear(layer, kDgrad, d.n, in, out)}));
     p.push_back(collective(reduce_name, reduce, msg, true));
-    p.push_back(compute(wgrad(d, name, in, out, d.n, layer) + bias));
+    p.push_back(compute(wgrad(d, layer, in, out, d.n) + bias));
 }
 
 std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
@@ -498,7 +500,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (rc == Recompute::full) p = forward_pass(d);  // re-run the whole layer forward first
     // Without dropout the residual add's gradient passes through: no kernel.
     if (d.dropout) add(p, {elementwise("mlp.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
-    add(p, bias_grad(d, "fc2", d.n_sp, d.h));
+    add(p, bias_grad(d, Layer::fc2, d.n_sp, d.h));
     // With tp_comm_overlap the output-gradient all-gathers are ring exchanges (copy engines) beside the data-gradient
     // GEMMs: fc2's comes in fc2's backward, after any selective recompute below.
     if (!d.tp_overlap) sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad, "fc2.dgrad");
@@ -523,27 +525,26 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
         // The output-gradient all-gather runs with fc2's data-gradient GEMM (TE's ring exchange).
         sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad, "fc2.dgrad");
         p.push_back(compute({ring_exchange(d, linear(Layer::fc2, kDgrad, d.n, d.f / d.t, d.h), TpOverlap::fc2_dgrad)}));
-        p.push_back(compute(wgrad(d, "fc2", d.f / d.t, d.h, d.n, Layer::fc2) +
-                            std::vector<Kernel>{activation_backward(d)} +
-                            bias_grad(d, "fc1", d.n, d.fc1_out, d.te_layernorm_mlp)));
+        p.push_back(compute(wgrad(d, Layer::fc2, d.f / d.t, d.h, d.n) + std::vector<Kernel>{activation_backward(d)} +
+                            bias_grad(d, Layer::fc1, d.n, d.fc1_out, d.te_layernorm_mlp)));
     } else {
         add(p, std::vector<Kernel>{linear(Layer::fc2, kDgrad, d.n, d.f / d.t, d.h)} +
-                   wgrad(d, "fc2", d.f / d.t, d.h, d.n, Layer::fc2) + std::vector<Kernel>{activation_backward(d)} +
-                   bias_grad(d, "fc1", d.n, d.fc1_out, d.te_layernorm_mlp));
+                   wgrad(d, Layer::fc2, d.f / d.t, d.h, d.n) + std::vector<Kernel>{activation_backward(d)} +
+                   bias_grad(d, Layer::fc1, d.n, d.fc1_out, d.te_layernorm_mlp));
     }
     column_linear_backward(p, d, Layer::fc1, d.h, d.fc1_out, TpOverlap::fc1_dgrad, TpOverlap::fc1_wgrad, {});
     add(p, {elementwise("ln2.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("mlp.residual-grad-add", d.n_sp * d.h)});
     if (d.dropout) add(p, {elementwise("attn.bias-dropout-add.bwd", "bias_dropout_add_bwd", kBdaBwd * d.n_sp * d.h)});
-    add(p, bias_grad(d, "proj", d.n_sp, d.h));
+    add(p, bias_grad(d, Layer::proj, d.n_sp, d.h));
     sp_gather(p, d, "attn.grad-all-gather", TpOverlap::proj_dgrad, "proj.dgrad");
     if (d.tp_overlap) {
         p.push_back(
             compute({ring_exchange(d, linear(Layer::proj, kDgrad, d.n, d.h / d.t, d.h), TpOverlap::proj_dgrad)}));
-        p.push_back(compute(wgrad(d, "proj", d.h / d.t, d.h, d.n, Layer::proj)));
+        p.push_back(compute(wgrad(d, Layer::proj, d.h / d.t, d.h, d.n)));
     } else {
         add(p, std::vector<Kernel>{linear(Layer::proj, kDgrad, d.n, d.h / d.t, d.h)} +
-                   wgrad(d, "proj", d.h / d.t, d.h, d.n, Layer::proj));
+                   wgrad(d, Layer::proj, d.h / d.t, d.h, d.n));
     }
     if (selective && d.modules.core_attn) {
         std::vector<Kernel> re = attention_core_forward(d);
@@ -565,7 +566,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     if (d.rope) add(p, {elementwise("rope.bwd", "rope_bwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     if (selective && d.modules.layernorm) add(p, {norm_forward(d, "recompute.ln1")});
     column_linear_backward(p, d, Layer::qkv, d.h, d.qkv_out, TpOverlap::qkv_dgrad, TpOverlap::qkv_wgrad,
-                           bias_grad(d, "qkv", d.n, d.qkv_out, d.qkv_bias_in_te));
+                           bias_grad(d, Layer::qkv, d.n, d.qkv_out, d.qkv_bias_in_te));
     add(p, {elementwise("ln1.bwd", norm_class(d, false), kLayerNormBwd * d.n_sp * d.h),
             residual_grad_add("attn.residual-grad-add", d.n_sp * d.h)});
     return p;
@@ -893,9 +894,9 @@ OutputPlan build_output(const LayerConfig& cfg) {
     add(o.backward, {dgrad});
     if (d.async_comm) {
         o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg, true));
-        o.backward.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n, Layer::none)));
+        o.backward.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n)));
     } else {
-        add(o.backward, wgrad(d, "logits", d.h, d.v / d.t, d.n, Layer::none));
+        add(o.backward, wgrad(d, "logits", d.h, d.v / d.t, d.n));
         o.backward.push_back(collective(logits_reduce_name, logits_reduce, msg));
     }
     for (std::vector<Step>* pass : {&o.backward, &o.backward_deferred})
@@ -921,7 +922,7 @@ std::vector<Step> build_deferred_wgrad(const LayerConfig& cfg, int microbatches)
     for (int i = 0; i < microbatches; ++i) {
         if (d.sp && i + 1 < microbatches)
             p.push_back(collective("logits.deferred-input-all-gather", CollectiveKind::all_gather, msg, true));
-        p.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n, Layer::none)));
+        p.push_back(compute(wgrad(d, "logits", d.h, d.v / d.t, d.n)));
     }
     return p;
 }
