@@ -236,7 +236,8 @@ int search_command(const strata::mpi::Session& session, const SearchOptions& o, 
     if (tty && session.rank() == 0) std::cerr << "\r\033[K";
     if (session.rank() != 0) return 0;   // rank 0 reports and writes
     if (session.distributed()) print_ranks(distributed);
-    if (!strata::cli::print_search(human, req, r, o.fix, o.top, o.margin_pct)) return 2;
+    const bool attention_by_default = !given("--attention") && !set.sets("attention");
+    if (!strata::cli::print_search(human, req, r, o.fix, o.top, o.margin_pct, attention_by_default)) return 2;
     const std::vector<strata::CaseResult> results = strata::ranked_results(r, int(r.simulated.size()));
     const strata::SearchSummary summary = strata::search_summary(req, r, o.fix);
     human << fmt::format("search took {:.2f} s\n", r.wall_s);

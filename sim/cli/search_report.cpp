@@ -11,12 +11,20 @@
 namespace strata::cli {
 
 bool print_search(std::ostream& human, const SearchRequest& req, const SearchResult& r,
-                  const std::vector<std::string>& fix, int top, double margin_pct) {
+                  const std::vector<std::string>& fix, int top, double margin_pct, bool attention_by_default) {
     human << fmt::format("search: {} on {} GPUs of {}, global batch {}\n", req.model.name, req.gpus, req.system.name,
                          req.global_batch);
     std::string constraints;
     for (const std::string& f : fix) constraints += " " + f;
     if (!constraints.empty()) human << "constraints:" << constraints << "\n";
+    const ExecutionSpec& b = req.base;
+    human << fmt::format("every candidate: attention {}, precision {}, gradient average {}, gradients reduced in {}\n",
+                         to_string(b.attention), to_string(b.precision), to_string(b.gradient_average),
+                         b.fp32_gradients() ? "fp32" : "16 bits");
+    if (attention_by_default && b.attention == Attention::unfused)
+        human << "note: attention unfused is the default (the paper's 2022 kernels, which store every s x s score, so "
+                 "its selective\n  recompute pays); Megatron-Core with Transformer Engine runs fused attention: "
+                 "--attention flash\n";
     human << fmt::format("{} configurations enumerated; {} fit in memory and were ranked by the analytical estimate\n",
                          r.enumerated, r.screened);
     for (const auto& [reason, count] : r.rejected) human << fmt::format("  rejected: {} x {}\n", count, reason);

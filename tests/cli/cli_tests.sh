@@ -134,6 +134,11 @@ check "search: a searched switch the candidates differ in gets a column (tp_comm
 "$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" \
   --gpus 8 --global-batch 32 --attention flash --precision fp8 --top 2 --simulate-top 2 >"$tmp/s2.txt"; rc=$?
 check "search with flash attention and FP8 for a Llama model" '[[ $rc -eq 0 ]] && grep -q "^   1 " "$tmp/s2.txt"'
+check "search names the settings every candidate shares" 'grep -q "^every candidate: attention unfused, precision bf16, gradient average scale, gradients reduced in fp32$" "$tmp/s.txt" && grep -q "^every candidate: attention flash, precision fp8, " "$tmp/s2.txt"'
+"$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
+  --gpus 8 --global-batch 8 --fix tensor=8 --fix pipeline=1 --fix microbatch=1 --top 1 --simulate-top 1 \
+  --set execution.attention=unfused >"$tmp/s-unf.txt"; rc=$?
+check "search notes what the default attention means, only when neither --attention nor --set chose it" '[[ $rc -eq 0 ]] && grep -q "^note: attention unfused is the default" "$tmp/s.txt" && ! grep -q "^note: attention" "$tmp/s2.txt" && ! grep -q "^note: attention" "$tmp/s-unf.txt" && grep -q "^every candidate: attention unfused," "$tmp/s-unf.txt"'
 "$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
   --gpus 8 --global-batch 8 --precision fp8 >/dev/null 2>"$tmp/err"; rc=$?
 check "search in FP8 on an A100 exits 2 and says why" '[[ $rc -eq 2 ]] && grep -q "peak_flops_fp8" "$tmp/err"'
