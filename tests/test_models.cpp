@@ -595,7 +595,9 @@ TEST_CASE("transformer_impl: where each bias gradient is computed, and by whose 
     CHECK(fc1_bias == 2 * std::int64_t(glu.seq_len) * 2 * glu.ffn_hidden / 2);
 }
 
-TEST_CASE("fp8_scale_update per_module: every FP8 module's amax and scale update before its forward and backward") {
+TEST_CASE(
+    "fp8_scale_update per_module and per_module_fused: every FP8 module's amax and scale update before its forward and "
+    "backward") {
     ModelSpec m{"gpt", 16, 2048, 4, 1024, 51200, 4 * 2048, true};
     LayerConfig c{&m, 4, true, Recompute::none, 1};
     c.fp8 = true;
@@ -609,7 +611,7 @@ TEST_CASE("fp8_scale_update per_module: every FP8 module's amax and scale update
     const LayerPlan region = build_layer(c);
     CHECK(updates(region.forward) == 0);
     CHECK(updates(region.backward) == 0);
-    c.fp8_scale_update_per_module = true;
+    c.fp8_scale_update_kernels = 3;
     // Megatron-Core's TE spec: four FP8 modules (QKV, projection, fc1, fc2), three kernels each, before the pass.
     LayerPlan plan = build_layer(c);
     CHECK(updates(plan.forward) == 12);
@@ -626,6 +628,13 @@ TEST_CASE("fp8_scale_update per_module: every FP8 module's amax and scale update
     c.recompute = Recompute::full;
     CHECK(updates(build_layer(c).backward) == 9);
     c.recompute = Recompute::none;
+    // TE 1.4-1.5: the update one CUDA kernel, two with the copy.
+    c.fp8_scale_update_kernels = 2;
+    CHECK(updates(build_layer(c).forward) == 6);
+    CHECK(updates(build_layer(c).backward) == 6);
+    c.transformer_impl = TransformerImpl::transformer_engine;
+    CHECK(updates(build_layer(c).forward) == 8);
+    c.transformer_impl = TransformerImpl::te_transformer_layer;
     // Inert with current scaling (no history) and without FP8.
     c.fp8_current_scaling = true;
     CHECK(updates(build_layer(c).forward) == 0);
@@ -635,9 +644,16 @@ TEST_CASE("fp8_scale_update per_module: every FP8 module's amax and scale update
     // The key, its echo and its errors.
     const Experiment ex = load_experiment(kRoot + "scenarios/validation/mlperf-gpt3-h100.yaml");
     CHECK(ex.cases.at(0).execution.fp8_scale_update == Fp8ScaleUpdate::per_module);
-    CHECK(layer_config(ex.cases.at(0).model, ex.cases.at(0).execution).fp8_scale_update_per_module);
+    CHECK(layer_config(ex.cases.at(0).model, ex.cases.at(0).execution).fp8_scale_update_kernels == 3);
+    ExecutionSpec fused = ex.cases.at(0).execution;
+    fused.fp8_scale_update = Fp8ScaleUpdate::per_module_fused;
+    CHECK(layer_config(ex.cases.at(0).model, fused).fp8_scale_update_kernels == 2);
+    fused.fp8_scale_update = Fp8ScaleUpdate::per_region;
+    CHECK(layer_config(ex.cases.at(0).model, fused).fp8_scale_update_kernels == 0);
     CHECK(std::string(to_string(Fp8ScaleUpdate::per_region)) == "per_region");
+    CHECK(std::string(to_string(Fp8ScaleUpdate::per_module_fused)) == "per_module_fused");
     CHECK(fp8_scale_update_named("per_module") == Fp8ScaleUpdate::per_module);
+    CHECK(fp8_scale_update_named("per_module_fused") == Fp8ScaleUpdate::per_module_fused);
     CHECK_FALSE(fp8_scale_update_named("module").has_value());
 }
 

@@ -152,9 +152,10 @@ struct LayerConfig {
     /// TransformerImpl; automatic: transformer_impl_for; local with fp8 or tp_comm_overlap is an error).
     TransformerImpl transformer_impl = TransformerImpl::automatic;
     bool fp8_current_scaling = false;  ///< with fp8: each cast reads its operand once more for the amax
-    /// With fp8 delayed scaling: every FP8 module updates its amax history and scales before its forward and before
-    /// its backward (Fp8ScaleUpdate::per_module, TE <= 1.5).
-    bool fp8_scale_update_per_module = false;
+    /// With fp8 delayed scaling: the kernels every FP8 module runs to update its amax history and scales before its
+    /// forward and before its backward (Fp8ScaleUpdate::per_module: 3, TE <= 1.3; per_module_fused: 2, TE 1.4-1.5;
+    /// per_region: 0).
+    int fp8_scale_update_kernels = 0;
     /// Under SP the embedding's partial outputs are reduce-scattered (Megatron-Core since 2024-04), else all-reduced
     /// and then split (Megatron-LM before: VocabParallelEmbedding's reduce, then scatter_to_sequence_parallel_region).
     bool embedding_reduce_scatter = true;

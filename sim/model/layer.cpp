@@ -731,7 +731,9 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
     c.cross_entropy = e.cross_entropy;
     c.transformer_impl = e.transformer_impl;  // automatic resolved in dims_of (transformer_impl_for)
     c.fp8_current_scaling = e.fp8_recipe == Fp8Recipe::current;
-    c.fp8_scale_update_per_module = e.fp8_scale_update == Fp8ScaleUpdate::per_module;
+    c.fp8_scale_update_kernels = e.fp8_scale_update == Fp8ScaleUpdate::per_module         ? 3
+                                 : e.fp8_scale_update == Fp8ScaleUpdate::per_module_fused ? 2
+                                                                                          : 0;
     c.embedding_reduce_scatter = e.embedding_reduce_scatter;
     return c;
 }
@@ -745,15 +747,15 @@ LayerPlan build_layer(const LayerConfig& cfg) {
     if (d.fp8) {
         apply_fp8(plan.forward, d);
         apply_fp8(plan.backward, d);
-        if (cfg.fp8_scale_update_per_module && !d.fp8_current) {
+        if (cfg.fp8_scale_update_kernels > 0 && !d.fp8_current) {
             // TE <= 1.5: each FP8 module (QKV, projection, and fc1 and fc2 or TE's LayerNormMLP) copies its reduced
             // amaxes into its history and updates its scales before its forward and before its backward: the copy
-            // and the compiled update's two kernels (the history's max reduction with the scales after it, the
-            // rolled history) as TE 1.0-1.2 run them; launch-bound (the recomputed forward of full recompute updates
-            // nothing).
+            // and the update, two kernels under torch.compile up to TE 1.3 (the history's max reduction with the
+            // scales after it, the rolled history), one CUDA kernel in TE 1.4-1.5 (tex.fused_amax_and_scale_update);
+            // launch-bound (the recomputed forward of full recompute updates nothing).
             const int modules = d.te_layernorm_mlp ? 3 : 4;
             std::vector<Kernel> update;
-            for (int i = 0; i < 3 * modules; ++i)
+            for (int i = 0; i < cfg.fp8_scale_update_kernels * modules; ++i)
                 update.push_back(elementwise("fp8.scale-update", "", 0));
             plan.forward.insert(plan.forward.begin(), compute(update));
             plan.backward.insert(plan.backward.begin(), compute(update));

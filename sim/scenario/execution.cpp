@@ -84,7 +84,7 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     constexpr std::array<std::string_view, 2> fr = {"delayed", "current"};
     e.fp8_recipe = *fp8_recipe_named(f.get_choice("fp8_recipe", fr, "delayed"));
     // Like TE's own, inert without FP8 delayed scaling (so that `--set execution.precision=bf16` works on such a file).
-    constexpr std::array<std::string_view, 2> su = {"per_region", "per_module"};
+    constexpr std::array<std::string_view, 3> su = {"per_region", "per_module", "per_module_fused"};
     e.fp8_scale_update = *fp8_scale_update_named(f.get_choice("fp8_scale_update", su, "per_region"));
     e.fp8_param_gather = f.get_bool("fp8_param_gather", false);
     e.tp_only_amax_red = f.get_bool("tp_only_amax_red", false);

@@ -79,7 +79,15 @@ const char* to_string(TransformerImpl t) {
 }
 const char* to_string(Fp8Recipe r) { return r == Fp8Recipe::delayed ? "delayed" : "current"; }
 const char* to_string(Fp8ScaleUpdate u) {
-    return u == Fp8ScaleUpdate::per_region ? "per_region" : "per_module";
+    switch (u) {
+        case Fp8ScaleUpdate::per_region:
+            return "per_region";
+        case Fp8ScaleUpdate::per_module:
+            return "per_module";
+        case Fp8ScaleUpdate::per_module_fused:
+            return "per_module_fused";
+    }
+    return "?";
 }
 const char* to_string(TpOverlapRs m) { return m == TpOverlapRs::pipeline ? "pipeline" : "ring_exchange"; }
 const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::uniform ? "uniform" : "block"; }
@@ -144,7 +152,8 @@ std::optional<TpOverlapRs> tp_overlap_rs_named(std::string_view name) {
 }
 
 std::optional<Fp8ScaleUpdate> fp8_scale_update_named(std::string_view name) {
-    for (const Fp8ScaleUpdate u : {Fp8ScaleUpdate::per_region, Fp8ScaleUpdate::per_module})
+    for (const Fp8ScaleUpdate u :
+         {Fp8ScaleUpdate::per_region, Fp8ScaleUpdate::per_module, Fp8ScaleUpdate::per_module_fused})
         if (name == to_string(u)) return u;
     return std::nullopt;
 }
