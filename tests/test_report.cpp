@@ -1,10 +1,13 @@
 // Tests of the result renderings (to_json, to_csv, print_table) on the analytical results of the
 // paper's Table 4 cases: the JSON schema, agreement with the CaseResult values, one CSV row per case,
 // and byte-identical output across runs.
+#include "strata/cost.hpp"
 #include "strata/errors.hpp"
+#include "strata/layer.hpp"
 #include "strata/report.hpp"
 #include "strata/scenario.hpp"
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -320,6 +323,28 @@ TEST_CASE("print_layer_breakdown shows both passes", "[report]") {
     CHECK_THAT(text, Contains("forward pass"));
     CHECK_THAT(text, Contains("backward pass"));
     CHECK_THAT(text, Contains("gemm"));
+}
+
+TEST_CASE("print_layer_breakdown: consecutive identical kernels as one line with their count and sums", "[report]") {
+    // MLPerf v3.1 (TE's TransformerLayer, fp8_scale_update per_module): three modules x three updates before each pass.
+    const Experiment ex =
+        load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/validation/mlperf-gpt3-h100.yaml");
+    const Scenario& sc = ex.cases.at(0);
+    std::ostringstream out;
+    print_layer_breakdown(out, sc);
+    const std::string text = out.str();
+    const std::vector<std::string> all = lines(text);
+    const auto grouped = std::count_if(all.begin(), all.end(), [](const std::string& l) {
+        return l.find("fp8.scale-update x 9 ") != std::string::npos;
+    });
+    CHECK(grouped == 2);                                          // forward and backward
+    CHECK(text.find("fp8.scale-update  ") == std::string::npos);  // no ungrouped line left
+    // The line's time is the nine kernels' sum.
+    const LayerPlan plan = build_layer(layer_config(sc.model, sc.execution));
+    const Kernel& update = plan.forward.front().kernels.front();
+    REQUIRE(update.name == "fp8.scale-update");
+    const double ms = 9 * CostModel(sc.system.device).kernel(update).time.ms();
+    CHECK_THAT(text, Contains(fmt::format("{:>9.3f} ms", ms)));
 }
 
 TEST_CASE("to_csv quotes as RFC 4180 and names what each case varies", "[report][csv]") {
