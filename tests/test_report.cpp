@@ -314,6 +314,29 @@ TEST_CASE("print_table lists every case", "[report]") {
     CHECK(lines(text).size() >= results.size() + 3);  // title, header, rule, rows
 }
 
+TEST_CASE("print_table notes a model of today's kind run with the paper's unfused attention", "[report]") {
+    const auto note = [](const std::vector<CaseResult>& results) {
+        std::ostringstream out;
+        print_table(out, "t", results);
+        return out.str();
+    };
+    // The paper's GPT with unfused attention (Table 4): no note.
+    CHECK(note(analyze_table4()).find("note: ") == std::string::npos);
+    const Experiment ex = load_experiment(std::string(STRATA_SOURCE_DIR) + "/scenarios/llama/llama3-h100.yaml");
+    std::vector<CaseResult> flash, unfused;
+    for (const Scenario& sc : ex.cases)
+        (sc.execution.attention == Attention::unfused ? unfused : flash).push_back(analyze(sc));
+    REQUIRE(unfused.size() == 1);
+    REQUIRE(flash.size() >= 2);
+    CHECK(note(flash).find("note: ") == std::string::npos);
+    std::vector<CaseResult> both = flash;
+    both.push_back(unfused.front());
+    both.push_back(unfused.front());
+    const std::string text = note(both);
+    CHECK_THAT(text, Contains("note: '" + unfused.front().scenario.name + "' and 1 more: a model of today's kind"));
+    CHECK_THAT(text, Contains("(execution.attention: flash)"));
+}
+
 TEST_CASE("print_layer_breakdown shows both passes", "[report]") {
     const Experiment ex = load_experiment(table4_path());
     std::ostringstream out;
