@@ -7,10 +7,12 @@ selective of the norms and the MLP, Megatron-Core's other modules; full), `strat
 that fits in memory (tensor, context 1, pipeline, data, interleave, microbatch, SP, distributed optimizer and overlaps
 searched; FlashAttention; Megatron-Core's defaults otherwise; representative replicas, the best again in full). The
 table gives its simulated iteration time, its MFU against the BF16 peak, its peak memory and its shape, or why nothing
-fits.
+fits. Long context: Llama 3 70B at sequence 32,768 and 131,072 (the same 2M tokens per batch as at 8,192 on 64 GPUs),
+context parallelism searched too (c = 1, 2, 4, 8, 16), where activations, not the weights, decide what fits.
 
-usage: scripts/recompute-today.py [--strata build/strata] [--jobs N] [--quick]
+usage: scripts/recompute-today.py [--strata build/strata] [--jobs N] [--quick | --quick-long] [--no-long-context]
   --quick: Llama 3 70B on 32 GPUs in BF16 alone (what the command-line test runs)
+  --quick-long: Llama 3 70B at 131,072 tokens on 64 GPUs in BF16 alone (likewise)
 """
 import argparse
 import json
@@ -21,11 +23,17 @@ import tempfile
 
 # (model file, label, GPUs, global batch): Megatron-Bridge's DGX-H100 batch per GPU count for 70B (256 on 64) and
 # 405B (1,536 on 1,024), halved with the GPUs.
+# Long context (sequence, last): the model file's 8,192 unless given; then context parallelism is searched as well.
 RUNS = [
-    ("scenarios/models/llama3-70b.yaml", "Llama 3 70B", 32, 128),
-    ("scenarios/models/llama3-70b.yaml", "Llama 3 70B", 64, 256),
-    ("scenarios/models/llama3-405b.yaml", "Llama 3.1 405B", 512, 768),
-    ("scenarios/models/llama3-405b.yaml", "Llama 3.1 405B", 1024, 1536),
+    ("scenarios/models/llama3-70b.yaml", "Llama 3 70B", 32, 128, None),
+    ("scenarios/models/llama3-70b.yaml", "Llama 3 70B", 64, 256, None),
+    ("scenarios/models/llama3-405b.yaml", "Llama 3.1 405B", 512, 768, None),
+    ("scenarios/models/llama3-405b.yaml", "Llama 3.1 405B", 1024, 1536, None),
+]
+LONG_CONTEXT = [
+    ("scenarios/models/llama3-70b.yaml", "Llama 3 70B", 64, 64, 32768),
+    ("scenarios/models/llama3-70b.yaml", "Llama 3 70B", 64, 16, 131072),
+    ("scenarios/models/llama3-70b.yaml", "Llama 3 70B", 128, 32, 131072),
 ]
 POLICIES = [
     ("none", ["--fix", "recompute=none"]),
@@ -36,11 +44,13 @@ POLICIES = [
 ]
 
 
-def search(strata, model, gpus, batch, precision, policy_args, jobs):
+def search(strata, model, gpus, batch, seq, precision, policy_args, jobs):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         args = [strata, "search", "--model", model, "--system", "scenarios/systems/dgx-h100.yaml", "--gpus", str(gpus),
                 "--global-batch", str(batch), "--attention", "flash", "--precision", precision, "--top", "1",
                 "--replicas", "representative", "--jobs", str(jobs), "--json", out.name] + policy_args
+        if seq:
+            args += ["--set", f"model.seq_len={seq}", "--fix", "context_parallel=1,2,4,8,16"]
         p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if p.returncode != 0:
             first = [line for line in p.stderr.splitlines() if line.startswith("error")]
@@ -52,7 +62,8 @@ def search(strata, model, gpus, batch, precision, policy_args, jobs):
 
 def shape(r):
     e = r["execution"]
-    s = f"t{e['tensor']} p{e['pipeline']} d{e['data']}"
+    c = f" c{e['context_parallel']}" if e["context_parallel"] > 1 else ""
+    s = f"t{e['tensor']}{c} p{e['pipeline']} d{e['data']}"
     if e["interleave"] > 1:
         s += f" m{e['interleave']}"
     return s + f" b{e['microbatch']}"
@@ -63,19 +74,26 @@ def main():
     ap.add_argument("--strata", default="build/strata")
     ap.add_argument("--jobs", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="Llama 3 70B on 32 GPUs in BF16 alone")
+    ap.add_argument("--quick-long", action="store_true", help="Llama 3 70B at 131,072 tokens on 64 GPUs in BF16 alone")
+    ap.add_argument("--no-long-context", action="store_true", help="leave out the long-context rows")
     a = ap.parse_args()
     runs, precisions = (RUNS[:1], ("bf16",)) if a.quick else (RUNS, ("bf16", "fp8"))
+    if a.quick_long:
+        runs, precisions = LONG_CONTEXT[1:2], ("bf16",)
+    elif not a.quick and not a.no_long_context:
+        runs = runs + LONG_CONTEXT
     if os.sep in a.strata:
         a.strata = os.path.abspath(a.strata)  # given relative to the caller's folder
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     print("| model, GPUs, batch | precision | recompute | iteration s | vs none | MFU | peak GiB | shape |")
     print("|---|---|---|---:|---:|---:|---:|---|")
-    for model, label, gpus, batch in runs:
+    for model, label, gpus, batch, seq in runs:
         for precision in precisions:
             base = None
             for name, policy in POLICIES:
-                r, why = search(a.strata, model, gpus, batch, precision, policy, a.jobs)
-                head = f"| {label}, {gpus}, {batch} | {precision} | {name} |"
+                r, why = search(a.strata, model, gpus, batch, seq, precision, policy, a.jobs)
+                at = f" x {seq // 1024}k" if seq else ""
+                head = f"| {label}, {gpus}, {batch}{at} | {precision} | {name} |"
                 if r is None:
                     print(f"{head} - | - | - | - | {why} |")
                     continue

@@ -212,6 +212,14 @@ assert [r[2] for r in rows] == [\"none\", \"selective: attention core\", \"selec
 t = [float(r[3]) for r in rows]; peak = [float(r[6]) for r in rows]
 assert abs(peak[1] - peak[0]) <= 0.1 and t[1] > t[0] and t[3] == max(t), rows
 " "$tmp/recompute.md"'
+python3 "$root/scripts/recompute-today.py" --strata "$strata" --quick-long >"$tmp/recompute-long.md" 2>"$tmp/err"; rc=$?
+check "recompute-today at 128k tokens on 64 GPUs: without recompute (or the paper's) nothing fits; recomputing the norms and the MLP fits, faster than full" '[[ $rc -eq 0 ]] && python3 -c "
+import sys
+rows = [[c.strip() for c in l.split(\"|\")[1:-1]] for l in open(sys.argv[1]) if l.startswith(\"| Llama\")]
+assert [r[0] for r in rows] == [\"Llama 3 70B, 64, 16 x 128k\"] * 4, rows
+assert rows[0][7] == rows[1][7] == \"out of memory\", rows
+assert \" c\" in rows[2][7] and float(rows[2][3]) < float(rows[3][3]), rows
+" "$tmp/recompute-long.md"'
 "${srch[@]}" --set execution.tensor=4 >/dev/null 2>"$tmp/err"; rc=$?
 check "search --set of a key the search varies exits 2 and says to use --fix" '[[ $rc -eq 2 ]] && grep -q "varies .tensor.: restrict it with --fix tensor=VALUES" "$tmp/err"'
 "${srch[@]}" --set model.seq_len=1024 --set system.network.routing=adaptive --json "$tmp/search-parts.json" >/dev/null 2>"$tmp/err"; rc=$?
