@@ -169,6 +169,19 @@ def test_search_constraints_and_margin():
         strata.search(model, system, gpus=16, global_batch=16, fix=["tensr=8"])
 
 
+def test_search_warns_when_attention_is_left_at_the_paper_default():
+    model = os.path.join(SRC, "scenarios", "models", "gpt-22b.yaml")
+    system = os.path.join(SRC, "scenarios", "systems", "selene-a100.yaml")
+    args = dict(gpus=8, global_batch=4, top=1, simulate_top=1, jobs=1, fix={"tensor": 8, "pipeline": 1, "microbatch": 4})
+    with pytest.warns(UserWarning, match="attention left at its default, 'unfused'"):
+        strata.search(model, system, **args)
+    import warnings
+    for chosen in (dict(attention="unfused"), dict(overrides={"execution.attention": "flash"})):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # any warning fails the call
+            strata.search(model, system, **args, **chosen)
+
+
 def test_search_gradient_average():
     model = os.path.join(SRC, "scenarios", "models", "gpt-22b.yaml")
     system = os.path.join(SRC, "scenarios", "systems", "selene-a100.yaml")
