@@ -874,17 +874,6 @@ TEST_CASE("fp8 current scaling: an amax read before each cast, fp8_param_gather:
     CHECK_THROWS_WITH(load(", precision: fp8, fp8_recipe: now"), Catch::Contains("delayed") && Catch::Contains("current"));
     CHECK_THROWS_WITH(load(", precision: fp8, fp8_param_gather: true"), Catch::Contains("distributed_optimizer"));
     CHECK(load(", precision: fp8, distributed_optimizer: true, fp8_param_gather: true").cases.at(0).execution.fp8_param_gather);
-    // fp8_scale_update's per-module updates only with delayed scaling (its amax histories); per_region, the default,
-    // anywhere (the results echo it for every case).
-    CHECK(load(", precision: fp8, fp8_scale_update: per_module_fused").cases.at(0).execution.fp8_scale_update ==
-          Fp8ScaleUpdate::per_module_fused);
-    CHECK(load(", fp8_scale_update: per_region").cases.at(0).execution.fp8_scale_update == Fp8ScaleUpdate::per_region);
-    CHECK_THROWS_WITH(
-        load(", fp8_scale_update: per_module"),
-        Catch::Contains("fp8-options.yaml:3:") &&
-            Catch::Contains("fp8_scale_update: per_module applies to precision: fp8 with fp8_recipe: delayed"));
-    CHECK_THROWS_WITH(load(", precision: fp8, fp8_recipe: current, fp8_scale_update: per_module_fused"),
-                      Catch::Contains("current scaling keeps none"));
 
     // The gather of a pipelined 70B with FP8 parameters is shorter, so the first forward waits less.
     Scenario sc = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml").cases[2];

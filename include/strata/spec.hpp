@@ -273,8 +273,7 @@ struct ExecutionSpec {
         return transformer_impl_for(transformer_impl, precision == Precision::fp8, tp_comm_overlap);
     }
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  ///< with FP8: the scaling recipe (see Fp8Recipe)
-    /// With FP8 delayed scaling: where the amax histories and scales are updated (see Fp8ScaleUpdate; per_region, the
-    /// default, with anything; the per-module updates need FP8 delayed scaling: find_problem).
+    /// With FP8 delayed scaling: where the amax histories and scales are updated (see Fp8ScaleUpdate; inert otherwise).
     Fp8ScaleUpdate fp8_scale_update = Fp8ScaleUpdate::per_region;
     /// With FP8 and the distributed optimizer: the parameter all-gather moves the transformer layers' parameters in
     /// FP8 (1 byte each; Megatron-Core's --fp8-param-gather); embeddings, output layer and norms stay 16-bit. The

@@ -270,11 +270,6 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                            "local) have none"};
     if (e.fp8_recipe != Fp8Recipe::delayed && e.precision != Precision::fp8)
         return SpecProblem{"execution", "fp8_recipe", "fp8_recipe applies to precision: fp8"};
-    if (e.fp8_scale_update != Fp8ScaleUpdate::per_region && !e.reduces_fp8_amax())
-        return SpecProblem{"execution", "fp8_scale_update",
-                           std::string("fp8_scale_update: ") + to_string(e.fp8_scale_update) +
-                               " applies to precision: fp8 with fp8_recipe: delayed (the amax histories it updates; "
-                               "current scaling keeps none)"};
     if (e.fp8_param_gather && (e.precision != Precision::fp8 || !e.distributed_optimizer))
         return SpecProblem{"execution", "fp8_param_gather",
                            "fp8_param_gather: true needs precision: fp8 and distributed_optimizer: true"};
