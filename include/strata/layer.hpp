@@ -153,7 +153,7 @@ struct LayerConfig {
     TransformerImpl transformer_impl = TransformerImpl::automatic;
     bool fp8_current_scaling = false;  ///< with fp8: each cast reads its operand once more for the amax
     /// With fp8 delayed scaling: the kernels every FP8 module runs to update its amax history and scales before its
-    /// forward and before its backward (Fp8ScaleUpdate::per_module: 3, TE <= 1.3; per_module_fused: 2, TE 1.4-1.5;
+    /// forward and before its backward (Fp8ScaleUpdate::per_module: 3, TE 1.0-1.2; per_module_fused: 2, TE 1.4-1.5;
     /// per_region: 0).
     int fp8_scale_update_kernels = 0;
     /// Under SP the embedding's partial outputs are reduce-scattered (Megatron-Core since 2024-04), else all-reduced

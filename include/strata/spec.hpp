@@ -58,10 +58,11 @@ enum class TransformerImpl { automatic, local, transformer_engine, te_transforme
 enum class Fp8Recipe { delayed, current };
 /// FP8 delayed scaling's amax-history and scale update (Transformer Engine): per_region (TE >= 1.6: once per FP8
 /// region and pass, one fused multi-tensor kernel after the region's amax reduction, not charged), per_module (TE
-/// <= 1.3, base.py prepare_forward / _prepare_backward: every FP8 module, before its forward and before its backward,
+/// 1.0-1.2, base.py prepare_forward / _prepare_backward: every FP8 module, before its forward and before its backward,
 /// copies its reduced amaxes into its history and runs amax_and_scale_update, compiled (jit_fuser): three kernels,
 /// the copy, the history's max reduction with the scales after it, the rolled history) or per_module_fused (TE
-/// 1.4-1.5: the same calls, the update one CUDA kernel, tex.fused_amax_and_scale_update: two kernels).
+/// 1.4-1.5: the same calls, the update one CUDA kernel, tex.fused_amax_and_scale_update: two kernels). TE 1.3 runs
+/// the update as TorchScript (kernel count not read; neither value is its own).
 enum class Fp8ScaleUpdate { per_region, per_module, per_module_fused };
 /// How Transformer Engine's userbuffer overlap (tp_comm_overlap) reduce-scatters a forward GEMM's output (its ub_cfg
 /// `method` for proj_fprop and fc2_fprop): pipeline (TE's default: 4 column chunks, each chunk's reduce-scatter during

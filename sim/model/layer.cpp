@@ -750,7 +750,7 @@ LayerPlan build_layer(const LayerConfig& cfg) {
         if (cfg.fp8_scale_update_kernels > 0 && !d.fp8_current) {
             // TE <= 1.5: each FP8 module (QKV, projection, and fc1 and fc2 or TE's LayerNormMLP) copies its reduced
             // amaxes into its history and updates its scales before its forward and before its backward: the copy
-            // and the update, two kernels under torch.compile up to TE 1.3 (the history's max reduction with the
+            // and the update, two kernels under torch.compile in TE 1.0-1.2 (the history's max reduction with the
             // scales after it, the rolled history), one CUDA kernel in TE 1.4-1.5 (tex.fused_amax_and_scale_update);
             // launch-bound (the recomputed forward of full recompute updates nothing).
             const int modules = d.te_layernorm_mlp ? 3 : 4;
