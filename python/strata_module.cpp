@@ -123,6 +123,7 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
     out["simulated"] = r.simulated.size();
     out["within_margin"] = r.within_margin;
     out["overturned_by"] = strata::screen_overturned(r);
+    out["todays_kind"] = model.todays_kind();  // the wrapper's note on the paper's unfused attention
     out["wall_s"] = r.wall_s;
     return out;
 }

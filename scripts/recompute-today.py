@@ -7,7 +7,7 @@ selective of the norms and the MLP, Megatron-Core's other modules; full), `strat
 that fits in memory (tensor, context 1, pipeline, data, interleave, microbatch, SP, distributed optimizer and overlaps
 searched; FlashAttention; Megatron-Core's defaults otherwise; representative replicas, the best again in full). The
 table gives its simulated iteration time, its MFU against the BF16 peak, its peak memory and its shape, or why nothing
-fits. Long context: Llama 3 70B at sequence 32,768 and 131,072 (the same 2M tokens per batch as at 8,192 on 64 GPUs),
+fits. Long context: Llama 3 70B at sequence 32,768 and 131,072 (2M tokens per batch per 64 GPUs, as at 8,192),
 context parallelism searched too (c = 1, 2, 4, 8, 16), where activations, not the weights, decide what fits.
 
 usage: scripts/recompute-today.py [--strata build/strata] [--jobs N] [--quick | --quick-long] [--no-long-context]
@@ -73,8 +73,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--strata", default="build/strata")
     ap.add_argument("--jobs", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="Llama 3 70B on 32 GPUs in BF16 alone")
-    ap.add_argument("--quick-long", action="store_true", help="Llama 3 70B at 131,072 tokens on 64 GPUs in BF16 alone")
+    quick = ap.add_mutually_exclusive_group()
+    quick.add_argument("--quick", action="store_true", help="Llama 3 70B on 32 GPUs in BF16 alone")
+    quick.add_argument("--quick-long", action="store_true", help="Llama 3 70B at 131,072 tokens on 64 GPUs in BF16 alone")
     ap.add_argument("--no-long-context", action="store_true", help="leave out the long-context rows")
     a = ap.parse_args()
     runs, precisions = (RUNS[:1], ("bf16",)) if a.quick else (RUNS, ("bf16", "fp8"))

@@ -333,7 +333,7 @@ TEST_CASE("print_table notes a model of today's kind run with the paper's unfuse
     both.push_back(unfused.front());
     both.push_back(unfused.front());
     const std::string text = note(both);
-    CHECK_THAT(text, Contains("note: '" + unfused.front().scenario.name + "' and 1 more: a model of today's kind"));
+    CHECK_THAT(text, Contains("note: '" + unfused.front().scenario.name + "' and 1 more:\n  a model of today's kind"));
     CHECK_THAT(text, Contains("(execution.attention: flash)"));
 }
 
@@ -362,12 +362,44 @@ TEST_CASE("print_layer_breakdown: consecutive identical kernels as one line with
     });
     CHECK(grouped == 2);                                          // forward and backward
     CHECK(text.find("fp8.scale-update  ") == std::string::npos);  // no ungrouped line left
-    // The line's time is the nine kernels' sum.
+    // The grouped line's own time is the nine kernels' sum.
     const LayerPlan plan = build_layer(layer_config(sc.model, sc.execution));
     const Kernel& update = plan.forward.front().kernels.front();
     REQUIRE(update.name == "fp8.scale-update");
     const double ms = 9 * CostModel(sc.system.device).kernel(update).time.ms();
-    CHECK_THAT(text, Contains(fmt::format("{:>9.3f} ms", ms)));
+    const auto line = std::find_if(all.begin(), all.end(), [](const std::string& l) {
+        return l.find("fp8.scale-update x 9 ") != std::string::npos;
+    });
+    REQUIRE(line != all.end());
+    CHECK_THAT(*line, Contains(fmt::format("{:>9.3f} ms", ms)));
+    // Every kernel and collective of each pass is printed, a run of identical elementwise kernels once: as many lines
+    // between the pass headers as the plan has such entries (nothing skipped after a group).
+    auto entries = [](const std::vector<Step>& pass) {
+        std::size_t n = 0;
+        for (const Step& st : pass) {
+            if (st.kind == Step::Kind::collective) {
+                ++n;
+                continue;
+            }
+            for (std::size_t j = 0; j < st.kernels.size(); ++j) {
+                const Kernel& k = st.kernels[j];
+                const Kernel* before = j > 0 ? &st.kernels[j - 1] : nullptr;
+                const bool same = before && k.kind == KernelKind::elementwise && before->kind == k.kind &&
+                                  before->name == k.name && before->op_class == k.op_class && before->bytes == k.bytes;
+                if (!same) ++n;
+            }
+        }
+        return n;
+    };
+    const auto starts = [](const char* prefix) {
+        return [prefix](const std::string& l) { return l.rfind(prefix, 0) == 0; };
+    };
+    const auto fwd = std::find_if(all.begin(), all.end(), starts("  forward pass"));
+    const auto bwd = std::find_if(all.begin(), all.end(), starts("  backward pass"));
+    REQUIRE(fwd != all.end());
+    REQUIRE(bwd != all.end());
+    CHECK(static_cast<std::size_t>(std::count_if(fwd + 1, bwd, starts("    "))) == entries(plan.forward));
+    CHECK(static_cast<std::size_t>(std::count_if(bwd + 1, all.end(), starts("    "))) == entries(plan.backward));
 }
 
 TEST_CASE("to_csv quotes as RFC 4180 and names what each case varies", "[report][csv]") {

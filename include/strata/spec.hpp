@@ -193,6 +193,12 @@ struct ModelSpec {
     PositionEmbedding position_embedding = PositionEmbedding::learned;  ///< learned table, or rotary (RoPE)
 
     [[nodiscard]] int query_groups() const { return kv_heads > 0 ? kv_heads : heads; }
+    /// A model of today's kind (grouped-query attention, SwiGLU, RMSNorm or rotary positions: Llama's), which today's
+    /// stacks train with fused attention: `strata run` and `strata search` note when one runs the paper's unfused.
+    [[nodiscard]] bool todays_kind() const {
+        return query_groups() < heads || mlp == Mlp::swiglu || norm == Norm::rmsnorm ||
+               position_embedding == PositionEmbedding::rope;
+    }
     [[nodiscard]] int head_dim() const { return hidden / heads; }
     [[nodiscard]] bool has_dropout() const { return dropout > 0; }
 };

@@ -198,8 +198,9 @@ def search(model, system, gpus, global_batch, *, attention=None, precision=None,
     summary), enumerated, screened, rejected (reason -> count), within_margin, simulated, overturned_by (the
     estimate rank of the fastest simulated candidate when not 1, else 0), wall_s. Raises InputError when no candidate is
     feasible and fits (the rejections, or the first infeasible candidate's problem), as `strata search` exits 2.
-    With attention left out and no override of it, warns (UserWarning) that every candidate runs the paper's unfused
-    attention, as `strata search` notes."""
+    With attention left out and no override of it, for a model of today's kind (grouped-query attention, SwiGLU,
+    RMSNorm or rotary positions) warns (UserWarning) that every candidate runs the paper's unfused attention, as
+    `strata search` notes."""
     if isinstance(fix, dict):
         fix = ["%s=%s" % (k, _fix_value(v)) for k, v in fix.items()]
     elif isinstance(fix, str):
@@ -212,16 +213,17 @@ def search(model, system, gpus, global_batch, *, attention=None, precision=None,
     max_interleave = _int_in(w, "max_interleave", max_interleave, 1, 1 << 16)
     microbatches = [_int_in(w, "microbatches", b, 1, 1 << 30) for b in microbatches]
     overrides = _overrides(overrides)
-    if attention is None and not any(o.split("=", 1)[0].strip() == "execution.attention" for o in overrides):
-        warnings.warn("strata.search: attention left at its default, 'unfused' (the paper's 2022 kernels, which store "
-                      "every s x s score, so its selective recompute pays); Megatron-Core with Transformer Engine runs "
-                      "fused attention: attention='flash'", UserWarning, stacklevel=2)
     r = _strata.search(_part(model, "model", base_dir, overrides), _part(system, "system", base_dir, overrides), gpus,
                        global_batch, attention, precision, microbatches, max_interleave,
                        simulate_top, top, jobs, [str(f) for f in fix], margin,
                        simulate_max, max_tasks, _replicas(replicas),
                        None if gradient_average is None else str(gradient_average),
                        None if grad_reduce_in_fp32 is None else bool(grad_reduce_in_fp32), overrides)
+    if r.pop("todays_kind") and attention is None and \
+            not any(o.split("=", 1)[0].strip() == "execution.attention" for o in overrides):
+        warnings.warn("strata.search: attention left at its default, 'unfused' (the paper's 2022 kernels, which store "
+                      "every s x s score, so its selective recompute pays); for a model of today's kind Megatron-Core "
+                      "with Transformer Engine runs fused attention: attention='flash'", UserWarning, stacklevel=2)
     doc = json.loads(r.pop("json"))
     r["experiment"] = doc["experiment"]
     r["search"] = doc["search"]

@@ -21,10 +21,10 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
     human << fmt::format("every candidate: attention {}, precision {}, gradient average {}, gradients reduced in {}\n",
                          to_string(b.attention), to_string(b.precision), to_string(b.gradient_average),
                          b.fp32_gradients() ? "fp32" : "16 bits");
-    if (attention_by_default && b.attention == Attention::unfused)
+    if (attention_by_default && b.attention == Attention::unfused && req.model.todays_kind())
         human << "note: attention unfused is the default (the paper's 2022 kernels, which store every s x s score, so "
-                 "its selective\n  recompute pays); Megatron-Core with Transformer Engine runs fused attention: "
-                 "--attention flash\n";
+                 "its selective\n  recompute pays); for a model of today's kind such as this one Megatron-Core with "
+                 "Transformer Engine\n  runs fused attention: --attention flash\n";
     human << fmt::format("{} configurations enumerated; {} fit in memory and were ranked by the analytical estimate\n",
                          r.enumerated, r.screened);
     for (const auto& [reason, count] : r.rejected) human << fmt::format("  rejected: {} x {}\n", count, reason);

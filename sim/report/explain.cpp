@@ -1,5 +1,6 @@
 // `strata explain`: one transformer layer's kernels and collectives with their costs (print_layer_breakdown), a
-// line each, consecutive identical kernels (FP8 delayed scaling's per-module updates) as one line with their count.
+// line each, consecutive identical elementwise kernels (FP8 delayed scaling's per-module updates) as one line with
+// their count.
 #include "strata/report.hpp"
 
 #include "strata/cost.hpp"

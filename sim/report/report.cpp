@@ -185,20 +185,16 @@ void print_table(std::ostream& out, const std::string& title, const std::vector<
     if (host)
         out << "host% = the GPU idle while its host issues the next unit after a synchronisation (execution "
                "host_gap_*_us), in % of the iteration (JSON host_gap_s); not in bubble%\n";
-    // A model of today's kind with the paper's unfused attention (the default): rarely what the user means.
+    // A model of today's kind with the paper's unfused attention (strata's default): rarely what the user means.
     const auto unfused_today = [](const CaseResult& r) {
-        const ModelSpec& m = r.scenario.model;
-        return r.scenario.execution.attention == Attention::unfused &&
-               (m.query_groups() < m.heads || m.mlp == Mlp::swiglu || m.norm == Norm::rmsnorm ||
-                m.position_embedding == PositionEmbedding::rope);
+        return r.scenario.execution.attention == Attention::unfused && r.scenario.model.todays_kind();
     };
     const auto n_unfused = std::count_if(results.begin(), results.end(), unfused_today);
     if (n_unfused > 0)
         out << fmt::format(
-            "note: '{}'{}: a model of today's kind (grouped-query attention, SwiGLU, RMSNorm or rotary "
-            "positions) with\n  attention unfused (the default: the paper's 2022 kernels, which store every "
-            "s x s score); Megatron-Core with Transformer\n  Engine runs fused attention "
-            "(execution.attention: flash)\n",
+            "note: '{}'{}:\n  a model of today's kind (grouped-query attention, SwiGLU, RMSNorm or rotary positions) "
+            "with attention unfused (strata's\n  default, the paper's 2022 kernels, which store every s x s score); "
+            "Megatron-Core with Transformer Engine runs fused\n  attention (execution.attention: flash)\n",
             std::find_if(results.begin(), results.end(), unfused_today)->scenario.name,
             n_unfused > 1 ? fmt::format(" and {} more", n_unfused - 1) : "");
     if (std::any_of(results.begin(), results.end(), marked_representative))
