@@ -10,6 +10,11 @@
 
 namespace strata::cli {
 
+namespace {
+/// From this sequence length on, the report notes that context parallelism is searched only when asked.
+constexpr int kLongSequence = 16384;
+}  // namespace
+
 bool print_search(std::ostream& human, const SearchRequest& req, const SearchResult& r,
                   const std::vector<std::string>& fix, int top, double margin_pct, bool attention_by_default) {
     human << fmt::format("search: {} on {} GPUs of {}, global batch {}\n", req.model.name, req.gpus, req.system.name,
@@ -25,6 +30,15 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
         human << "note: attention unfused is the default (the paper's 2022 kernels, which store every s x s score, so "
                  "its selective\n  recompute pays); for a model of today's kind such as this one Megatron-Core with "
                  "Transformer Engine\n  runs fused attention: --attention flash\n";
+    // Context parallelism is searched only when asked; at long sequences it is what holds the activations.
+    const bool cp_asked = std::any_of(fix.begin(), fix.end(), [](const std::string& f) {
+        return f.rfind("context_parallel=", 0) == 0 || f.rfind("context_parallel =", 0) == 0;
+    });
+    if (!cp_asked && req.model.seq_len >= kLongSequence)
+        human << fmt::format(
+            "note: context parallelism is not searched unless asked (--fix context_parallel=1,2,4,8); "
+            "at sequence {}\n  it divides the activations, which decide what fits\n",
+            req.model.seq_len);
     human << fmt::format("{} configurations enumerated; {} fit in memory and were ranked by the analytical estimate\n",
                          r.enumerated, r.screened);
     for (const auto& [reason, count] : r.rejected) human << fmt::format("  rejected: {} x {}\n", count, reason);

@@ -141,6 +141,9 @@ l8=("$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$
 "${l8[@]}" --attention unfused >"$tmp/s-l8-unf.txt"; rc2=$?
 "${l8[@]}" --set execution.attention=unfused >"$tmp/s-l8-set.txt"; rc3=$?
 check "search notes the paper's unfused attention by default for a model of today's kind, only when neither --attention nor --set chose it" '[[ $rc -eq 0 && $rc2 -eq 0 && $rc3 -eq 0 ]] && grep -q "^note: attention unfused is the default" "$tmp/s-l8.txt" && grep -q "^every candidate: attention unfused," "$tmp/s-l8-unf.txt" && ! grep -q "^note: attention" "$tmp/s-l8-unf.txt" "$tmp/s-l8-set.txt" "$tmp/s2.txt"'
+"${l8[@]}" --attention flash --set model.seq_len=32768 >"$tmp/s-l8-32k.txt"; rc=$?
+"${l8[@]}" --attention flash --set model.seq_len=32768 --fix context_parallel=1,2 >"$tmp/s-l8-32k-cp.txt"; rc2=$?
+check "search notes at a long sequence that context parallelism is searched only when asked, not once --fix asks" '[[ $rc -eq 0 && $rc2 -eq 0 ]] && grep -q "^note: context parallelism is not searched unless asked (--fix context_parallel=1,2,4,8); at sequence 32768$" "$tmp/s-l8-32k.txt" && ! grep -q "^note: context" "$tmp/s-l8-32k-cp.txt" "$tmp/s-l8.txt"'
 check "search: no attention note for the paper's own GPT" '! grep -q "^note: attention" "$tmp/s.txt" && grep -q "^every candidate: attention unfused," "$tmp/s.txt"'
 "$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
   --gpus 8 --global-batch 8 --precision fp8 >/dev/null 2>"$tmp/err"; rc=$?
