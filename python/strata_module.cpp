@@ -123,7 +123,6 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
     out["simulated"] = r.simulated.size();
     out["within_margin"] = r.within_margin;
     out["overturned_by"] = strata::screen_overturned(r);
-    out["todays_kind"] = model.todays_kind();  // the wrapper's note on the paper's unfused attention
     out["wall_s"] = r.wall_s;
     return out;
 }
@@ -183,6 +182,8 @@ PYBIND11_MODULE(_strata, m) {
     }, py::arg("text"), py::arg("origin"), py::arg("overrides") = Strings{});
     m.def("run", &run);
     m.def("search", &search);
+    // A model of today's kind (the search's note on the paper's unfused attention; the wrapper warns before searching).
+    m.def("todays_kind", [](const strata::ModelSpec& model) { return model.todays_kind(); });
     m.def("explain", &explain);
     m.attr("CASE_BAD_INPUT") = int(strata::kCaseBadInput);
     m.attr("CASE_SIMULATION") = int(strata::kCaseSimulation);

@@ -75,7 +75,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=0)
     quick = ap.add_mutually_exclusive_group()
     quick.add_argument("--quick", action="store_true", help="Llama 3 70B on 32 GPUs in BF16 alone")
-    quick.add_argument("--quick-long", action="store_true", help="Llama 3 70B at 131,072 tokens on 64 GPUs in BF16 alone")
+    quick.add_argument("--quick-long", action="store_true",
+                       help="Llama 3 70B at 131,072 tokens on 64 GPUs in BF16 alone")
     ap.add_argument("--no-long-context", action="store_true", help="leave out the long-context rows")
     a = ap.parse_args()
     runs, precisions = (RUNS[:1], ("bf16",)) if a.quick else (RUNS, ("bf16", "fp8"))

@@ -30,15 +30,19 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
         human << "note: attention unfused is the default (the paper's 2022 kernels, which store every s x s score, so "
                  "its selective\n  recompute pays); for a model of today's kind such as this one Megatron-Core with "
                  "Transformer Engine\n  runs fused attention: --attention flash\n";
-    // Context parallelism is searched only when asked; at long sequences it is what holds the activations.
-    const bool cp_asked = std::any_of(fix.begin(), fix.end(), [](const std::string& f) {
-        return f.rfind("context_parallel=", 0) == 0 || f.rfind("context_parallel =", 0) == 0;
-    });
-    if (!cp_asked && req.model.seq_len >= kLongSequence)
+    // Context parallelism is searched only when asked; at long sequences it is what holds the activations. The note's
+    // suggestion: the powers of two up to 16 that divide the GPUs.
+    const bool cp_named = std::any_of(
+        fix.begin(), fix.end(), [](const std::string& f) { return f.find("context_parallel") != std::string::npos; });
+    if (req.space.context_parallel == std::vector<int>{1} && !cp_named && req.model.seq_len >= kLongSequence) {
+        std::string values = "1";
+        for (int c = 2; c <= 16 && req.gpus % c == 0; c *= 2)
+            values += fmt::format(",{}", c);
         human << fmt::format(
-            "note: context parallelism is not searched unless asked (--fix context_parallel=1,2,4,8); "
+            "note: context parallelism is not searched unless asked (--fix context_parallel={}); "
             "at sequence {}\n  it divides the activations, which decide what fits\n",
-            req.model.seq_len);
+            values, req.model.seq_len);
+    }
     human << fmt::format("{} configurations enumerated; {} fit in memory and were ranked by the analytical estimate\n",
                          r.enumerated, r.screened);
     for (const auto& [reason, count] : r.rejected) human << fmt::format("  rejected: {} x {}\n", count, reason);

@@ -177,6 +177,10 @@ def test_search_warns_when_attention_is_left_at_the_paper_default():
                 fix={"tensor": 2, "pipeline": 1, "microbatch": 1, "recompute": "full"})
     with pytest.warns(UserWarning, match="attention left at its default, 'unfused'"):
         strata.search(llama, h100, **args)
+    # Also when nothing fits (unfused attention's s x s scores without recompute): the warning comes first.
+    nothing = dict(args, fix=dict(args["fix"], recompute="none"))
+    with pytest.warns(UserWarning, match="attention left at its default"), pytest.raises(strata.InputError):
+        strata.search(llama, h100, **nothing)
     for chosen in (dict(attention="unfused"), dict(overrides={"execution.attention": "flash"})):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # any warning fails the call
