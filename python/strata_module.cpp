@@ -91,6 +91,17 @@ py::dict search(const strata::ModelSpec& model, const strata::SystemSpec& system
     req.base = strata::with_choices(set, choices, [](std::string_view key) {
         return "search: " + std::string(key) + "= and overrides execution." + std::string(key) + " both given: keep one";
     });
+    // As `strata search` notes: a model of today's kind whose attention neither the argument nor an override chose
+    // runs the paper's unfused kernels. Warned before searching, so that it is seen when nothing fits too; stack level
+    // 2: the caller of strata.search.
+    if (!attention && !set.sets("attention") && req.base.attention == strata::Attention::unfused &&
+        model.todays_kind() &&
+        PyErr_WarnEx(PyExc_UserWarning,
+                     "strata.search: attention left at its default, 'unfused' (the paper's 2022 kernels, which store "
+                     "every s x s score, so its selective recompute pays); for a model of today's kind Megatron-Core "
+                     "with Transformer Engine runs fused attention: attention='flash'",
+                     2) != 0)
+        throw py::error_already_set();  // warnings as errors
     std::string list;
     for (int b : microbatches) list += (list.empty() ? "" : ",") + std::to_string(b);
     strata::apply_constraint(req.space, "microbatch=" + list, "microbatches");
@@ -182,8 +193,6 @@ PYBIND11_MODULE(_strata, m) {
     }, py::arg("text"), py::arg("origin"), py::arg("overrides") = Strings{});
     m.def("run", &run);
     m.def("search", &search);
-    // A model of today's kind (the search's note on the paper's unfused attention; the wrapper warns before searching).
-    m.def("todays_kind", [](const strata::ModelSpec& model) { return model.todays_kind(); });
     m.def("explain", &explain);
     m.attr("CASE_BAD_INPUT") = int(strata::kCaseBadInput);
     m.attr("CASE_SIMULATION") = int(strata::kCaseSimulation);

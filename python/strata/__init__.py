@@ -15,7 +15,6 @@ import json
 import numbers
 import os
 import re
-import warnings
 
 __all__ = ["Error", "InputError", "SimulationError", "Experiment", "Results", "load", "run", "search", "explain",
            "to_dataframe"]
@@ -213,14 +212,7 @@ def search(model, system, gpus, global_batch, *, attention=None, precision=None,
     max_interleave = _int_in(w, "max_interleave", max_interleave, 1, 1 << 16)
     microbatches = [_int_in(w, "microbatches", b, 1, 1 << 30) for b in microbatches]
     overrides = _overrides(overrides)
-    model_spec = _part(model, "model", base_dir, overrides)
-    # Before the search, so that the warning is seen even when nothing fits (as the command's note).
-    if attention is None and _strata.todays_kind(model_spec) and \
-            not any(o.split("=", 1)[0].strip() == "execution.attention" for o in overrides):
-        warnings.warn("strata.search: attention left at its default, 'unfused' (the paper's 2022 kernels, which store "
-                      "every s x s score, so its selective recompute pays); for a model of today's kind Megatron-Core "
-                      "with Transformer Engine runs fused attention: attention='flash'", UserWarning, stacklevel=2)
-    r = _strata.search(model_spec, _part(system, "system", base_dir, overrides), gpus,
+    r = _strata.search(_part(model, "model", base_dir, overrides), _part(system, "system", base_dir, overrides), gpus,
                        global_batch, attention, precision, microbatches, max_interleave,
                        simulate_top, top, jobs, [str(f) for f in fix], margin,
                        simulate_max, max_tasks, _replicas(replicas),
