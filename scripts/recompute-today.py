@@ -3,9 +3,12 @@
 Llama 3.1 405B on DGX H100, in BF16 and FP8 (a prediction of strata's model, not a validation).
 
 For each model, GPU count and precision, and each recompute policy (none; selective of the attention core, the paper's;
-selective of the norms and the MLP, Megatron-Core's other modules; full), `strata search` finds the fastest execution
-that fits in memory (tensor, context 1, pipeline, data, interleave, microbatch, SP, distributed optimizer and overlaps
-searched; FlashAttention; Megatron-Core's defaults otherwise; representative replicas, the best again in full). The
+selective of the MLP, Megatron-Core's other module for these layers, which re-runs the whole MLP with the norm fused
+into fc1; full; then every policy and module set at once, the search's own answer, which names the policy it chose),
+`strata search` finds the fastest execution that fits in memory (tensor, context 1, pipeline, data, interleave,
+microbatch, SP, distributed optimizer and overlaps searched; FlashAttention; Megatron-Core with Transformer Engine's
+layers, transformer_impl transformer_engine, whose norms are fused into the linear layers, so that Megatron-Core's
+layernorm module has nothing to recompute; its defaults otherwise; representative replicas, the best again in full). The
 table gives its simulated iteration time, its MFU against the BF16 peak, its peak memory and its shape, or why nothing
 fits. Long context: Llama 3 70B at sequence 32,768 and 131,072 (2M tokens per batch per 64 GPUs, as at 8,192),
 context parallelism searched too (c = 1, 2, 4, 8, 16), where activations, not the weights, decide what fits.
@@ -37,10 +40,10 @@ LONG_CONTEXT = [
 ]
 POLICIES = [
     ("none", ["--fix", "recompute=none"]),
-    ("selective: attention core", ["--fix", "recompute=selective"]),
-    ("selective: norms + MLP",
-     ["--fix", "recompute=selective", "--set", "execution.recompute_modules=[layernorm,mlp]"]),
+    ("selective: attention core", ["--fix", "recompute=selective", "--fix", "recompute_modules=core_attn"]),
+    ("selective: MLP", ["--fix", "recompute=selective", "--fix", "recompute_modules=mlp"]),
     ("full", ["--fix", "recompute=full"]),
+    ("searched", []),   # every policy and selective module set: the search's own answer
 ]
 
 
@@ -48,7 +51,8 @@ def search(strata, model, gpus, batch, seq, precision, policy_args, jobs):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         args = [strata, "search", "--model", model, "--system", "scenarios/systems/dgx-h100.yaml", "--gpus", str(gpus),
                 "--global-batch", str(batch), "--attention", "flash", "--precision", precision, "--top", "1",
-                "--replicas", "representative", "--jobs", str(jobs), "--json", out.name] + policy_args
+                "--replicas", "representative", "--jobs", str(jobs), "--json", out.name,
+                "--set", "execution.transformer_impl=transformer_engine"] + policy_args
         if seq:
             args += ["--set", f"model.seq_len={seq}", "--fix", "context_parallel=1,2,4,8,16"]
         p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -58,6 +62,15 @@ def search(strata, model, gpus, batch, seq, precision, policy_args, jobs):
             return None, reason if first else p.stderr.strip()[-200:]
         doc = json.load(open(out.name))
         return doc["results"][0], None
+
+
+def policy_name(r):
+    """What the search chose, as the rows above name it."""
+    e = r["execution"]
+    if e["recompute"] != "selective":
+        return e["recompute"]
+    mods = e["recompute_modules"]
+    return "selective: " + " + ".join({"core_attn": "attention core", "mlp": "MLP"}[m] for m in mods)
 
 
 def shape(r):
@@ -99,6 +112,8 @@ def main():
                 if r is None:
                     print(f"{head} - | - | - | - | {why} |")
                     continue
+                if name == "searched":
+                    head = f"| {label}, {gpus}, {batch}{at} | {precision} | searched: {policy_name(r)} |"
                 t = r["iteration_time_s"]
                 base = t if name == "none" else base
                 rel = f"{(t / base - 1) * 100:+.1f}%" if base and name != "none" else "-"

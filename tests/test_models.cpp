@@ -271,32 +271,84 @@ TEST_CASE("context parallelism: simulated end to end, across nodes, with the ana
     CHECK(2 * with.first_stage_activation_peak.value == without.first_stage_activation_peak.value);
 }
 
+namespace {
+/// How many of a pass's kernels and collectives carry each name.
+std::map<std::string, int> names_in(const std::vector<Step>& pass) {
+    std::map<std::string, int> n;
+    for (const Step& st : pass) {
+        if (st.kind == Step::Kind::collective) ++n[st.collective.name];
+        for (const Kernel& k : st.kernels)
+            ++n[k.name];
+    }
+    return n;
+}
+}  // namespace
+
 TEST_CASE("recompute_modules: the norms and the MLP join the attention core, derived by hand") {
     const ModelSpec m = small_llama();
     const std::int64_t s = 2048, b = 2, h = 1024, a = 16, f = 2816, t = 4, sbh = s * b * h;
     LayerConfig c{&m, int(t), false, Recompute::selective, int(b)};
     c.modules = {true, true, true};
-    const LayerPlan plan = build_layer(c);
+    const LayerPlan plan = build_layer(c);  // local layers (16 bits, no overlap): each norm a module of its own
     // Kept: ln1 and ln2 inputs (2sbh each), q and the expanded k (4sbh/t), values (2sbh/t), proj input (2sbh/t).
     CHECK(plan.stored_bytes.value == 4 * sbh + 8 * sbh / t);
     // Held while one layer recomputes: what it dropped.
     CHECK(plan.recompute_peak_bytes.value == 2 * a * s * s * b / t + 4 * sbh + 4 * s * b * f / t + 2 * s * b * f / t);
-    int fc1 = 0, norms = 0;
-    for (const Step& st : plan.backward)
-        for (const Kernel& k : st.kernels) {
-            fc1 += k.name == "recompute.fc1";
-            norms += k.name == "recompute.ln1" || k.name == "recompute.ln2";
-        }
-    CHECK(fc1 == 1);
-    CHECK(norms == 2);
-    // Only the MLP: the attention core's scores stay.
+    // The MLP module's whole forward again (Megatron-Core checkpoints the module): fc1, the activation, fc2 and fc2's
+    // all-reduce (no SP here); each norm once.
+    auto n = names_in(plan.backward);
+    CHECK(n["recompute.fc1"] == 1);
+    CHECK(n["recompute.swiglu"] == 1);
+    CHECK(n["recompute.fc2"] == 1);
+    CHECK(n["recompute.mlp.all-reduce"] == 1);
+    CHECK(n["recompute.ln1"] + n["recompute.ln2"] == 2);
+    // Only the MLP: the attention core's scores stay, and so does fc1's input (the MLP's, kept by its checkpoint).
     c.modules = {false, false, true};
     CHECK(build_layer(c).stored_bytes.value == 8 * sbh + 8 * sbh / t + 2 * a * s * s * b / t);
-    // The MLP's recompute adds fc1's forward FLOPs to the hardware count: 2 n h (2f) per layer.
+    // The MLP's recompute adds its forward FLOPs to the hardware count: fc1 2 n h (2f) and fc2 2 n f h per layer.
     const ModelSpec l = model("llama3-8b");
     const double extra = hardware_flops_per_iteration(l, 4, Recompute::selective, Attention::flash, 1.0, {true, false, true}).value -
                          hardware_flops_per_iteration(l, 4, Recompute::selective, Attention::flash).value;
-    CHECK(extra == Approx(32 * (2.0 * 4 * 8192 * 4096 * (2 * 14336))).epsilon(1e-9));  // once, forward
+    CHECK(extra == Approx(32 * (2.0 * 4 * 8192 * 4096 * (3 * 14336))).epsilon(1e-9));  // once, forward
+}
+
+TEST_CASE(
+    "recompute_modules under Transformer Engine's layers: the MLP's fused norm recomputed with it, layernorm refused") {
+    const ModelSpec m = small_llama();
+    const std::int64_t s = 2048, b = 2, h = 1024, a = 16, t = 4, sbh = s * b * h;
+    LayerConfig c{&m, int(t), false, Recompute::selective, int(b)};
+    c.transformer_impl = TransformerImpl::transformer_engine;
+    c.modules = {false, false, true};
+    // ln2 is inside fc1 (LayerNormLinear), so the MLP's checkpoint keeps ln2's input and drops fc1's input as well.
+    const LayerPlan te = build_layer(c);
+    CHECK(te.stored_bytes.value == 6 * sbh + 8 * sbh / t + 2 * a * s * s * b / t);
+    auto n = names_in(te.backward);
+    CHECK(n["recompute.ln2"] == 1);
+    CHECK(n["recompute.ln1"] == 0);
+    CHECK(n["recompute.fc1"] == 1);
+    CHECK(n["recompute.fc2"] == 1);
+    // The same with sequence parallelism: fc1's input gathered again, fc2's output reduce-scattered again.
+    c.sequence_parallel = true;
+    n = names_in(build_layer(c).backward);
+    CHECK(n["recompute.mlp.all-gather"] == 1);
+    CHECK(n["recompute.mlp.reduce-scatter"] == 1);
+    // Megatron-Core skips layernorm there (the norms are IdentityOp): an error, in the layer model and the loader.
+    c.modules = {false, true, true};
+    CHECK_THROWS_WITH(build_layer(c), Catch::Contains("layernorm needs transformer_impl local"));
+    Scenario sc;
+    sc.model = m;
+    sc.system = load_system(kRoot + "scenarios/systems/dgx-h100.yaml");
+    sc.execution.tensor = 4;
+    sc.execution.data = 1;
+    sc.execution.global_batch = 4;
+    sc.execution.recompute = Recompute::selective;
+    sc.execution.recompute_modules = {false, true, false};
+    CHECK_FALSE(find_problem(sc));            // auto: local layers in 16 bits
+    sc.execution.precision = Precision::fp8;  // auto: Transformer Engine's
+    const auto p = find_problem(sc);
+    REQUIRE(p);
+    CHECK(p->key == "recompute_modules");
+    CHECK_THAT(p->message, Catch::Contains("layernorm has no effect") && Catch::Contains("valid here: core_attn, mlp"));
 }
 
 TEST_CASE("recompute_modules: bad lists are clear errors") {

@@ -49,6 +49,13 @@ TEST_CASE("search constraints (--fix): single values, ranges, lists, booleans an
     CHECK(constrained({"overlap_grad_reduce=false"}).overlap_grad_reduce == std::vector<bool>{false});
     CHECK(constrained({"distributed_optimizer=on,off"}).distributed_optimizer == std::vector<bool>{false, true});
     CHECK(constrained({"overlap_param_gather=on,off"}).overlap_param_gather == std::vector<bool>{false, true});
+    // Module sets, each its names joined by +, in recompute_modules_index order, repeats once.
+    const auto mods = constrained({"recompute_modules=layernorm+mlp, core_attn,mlp+layernorm"}).recompute_modules;
+    REQUIRE(mods.size() == 2);
+    CHECK(mods[0] == RecomputeModules{true, false, false});
+    CHECK(mods[1] == RecomputeModules{false, true, true});
+    CHECK(SearchSpace{}.recompute_modules.size() == 7);  // every non-empty set by default
+    CHECK(recompute_modules_index(SearchSpace{}.recompute_modules.back()) == 7);
     // A later constraint on a key replaces an earlier one; the others keep their defaults.
     const SearchSpace s = constrained({"tensor=2", "tensor=4,8"});
     CHECK(s.tensor == std::vector<int>{4, 8});
@@ -71,11 +78,29 @@ TEST_CASE("search constraints (--fix): an unknown key or a bad value names the o
     CHECK_THROWS_WITH(apply_constraint(s, "tensor="), Contains("is not a value"));
     CHECK_THROWS_WITH(apply_constraint(s, "recompute=sometimes"), Contains("'sometimes' is not none, selective or full"));
     CHECK_THROWS_WITH(apply_constraint(s, "sequence_parallel=yes"), Contains("'yes' is not on, off, true or false"));
+    CHECK_THROWS_WITH(apply_constraint(s, "recompute_modules=norms"),
+                      Contains("'norms' is not a set of modules joined by + (core_attn, layernorm, mlp"));
+    CHECK_THROWS_WITH(apply_constraint(s, "recompute_modules=mlp+"), Contains("'mlp+' is not a set of modules"));
+    CHECK_THROWS_WITH(apply_constraint(s, "recompute_modules=mlp,"), Contains("'' is not a set of modules"));
     CHECK_THROWS_WITH(apply_constraint(s, "data=1..1000000"), Contains("at most 100000 values"));
     CHECK_THROWS_WITH(apply_constraint(s, "tensor=x", "fix"), Contains("search: fix 'tensor=x'"));
     // A failed constraint leaves the space as it was.
     CHECK(s.tensor.empty());
     CHECK(s.recompute.size() == 3);
+    CHECK(s.recompute_modules.size() == 7);
+}
+
+TEST_CASE("recompute labels: the paper's selective plain, other module sets named") {
+    ExecutionSpec e;
+    CHECK(recompute_label(e) == "none");
+    e.recompute = Recompute::full;
+    CHECK(recompute_label(e) == "full");
+    e.recompute = Recompute::selective;
+    CHECK(recompute_label(e) == "selective");
+    e.recompute_modules = {false, true, true};
+    CHECK(recompute_label(e) == "sel:ln+mlp");
+    e.recompute_modules = {true, false, true};
+    CHECK(recompute_label(e) == "sel:attn+mlp");
 }
 
 TEST_CASE("search keys: every key --fix takes, with what is tried without it") {
@@ -84,10 +109,10 @@ TEST_CASE("search keys: every key --fix takes, with what is tried without it") {
         names.push_back(k.name);
         CHECK_FALSE(k.default_values.empty());
     }
-    CHECK(names == std::vector<std::string>{"tensor", "context_parallel", "pipeline", "data", "interleave", "microbatch",
-                                            "recompute", "sequence_parallel", "distributed_optimizer",
-                                            "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
-                                            "ends_in_split"});
+    CHECK(names == std::vector<std::string>{"tensor", "context_parallel", "pipeline", "data", "interleave",
+                                            "microbatch", "recompute", "recompute_modules", "sequence_parallel",
+                                            "distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather",
+                                            "tp_comm_overlap", "ends_in_split"});
 }
 
 TEST_CASE("simulated: the best estimates, and every one within the margin up to the cap") {
@@ -150,7 +175,7 @@ TEST_CASE("search: constraints hold, overlap_grad_reduce only with data parallel
 TEST_CASE("search: overlap_grad_reduce is in the space where d > 1 and only there") {
     SearchRequest req = small_request();
     req.space = constrained({"tensor=8", "pipeline=1", "microbatch=1", "interleave=1", "recompute=selective",
-                             "sequence_parallel=on", "distributed_optimizer=off"});
+                             "recompute_modules=core_attn", "sequence_parallel=on", "distributed_optimizer=off"});
     req.simulate_top = 4;
     req.margin = 0;
     const SearchResult r = search(req);
@@ -174,7 +199,7 @@ TEST_CASE("search: layers that do not split over the chunks are split with the e
     SearchRequest req = small_request();
     req.model.layers = 47;  // over 2 stages: 48 places with the embedding or the loss counted
     req.space = constrained({"tensor=8", "pipeline=2", "microbatch=1", "interleave=1", "recompute=selective",
-                             "sequence_parallel=on"});
+                             "recompute_modules=core_attn", "sequence_parallel=on"});
     req.simulate_top = 4;
     req.margin = 0;
     const SearchResult r = search(req);
@@ -194,11 +219,92 @@ TEST_CASE("search: layers that do not split over the chunks are split with the e
     CHECK(ways == std::set<std::pair<bool, bool>>{{true, false}, {false, true}});
     // ends_in_split=off: nothing splits.
     req.space = constrained({"tensor=8", "pipeline=2", "microbatch=1", "interleave=1", "recompute=selective",
-                             "sequence_parallel=on", "ends_in_split=off"});
+                             "recompute_modules=core_attn", "sequence_parallel=on", "ends_in_split=off"});
     const SearchResult off = search(req);
     CHECK(off.enumerated == 1);
     CHECK(off.screened == 0);
     CHECK(off.rejected.at("infeasible sizes (divisibility, schedule)") == 1);
+}
+
+namespace {
+/// What a candidate recomputes as bits, ordered by inclusion (none 0, selective its modules, full all).
+int recompute_parts(const ExecutionSpec& e) {
+    if (e.recompute == Recompute::none) return 0;
+    if (e.recompute == Recompute::full) return 15;
+    return recompute_modules_index(e.recompute_modules);
+}
+/// Everything but what a candidate recomputes.
+std::string layout_of(ExecutionSpec e) {
+    e.recompute = Recompute::none;
+    e.recompute_modules = {};
+    return std::to_string(e.tensor) + "/" + std::to_string(e.pipeline) + "/" + std::to_string(e.data) + "/" +
+           std::to_string(e.interleave) + "/" + std::to_string(e.microbatch) + "/" +
+           std::to_string(int(e.sequence_parallel)) + std::to_string(int(e.distributed_optimizer)) +
+           std::to_string(int(e.overlap_grad_reduce));
+}
+}  // namespace
+
+TEST_CASE("search: recompute policies and module sets, where one recomputing more than another that fits is dropped") {
+    SearchRequest req = small_request();
+    req.gpus = 8;
+    req.global_batch = 8;
+    req.space = constrained({"tensor=2..8", "microbatch=1,2"});
+    req.margin = 10.0;  // simulate every screened candidate
+    req.simulate_max = 100000;
+    const SearchResult r = search(req);
+    REQUIRE_FALSE(r.simulated.empty());
+    // Every policy was tried: none, full, and selective with each of the 7 module sets (local layers: layernorm too).
+    std::size_t rejected = 0;
+    for (const auto& [reason, count] : r.rejected)
+        rejected += count;
+    CHECK(r.enumerated == r.screened + rejected);
+    const std::size_t dominated =
+        r.rejected.count("more recompute than a candidate that fits with the rest the same")
+            ? r.rejected.at("more recompute than a candidate that fits with the rest the same")
+            : 0;
+    CHECK(dominated > 0);
+    CHECK(r.simulated.size() == r.screened);
+    // No survivor recomputes a strict superset of what another survivor of the same layout recomputes.
+    std::set<std::string> labels;
+    for (const auto& a : r.simulated) {
+        labels.insert(recompute_label(a.execution));
+        for (const auto& b : r.simulated) {
+            if (&a == &b || layout_of(a.execution) != layout_of(b.execution)) continue;
+            const int pa = recompute_parts(a.execution), pb = recompute_parts(b.execution);
+            CHECK_FALSE(((pa & pb) == pb && pa != pb));
+        }
+    }
+    CHECK(labels.size() > 3);  // module sets beyond the paper's three policies survive somewhere
+    // Where everything fits, one layout under all nine policies leaves only none.
+    SearchRequest one = small_request();
+    one.gpus = 8;
+    one.global_batch = 8;
+    one.system.memory_capacity = Bytes(1LL << 40);
+    one.space = constrained({"tensor=8", "microbatch=2", "sequence_parallel=on"});
+    const SearchResult all = search(one);
+    REQUIRE(all.simulated.size() == 1);
+    CHECK(all.simulated[0].execution.recompute == Recompute::none);
+    CHECK(all.rejected.at("more recompute than a candidate that fits with the rest the same") == 8);
+    // The premise, simulated policy by policy (one at a time, so nothing is dropped): more recompute is never faster.
+    std::vector<std::pair<int, double>> times;
+    auto time_of = [&](std::initializer_list<const char*> policy) {
+        SearchRequest q = one;
+        for (const char* c : policy)
+            apply_constraint(q.space, c);
+        const SearchResult res = search(q);
+        REQUIRE(res.simulated.size() == 1);
+        times.push_back(
+            {recompute_parts(res.simulated[0].execution), res.simulated[0].result.iteration->iteration_time_s});
+    };
+    time_of({"recompute=none"});
+    time_of({"recompute=full"});
+    for (const char* m : {"core_attn", "layernorm", "mlp", "core_attn+layernorm", "core_attn+mlp", "layernorm+mlp",
+                          "core_attn+layernorm+mlp"})
+        time_of({"recompute=selective", (std::string("recompute_modules=") + m).c_str()});
+    REQUIRE(times.size() == 9);
+    for (const auto& [pa, ta] : times)
+        for (const auto& [pb, tb] : times)
+            if ((pa & pb) == pb && pa != pb) CHECK(ta > tb);
 }
 
 TEST_CASE("search: an attention kernel the device profile cannot cost is an error up front, not an empty search") {

@@ -15,6 +15,16 @@
 
 namespace strata {
 
+/// Every non-empty set of selective-recompute modules, by recompute_modules_index (core_attn 1, layernorm 2, mlp 4).
+std::vector<RecomputeModules> every_recompute_modules_set();
+/// A module set as a number: core_attn 1 + layernorm 2 + mlp 4.
+[[nodiscard]] constexpr int recompute_modules_index(const RecomputeModules& m) {
+    return (m.core_attn ? 1 : 0) + (m.layernorm ? 2 : 0) + (m.mlp ? 4 : 0);
+}
+/// What a candidate recomputes, as the search's table names it: none, full, selective (the attention core, the
+/// paper's), or `sel:` and the modules (attn, ln, mlp) joined by + (sel:ln+mlp).
+[[nodiscard]] std::string recompute_label(const ExecutionSpec& e);
+
 /// The values the search tries for each execution key it varies. Every list is sorted and free of repeats.
 /// tensor, pipeline and data empty: every size that divides the GPUs (t up to the GPUs per node, p up to L);
 /// otherwise only those sizes. A boolean key lists the values tried (false first).
@@ -24,6 +34,9 @@ struct SearchSpace {
     std::vector<int> interleave = {1, 2, 3, 4};
     std::vector<int> microbatch = {1, 2, 4, 8};
     std::vector<Recompute> recompute = {Recompute::none, Recompute::selective, Recompute::full};
+    /// The module sets tried with selective recompute (Megatron-Core's recompute_modules): by default every non-empty
+    /// set of core_attn, layernorm and mlp, in the order of recompute_modules_index.
+    std::vector<RecomputeModules> recompute_modules = every_recompute_modules_set();
     std::vector<bool> sequence_parallel = {false, true};        ///< on only where t > 1
     std::vector<bool> distributed_optimizer = {false, true};    ///< on only where d x c > 1
     std::vector<bool> overlap_grad_reduce = {false, true};      ///< on only where d x c > 1
@@ -47,7 +60,8 @@ std::vector<std::string_view> search_varied_execution_keys();
 
 /// Restricts `space` by one constraint `KEY=VALUES` (`--fix`): VALUES is a comma-separated list of values and, for
 /// the integer keys, closed ranges LO..HI (tensor=8, pipeline=4..16, microbatch=1,2,4..8, recompute=selective,full,
-/// sequence_parallel=on). Booleans: on/off, true/false. A later constraint on the same key replaces an earlier one.
+/// sequence_parallel=on). Booleans: on/off, true/false. recompute_modules: module sets, each its module names joined
+/// by + (recompute_modules=core_attn,layernorm+mlp). A later constraint on the same key replaces an earlier one.
 /// Throws InputError naming `option` (e.g. "--fix"), the constraint, what was expected and the valid keys or values.
 void apply_constraint(SearchSpace& space, const std::string& constraint, const std::string& option = "--fix");
 
@@ -109,9 +123,11 @@ struct SearchResult {
 /// was overturned at the top); 0 when the best estimate is also the fastest simulated, or nothing was simulated.
 int screen_overturned(const SearchResult& result);
 
-/// Enumerates the space (t, c, p, d, m, b, recompute, sequence parallelism, the distributed optimizer, the
-/// overlaps); drops infeasible sizes and configurations that do not fit (analytical memory), ranks the rest
-/// with an analytical pipeline estimate, and simulates the best (see SearchRequest::margin) event by event.
+/// Enumerates the space (t, c, p, d, m, b, recompute and its modules, sequence parallelism, the distributed optimizer,
+/// the overlaps); drops infeasible sizes, configurations that do not fit (analytical memory) and those that recompute
+/// more than another candidate that fits with everything else the same (none < selective < full, and a selective
+/// module set < its supersets: more recompute only adds work), ranks the rest with an analytical pipeline estimate,
+/// and simulates the best (see SearchRequest::margin) event by event.
 /// A candidate that fails to simulate throws as the simulation would (InputError, SimulationError), and an internal
 /// error (a bug, run.hpp's kCaseInternal) as std::logic_error.
 SearchResult search(const SearchRequest& request);

@@ -132,8 +132,11 @@ enum class GradBuckets { layer, megatron_core, nemo_apex, nemo_apex_layers };
 [[nodiscard]] constexpr bool nemo_apex(GradBuckets b) { return b == GradBuckets::nemo_apex || b == GradBuckets::nemo_apex_layers; }
 
 /// What selective recompute re-runs (Megatron-Core's recompute_modules): the attention core (the paper's
-/// selective recompute, the default), the norms (their outputs, the linear layers' inputs, are not kept), the
-/// MLP's first GEMM and activation (their outputs are not kept).
+/// selective recompute, the default), the norms (their outputs, the linear layers' inputs, are not kept; only with
+/// transformer_impl local, where each norm is a module of its own: Transformer Engine's layers fuse them into the
+/// linear layers and Megatron-Core skips the module), the MLP (the whole module checkpointed: its forward again from
+/// its input, fc1, the activation, fc2 and fc2's tensor-parallel reduction, with Transformer Engine's layers the norm
+/// fused into fc1 first; fc1's output, the activation's and, with the norm fused, fc1's input are not kept).
 struct RecomputeModules {
     bool core_attn = true;
     bool layernorm = false;

@@ -74,6 +74,17 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
                                                       : (e.loss_in_pipeline_split ? "l" : "-");
         return fmt::format(" {:>5}", v);
     };
+    // The recompute column: wide enough for a selective module set's label (sel:ln+mlp), with a legend where one shows.
+    std::size_t rc_width = 9;
+    bool modules_shown = false;
+    for (int i = 0; i < std::min<int>(top, int(r.simulated.size())); ++i) {
+        const std::string label = recompute_label(r.simulated[std::size_t(i)].execution);
+        rc_width = std::max(rc_width, label.size());
+        modules_shown = modules_shown || label.rfind("sel:", 0) == 0;
+    }
+    if (modules_shown)
+        human << "recompute sel:X selective recompute of the modules X (attn the attention core, ln the norms, mlp the "
+                 "MLP's fc1 and activation);\n  selective alone: the attention core (the paper's)\n";
     // The searched switches the fixed columns leave out, each given a column where the simulated candidates differ
     // in it (otherwise two rows could read the same).
     struct Switch {
@@ -96,23 +107,28 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
         for (const Switch* w : shown) out += fmt::format(" {:>3}", e == nullptr ? w->column : w->on(*e) ? "on" : "off");
         return out;
     };
-    human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3}{} {:>9} {:>9} {:>6} {:>4} {:>9} {:>6} "
-                         "{:>6} {:>8}\n", "rank", "t", cp ? fmt::format(" {:>3}", "c") : "", "p", "d", fmt::format("{:>2}{}", "m", ends ? fmt::format(" {:>5}", "split") : ""), "b", "recompute", "SP",
-                         "dopt", "ogr", switch_columns(nullptr), "estim s", "sim s", "err%", "est#", "tok/s", "TF/s", "MFU%", "peak GiB");
+    human << fmt::format(
+        "{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3}{} {:>9} {:>9} {:>6} {:>4} {:>9} {:>6} "
+        "{:>6} {:>8}\n",
+        "rank", "t", cp ? fmt::format(" {:>3}", "c") : "", "p", "d",
+        fmt::format("{:>2}{}", "m", ends ? fmt::format(" {:>5}", "split") : ""), "b",
+        fmt::format("{:>{}}", "recompute", rc_width), "SP", "dopt", "ogr", switch_columns(nullptr), "estim s", "sim s",
+        "err%", "est#", "tok/s", "TF/s", "MFU%", "peak GiB");
     int rank = 0;
     for (const auto& c : r.simulated) {
         if (rank >= top) break;
         const auto& e = c.execution;
         const auto& it = *c.result.iteration;
         const Scenario& sc = c.result.scenario;
-        human << fmt::format("{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3}{} {:>9.3f} {:>9.3f} {:>+6.1f} {:>4} "
-                             "{:>9.0f} {:>6.1f} {:>6.1f} {:>8.2f}{}\n",
-                             ++rank, e.tensor, cp ? fmt::format(" {:>3}", e.context) : "", e.pipeline, e.data,
-                             fmt::format("{:>2}{}", e.interleave, split(e)), e.microbatch, to_string(e.recompute), e.sequence_parallel ? "on" : "off",
-                             e.distributed_optimizer ? "on" : "off", e.overlap_grad_reduce ? "on" : "off", switch_columns(&e), c.estimate_s,
-                             it.iteration_time_s, 100 * (c.estimate_s / it.iteration_time_s - 1), c.estimate_rank,
-                             tokens_per_s(sc, it), tflops_per_gpu(sc, it), 100 * it.mfu,
-                             it.peak_memory.gib(), it.oom ? "  OOM" : "");
+        human << fmt::format(
+            "{:>4} {:>3}{} {:>3} {:>4} {:>2} {:>2} {:>9} {:>3} {:>4} {:>3}{} {:>9.3f} {:>9.3f} {:>+6.1f} {:>4} "
+            "{:>9.0f} {:>6.1f} {:>6.1f} {:>8.2f}{}\n",
+            ++rank, e.tensor, cp ? fmt::format(" {:>3}", e.context) : "", e.pipeline, e.data,
+            fmt::format("{:>2}{}", e.interleave, split(e)), e.microbatch,
+            fmt::format("{:>{}}", recompute_label(e), rc_width), e.sequence_parallel ? "on" : "off",
+            e.distributed_optimizer ? "on" : "off", e.overlap_grad_reduce ? "on" : "off", switch_columns(&e),
+            c.estimate_s, it.iteration_time_s, 100 * (c.estimate_s / it.iteration_time_s - 1), c.estimate_rank,
+            tokens_per_s(sc, it), tflops_per_gpu(sc, it), 100 * it.mfu, it.peak_memory.gib(), it.oom ? "  OOM" : "");
     }
     if (const int by = screen_overturned(r)) {
         const auto best_estimate = std::find_if(r.simulated.begin(), r.simulated.end(),

@@ -63,9 +63,11 @@ Flops hardware_flops_per_iteration(const ModelSpec& m, int global_batch, Recompu
     switch (recompute) {
         case Recompute::none: return model + flash;
         case Recompute::selective: {
-            // fc1 forward: 2 n h f (x2 for swiglu's gate and up) = (f/h)(gated ? 2 : 1) / 6 of the base per layer.
-            const double fc1 = (double(m.ffn_hidden) / m.hidden) * (m.mlp == Mlp::swiglu ? 2.0 : 1.0) / 6.0;
-            return model + Flops(base(m, global_batch) * ((modules.core_attn ? t.core : 0.0) + (modules.mlp ? fc1 : 0.0))) +
+            // The MLP's forward again (Megatron-Core checkpoints the whole module): fc1, 2 n h f (x2 for swiglu's gate
+            // and up), and fc2, 2 n f h: (f/h)(gated ? 3 : 2) / 6 of the base per layer.
+            const double mlp = (double(m.ffn_hidden) / m.hidden) * (m.mlp == Mlp::swiglu ? 3.0 : 2.0) / 6.0;
+            return model +
+                   Flops(base(m, global_batch) * ((modules.core_attn ? t.core : 0.0) + (modules.mlp ? mlp : 0.0))) +
                    flash;
         }
         case Recompute::full:

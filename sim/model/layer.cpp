@@ -45,6 +45,7 @@ struct Dims {
     bool qkv_bias_in_te;    ///< QKV's bias gradient inside Transformer Engine's GEMM or cast (TransformerImpl)
     bool te_layernorm_mlp;  ///< TE's LayerNormMLP (te_transformer_layer): fc1's bias gradient in its fused bias-GeLU
                             ///< backward
+    bool norm_fused;        ///< the norms inside the next linear layer (Transformer Engine's LayerNormLinear / MLP)
     bool fused_wgrad;              ///< gradient-accumulation fusion
     bool async_comm;               ///< backward collectives overlapped with the GEMMs
     std::int64_t main_grad_bytes;  ///< 4 (fp32 main gradients) or 2
@@ -95,6 +96,11 @@ Dims dims_of(const LayerConfig& c) {
             "build_layer: FP8 and tp_comm_overlap run in Transformer Engine's layers, not transformer_impl local");
     d.qkv_bias_in_te = impl != TransformerImpl::local;
     d.te_layernorm_mlp = impl == TransformerImpl::te_transformer_layer;
+    d.norm_fused = impl != TransformerImpl::local;
+    if (d.norm_fused && c.recompute == Recompute::selective && c.modules.layernorm)
+        throw Error(
+            "build_layer: recompute_modules layernorm needs transformer_impl local (Transformer Engine's layers "
+            "fuse the norms into the linear layers)");
     d.fused_wgrad = c.gradient_accumulation_fusion;
     d.async_comm = c.async_tp_comm;
     d.main_grad_bytes = c.fp32_main_grads ? 4 : 2;
@@ -505,20 +511,29 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     // GEMMs: fc2's comes in fc2's backward, after any selective recompute below.
     if (!d.tp_overlap) sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad, "fc2.dgrad");
     const bool selective = rc == Recompute::selective;
-    // Selective recompute of the norms re-creates their outputs (the linear layers' inputs) before they are used.
+    // Selective recompute of the norms (Megatron-Core's local layers, where a norm is a module of its own, output-
+    // discarding checkpointing) re-creates their outputs (the linear layers' inputs) before they are used.
     if (selective && d.modules.layernorm) add(p, {norm_forward(d, "recompute.ln2")});
     if (selective && d.modules.mlp) {
-        // The MLP's first GEMM and activation again, from its kept input (gathered again under SP).
-        // With tp_comm_overlap the recomputed fc1 runs through TE's module again: its gather ring-exchanged with it.
+        // Megatron-Core checkpoints the whole MLP module (transformer_layer.py: tensor_parallel.checkpoint, in FP8
+        // te_checkpoint), so its forward runs again from its kept input: with Transformer Engine's layers the norm
+        // fused into fc1 first (LayerNormLinear), then fc1 (its input gathered again under SP), the activation, fc2 and
+        // fc2's reduce-scatter (all-reduce without SP). With tp_comm_overlap TE's module overlaps them again.
+        if (d.norm_fused) add(p, {norm_forward(d, "recompute.ln2")});
         sp_gather(p, d, "recompute.mlp.all-gather", TpOverlap::fc1_fprop, "recompute.fc1");
         Kernel act = activation_forward(d);
         act.name = "recompute." + act.name;
         Kernel fc1 = linear(Layer::fc1, kFwd, d.n, d.fc1_out, d.h, "recompute.");
+        Kernel fc2 = linear(Layer::fc2, kFwd, d.n, d.h, d.f / d.t, "recompute.");
         if (d.tp_overlap) {
             p.push_back(compute({ring_exchange(d, std::move(fc1), TpOverlap::fc1_fprop)}));
             p.push_back(compute({act}));
+            overlapped_reduce_scatter(p, d, d.fc2_rs, TpOverlap::fc2_fprop, "recompute.mlp.reduce-scatter",
+                                      std::move(fc2));
         } else {
-            add(p, {fc1, act});
+            add(p, {fc1, act, fc2});
+            p.push_back(collective(d.sp ? "recompute.mlp.reduce-scatter" : "recompute.mlp.all-reduce",
+                                   d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, 2 * d.n * d.h));
         }
     }
     if (d.tp_overlap) {
@@ -681,7 +696,9 @@ std::vector<LayerOp> layer_ops(const Dims& d) {
     ops.push_back({"proj.input", Bytes(lin * nh / d.t), M::none});
     if (d.dropout) ops.push_back({"attn.bias-dropout-add.mask", Bytes(sp_nh), M::none});
     ops.push_back({"ln2.input", Bytes(2 * sp_nh), M::none});
-    ops.push_back({"fc1.input", Bytes(lin * sp_nh), M::layernorm});
+    // fc1's input, ln2's output: with the norm fused into fc1 (Transformer Engine) kept inside the MLP module, which
+    // MLP recompute re-runs from ln2's input; with a norm module of its own (local) the norm's recompute drops it.
+    ops.push_back({"fc1.input", Bytes(lin * sp_nh), d.norm_fused ? M::mlp : M::layernorm});
     ops.push_back({d.swiglu ? "swiglu.input" : d.squared_relu ? "squared_relu.input" : "gelu.input", Bytes(2 * d.n * d.fc1_out), M::mlp});
     ops.push_back({"fc2.input", Bytes(lin * d.n * d.f / d.t), M::mlp});
     if (d.dropout) ops.push_back({"mlp.bias-dropout-add.mask", Bytes(sp_nh), M::none});

@@ -79,68 +79,11 @@ bool allowed(const std::vector<int>& values, int v) {
     return values.empty() || std::binary_search(values.begin(), values.end(), v);
 }
 
-enum class KeyKind { integer, boolean, recompute };
-
-struct KeyDef {
-    const char* name;
-    KeyKind kind;
-    std::vector<int> SearchSpace::*ints = nullptr;
-    std::vector<bool> SearchSpace::*bools = nullptr;
-    const char* default_values;
-};
-
-const std::vector<KeyDef>& key_defs() {
-    static const std::vector<KeyDef> defs = {
-        {"tensor", KeyKind::integer, &SearchSpace::tensor, nullptr, "every divisor of the GPUs up to the GPUs per node"},
-        {"context_parallel", KeyKind::integer, &SearchSpace::context_parallel, nullptr, "1"},
-        {"pipeline", KeyKind::integer, &SearchSpace::pipeline, nullptr, "every divisor up to the layers"},
-        {"data", KeyKind::integer, &SearchSpace::data, nullptr, "what the GPUs leave"},
-        {"interleave", KeyKind::integer, &SearchSpace::interleave, nullptr, "1..4"},
-        {"microbatch", KeyKind::integer, &SearchSpace::microbatch, nullptr, "1,2,4,8"},
-        {"recompute", KeyKind::recompute, nullptr, nullptr, "none,selective,full"},
-        {"sequence_parallel", KeyKind::boolean, nullptr, &SearchSpace::sequence_parallel, "off,on (on where t > 1)"},
-        {"distributed_optimizer", KeyKind::boolean, nullptr, &SearchSpace::distributed_optimizer,
-         "off,on (on where d x c > 1)"},
-        {"overlap_grad_reduce", KeyKind::boolean, nullptr, &SearchSpace::overlap_grad_reduce,
-         "off,on (on where d x c > 1)"},
-        {"overlap_param_gather", KeyKind::boolean, nullptr, &SearchSpace::overlap_param_gather,
-         "off (on only with the distributed optimizer)"},
-        {"tp_comm_overlap", KeyKind::boolean, nullptr, &SearchSpace::tp_comm_overlap, "off (on only with t > 1 and SP)"},
-        {"ends_in_split", KeyKind::boolean, nullptr, &SearchSpace::ends_in_split,
-         "off,on (on only where the layers do not split evenly over pipeline x interleave: the embedding and/or the "
-         "loss counted as layers, account_for_*_in_pipeline_split)"},
-    };
-    return defs;
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-    while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-    return s;
-}
-
-std::vector<std::string_view> split(std::string_view s, char sep) {
-    std::vector<std::string_view> parts;
-    for (std::size_t pos = 0;;) {
-        const std::size_t next = s.find(sep, pos);
-        parts.push_back(trim(s.substr(pos, next == std::string_view::npos ? std::string_view::npos : next - pos)));
-        if (next == std::string_view::npos) return parts;
-        pos = next + 1;
-    }
-}
-
-std::optional<int> positive(std::string_view s) {
-    int v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || end != s.data() + s.size() || v < 1) return std::nullopt;
-    return v;
-}
-
 /// The name of the candidate (messages name it if it fails): its execution keys.
 std::string describe(const ExecutionSpec& e) {
     std::string s = fmt::format("t={} p={} d={}", e.tensor, e.pipeline, e.data);
     if (e.context > 1) s += fmt::format(" c={}", e.context);
-    s += fmt::format(" m={} b={} recompute={}", e.interleave, e.microbatch, to_string(e.recompute));
+    s += fmt::format(" m={} b={} recompute={}", e.interleave, e.microbatch, recompute_label(e));
     if (e.sequence_parallel) s += " SP";
     if (e.distributed_optimizer) s += " dopt";
     if (e.overlap_grad_reduce) s += " overlap_grad_reduce";
@@ -153,84 +96,6 @@ std::string describe(const ExecutionSpec& e) {
 }
 
 }  // namespace
-
-std::vector<std::string_view> search_varied_execution_keys() {
-    std::vector<std::string_view> varied = {"data", "global_batch", "schedule", "account_for_embedding_in_pipeline_split",
-                                            "account_for_loss_in_pipeline_split"};
-    for (const SearchKey& k : search_keys()) varied.push_back(k.name);
-    return varied;
-}
-
-const std::vector<SearchKey>& search_keys() {
-    static const std::vector<SearchKey> keys = [] {
-        std::vector<SearchKey> k;
-        for (const auto& d : key_defs()) k.push_back({d.name, d.default_values});
-        return k;
-    }();
-    return keys;
-}
-
-void apply_constraint(SearchSpace& space, const std::string& constraint, const std::string& option) {
-    const std::size_t eq = constraint.find('=');
-    auto names = [] {
-        std::string all;
-        for (const auto& d : key_defs()) all += (all.empty() ? "" : ", ") + std::string(d.name);
-        return all;
-    };
-    if (eq == std::string::npos)
-        throw InputError(fmt::format("search: {} '{}': expected KEY=VALUES (e.g. tensor=8, pipeline=4..16, "
-                                     "recompute=selective,full); keys: {}", option, constraint, names()));
-    const std::string key(trim(std::string_view(constraint).substr(0, eq)));
-    const std::string_view values = trim(std::string_view(constraint).substr(eq + 1));
-    const auto def = std::find_if(key_defs().begin(), key_defs().end(), [&](const KeyDef& d) { return key == d.name; });
-    if (def == key_defs().end())
-        throw InputError(fmt::format("search: {} '{}': unknown key '{}'; keys: {}", option, constraint, key, names()));
-    auto bad = [&](std::string_view item, const char* expected) {
-        return InputError(fmt::format("search: {} '{}': '{}' is not {}", option, constraint, item, expected));
-    };
-    if (values.empty()) throw bad(values, "a value");
-    switch (def->kind) {
-    case KeyKind::integer: {
-        std::set<int> set;
-        for (std::string_view item : split(values, ',')) {
-            const std::size_t dots = item.find("..");
-            const auto lo = positive(dots == std::string_view::npos ? item : trim(item.substr(0, dots)));
-            const auto hi = dots == std::string_view::npos ? lo : positive(trim(item.substr(dots + 2)));
-            if (!lo || !hi) throw bad(item, "a positive whole number or a range LO..HI of them (e.g. 8, 4..16)");
-            if (*hi < *lo) throw bad(item, "a range LO..HI with LO <= HI");
-            if (*hi - *lo > 100'000) throw bad(item, "a range of at most 100000 values");
-            for (int v = *lo; v <= *hi; ++v) set.insert(v);
-        }
-        space.*(def->ints) = std::vector<int>(set.begin(), set.end());
-        return;
-    }
-    case KeyKind::boolean: {
-        bool off = false, on = false;
-        for (std::string_view item : split(values, ',')) {
-            if (item == "on" || item == "true") on = true;
-            else if (item == "off" || item == "false") off = true;
-            else throw bad(item, "on, off, true or false");
-        }
-        auto& v = space.*(def->bools);
-        v.clear();
-        if (off) v.push_back(false);
-        if (on) v.push_back(true);
-        return;
-    }
-    case KeyKind::recompute: {
-        const Recompute all[] = {Recompute::none, Recompute::selective, Recompute::full};
-        std::set<int> set;
-        for (std::string_view item : split(values, ',')) {
-            const auto it = std::find_if(std::begin(all), std::end(all), [&](Recompute r) { return item == to_string(r); });
-            if (it == std::end(all)) throw bad(item, "none, selective or full");
-            set.insert(int(it - std::begin(all)));
-        }
-        space.recompute.clear();
-        for (int i : set) space.recompute.push_back(all[i]);
-        return;
-    }
-    }
-}
 
 std::size_t simulation_count(const std::vector<double>& estimates, int top, double margin, int max) {
     const std::size_t n = estimates.size();
@@ -298,9 +163,25 @@ SearchResult search(const SearchRequest& req) {
         }
         return out;
     };
+    // What a candidate recomputes, ordered by inclusion as bits: none 0, selective its modules (core_attn 1,
+    // layernorm 2, mlp 4), full every bit (it re-runs all the layer's forward, those modules included).
+    struct Policy {
+        Recompute recompute;
+        RecomputeModules modules;
+        int parts;
+    };
+    std::vector<Policy> policies;
+    for (Recompute rc : sp.recompute) {
+        if (rc != Recompute::selective)
+            policies.push_back({rc, {}, rc == Recompute::none ? 0 : 15});
+        else
+            for (const RecomputeModules& m : sp.recompute_modules)
+                policies.push_back({rc, m, recompute_modules_index(m)});
+    }
     std::vector<SearchCandidate> fits;
+    std::vector<int> fit_parts;  // each one's Policy::parts
     // A candidate kept if its sizes fit together and its memory fits the device, with its estimate.
-    auto screen = [&](const ExecutionSpec& e) {
+    auto screen = [&](const ExecutionSpec& e, int parts) {
         ++res.enumerated;
         const Scenario sc = candidate(e);
         if (const std::optional<SpecProblem> problem = find_problem(sc)) {
@@ -308,13 +189,16 @@ SearchResult search(const SearchRequest& req) {
             if (res.first_infeasible.empty()) res.first_infeasible = sc.source + ": " + where + ": " + problem->message;
             // Sizes and switches the search varies do not fit together; a key it holds fixed (--set, --precision, ...)
             // that a candidate cannot run with is named, so that its count does not read as sizes.
-            // The keys set from what the search varies (key_defs) besides their own names.
+            // The keys set from what the search varies (search_keys) besides their own names.
             static const std::set<std::string, std::less<>> derived = {
                 "schedule", "global_batch", "recompute_layers", "recompute_method", "first_stage_layers",
                 "last_stage_layers", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"};
-            const auto& defs = key_defs();
-            const bool varied = std::any_of(defs.begin(), defs.end(), [&](const KeyDef& k) { return problem->key == k.name; });
-            const bool sizes = problem->part != "execution" || varied || derived.count(problem->key) > 0;
+            const auto& keys = search_keys();
+            const bool varied =
+                std::any_of(keys.begin(), keys.end(), [&](const SearchKey& k) { return problem->key == k.name; });
+            // A module set the candidate's layers cannot recompute (layernorm under Transformer Engine) is named too.
+            const bool sizes = problem->part != "execution" || (varied && problem->key != "recompute_modules") ||
+                               derived.count(problem->key) > 0;
             ++res.rejected[sizes ? std::string("infeasible sizes (divisibility, schedule)")
                                  : "incompatible with " + where + " (" + problem->message + ")"];
             return;
@@ -324,6 +208,39 @@ SearchResult search(const SearchRequest& req) {
             return;
         }
         fits.push_back({e, estimate(sc, cost), 0, {}});
+        fit_parts.push_back(parts);
+    };
+    // One layout (every key but what it recomputes) under each policy; those that fit and recompute a strict superset
+    // of what another that fits recomputes are dropped: the same work and more, never faster.
+    // Transformer Engine's layers fuse the norms into the linear layers: the default module sets with layernorm are
+    // not tried there (those asked for by --fix are, and rejected with the reason).
+    const bool default_modules = sp.recompute_modules == every_recompute_modules_set();
+    auto screen_policies = [&](ExecutionSpec e) {
+        const std::size_t first = fits.size();
+        const bool norms_fused = e.transformer_impl_in_force() != TransformerImpl::local;
+        for (const Policy& policy : policies) {
+            if (default_modules && norms_fused && policy.modules.layernorm && policy.recompute == Recompute::selective)
+                continue;
+            e.recompute = policy.recompute;
+            e.recompute_modules = policy.modules;
+            screen(e, policy.parts);
+        }
+        std::vector<bool> dominated(fits.size() - first, false);
+        for (std::size_t a = first; a < fits.size(); ++a)
+            for (std::size_t b = first; b < fits.size(); ++b)
+                if (a != b && (fit_parts[a] & fit_parts[b]) == fit_parts[b] && fit_parts[a] != fit_parts[b])
+                    dominated[a - first] = true;
+        std::size_t kept = first;
+        for (std::size_t a = first; a < fits.size(); ++a) {
+            if (dominated[a - first]) {
+                ++res.rejected["more recompute than a candidate that fits with the rest the same"];
+                continue;
+            }
+            fits[kept] = std::move(fits[a]);
+            fit_parts[kept++] = fit_parts[a];
+        }
+        fits.resize(kept);
+        fit_parts.resize(kept);
     };
     for (int t : divisors(req.gpus)) {
         if (t > req.system.gpus_per_node) break;
@@ -338,31 +255,28 @@ SearchResult search(const SearchRequest& req) {
                 for (int m : sp.interleave) {
                     for (const Split split : splits(p * m)) {
                         for (int b : sp.microbatch) {
-                            for (Recompute rc : sp.recompute) {
-                                for (bool seq : values(sp.sequence_parallel, t > 1)) {
-                                    for (bool dopt : values(sp.distributed_optimizer, replicated)) {
-                                        for (bool ogr : values(sp.overlap_grad_reduce, replicated)) {
-                                            for (bool opg : values(sp.overlap_param_gather, dopt)) {
-                                                for (bool tpo : values(sp.tp_comm_overlap, t > 1 && seq)) {
-                                                    ExecutionSpec e = req.base;
-                                                    e.tensor = t;
-                                                    e.context = c;
-                                                    e.pipeline = p;
-                                                    e.data = d;
-                                                    e.interleave = m;
-                                                    e.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
-                                                    e.microbatch = b;
-                                                    e.global_batch = req.global_batch;
-                                                    e.recompute = rc;
-                                                    e.sequence_parallel = seq;
-                                                    e.distributed_optimizer = dopt;
-                                                    e.overlap_grad_reduce = ogr;
-                                                    e.overlap_param_gather = opg;
-                                                    e.tp_comm_overlap = tpo;
-                                                    e.embedding_in_pipeline_split = split.embedding;
-                                                    e.loss_in_pipeline_split = split.loss;
-                                                    screen(e);
-                                                }
+                            for (bool seq : values(sp.sequence_parallel, t > 1)) {
+                                for (bool dopt : values(sp.distributed_optimizer, replicated)) {
+                                    for (bool ogr : values(sp.overlap_grad_reduce, replicated)) {
+                                        for (bool opg : values(sp.overlap_param_gather, dopt)) {
+                                            for (bool tpo : values(sp.tp_comm_overlap, t > 1 && seq)) {
+                                                ExecutionSpec e = req.base;
+                                                e.tensor = t;
+                                                e.context = c;
+                                                e.pipeline = p;
+                                                e.data = d;
+                                                e.interleave = m;
+                                                e.schedule = m > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+                                                e.microbatch = b;
+                                                e.global_batch = req.global_batch;
+                                                e.sequence_parallel = seq;
+                                                e.distributed_optimizer = dopt;
+                                                e.overlap_grad_reduce = ogr;
+                                                e.overlap_param_gather = opg;
+                                                e.tp_comm_overlap = tpo;
+                                                e.embedding_in_pipeline_split = split.embedding;
+                                                e.loss_in_pipeline_split = split.loss;
+                                                screen_policies(e);
                                             }
                                         }
                                     }

@@ -268,6 +268,16 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                            "tp_comm_overlap is Transformer Engine's userbuffer overlap (transformer_impl: auto, "
                            "transformer_engine or te_transformer_layer); Megatron-LM's local layers (transformer_impl: "
                            "local) have none"};
+    if (e.recompute == Recompute::selective && e.recompute_modules.layernorm &&
+        e.transformer_impl_in_force() != TransformerImpl::local)
+        return SpecProblem{
+            "execution", "recompute_modules",
+            std::string(
+                "recompute_modules: layernorm has no effect with Transformer Engine's layers (transformer_impl ") +
+                to_string(e.transformer_impl_in_force()) +
+                " in force): each norm is fused into the linear layer after it (LayerNormLinear) and Megatron-Core "
+                "skips layernorm; valid here: core_attn, mlp (which recomputes the MLP's fused norm too); layernorm "
+                "needs transformer_impl: local"};
     if (e.fp8_recipe != Fp8Recipe::delayed && e.precision != Precision::fp8)
         return SpecProblem{"execution", "fp8_recipe", "fp8_recipe applies to precision: fp8"};
     if (e.fp8_param_gather && (e.precision != Precision::fp8 || !e.distributed_optimizer))

@@ -126,7 +126,7 @@ check "a negative --seed exits 2 (was wrapped to 2^64 - 1)" '[[ $rc -eq 2 ]]'
 check "search runs and prints a ranking" '[[ $rc -eq 0 ]] && grep -q "^   1 " "$tmp/s.txt"'
 check "search: no column for a switch every printed candidate has alike" '! grep -q " tpo \| opg " "$tmp/s.txt"'
 "$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" \
-  --gpus 8 --global-batch 8 --fix tensor=8 --fix pipeline=1 --fix microbatch=1 --fix recompute=selective \
+  --gpus 8 --global-batch 8 --fix tensor=8 --fix pipeline=1 --fix microbatch=1 --fix recompute=selective --fix recompute_modules=core_attn \
   --fix sequence_parallel=on --fix tp_comm_overlap=off,on --top 2 --simulate-top 2 >"$tmp/s-tpo.txt"; rc=$?
 check "search: a searched switch the candidates differ in gets a column (tp_comm_overlap: tpo, off and on)" \
   '[[ $rc -eq 0 ]] && grep -q "^tpo tp_comm_overlap$" "$tmp/s-tpo.txt" && grep -q "^rank .* ogr tpo " "$tmp/s-tpo.txt" && [[ $(grep -cE "^   [12] .* (on|off) +(on|off) +(on|off) +(on|off) +[0-9]" "$tmp/s-tpo.txt") -eq 2 ]] && grep -qE "^   [12] .* off +on +[0-9.]+ +[0-9.]+" "$tmp/s-tpo.txt" && grep -qE "^   [12] .* off +off +[0-9.]+ +[0-9.]+" "$tmp/s-tpo.txt"'
@@ -203,28 +203,35 @@ import json, sys
 a = json.load(open(sys.argv[1]))[\"results\"][0]; b = json.load(open(sys.argv[2]))[\"results\"][0]
 assert a[\"execution\"][\"embedding_reduce_scatter\"] is False and a[\"iteration_time_s\"] == b[\"iteration_time_s\"]
 " "$tmp/search-set.json" "$tmp/t5-22b.json"'
-"$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" --gpus 8 --global-batch 4 --fix tensor=8 --fix pipeline=1 --fix recompute=selective --top 1 --simulate-top 1 --set 'execution.recompute_modules=[core_attn, mlp]' --json "$tmp/search-mods.json" >/dev/null 2>"$tmp/err"; rc=$?
-check "search --set of a key that needs another mode (recompute_modules: selective) reads it and applies it" '[[ $rc -eq 0 ]] && python3 -c "
+"$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" --gpus 8 --global-batch 4 --fix tensor=8 --fix pipeline=1 --fix recompute=selective --fix recompute_modules=core_attn+mlp --top 1 --simulate-top 1 --json "$tmp/search-mods.json" >"$tmp/search-mods.txt" 2>"$tmp/err"; rc=$?
+check "search --fix recompute_modules: the module set applied, named in the table and its legend" '[[ $rc -eq 0 ]] && grep -q "^recompute sel:X selective recompute of the modules X" "$tmp/search-mods.txt" && grep -Eq "^   1 .* sel:attn\+mlp " "$tmp/search-mods.txt" && python3 -c "
 import json, sys
 e = json.load(open(sys.argv[1]))[\"results\"][0][\"execution\"]
-assert e[\"recompute\"] == \"selective\" and \"mlp\" in e[\"recompute_modules\"], e
+assert e[\"recompute\"] == \"selective\" and e[\"recompute_modules\"] == [\"core_attn\", \"mlp\"], e
 " "$tmp/search-mods.json"'
+"$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" --gpus 8 --global-batch 4 --set 'execution.recompute_modules=[mlp]' >/dev/null 2>"$tmp/err"; rc=$?
+check "search --set execution.recompute_modules exits 2: the search varies it (--fix)" '[[ $rc -eq 2 ]] && grep -q "varies .recompute_modules.: restrict it with --fix recompute_modules=VALUES" "$tmp/err"'
+"$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 8 --global-batch 8 --attention flash --precision fp8 --fix tensor=8 --fix recompute=selective --fix recompute_modules=layernorm+mlp,mlp >"$tmp/s-ln.txt" 2>"$tmp/err"; rc=$?
+check "search in FP8 (Transformer Engine's fused norms): layernorm asked for is rejected with the reason, mlp tried" '[[ $rc -eq 0 ]] && grep -q "rejected: [0-9]* x incompatible with execution.recompute_modules (recompute_modules: layernorm has no effect" "$tmp/s-ln.txt" && grep -Eq "^   1 .* sel:mlp " "$tmp/s-ln.txt"'
 # The paper's question on today's models (scripts/recompute-today.py, README): the claims its table is read for.
 python3 "$root/scripts/recompute-today.py" --strata "$strata" --quick >"$tmp/recompute.md" 2>"$tmp/err"; rc=$?
-check "recompute-today: four policies; with FlashAttention the paper's selective recompute saves no memory and costs time, full costs most" '[[ $rc -eq 0 ]] && python3 -c "
+check "recompute-today: four policies and the search over all; with FlashAttention the paper's selective recompute saves no memory and costs time, full costs most, the search finds the fastest" '[[ $rc -eq 0 ]] && python3 -c "
 import sys
 rows = [[c.strip() for c in l.split(\"|\")[1:-1]] for l in open(sys.argv[1]) if l.startswith(\"| Llama\")]
-assert [r[2] for r in rows] == [\"none\", \"selective: attention core\", \"selective: norms + MLP\", \"full\"], rows
+assert [r[2] for r in rows[:4]] == [\"none\", \"selective: attention core\", \"selective: MLP\", \"full\"], rows
+assert len(rows) == 5 and rows[4][2].startswith(\"searched: \"), rows
 t = [float(r[3]) for r in rows]; peak = [float(r[6]) for r in rows]
 assert abs(peak[1] - peak[0]) <= 0.1 and t[1] > t[0] and t[3] == max(t), rows
+assert t[4] <= min(t[:4]) * 1.005, rows
 " "$tmp/recompute.md"'
 python3 "$root/scripts/recompute-today.py" --strata "$strata" --quick-long >"$tmp/recompute-long.md" 2>"$tmp/err"; rc=$?
-check "recompute-today at 128k tokens on 64 GPUs: without recompute (or the paper's) nothing fits; recomputing the norms and the MLP fits, faster than full" '[[ $rc -eq 0 ]] && python3 -c "
+check "recompute-today at 128k tokens on 64 GPUs: without recompute (or the paper's) nothing fits; recomputing the MLP fits, faster than full, and is what the search over every policy picks" '[[ $rc -eq 0 ]] && python3 -c "
 import sys
 rows = [[c.strip() for c in l.split(\"|\")[1:-1]] for l in open(sys.argv[1]) if l.startswith(\"| Llama\")]
-assert [r[0] for r in rows] == [\"Llama 3 70B, 64, 16 x 128k\"] * 4, rows
+assert [r[0] for r in rows] == [\"Llama 3 70B, 64, 16 x 128k\"] * 5, rows
 assert rows[0][7] == rows[1][7] == \"out of memory\", rows
 assert \" c\" in rows[2][7] and float(rows[2][3]) < float(rows[3][3]), rows
+assert rows[4][2] == \"searched: selective: MLP\" and rows[4][3] == rows[2][3], rows
 " "$tmp/recompute-long.md"'
 "${srch[@]}" --set execution.tensor=4 >/dev/null 2>"$tmp/err"; rc=$?
 check "search --set of a key the search varies exits 2 and says to use --fix" '[[ $rc -eq 2 ]] && grep -q "varies .tensor.: restrict it with --fix tensor=VALUES" "$tmp/err"'

@@ -167,6 +167,13 @@ def test_search_constraints_and_margin():
     assert r["overturned_by"] in (0, r["results"][0]["screen"]["estimate_rank"])
     with pytest.raises(strata.InputError, match="unknown key 'tensr'; keys: tensor"):
         strata.search(model, system, gpus=16, global_batch=16, fix=["tensr=8"])
+    # Selective recompute's module sets, a list of them (each joined by +).
+    m = strata.search(model, system, gpus=16, global_batch=16, top=20, simulate_top=4, jobs=1,
+                      fix={"tensor": 8, "recompute": "selective", "recompute_modules": ["mlp", "core_attn+mlp"]})
+    assert m["search"]["constraints"][-1] == "recompute_modules=mlp,core_attn+mlp"
+    assert {tuple(c["execution"]["recompute_modules"]) for c in m["results"]} <= {("mlp",), ("core_attn", "mlp")}
+    with pytest.raises(strata.InputError, match="'norms' is not a set of modules joined by"):
+        strata.search(model, system, gpus=16, global_batch=16, fix={"recompute_modules": "norms"})
 
 
 def test_search_warns_when_attention_is_left_at_the_paper_default():
