@@ -76,15 +76,17 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
     };
     // The recompute column: wide enough for a selective module set's label (sel:ln+mlp), with a legend where one shows.
     std::size_t rc_width = 9;
-    bool modules_shown = false;
+    bool modules_shown = false, norms_shown = false;
     for (int i = 0; i < std::min<int>(top, int(r.simulated.size())); ++i) {
-        const std::string label = recompute_label(r.simulated[std::size_t(i)].execution);
+        const ExecutionSpec& e = r.simulated[std::size_t(i)].execution;
+        const std::string label = recompute_label(e);
         rc_width = std::max(rc_width, label.size());
         modules_shown = modules_shown || label.rfind("sel:", 0) == 0;
+        norms_shown = norms_shown || e.recompute_modules_in_force().layernorm;
     }
     if (modules_shown)
         human << "recompute sel:X selective recompute of the modules X (attn the attention core, ln the norms, mlp the "
-                 "MLP's fc1 and activation);\n  selective alone: the attention core (the paper's)\n";
+                 "whole MLP);\n  selective alone: the attention core (the paper's)\n";
     // The searched switches the fixed columns leave out, each given a column where the simulated candidates differ
     // in it (otherwise two rows could read the same).
     struct Switch {
@@ -147,6 +149,11 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
             "every GPU group: {:.3f} s ({:+.2f}% representative vs full)\n",
             full, 100 * (rep / full - 1));
     }
+    if (norms_shown)
+        human << "note: recomputing the norms (ln) needs Megatron-Core's local layers (transformer_impl local, the "
+                 "default in 16 bits\n  without tp_comm_overlap); Transformer Engine's layers, which Megatron-Core "
+                 "runs on Hopper, fuse each norm into\n  the next linear layer, where it cannot be recomputed: "
+                 "--set execution.transformer_impl=transformer_engine searches those\n";
     return true;
 }
 

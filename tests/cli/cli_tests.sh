@@ -209,6 +209,9 @@ import json, sys
 e = json.load(open(sys.argv[1]))[\"results\"][0][\"execution\"]
 assert e[\"recompute\"] == \"selective\" and e[\"recompute_modules\"] == [\"core_attn\", \"mlp\"], e
 " "$tmp/search-mods.json"'
+"$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 8 --global-batch 32 --attention flash >"$tmp/s-norms.txt" 2>&1; rc=$?
+"$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 8 --global-batch 32 --attention flash --set execution.transformer_impl=transformer_engine >"$tmp/s-norms-te.txt" 2>&1; rc2=$?
+check "search notes that recomputing the norms needs local layers where a printed candidate does, and never tries it with Transformer Engine's" '[[ $rc -eq 0 && $rc2 -eq 0 ]] && grep -Eq "^ +[0-9]+ .* sel:[a-z+]*ln" "$tmp/s-norms.txt" && grep -q "^note: recomputing the norms (ln) needs Megatron-Core.s local layers" "$tmp/s-norms.txt" && ! grep -Eq "sel:[a-z+]*ln|^note: recomputing the norms" "$tmp/s-norms-te.txt" && grep -q "^   1 " "$tmp/s-norms-te.txt"'
 "$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" --gpus 8 --global-batch 4 --set 'execution.recompute_modules=[mlp]' >/dev/null 2>"$tmp/err"; rc=$?
 check "search --set execution.recompute_modules exits 2: the search varies it (--fix)" '[[ $rc -eq 2 ]] && grep -q "varies .recompute_modules.: restrict it with --fix recompute_modules=VALUES" "$tmp/err"'
 "$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 8 --global-batch 8 --attention flash --precision fp8 --fix tensor=8 --fix recompute=selective --fix recompute_modules=layernorm+mlp,mlp >"$tmp/s-ln.txt" 2>"$tmp/err"; rc=$?
