@@ -91,6 +91,11 @@ TEST_CASE("fused units: the same result to the picosecond with fewer tasks", "[f
         if (rc == Recompute::selective) sc.execution.recompute_modules = {true, false, true};
         validate(sc);
     }
+    SECTION("t = 8, local layers, selective recompute of the norms and the MLP too") {
+        sc.execution.transformer_impl = TransformerImpl::local;
+        if (rc == Recompute::selective) sc.execution.recompute_modules = {true, true, true};
+        validate(sc);
+    }
     SECTION("t = 4: two replicas per node, whose reduction shares the tensor-parallel links (alone while it cannot run)") {
         sc.execution.tensor = 4;
         validate(sc);

@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -327,11 +328,21 @@ TEST_CASE(
     CHECK(n["recompute.ln1"] == 0);
     CHECK(n["recompute.fc1"] == 1);
     CHECK(n["recompute.fc2"] == 1);
-    // The same with sequence parallelism: fc1's input gathered again, fc2's output reduce-scattered again.
+    // The same with sequence parallelism: fc1's input gathered again, fc2's output reduce-scattered again, and the
+    // output gradient's gather inside the MLP's backward, after its recompute.
     c.sequence_parallel = true;
-    n = names_in(build_layer(c).backward);
+    const LayerPlan sp = build_layer(c);
+    n = names_in(sp.backward);
     CHECK(n["recompute.mlp.all-gather"] == 1);
     CHECK(n["recompute.mlp.reduce-scatter"] == 1);
+    std::vector<std::string> order;
+    for (const Step& st : sp.backward)
+        if (st.kind == Step::Kind::collective) order.push_back(st.collective.name);
+    const auto at = [&](const std::string& name) {
+        return std::find(order.begin(), order.end(), name) - order.begin();
+    };
+    CHECK(at("recompute.mlp.reduce-scatter") < at("mlp.grad-all-gather"));
+    CHECK(at("mlp.grad-all-gather") < std::ptrdiff_t(order.size()));
     // Megatron-Core skips layernorm there (the norms are IdentityOp): an error, in the layer model and the loader.
     c.modules = {false, true, true};
     CHECK_THROWS_WITH(build_layer(c), Catch::Contains("layernorm needs transformer_impl local"));

@@ -3,8 +3,10 @@
 // search space (overlap_grad_reduce only where the gradients are reduced), the search's own task-limit message,
 // and the screen columns of the CSV and JSON.
 #include "strata/errors.hpp"
+#include "strata/memory.hpp"
 #include "strata/report.hpp"
 #include "strata/search.hpp"
+#include "strata/simulate.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -76,7 +78,8 @@ TEST_CASE("search constraints (--fix): an unknown key or a bad value names the o
     CHECK_THROWS_WITH(apply_constraint(s, "tensor=0"), Contains("'0' is not a positive whole number"));
     CHECK_THROWS_WITH(apply_constraint(s, "tensor=8,"), Contains("'' is not a positive whole number"));
     CHECK_THROWS_WITH(apply_constraint(s, "tensor="), Contains("is not a value"));
-    CHECK_THROWS_WITH(apply_constraint(s, "recompute=sometimes"), Contains("'sometimes' is not none, selective or full"));
+    CHECK_THROWS_WITH(apply_constraint(s, "recompute=sometimes"),
+                      Contains("'sometimes' is not none, selective, full or block"));
     CHECK_THROWS_WITH(apply_constraint(s, "sequence_parallel=yes"), Contains("'yes' is not on, off, true or false"));
     CHECK_THROWS_WITH(apply_constraint(s, "recompute_modules=norms"),
                       Contains("'norms' is not a set of modules joined by + (core_attn, layernorm, mlp"));
@@ -230,8 +233,18 @@ namespace {
 /// What a candidate recomputes as bits, ordered by inclusion (none 0, selective its modules, full all).
 int recompute_parts(const ExecutionSpec& e) {
     if (e.recompute == Recompute::none) return 0;
-    if (e.recompute == Recompute::full) return 15;
+    if (e.recompute == Recompute::full)
+        return e.recompute_method == RecomputeMethod::block && e.recompute_layers > 0 ? 16 + e.recompute_layers : 15;
     return recompute_modules_index(e.recompute_modules);
+}
+/// Whether parts `a` recompute strictly more than `b`: a chain none < block:1 < block:2 < ... < full, and module sets
+/// ordered by inclusion between none and full; block and selective not comparable.
+bool more(int a, int b) {
+    if (a == b || a == 0) return false;
+    if (b == 0 || a == 15) return true;
+    if (b == 15) return false;
+    if (a >= 16 || b >= 16) return a >= 16 && b >= 16 && a > b;
+    return (a & b) == b;
 }
 /// Everything but what a candidate recomputes.
 std::string layout_of(ExecutionSpec e) {
@@ -270,8 +283,7 @@ TEST_CASE("search: recompute policies and module sets, where one recomputing mor
         labels.insert(recompute_label(a.execution));
         for (const auto& b : r.simulated) {
             if (&a == &b || layout_of(a.execution) != layout_of(b.execution)) continue;
-            const int pa = recompute_parts(a.execution), pb = recompute_parts(b.execution);
-            CHECK_FALSE(((pa & pb) == pb && pa != pb));
+            CHECK_FALSE(more(recompute_parts(a.execution), recompute_parts(b.execution)));
         }
     }
     CHECK(labels.size() > 3);  // module sets beyond the paper's three policies survive somewhere
@@ -304,7 +316,80 @@ TEST_CASE("search: recompute policies and module sets, where one recomputing mor
     REQUIRE(times.size() == 9);
     for (const auto& [pa, ta] : times)
         for (const auto& [pb, tb] : times)
-            if ((pa & pb) == pb && pa != pb) CHECK(ta > tb);
+            if (more(pa, pb)) CHECK(ta > tb);
+}
+
+TEST_CASE("search: block recompute, the fewest first layers of each chunk that fit, only where no recompute does not") {
+    SearchRequest req = small_request();  // 22B (48 layers) on 16 GPUs
+    req.space = constrained({"tensor=8", "pipeline=2", "interleave=1", "microbatch=1", "sequence_parallel=on",
+                             "distributed_optimizer=off", "overlap_grad_reduce=off", "recompute=none,full,block"});
+    ExecutionSpec e = req.base;
+    e.tensor = 8;
+    e.pipeline = 2;
+    e.data = 1;
+    e.global_batch = 16;
+    e.sequence_parallel = true;
+    auto total = [&](const ExecutionSpec& x) {
+        return estimate_memory(req.model, x, req.system.device_memory()).peak_stage.total().value;
+    };
+    ExecutionSpec full = e, block = e;
+    full.recompute = Recompute::full;
+    block.recompute = Recompute::full;
+    block.recompute_method = RecomputeMethod::block;
+    block.recompute_layers = 2;
+    const auto two = total(block);
+    block.recompute_layers = 3;
+    const auto three = total(block);
+    REQUIRE(three < two);  // the more layers recomputed, the less kept
+    REQUIRE(two < total(e));
+    // A device between block:3 and block:2 (each stage holds 24 layers): block:3 is the fewest that fit.
+    req.system.memory_capacity = Bytes((two + three) / 2);  // total() counts the reserve
+    req.gpus = 16;
+    req.margin = 10.0;
+    const SearchResult r = search(req);
+    REQUIRE(r.simulated.size() == 1);  // full of every layer recomputes more than block:K
+    const ExecutionSpec& won = r.simulated[0].execution;
+    REQUIRE(won.recompute_method == RecomputeMethod::block);
+    CHECK(won.recompute_layers == 3);
+    CHECK(recompute_label(won) == "block:3");
+    CHECK(r.rejected.at("out of memory (analytical)") == 1);  // none
+    CHECK(r.rejected.at(kDominated) == 1);                    // full
+    // Simulated: block:K between none and full.
+    auto time_of = [&](ExecutionSpec x) {
+        Scenario sc;
+        sc.model = req.model;
+        sc.system = req.system;
+        sc.system.memory_capacity = Bytes(1LL << 40);
+        sc.execution = x;
+        return simulate(sc).iteration_time_s;
+    };
+    CHECK(time_of(e) < time_of(won));
+    CHECK(time_of(won) < time_of(full));
+    // Without block (recompute=none,full) the same layout can only recompute everything.
+    req.space = constrained({"tensor=8", "pipeline=2", "interleave=1", "microbatch=1", "sequence_parallel=on",
+                             "distributed_optimizer=off", "overlap_grad_reduce=off", "recompute=none,full"});
+    const SearchResult no_block = search(req);
+    REQUIRE(no_block.simulated.size() == 1);
+    CHECK(recompute_label(no_block.simulated[0].execution) == "full");
+}
+
+TEST_CASE(
+    "search: a fixed module set alone asks for selective recompute, and with a recompute leaving it out is an error") {
+    SearchRequest req = small_request();
+    req.space = constrained({"tensor=8", "pipeline=1", "microbatch=1", "recompute_modules=mlp"});
+    const SearchResult r = search(req);
+    REQUIRE_FALSE(r.simulated.empty());
+    for (const auto& c : r.simulated)
+        CHECK(recompute_label(c.execution) == "sel:mlp");
+    req.space = constrained({"tensor=8", "recompute=none,full", "recompute_modules=mlp"});
+    CHECK_THROWS_WITH(search(req), Contains("--fix recompute_modules applies to selective recompute"));
+    // Transformer Engine's own TransformerLayer checkpoints only the attention core: unfixed, nothing else is tried.
+    req.space = constrained({"tensor=8", "pipeline=1", "microbatch=1", "recompute=selective"});
+    req.base.transformer_impl = TransformerImpl::te_transformer_layer;
+    const SearchResult te = search(req);
+    REQUIRE_FALSE(te.simulated.empty());
+    for (const auto& c : te.simulated)
+        CHECK(recompute_label(c.execution) == "selective");
 }
 
 TEST_CASE("search: an attention kernel the device profile cannot cost is an error up front, not an empty search") {

@@ -22,7 +22,8 @@ std::vector<RecomputeModules> every_recompute_modules_set();
     return (m.core_attn ? 1 : 0) + (m.layernorm ? 2 : 0) + (m.mlp ? 4 : 0);
 }
 /// What a candidate recomputes, as the search's table names it: none, full, selective (the attention core, the
-/// paper's), or `sel:` and the modules (attn, ln, mlp) joined by + (sel:ln+mlp).
+/// paper's), `sel:` and the modules (attn, ln, mlp) joined by + (sel:ln+mlp), or `block:K` (full recompute of the
+/// first K layers of each model chunk, recompute_method block).
 [[nodiscard]] std::string recompute_label(const ExecutionSpec& e);
 
 /// The values the search tries for each execution key it varies. Every list is sorted and free of repeats.
@@ -34,9 +35,19 @@ struct SearchSpace {
     std::vector<int> interleave = {1, 2, 3, 4};
     std::vector<int> microbatch = {1, 2, 4, 8};
     std::vector<Recompute> recompute = {Recompute::none, Recompute::selective, Recompute::full};
+    /// `block` among the recompute values: also full recompute of only the first K layers of each model chunk
+    /// (Megatron-LM's recompute_method block, recompute_num_layers K), K the fewest that fit, where full recompute of
+    /// every layer fits and no recompute does not (fewer layers recompute less; more would only add work).
+    bool block_recompute = true;
     /// The module sets tried with selective recompute (Megatron-Core's recompute_modules): by default every non-empty
     /// set of core_attn, layernorm and mlp, in the order of recompute_modules_index.
     std::vector<RecomputeModules> recompute_modules = every_recompute_modules_set();
+    /// Whether a constraint named recompute (recompute_fixed) or recompute_modules (modules_fixed). With modules fixed
+    /// and recompute not, only selective recompute is tried (the sets asked for); modules fixed with a recompute that
+    /// leaves selective out is an error (search). Unfixed, the module sets Megatron-Core's layers cannot run
+    /// (layernorm with Transformer Engine's, any but core_attn with TE's own TransformerLayer) are not tried.
+    bool recompute_fixed = false;
+    bool modules_fixed = false;
     std::vector<bool> sequence_parallel = {false, true};        ///< on only where t > 1
     std::vector<bool> distributed_optimizer = {false, true};    ///< on only where d x c > 1
     std::vector<bool> overlap_grad_reduce = {false, true};      ///< on only where d x c > 1
@@ -52,6 +63,8 @@ struct SearchKey {
     std::string name;
     std::string default_values;
 };
+/// SearchResult::rejected's reason for a candidate that recomputes more than another that fits with the rest the same.
+inline constexpr const char* kDominated = "more recompute than a candidate that fits with the rest the same";
 /// Every key of SearchSpace, in the order the search nests them.
 const std::vector<SearchKey>& search_keys();
 /// The execution keys the search sets on every candidate itself (those of search_keys(), and data, global_batch,
@@ -60,9 +73,10 @@ std::vector<std::string_view> search_varied_execution_keys();
 
 /// Restricts `space` by one constraint `KEY=VALUES` (`--fix`): VALUES is a comma-separated list of values and, for
 /// the integer keys, closed ranges LO..HI (tensor=8, pipeline=4..16, microbatch=1,2,4..8, recompute=selective,full,
-/// sequence_parallel=on). Booleans: on/off, true/false. recompute_modules: module sets, each its module names joined
-/// by + (recompute_modules=core_attn,layernorm+mlp). A later constraint on the same key replaces an earlier one.
-/// Throws InputError naming `option` (e.g. "--fix"), the constraint, what was expected and the valid keys or values.
+/// sequence_parallel=on). recompute: none, selective, full, block (SearchSpace::block_recompute). Booleans: on/off,
+/// true/false. recompute_modules: module sets, each its module names joined by +
+/// (recompute_modules=core_attn,layernorm+mlp). A later constraint on the same key replaces an earlier one. Throws
+/// InputError naming `option` (e.g. "--fix"), the constraint, what was expected and the valid keys or values.
 void apply_constraint(SearchSpace& space, const std::string& constraint, const std::string& option = "--fix");
 
 struct SearchRequest {
@@ -125,11 +139,11 @@ int screen_overturned(const SearchResult& result);
 
 /// Enumerates the space (t, c, p, d, m, b, recompute and its modules, sequence parallelism, the distributed optimizer,
 /// the overlaps); drops infeasible sizes, configurations that do not fit (analytical memory) and those that recompute
-/// more than another candidate that fits with everything else the same (none < selective < full, and a selective
-/// module set < its supersets: more recompute only adds work), ranks the rest with an analytical pipeline estimate,
-/// and simulates the best (see SearchRequest::margin) event by event.
-/// A candidate that fails to simulate throws as the simulation would (InputError, SimulationError), and an internal
-/// error (a bug, run.hpp's kCaseInternal) as std::logic_error.
+/// more than another candidate that fits with everything else the same (none < selective < full, a selective
+/// module set < its supersets, block:K < block:K' for K < K' < full: more recompute only adds work), ranks the rest
+/// with an analytical pipeline estimate, and simulates the best (see SearchRequest::margin) event by event. A candidate
+/// that fails to simulate throws as the simulation would (InputError, SimulationError), and an internal error (a bug,
+/// run.hpp's kCaseInternal) as std::logic_error.
 SearchResult search(const SearchRequest& request);
 
 /// Why a search has nothing to show (empty when it simulated a candidate): none enumerated (the sizes the search

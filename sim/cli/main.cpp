@@ -345,10 +345,13 @@ int main(int argc, char** argv) {
     srch->add_option("--global-batch", so.global_batch, "global batch size (sequences)")->required()->check(CLI::Range(1, 1 << 30));
     std::string keys;
     for (const auto& k : strata::search_keys()) keys += "\n  " + k.name + ": " + k.default_values;
-    srch->add_option("--fix", so.fix,
-                     "KEY=VALUES, repeatable: search only these values of a key; VALUES is a comma-separated list of "
-                     "values and LO..HI ranges (tensor=8, pipeline=4..16, microbatch=1,2,4..8, recompute=selective,full, "
-                     "sequence_parallel=on). Keys and what is tried without --fix:" + keys)
+    srch->add_option(
+            "--fix", so.fix,
+            "KEY=VALUES, repeatable: search only these values of a key; VALUES is a comma-separated list of "
+            "values and LO..HI ranges (tensor=8, pipeline=4..16, microbatch=1,2,4..8, recompute=selective,full, "
+            "sequence_parallel=on, recompute_modules=core_attn,layernorm+mlp: module sets joined by +). Keys "
+            "and what is tried without --fix:" +
+                keys)
         ->take_all();
     srch->add_option("--top", so.top, "candidates printed (the CSV and JSON have every simulated one)")->capture_default_str()->check(CLI::Range(1, 1000));
     srch->add_option("--simulate-top", so.simulate_top, "the best estimates simulated event by event, at least")

@@ -43,8 +43,9 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
             "at sequence {}\n  it divides the activations, which decide what fits\n",
             values, req.model.seq_len);
     }
-    human << fmt::format("{} configurations enumerated; {} fit in memory and were ranked by the analytical estimate\n",
-                         r.enumerated, r.screened);
+    human << fmt::format(
+        "{} configurations enumerated; {} fit in memory{} and were ranked by the analytical estimate\n", r.enumerated,
+        r.screened, r.rejected.count(kDominated) ? ", less those recomputing more than another that fits," : "");
     for (const auto& [reason, count] : r.rejected) human << fmt::format("  rejected: {} x {}\n", count, reason);
     if (r.simulated.empty()) {
         std::cerr << "error: " << search_failure(req, r, !constraints.empty()) << "\n";
@@ -76,14 +77,19 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
     };
     // The recompute column: wide enough for a selective module set's label (sel:ln+mlp), with a legend where one shows.
     std::size_t rc_width = 9;
-    bool modules_shown = false, norms_shown = false;
+    bool modules_shown = false, norms_shown = false, block_shown = false;
     for (int i = 0; i < std::min<int>(top, int(r.simulated.size())); ++i) {
         const ExecutionSpec& e = r.simulated[std::size_t(i)].execution;
         const std::string label = recompute_label(e);
         rc_width = std::max(rc_width, label.size());
         modules_shown = modules_shown || label.rfind("sel:", 0) == 0;
+        block_shown = block_shown || label.rfind("block:", 0) == 0;
         norms_shown = norms_shown || e.recompute_modules_in_force().layernorm;
     }
+    if (block_shown)
+        human
+            << "block:K full recompute of the first K layers of each model chunk (recompute_method block), the fewest "
+               "that fit\n";
     if (modules_shown)
         human << "recompute sel:X selective recompute of the modules X (attn the attention core, ln the norms, mlp the "
                  "whole MLP);\n  selective alone: the attention core (the paper's)\n";

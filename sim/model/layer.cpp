@@ -509,12 +509,14 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
     add(p, bias_grad(d, Layer::fc2, d.n_sp, d.h));
     // With tp_comm_overlap the output-gradient all-gathers are ring exchanges (copy engines) beside the data-gradient
     // GEMMs: fc2's comes in fc2's backward, after any selective recompute below.
-    if (!d.tp_overlap) sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad, "fc2.dgrad");
     const bool selective = rc == Recompute::selective;
+    // With the MLP checkpointed the gather runs inside its backward, after the recompute (below).
+    const bool mlp_recompute = selective && d.modules.mlp;
+    if (!d.tp_overlap && !mlp_recompute) sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad, "fc2.dgrad");
     // Selective recompute of the norms (Megatron-Core's local layers, where a norm is a module of its own, output-
     // discarding checkpointing) re-creates their outputs (the linear layers' inputs) before they are used.
     if (selective && d.modules.layernorm) add(p, {norm_forward(d, "recompute.ln2")});
-    if (selective && d.modules.mlp) {
+    if (mlp_recompute) {
         // Megatron-Core checkpoints the whole MLP module (transformer_layer.py: tensor_parallel.checkpoint, in FP8
         // te_checkpoint), so its forward runs again from its kept input: with Transformer Engine's layers the norm
         // fused into fc1 first (LayerNormLinear), then fc1 (its input gathered again under SP), the activation, fc2 and
@@ -534,6 +536,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
             add(p, {fc1, act, fc2});
             p.push_back(collective(d.sp ? "recompute.mlp.reduce-scatter" : "recompute.mlp.all-reduce",
                                    d.sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, 2 * d.n * d.h));
+            sp_gather(p, d, "mlp.grad-all-gather", TpOverlap::fc2_dgrad, "fc2.dgrad");
         }
     }
     if (d.tp_overlap) {

@@ -79,6 +79,19 @@ bool allowed(const std::vector<int>& values, int v) {
     return values.empty() || std::binary_search(values.begin(), values.end(), v);
 }
 
+/// Whether a policy recomputes strictly more than another, by their parts: none 0, selective its module bits (core_attn
+/// 1, layernorm 2, mlp 4), full every layer 15, block:K 16 + K. Every policy recomputes more than none and full more
+/// than every other; a module set more than its subsets; block:K more than block:K' for K > K'; selective and block
+/// are not comparable (all layers in part against some layers whole).
+bool recomputes_more(int a, int b) {
+    if (a == b || a == 0) return false;
+    if (b == 0 || a == 15) return true;
+    if (b == 15) return false;
+    if (a >= 16 && b >= 16) return a > b;
+    if (a >= 16 || b >= 16) return false;
+    return (a & b) == b;
+}
+
 /// The name of the candidate (messages name it if it fails): its execution keys.
 std::string describe(const ExecutionSpec& e) {
     std::string s = fmt::format("t={} p={} d={}", e.tensor, e.pipeline, e.data);
@@ -163,15 +176,25 @@ SearchResult search(const SearchRequest& req) {
         }
         return out;
     };
-    // What a candidate recomputes, ordered by inclusion as bits: none 0, selective its modules (core_attn 1,
-    // layernorm 2, mlp 4), full every bit (it re-runs all the layer's forward, those modules included).
+    // What a candidate recomputes (recomputes_more): none 0, selective its modules (core_attn 1, layernorm 2, mlp 4),
+    // full every bit (it re-runs all the layer's forward, those modules included); block:K 16 + K.
     struct Policy {
         Recompute recompute;
         RecomputeModules modules;
         int parts;
     };
+    // A module set asked for alone asks for selective recompute alone; asked for with a recompute that leaves
+    // selective out, it could apply to nothing.
+    const bool selective_only = sp.modules_fixed && !sp.recompute_fixed;
+    if (sp.modules_fixed && sp.recompute_fixed &&
+        std::find(sp.recompute.begin(), sp.recompute.end(), Recompute::selective) == sp.recompute.end())
+        throw InputError(
+            "search: --fix recompute_modules applies to selective recompute, which the --fix recompute "
+            "given leaves out; add selective to it, or leave recompute_modules unfixed");
+    const bool try_block = sp.block_recompute && !selective_only;
     std::vector<Policy> policies;
     for (Recompute rc : sp.recompute) {
+        if (selective_only && rc != Recompute::selective) continue;
         if (rc != Recompute::selective)
             policies.push_back({rc, {}, rc == Recompute::none ? 0 : 15});
         else
@@ -179,7 +202,7 @@ SearchResult search(const SearchRequest& req) {
                 policies.push_back({rc, m, recompute_modules_index(m)});
     }
     std::vector<SearchCandidate> fits;
-    std::vector<int> fit_parts;  // each one's Policy::parts
+    std::vector<int> fit_parts;  // each one's Policy::parts (block:K 16 + K)
     // A candidate kept if its sizes fit together and its memory fits the device, with its estimate.
     auto screen = [&](const ExecutionSpec& e, int parts) {
         ++res.enumerated;
@@ -212,32 +235,71 @@ SearchResult search(const SearchRequest& req) {
     };
     // One layout (every key but what it recomputes) under each policy; those that fit and recompute a strict superset
     // of what another that fits recomputes are dropped: the same work and more, never faster.
-    // Transformer Engine's layers fuse the norms into the linear layers: the default module sets with layernorm are
-    // not tried there (those asked for by --fix are, and rejected with the reason).
-    const bool default_modules = sp.recompute_modules == every_recompute_modules_set();
+    // Transformer Engine's layers fuse the norms into the linear layers, and its own TransformerLayer checkpoints only
+    // the attention core: unless --fix asked for them (then they are tried, and rejected with the reason), the module
+    // sets such layers cannot run are not tried.
+    // Block recompute of a layout: where full recompute of every layer fits and no recompute does not, the fewest
+    // first layers per model chunk, K, that fit (memory falls as K grows; fewer recompute less), found by bisection
+    // (the trials are not counted; the one found is screened as a candidate).
+    auto fits_in_memory = [&](const ExecutionSpec& x) {
+        const Scenario sc = candidate(x);
+        return !find_problem(sc) && estimate_memory(sc.model, sc.execution, sc.system.device_memory()).fits();
+    };
+    auto screen_block = [&](const ExecutionSpec& e) {
+        ExecutionSpec none = e, full = e;
+        none.recompute = Recompute::none;
+        full.recompute = Recompute::full;
+        if (!fits_in_memory(full) || fits_in_memory(none)) return;
+        int most = req.model.layers;  // K below every stage's largest chunk
+        for (int st = 0; st < e.pipeline; ++st) {
+            int largest = 0;
+            for (int chunk = 0; chunk < e.interleave; ++chunk)
+                largest = std::max(largest, e.layers_in_chunk(req.model.layers, chunk * e.pipeline + st));
+            most = std::min(most, largest - 1);
+        }
+        ExecutionSpec b = full;
+        b.recompute_method = RecomputeMethod::block;
+        int lo = 1, hi = most + 1;  // the fewest K in [1, most] that fit; most + 1: none does
+        while (lo < hi) {
+            b.recompute_layers = lo + (hi - lo) / 2;
+            if (fits_in_memory(b))
+                hi = b.recompute_layers;
+            else
+                lo = b.recompute_layers + 1;
+        }
+        if (lo > most) return;
+        b.recompute_layers = lo;
+        screen(b, 16 + lo);
+    };
     auto screen_policies = [&](ExecutionSpec e) {
         const std::size_t first = fits.size();
-        const bool norms_fused = e.transformer_impl_in_force() != TransformerImpl::local;
+        const TransformerImpl impl = e.transformer_impl_in_force();
         for (const Policy& policy : policies) {
-            if (default_modules && norms_fused && policy.modules.layernorm && policy.recompute == Recompute::selective)
+            if (!sp.modules_fixed && policy.recompute == Recompute::selective &&
+                ((impl != TransformerImpl::local && policy.modules.layernorm) ||
+                 (impl == TransformerImpl::te_transformer_layer && policy.modules != RecomputeModules{})))
                 continue;
-            e.recompute = policy.recompute;
-            e.recompute_modules = policy.modules;
-            screen(e, policy.parts);
+            ExecutionSpec x = e;
+            x.recompute = policy.recompute;
+            x.recompute_modules = policy.modules;
+            screen(x, policy.parts);
         }
+        if (try_block) screen_block(e);
         std::vector<bool> dominated(fits.size() - first, false);
         for (std::size_t a = first; a < fits.size(); ++a)
             for (std::size_t b = first; b < fits.size(); ++b)
-                if (a != b && (fit_parts[a] & fit_parts[b]) == fit_parts[b] && fit_parts[a] != fit_parts[b])
-                    dominated[a - first] = true;
+                if (recomputes_more(fit_parts[a], fit_parts[b])) dominated[a - first] = true;
         std::size_t kept = first;
         for (std::size_t a = first; a < fits.size(); ++a) {
             if (dominated[a - first]) {
-                ++res.rejected["more recompute than a candidate that fits with the rest the same"];
+                ++res.rejected[kDominated];
                 continue;
             }
-            fits[kept] = std::move(fits[a]);
-            fit_parts[kept++] = fit_parts[a];
+            if (kept != a) {
+                fits[kept] = std::move(fits[a]);
+                fit_parts[kept] = fit_parts[a];
+            }
+            ++kept;
         }
         fits.resize(kept);
         fit_parts.resize(kept);

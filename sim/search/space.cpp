@@ -36,11 +36,13 @@ const std::vector<KeyDef>& key_defs() {
         {"data", KeyKind::integer, &SearchSpace::data, nullptr, "what the GPUs leave"},
         {"interleave", KeyKind::integer, &SearchSpace::interleave, nullptr, "1..4"},
         {"microbatch", KeyKind::integer, &SearchSpace::microbatch, nullptr, "1,2,4,8"},
-        {"recompute", KeyKind::recompute, nullptr, nullptr, "none,selective,full"},
+        {"recompute", KeyKind::recompute, nullptr, nullptr,
+         "none,selective,full,block (block: full recompute of the fewest first layers of each model chunk that fit)"},
         {"recompute_modules", KeyKind::modules, nullptr, nullptr,
          "with selective recompute, every set of core_attn, layernorm, mlp "
          "(core_attn,layernorm,core_attn+layernorm,mlp,"
-         "core_attn+mlp,layernorm+mlp,core_attn+layernorm+mlp)"},
+         "core_attn+mlp,layernorm+mlp,core_attn+layernorm+mlp) the candidate's layers can run: layernorm only with "
+         "local layers, only core_attn with te_transformer_layer; fixed alone, only selective recompute is tried"},
         {"sequence_parallel", KeyKind::boolean, nullptr, &SearchSpace::sequence_parallel, "off,on (on where t > 1)"},
         {"distributed_optimizer", KeyKind::boolean, nullptr, &SearchSpace::distributed_optimizer,
          "off,on (on where d x c > 1)"},
@@ -92,6 +94,8 @@ std::vector<RecomputeModules> every_recompute_modules_set() {
 }
 
 std::string recompute_label(const ExecutionSpec& e) {
+    if (e.recompute == Recompute::full && e.recompute_method == RecomputeMethod::block && e.recompute_layers > 0)
+        return fmt::format("block:{}", e.recompute_layers);
     if (e.recompute != Recompute::selective) return to_string(e.recompute);
     const RecomputeModules& m = e.recompute_modules;
     if (m == RecomputeModules{}) return "selective";
@@ -177,15 +181,22 @@ void apply_constraint(SearchSpace& space, const std::string& constraint, const s
         case KeyKind::recompute: {
             const Recompute all[] = {Recompute::none, Recompute::selective, Recompute::full};
             std::set<int> set;
+            bool block = false;
             for (std::string_view item : split(values, ',')) {
+                if (item == "block") {
+                    block = true;
+                    continue;
+                }
                 const auto it =
                     std::find_if(std::begin(all), std::end(all), [&](Recompute r) { return item == to_string(r); });
-                if (it == std::end(all)) throw bad(item, "none, selective or full");
+                if (it == std::end(all)) throw bad(item, "none, selective, full or block");
                 set.insert(int(it - std::begin(all)));
             }
             space.recompute.clear();
             for (int i : set)
                 space.recompute.push_back(all[i]);
+            space.block_recompute = block;
+            space.recompute_fixed = true;
             return;
         }
         case KeyKind::modules: {
@@ -201,6 +212,7 @@ void apply_constraint(SearchSpace& space, const std::string& constraint, const s
                 }
                 set.insert(recompute_modules_index(m));
             }
+            space.modules_fixed = true;
             space.recompute_modules.clear();
             for (int i : set)
                 space.recompute_modules.push_back({(i & 1) != 0, (i & 2) != 0, (i & 4) != 0});

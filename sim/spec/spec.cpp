@@ -268,6 +268,12 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                            "tp_comm_overlap is Transformer Engine's userbuffer overlap (transformer_impl: auto, "
                            "transformer_engine or te_transformer_layer); Megatron-LM's local layers (transformer_impl: "
                            "local) have none"};
+    if (e.recompute == Recompute::selective && e.transformer_impl_in_force() == TransformerImpl::te_transformer_layer &&
+        e.recompute_modules != RecomputeModules{})
+        return SpecProblem{"execution", "recompute_modules",
+                           "recompute_modules: Transformer Engine's own TransformerLayer (transformer_impl "
+                           "te_transformer_layer, NeMo 1.x) checkpoints only the attention core with selective "
+                           "recompute; valid here: [core_attn]"};
     if (e.recompute == Recompute::selective && e.recompute_modules.layernorm &&
         e.transformer_impl_in_force() != TransformerImpl::local)
         return SpecProblem{
