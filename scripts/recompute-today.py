@@ -67,6 +67,8 @@ def search(strata, model, gpus, batch, seq, precision, policy_args, jobs):
 def policy_name(r):
     """What the search chose, as the rows above name it."""
     e = r["execution"]
+    if e["recompute"] == "full" and e["recompute_method"] == "block" and e["recompute_layers"] > 0:
+        return f"full of the first {e['recompute_layers']} layers per chunk"
     if e["recompute"] != "selective":
         return e["recompute"]
     mods = e["recompute_modules"]

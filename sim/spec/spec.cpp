@@ -282,7 +282,8 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                 "recompute_modules: layernorm has no effect with Transformer Engine's layers (transformer_impl ") +
                 to_string(e.transformer_impl_in_force()) +
                 " in force): each norm is fused into the linear layer after it (LayerNormLinear) and Megatron-Core "
-                "skips layernorm; valid here: core_attn, mlp (which recomputes the MLP's fused norm too); layernorm "
+                "skips layernorm (in FP8 with delayed scaling it refuses it); valid here: core_attn, mlp (which "
+                "recomputes the MLP's fused norm too); layernorm "
                 "needs transformer_impl: local"};
     if (e.fp8_recipe != Fp8Recipe::delayed && e.precision != Precision::fp8)
         return SpecProblem{"execution", "fp8_recipe", "fp8_recipe applies to precision: fp8"};
