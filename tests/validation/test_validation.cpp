@@ -393,6 +393,32 @@ TEST_CASE(
     CHECK(std::abs(errors[3]) <= 0.112);
 }
 
+TEST_CASE("validation: Megatron-Bridge's recompute modules (Llama 3 70B SFT, 32 H100, FP8): cost against core_attn within 1.7%") {
+    // Session 45: the ratio of each case's throughput to the core_attn run's (paired in one experiment; the same model
+    // FLOPs, so published TFLOP/s ratios are inverse step-time ratios): no recompute (the recipe's golden figure)
+    // +1.05%, mlp -1.18%, mlp + core_attn -1.56% (before session 45's MLP recompute, which re-runs the whole module:
+    // +5.73% and +5.22%, strata cheap). The absolute level (strata about 9% fast) is issue 12's per-step host cost and
+    // is not held here.
+    const nlohmann::json pub = published()["bridge_recompute_h100"];
+    const Experiment ex = load_experiment(kRoot + "scenarios/validation/bridge-recompute-h100.yaml");
+    REQUIRE(ex.cases.size() == 4);
+    REQUIRE(pub["tflops_per_gpu"].size() == 4);
+    const std::vector<IterationResult> sim = simulate_all(ex);
+    std::vector<std::string> names;
+    std::vector<double> errors;
+    const double ref_tf = pub["tflops_per_gpu"][1].get<double>();
+    for (std::size_t i : {0u, 2u, 3u}) {
+        const double published_ratio = pub["tflops_per_gpu"][i].get<double>() / ref_tf;
+        const double simulated_ratio = sim[1].iteration_time_s / sim[i].iteration_time_s;
+        names.push_back(ex.cases[i].name);
+        errors.push_back(simulated_ratio / published_ratio - 1);
+    }
+    const Summary s = summarize("Megatron-Bridge recompute modules: throughput against core_attn", names, errors);
+    CHECK(s.worst_abs <= 0.017);
+    // The MLP's recompute costs most of the published 16% (not the 11% of fc1 and the activation alone).
+    CHECK(sim[1].iteration_time_s / sim[2].iteration_time_s < 0.86);
+}
+
 TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean |error| <= 3.1%, worst <= 6.7%") {
     // NeMo 24.07's launcher configurations (FlashAttention-2 by NVTE_FUSED_ATTN=0, delayed scaling, Apex's sharded
     // optimizer) and NeMo 25.02's GPT3-175B on 512. Today's figures: mean 2.90%, worst 6.60% (GPT3-175B on 512, strata
