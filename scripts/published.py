@@ -1,5 +1,5 @@
 """What the validation-table scripts share (tokens-table.py, megatron-h100-table.py, crosscheck-table.py,
-validation-table.py): the published figures (plots/paper_values.json), reading a results file with a clear message
+validation-table.py, recompute-validation.py): the published figures (plots/paper_values.json), reading a results file with a clear message
 when it cannot be read, the checks that it holds the cases of a table's scenario, and the summary line of the signed
 errors. Validation only: nothing in strata is fitted to these figures."""
 import json

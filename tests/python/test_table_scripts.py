@@ -15,6 +15,7 @@ SCRIPTS = {  # script: the arguments before the results file
     "crosscheck-table.py": [],
     "megatron-h100-table.py": [],
     "tokens-table.py": ["mlperf_gpt3_h100"],
+    "recompute-validation.py": [],
 }
 
 
@@ -172,3 +173,21 @@ def test_tokens_table_compares_the_growth_with_gpus_at_the_same_work_per_gpu(tmp
     assert p.returncode == 0, p.stderr
     assert f"  fp8: simulated minus published growth, mean {100 * sum(diffs) / len(diffs):+.2f} points" in p.stdout
     assert "  bf16: simulated minus published growth, mean +0.00 points over 5 groups" in p.stdout
+
+
+def test_recompute_validation_compares_ratios_not_levels(tmp_path):
+    # Simulated steps whose ratios are the published ones exactly, at twice the level: every error 0.
+    with open(os.path.join(SRC, "plots", "paper_values.json")) as f:
+        table = json.load(f)["bridge_recompute_h100"]
+    results = [{"name": name, "execution": {"gpus": 32}, "iteration_time_s": 1000.0 / tf / 2}
+               for name, tf in zip(table["cases"], table["tflops_per_gpu"])]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"results": results}))
+    p = _run("recompute-validation.py", str(path))
+    assert p.returncode == 0, p.stderr
+    errors = re.findall(r"([+-]\d+\.\d\d)%$", p.stdout, re.M)
+    assert len(errors) == 6 and all(float(e) == 0 for e in errors), p.stdout
+    # One case short: the scenario's case count is named.
+    path.write_text(json.dumps({"results": results[:3]}))
+    p = _run("recompute-validation.py", str(path))
+    assert p.returncode == 2 and "expected the 4 cases of scenarios/validation/bridge-recompute-h100.yaml" in p.stderr
