@@ -8,6 +8,7 @@
 #include "strata/power.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -19,9 +20,14 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
     CostModel cost(sc.system.device);
     const SustainedClock clock = sustain_for(cost, sc.model, e, !clock_from_kernels);
     const DeviceProfile& dev = sc.system.device;
+    // What is recomputed: selective's modules, full's partial method and layers.
+    std::string recompute = to_string(e.recompute);
+    if (e.recompute == Recompute::selective)
+        recompute += fmt::format(" [{}]", fmt::join(names_of(e.recompute_modules), ", "));
+    if (e.recompute == Recompute::full && e.recompute_layers > 0)
+        recompute += fmt::format(" ({} {})", to_string(e.recompute_method), e.recompute_layers);
     out << fmt::format("{}: model {}, t={}, SP={}, recompute={}, b={}, attention {}{}{}\n", sc.name, sc.model.name,
-                       e.tensor, e.sequence_parallel ? "on" : "off", to_string(e.recompute), e.microbatch,
-                       to_string(e.attention),
+                       e.tensor, e.sequence_parallel ? "on" : "off", recompute, e.microbatch, to_string(e.attention),
                        e.gradient_accumulation_fusion ? "" : ", no gradient-accumulation fusion",
                        e.async_tp_comm ? "" : ", synchronous backward collectives");
     for (const auto& [title, pass] : {std::pair{"forward", &plan.forward}, std::pair{"backward", &plan.backward}}) {

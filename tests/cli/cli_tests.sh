@@ -165,6 +165,8 @@ cal="$root/scenarios/devices/h100-sxm5-80gb-calibrated.yaml"
 check "run --profile with a one-GPU calibrated profile takes the system's NVLink bandwidth" '[[ $rc -eq 0 ]] && grep -q "8B t2 d4 flash" "$tmp/out" && ! grep -q "error" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "1.7B on 48" --profile "$cal" >"$tmp/out" 2>&1; rc=$?
 check "explain --profile shows the calibrated profile's measured kernels" '[[ $rc -eq 0 ]] && grep -q "attn.flash .* measured" "$tmp/out"'
+"$strata" explain "$root/scenarios/validation/bridge-recompute-h100.yaml" --case "Llama 3 70B SFT, mlp" >"$tmp/out" 2>&1; rc=$?
+check "explain names what is recomputed and lists the MLP's whole forward again (fused norm, fc1, fc2, its reduce-scatter)" '[[ $rc -eq 0 ]] && grep -q "recompute=selective \[mlp\], b=1" "$tmp/out" && grep -q "^    recompute.ln2 " "$tmp/out" && grep -q "^    recompute.fc2 " "$tmp/out" && grep -q "^    recompute.mlp.reduce-scatter " "$tmp/out"'
 "$strata" explain "$root/scenarios/paper/table5.yaml" --case "530B present work" >"$tmp/out" 2>&1; rc=$?
 check "explain names the host gaps before each unit when a case has them" '[[ $rc -eq 0 ]] && grep -q "the GPU idles 0.980 ms (forward) / 0.570 ms" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/megatron-h100.yaml" --case "177B on 2304" >"$tmp/out" 2>&1; rc=$?
