@@ -14,6 +14,7 @@ fits. Long context: Llama 3 70B at sequence 32,768 and 131,072 (2M tokens per ba
 context parallelism searched too (c = 1, 2, 4, 8, 16), where activations, not the weights, decide what fits.
 
 usage: scripts/recompute-today.py [--strata build/strata] [--jobs N] [--quick | --quick-long] [--no-long-context]
+                                  [--plot FILE.png]
   --quick: Llama 3 70B on 32 GPUs in BF16 alone (what the command-line test runs)
   --quick-long: Llama 3 70B at 131,072 tokens on 64 GPUs in BF16 alone (likewise)
 """
@@ -93,7 +94,19 @@ def main():
     quick.add_argument("--quick-long", action="store_true",
                        help="Llama 3 70B at 131,072 tokens on 64 GPUs in BF16 alone")
     ap.add_argument("--no-long-context", action="store_true", help="leave out the long-context rows")
+    ap.add_argument("--plot", metavar="FILE.png", help="also draw each policy's time over the search's best (matplotlib)")
     a = ap.parse_args()
+    if a.plot:
+        a.plot = os.path.abspath(a.plot)  # given relative to the caller's folder
+        # `python3` may be an interpreter without matplotlib (pyenv, venv): retry once with the system one, which has
+        # Debian's python3-matplotlib, before any search runs (as plots/make_plots.py does).
+        import importlib.util
+        system = "/usr/bin/python3"
+        if (importlib.util.find_spec("matplotlib") is None and os.path.exists(system)
+                and not os.environ.get("STRATA_PLOTS_REEXEC")
+                and os.path.realpath(sys.executable) != os.path.realpath(system)):
+            os.environ["STRATA_PLOTS_REEXEC"] = "1"
+            os.execv(system, [system, os.path.abspath(__file__)] + sys.argv[1:])
     runs, precisions = (RUNS[:1], ("bf16",)) if a.quick else (RUNS, ("bf16", "fp8"))
     if a.quick_long:
         runs, precisions = LONG_CONTEXT[1:2], ("bf16",)
@@ -104,12 +117,18 @@ def main():
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     print("| model, GPUs, batch | precision | recompute | iteration s | vs none | MFU | peak GiB | shape |")
     print("|---|---|---|---:|---:|---:|---:|---|")
+    rows = []   # (case, {policy: seconds or None}, the searched policy's name) for --plot
     for model, label, gpus, batch, seq in runs:
         for precision in precisions:
             base = None
+            at = f" x {seq // 1024}k" if seq else ""
+            times = {}
+            rows.append((f"{label}, {gpus} GPUs{at}, {precision}", times, None))
             for name, policy in POLICIES:
                 r, why = search(a.strata, model, gpus, batch, seq, precision, policy, a.jobs)
-                at = f" x {seq // 1024}k" if seq else ""
+                times[name] = r["iteration_time_s"] if r else None
+                if r is not None and name == "searched":
+                    rows[-1] = (rows[-1][0], times, policy_name(r))
                 head = f"| {label}, {gpus}, {batch}{at} | {precision} | {name} |"
                 if r is None:
                     print(f"{head} - | - | - | - | {why} |")
@@ -122,7 +141,45 @@ def main():
                 print(f"{head} {t:.2f} | {rel} | {r['mfu'] * 100:.1f}% | {r['memory']['peak_bytes'] / 2**30:.1f} | "
                       f"{shape(r)} |")
                 sys.stdout.flush()
+    if a.plot:
+        plot(rows, a.plot)
     return 0
+
+
+def plot(rows, path):
+    """Each policy's iteration time over the best the search found for the case (1 = the best), a bar per policy and a
+    group per case; a policy with nothing that fits is marked instead of drawn."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit(f"recompute-today.py: error: --plot needs matplotlib (Debian's python3-matplotlib), not available to "
+                 f"{sys.executable}")
+    policies = [name for name, _ in POLICIES if name != "searched"]
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
+    fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.2))
+    height = 0.8 / len(policies)
+    for i, (case, times, chosen) in enumerate(rows):
+        best = times.get("searched") or min((t for t in times.values() if t), default=None)
+        for j, name in enumerate(policies):
+            y = i + (j - (len(policies) - 1) / 2) * height
+            t = times.get(name)
+            if t is None or best is None:
+                ax.text(1.0, y, " does not fit", va="center", fontsize=6, color=colors[j])
+                continue
+            ax.barh(y, t / best, height=height, color=colors[j], label=name if i == 0 else None)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([f"{case}\n(best: {chosen or '-'})" for case, _, chosen in rows], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlim(0.95, max(1.3, max((t / (ts.get("searched") or t) for _, ts, _ in rows for t in ts.values() if t),
+                                   default=1.3) + 0.02))
+    ax.axvline(1.0, color="black", linewidth=0.6)
+    ax.set_xlabel("iteration time / the best the search finds over every policy (strata's model, DGX H100)")
+    ax.set_title("What to recompute on Llama 3 today: each policy's best layout", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

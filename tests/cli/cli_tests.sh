@@ -221,7 +221,8 @@ check "search --set execution.recompute_modules exits 2: the search varies it (-
 "$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 8 --global-batch 8 --attention flash --precision fp8 --fix tensor=8 --fix recompute=selective --fix recompute_modules=layernorm+mlp,mlp >"$tmp/s-ln.txt" 2>"$tmp/err"; rc=$?
 check "search in FP8 (Transformer Engine's fused norms): layernorm asked for is rejected with the reason, mlp tried" '[[ $rc -eq 0 ]] && grep -q "rejected: [0-9]* x incompatible with execution.recompute_modules (recompute_modules: layernorm has no effect" "$tmp/s-ln.txt" && grep -Eq "^   1 .* sel:mlp " "$tmp/s-ln.txt"'
 # The paper's question on today's models (scripts/recompute-today.py, README): the claims its table is read for.
-python3 "$root/scripts/recompute-today.py" --strata "$strata" --quick >"$tmp/recompute.md" 2>"$tmp/err"; rc=$?
+python3 "$root/scripts/recompute-today.py" --strata "$strata" --quick --plot "$tmp/recompute.png" >"$tmp/recompute.md" 2>"$tmp/err"; rc=$?
+check "recompute-today --plot draws the policies against the search's best" '[[ $rc -eq 0 ]] && [[ "$(head -c 4 "$tmp/recompute.png" | tail -c 3)" == PNG ]] && grep -q "^wrote .*recompute.png$" "$tmp/err"'
 check "recompute-today: four policies and the search over all; with FlashAttention the paper's selective recompute saves no memory and costs time, full costs most, the search finds the fastest" '[[ $rc -eq 0 ]] && python3 -c "
 import sys
 rows = [[c.strip() for c in l.split(\"|\")[1:-1]] for l in open(sys.argv[1]) if l.startswith(\"| Llama\")]
