@@ -4,7 +4,8 @@ Llama 3.1 405B on DGX H100, in BF16 and FP8 (a prediction of strata's model, not
 
 For each model, GPU count and precision, and each recompute policy (none; selective of the attention core, the paper's;
 selective of the MLP, Megatron-Core's other module for these layers, which re-runs the whole MLP with the norm fused
-into fc1; full; then every policy and module set at once, the search's own answer, which names the policy it chose),
+into fc1; full; block, full recompute of only the fewest first layers of each model chunk that fit; then every policy
+and module set at once, the search's own answer, which names the policy it chose),
 `strata search` finds the fastest execution that fits in memory (tensor, context 1, pipeline, data, interleave,
 microbatch, SP, distributed optimizer and overlaps searched; FlashAttention; Megatron-Core with Transformer Engine's
 layers, transformer_impl transformer_engine, whose norms are fused into the linear layers, so that Megatron-Core's
@@ -44,6 +45,7 @@ POLICIES = [
     ("selective: attention core", ["--fix", "recompute=selective", "--fix", "recompute_modules=core_attn"]),
     ("selective: MLP", ["--fix", "recompute=selective", "--fix", "recompute_modules=mlp"]),
     ("full", ["--fix", "recompute=full"]),
+    ("block: full, fewest layers", ["--fix", "recompute=block"]),   # the fewest first layers of each chunk that fit
     ("searched", []),   # every policy and selective module set: the search's own answer
 ]
 
@@ -69,7 +71,7 @@ def policy_name(r):
     """What the search chose, as the rows above name it."""
     e = r["execution"]
     if e["recompute"] == "full" and e["recompute_method"] == "block" and e["recompute_layers"] > 0:
-        return f"full of the first {e['recompute_layers']} layers per chunk"
+        return f"block: full, first {e['recompute_layers']} layers per chunk"
     if e["recompute"] != "selective":
         return e["recompute"]
     mods = e["recompute_modules"]
@@ -157,7 +159,7 @@ def plot(rows, path):
         sys.exit(f"recompute-today.py: error: --plot needs matplotlib (Debian's python3-matplotlib), not available to "
                  f"{sys.executable}")
     policies = [name for name, _ in POLICIES if name != "searched"]
-    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3"]
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.2))
     height = 0.8 / len(policies)
     for i, (case, times, chosen) in enumerate(rows):

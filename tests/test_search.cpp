@@ -365,12 +365,55 @@ TEST_CASE("search: block recompute, the fewest first layers of each chunk that f
     };
     CHECK(time_of(e) < time_of(won));
     CHECK(time_of(won) < time_of(full));
+    // The screen prices block:K as K layers recomputed and the rest not, as the simulation runs it: its estimate is as
+    // close to its simulation as full recompute's is to its own (not priced as full).
+    const double block_error = r.simulated[0].estimate_s / r.simulated[0].result.iteration->iteration_time_s - 1;
+    req.space = constrained({"tensor=8", "pipeline=2", "interleave=1", "microbatch=1", "sequence_parallel=on",
+                             "distributed_optimizer=off", "overlap_grad_reduce=off", "recompute=full"});
+    const SearchResult only_full = search(req);
+    REQUIRE(only_full.simulated.size() == 1);
+    const double full_error =
+        only_full.simulated[0].estimate_s / only_full.simulated[0].result.iteration->iteration_time_s - 1;
+    CHECK(std::abs(block_error - full_error) < 0.02);
+    CHECK(r.simulated[0].estimate_s < only_full.simulated[0].estimate_s);
     // Without block (recompute=none,full) the same layout can only recompute everything.
     req.space = constrained({"tensor=8", "pipeline=2", "interleave=1", "microbatch=1", "sequence_parallel=on",
                              "distributed_optimizer=off", "overlap_grad_reduce=off", "recompute=none,full"});
     const SearchResult no_block = search(req);
     REQUIRE(no_block.simulated.size() == 1);
     CHECK(recompute_label(no_block.simulated[0].execution) == "full");
+}
+
+TEST_CASE("search: block recompute's K may reach a stage's whole chunk where another stage's chunk is larger") {
+    // 47 layers over 2 stages with the embedding counted in the split: 23 and 24 layers. block:23 recomputes all of
+    // the first stage and 23 of the second's 24: a K to try.
+    SearchRequest req = small_request();
+    req.model.layers = 47;
+    req.space = constrained({"tensor=8", "pipeline=2", "interleave=1", "microbatch=1", "sequence_parallel=on",
+                             "distributed_optimizer=off", "overlap_grad_reduce=off", "recompute=none,full,block"});
+    ExecutionSpec e = req.base;
+    e.tensor = 8;
+    e.pipeline = 2;
+    e.data = 1;
+    e.global_batch = 16;
+    e.sequence_parallel = true;
+    e.embedding_in_pipeline_split = true;
+    e.recompute = Recompute::full;
+    e.recompute_method = RecomputeMethod::block;
+    auto total = [&](int k) {
+        e.recompute_layers = k;
+        return estimate_memory(req.model, e, req.system.device_memory()).peak_stage.total().value;
+    };
+    const auto k22 = total(22), k23 = total(23);
+    REQUIRE(k23 < k22);
+    req.system.memory_capacity = Bytes((k22 + k23) / 2);
+    req.margin = 10.0;
+    req.simulate_max = 100;
+    const SearchResult r = search(req);
+    bool found = false;
+    for (const auto& c : r.simulated)
+        found = found || (c.execution.embedding_in_pipeline_split && recompute_label(c.execution) == "block:23");
+    CHECK(found);
 }
 
 TEST_CASE(

@@ -73,9 +73,15 @@ ExecutionOverrides read_execution_overrides(const std::vector<std::string>& over
     yamlio::Fields f("execution", "--set");
     for (const Override& o : parts::read_overrides(overrides)) {
         if (o.part != "execution") continue;  // model and system keys: load_model / load_system apply them
-        if (std::find(varied.begin(), varied.end(), o.key) != varied.end())
-            throw InputError(o.origin + ": " + command + " varies '" + o.key + "': restrict it with --fix " + o.key +
-                             "=VALUES instead");
+        if (std::find(varied.begin(), varied.end(), o.key) != varied.end()) {
+            // Partial full recompute is the recompute key's block value.
+            const bool partial = o.key == "recompute_layers" || o.key == "recompute_method";
+            throw InputError(o.origin + ": " + command + " varies '" + o.key + "': restrict it with --fix " +
+                             (partial ? "recompute" : o.key) + "=VALUES instead" +
+                             (partial ? " (block: full recompute of the fewest first layers of each model chunk that "
+                                        "fit)"
+                                      : ""));
+        }
         f.set(o.key, o.key_node, o.value, o.origin);
         out.keys.push_back(o.key);
     }

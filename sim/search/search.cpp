@@ -37,13 +37,27 @@ double estimate(const Scenario& sc, const CostModel& boost) {
     CostModel cost = boost;  // this candidate's layer sets the clock under a power limit, as in the simulation
     (void)sustain_for(cost, sc.model, e);
     const double layer_backward = cost.pass_time(layer.backward, e.tensor).seconds();
-    const double per_layer = cost.pass_time(layer.forward, e.tensor).seconds() + layer_backward;
+    const double layer_forward = cost.pass_time(layer.forward, e.tensor).seconds();
+    // Partial full recompute (block): the layers it leaves alone run their backward without the rerun.
+    const bool partial = e.recompute == Recompute::full && e.recompute_method == RecomputeMethod::block;
+    const double left_alone_backward =
+        partial ? cost.pass_time(build_layer_left_alone(lc).backward, e.tensor).seconds() : layer_backward;
     const OutputPlan out = build_output(lc);
     const double output = (cost.pass_time(out.forward, e.tensor) + cost.pass_time(out.backward, e.tensor)).seconds();
     // The pipeline runs at its fullest stage's pace.
     int layers_per_stage = 0;
-    for (int r = 0; r < e.pipeline; ++r) layers_per_stage = std::max(layers_per_stage, e.layers_on_stage(sc.model.layers, r));
-    const double stage = layers_per_stage * per_layer + (e.pipeline == 1 ? output : output / 2);
+    double layers_time = 0;
+    for (int r = 0; r < e.pipeline; ++r) {
+        layers_per_stage = std::max(layers_per_stage, e.layers_on_stage(sc.model.layers, r));
+        double stage_time = 0;
+        for (int chunk = 0; chunk < e.interleave; ++chunk) {
+            const int n = e.layers_in_chunk(sc.model.layers, chunk * e.pipeline + r);
+            const int k = partial ? e.recomputed_layers(n) : n;
+            stage_time += n * layer_forward + k * layer_backward + (n - k) * left_alone_backward;
+        }
+        layers_time = std::max(layers_time, stage_time);
+    }
+    const double stage = layers_time + (e.pipeline == 1 ? output : output / 2);
     const double n = e.microbatches();
     double t = (n + double(e.pipeline - 1) / e.interleave) * stage;
     const double params = parameters_on_stage(sc.model, e, 0);
@@ -250,13 +264,16 @@ SearchResult search(const SearchRequest& req) {
         none.recompute = Recompute::none;
         full.recompute = Recompute::full;
         if (!fits_in_memory(full) || fits_in_memory(none)) return;
-        int most = req.model.layers;  // K below every stage's largest chunk
+        // K at most every stage's largest chunk (find_problem) and below the largest chunk of all (K of it is full).
+        int most = req.model.layers, largest_of_all = 0;
         for (int st = 0; st < e.pipeline; ++st) {
             int largest = 0;
             for (int chunk = 0; chunk < e.interleave; ++chunk)
                 largest = std::max(largest, e.layers_in_chunk(req.model.layers, chunk * e.pipeline + st));
-            most = std::min(most, largest - 1);
+            most = std::min(most, largest);
+            largest_of_all = std::max(largest_of_all, largest);
         }
+        most = std::min(most, largest_of_all - 1);
         ExecutionSpec b = full;
         b.recompute_method = RecomputeMethod::block;
         int lo = 1, hi = most + 1;  // the fewest K in [1, most] that fit; most + 1: none does
@@ -338,6 +355,9 @@ SearchResult search(const SearchRequest& req) {
                                                 e.tp_comm_overlap = tpo;
                                                 e.embedding_in_pipeline_split = split.embedding;
                                                 e.loss_in_pipeline_split = split.loss;
+                                                // What full recompute covers is the search's too (block).
+                                                e.recompute_layers = 0;
+                                                e.recompute_method = RecomputeMethod::uniform;
                                                 screen_policies(e);
                                             }
                                         }

@@ -106,9 +106,13 @@ std::string recompute_label(const ExecutionSpec& e) {
 }
 
 std::vector<std::string_view> search_varied_execution_keys() {
-    std::vector<std::string_view> varied = {"data", "global_batch", "schedule",
+    std::vector<std::string_view> varied = {"data",
+                                            "global_batch",
+                                            "schedule",
                                             "account_for_embedding_in_pipeline_split",
-                                            "account_for_loss_in_pipeline_split"};
+                                            "account_for_loss_in_pipeline_split",
+                                            "recompute_layers",
+                                            "recompute_method"};
     for (const SearchKey& k : search_keys())
         varied.push_back(k.name);
     return varied;

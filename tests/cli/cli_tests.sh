@@ -216,6 +216,8 @@ assert e[\"recompute\"] == \"selective\" and e[\"recompute_modules\"] == [\"core
 check "search notes that recomputing the norms needs local layers where a printed candidate does, and never tries it with Transformer Engine's" '[[ $rc -eq 0 && $rc2 -eq 0 ]] && grep -Eq "^ +[0-9]+ .* sel:[a-z+]*ln" "$tmp/s-norms.txt" && grep -q "^note: recomputing the norms (ln) needs Megatron-Core.s local layers" "$tmp/s-norms.txt" && ! grep -Eq "sel:[a-z+]*ln|^note: recomputing the norms" "$tmp/s-norms-te.txt" && grep -q "^   1 " "$tmp/s-norms-te.txt"'
 "$strata" search --model "$root/scenarios/models/llama3-70b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 64 --global-batch 16 --attention flash --set model.seq_len=131072 --fix context_parallel=8 --fix recompute=full,block --replicas representative --top 3 >"$tmp/s-block.txt" 2>&1; rc=$?
 check "search --fix recompute=full,block: block recompute of the fewest first layers that fit, named block:K, beats full at 128k tokens" '[[ $rc -eq 0 ]] && grep -Eq "^   1 .* block:[0-9]+ " "$tmp/s-block.txt" && grep -q "^block:K full recompute of the first K layers" "$tmp/s-block.txt"'
+"$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" --gpus 8 --global-batch 4 --set execution.recompute_layers=2 >/dev/null 2>"$tmp/err"; rc=$?
+check "search --set execution.recompute_layers exits 2: block recompute is the search's (--fix recompute=...,block)" '[[ $rc -eq 2 ]] && grep -q "varies .recompute_layers.: restrict it with --fix recompute=VALUES instead (block: full recompute of the fewest" "$tmp/err"'
 "$strata" search --model "$root/scenarios/models/gpt-22b.yaml" --system "$root/scenarios/systems/selene-a100.yaml" --gpus 8 --global-batch 4 --set 'execution.recompute_modules=[mlp]' >/dev/null 2>"$tmp/err"; rc=$?
 check "search --set execution.recompute_modules exits 2: the search varies it (--fix)" '[[ $rc -eq 2 ]] && grep -q "varies .recompute_modules.: restrict it with --fix recompute_modules=VALUES" "$tmp/err"'
 "$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 8 --global-batch 8 --attention flash --precision fp8 --fix tensor=8 --fix recompute=selective --fix recompute_modules=layernorm+mlp,mlp >"$tmp/s-ln.txt" 2>"$tmp/err"; rc=$?
@@ -223,23 +225,23 @@ check "search in FP8 (Transformer Engine's fused norms): layernorm asked for is 
 # The paper's question on today's models (scripts/recompute-today.py, README): the claims its table is read for.
 python3 "$root/scripts/recompute-today.py" --strata "$strata" --quick --plot "$tmp/recompute.png" >"$tmp/recompute.md" 2>"$tmp/err"; rc=$?
 check "recompute-today --plot draws the policies against the search's best" '[[ $rc -eq 0 ]] && [[ "$(head -c 4 "$tmp/recompute.png" | tail -c 3)" == PNG ]] && grep -q "^wrote .*recompute.png$" "$tmp/err"'
-check "recompute-today: four policies and the search over all; with FlashAttention the paper's selective recompute saves no memory and costs time, full costs most, the search finds the fastest" '[[ $rc -eq 0 ]] && python3 -c "
+check "recompute-today: five policies and the search over all; with FlashAttention the paper's selective recompute saves no memory and costs time, full costs most, the search finds the fastest" '[[ $rc -eq 0 ]] && python3 -c "
 import sys
 rows = [[c.strip() for c in l.split(\"|\")[1:-1]] for l in open(sys.argv[1]) if l.startswith(\"| Llama\")]
-assert [r[2] for r in rows[:4]] == [\"none\", \"selective: attention core\", \"selective: MLP\", \"full\"], rows
-assert len(rows) == 5 and rows[4][2].startswith(\"searched: \"), rows
+assert [r[2] for r in rows[:5]] == [\"none\", \"selective: attention core\", \"selective: MLP\", \"full\", \"block: full, fewest layers\"], rows
+assert len(rows) == 6 and rows[5][2].startswith(\"searched: \"), rows
 t = [float(r[3]) for r in rows]; peak = [float(r[6]) for r in rows]
-assert abs(peak[1] - peak[0]) <= 0.1 and t[1] > t[0] and t[3] == max(t), rows
-assert t[4] <= min(t[:4]) * 1.005, rows
+assert abs(peak[1] - peak[0]) <= 0.1 and t[1] > t[0] and t[3] == max(t) and t[4] < t[3], rows
+assert t[5] <= min(t[:5]) * 1.005, rows
 " "$tmp/recompute.md"'
 python3 "$root/scripts/recompute-today.py" --strata "$strata" --quick-long >"$tmp/recompute-long.md" 2>"$tmp/err"; rc=$?
-check "recompute-today at 128k tokens on 64 GPUs: without recompute (or the paper's) nothing fits; recomputing the MLP fits, faster than full, and is what the search over every policy picks" '[[ $rc -eq 0 ]] && python3 -c "
+check "recompute-today at 128k tokens on 64 GPUs: without recompute (or the paper's) nothing fits; recomputing the MLP fits, faster than full or block, and is what the search over every policy picks" '[[ $rc -eq 0 ]] && python3 -c "
 import sys
 rows = [[c.strip() for c in l.split(\"|\")[1:-1]] for l in open(sys.argv[1]) if l.startswith(\"| Llama\")]
-assert [r[0] for r in rows] == [\"Llama 3 70B, 64, 16 x 128k\"] * 5, rows
+assert [r[0] for r in rows] == [\"Llama 3 70B, 64, 16 x 128k\"] * 6, rows
 assert rows[0][7] == rows[1][7] == \"out of memory\", rows
-assert \" c\" in rows[2][7] and float(rows[2][3]) < float(rows[3][3]), rows
-assert rows[4][2] == \"searched: selective: MLP\" and rows[4][3] == rows[2][3], rows
+assert \" c\" in rows[2][7] and float(rows[2][3]) < float(rows[3][3]) and float(rows[2][3]) < float(rows[4][3]), rows
+assert rows[5][2] == \"searched: selective: MLP\" and rows[5][3] == rows[2][3], rows
 " "$tmp/recompute-long.md"'
 "${srch[@]}" --set execution.tensor=4 >/dev/null 2>"$tmp/err"; rc=$?
 check "search --set of a key the search varies exits 2 and says to use --fix" '[[ $rc -eq 2 ]] && grep -q "varies .tensor.: restrict it with --fix tensor=VALUES" "$tmp/err"'
