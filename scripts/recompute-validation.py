@@ -36,17 +36,23 @@ def main(argv):
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    for r in results:
+    # The cases in the published order: what each recomputes.
+    expected = [("none", []), ("selective", ["core_attn"]), ("selective", ["mlp"]), ("selective", ["core_attn", "mlp"])]
+    for r, (recompute, modules) in zip(results, expected):
         problem = row_problem(r, NAME_W, 32)
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             return 1
+        e = r["execution"]
+        if (e.get("recompute"), e.get("recompute_modules", [])) != (recompute, modules):
+            print(f"error: {r['name']}: recompute {e.get('recompute')} {e.get('recompute_modules')}, the published "
+                  f"row's is {recompute} {modules} (the cases of {SCENARIO}, in order)", file=sys.stderr)
+            return 2
     print(pub["title"])
     print("ratio = the case's throughput over the reference's (published TFLOP/s; simulated 1 / iteration time);")
     print("error = simulated ratio / published ratio - 1")
     times = [r["iteration_time_s"] for r in results]
     tflops = pub["tflops_per_gpu"]
-    errors = {}
     for ref, label in ((1, "core_attn (paired)"), (0, "no recompute (golden)")):
         print(f"\nagainst {label}:")
         print(f"{'case':<{NAME_W}} {'published':>9} {'simulated':>9} {'error':>7}")
@@ -59,7 +65,6 @@ def main(argv):
             err = simulated / published - 1
             errs.append(err)
             print(f"{r['name']:<{NAME_W}} {published:>9.4f} {simulated:>9.4f} {100*err:>+6.2f}%")
-        errors[label] = errs
         print("  " + summary(errs, "ratios"))
     sim_tf = [r.get("tflops_per_gpu") for r in results]
     if all(isinstance(x, (int, float)) for x in sim_tf):

@@ -156,10 +156,11 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
             full, 100 * (rep / full - 1));
     }
     if (norms_shown)
-        human << "note: recomputing the norms (ln) needs Megatron-Core's local layers (transformer_impl local, the "
-                 "default in 16 bits\n  without tp_comm_overlap); Transformer Engine's layers, which Megatron-Core "
-                 "runs on Hopper, fuse each norm into\n  the next linear layer, where it cannot be recomputed: "
-                 "--set execution.transformer_impl=transformer_engine searches those\n";
+        human
+            << "note: recomputing the norms (ln) needs Megatron-Core's local layers (transformer_impl local, the "
+               "default in 16 bits\n  without tp_comm_overlap); Transformer Engine's layers, Megatron-Core's "
+               "default transformer_impl, fuse each norm\n  into the next linear layer, where it cannot be recomputed: "
+               "--set execution.transformer_impl=transformer_engine searches those\n";
     return true;
 }
 

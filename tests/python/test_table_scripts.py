@@ -179,14 +179,20 @@ def test_recompute_validation_compares_ratios_not_levels(tmp_path):
     # Simulated steps whose ratios are the published ones exactly, at twice the level: every error 0.
     with open(os.path.join(SRC, "plots", "paper_values.json")) as f:
         table = json.load(f)["bridge_recompute_h100"]
-    results = [{"name": name, "execution": {"gpus": 32}, "iteration_time_s": 1000.0 / tf / 2}
-               for name, tf in zip(table["cases"], table["tflops_per_gpu"])]
+    policies = [("none", []), ("selective", ["core_attn"]), ("selective", ["mlp"]), ("selective", ["core_attn", "mlp"])]
+    results = [{"name": name, "execution": {"gpus": 32, "recompute": rc, "recompute_modules": mods},
+                "iteration_time_s": 1000.0 / tf / 2}
+               for name, tf, (rc, mods) in zip(table["cases"], table["tflops_per_gpu"], policies)]
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"results": results}))
     p = _run("recompute-validation.py", str(path))
     assert p.returncode == 0, p.stderr
     errors = re.findall(r"([+-]\d+\.\d\d)%$", p.stdout, re.M)
     assert len(errors) == 6 and all(float(e) == 0 for e in errors), p.stdout
+    # Cases out of order: named with what they recompute.
+    path.write_text(json.dumps({"results": [results[1], results[0]] + results[2:]}))
+    p = _run("recompute-validation.py", str(path))
+    assert p.returncode == 2 and "the published row's is none []" in p.stderr, p.stderr
     # One case short: the scenario's case count is named.
     path.write_text(json.dumps({"results": results[:3]}))
     p = _run("recompute-validation.py", str(path))
