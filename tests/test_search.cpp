@@ -319,8 +319,10 @@ TEST_CASE("search: recompute policies and module sets, where one recomputing mor
             if (more(pa, pb)) CHECK(ta > tb);
 }
 
-TEST_CASE("search: block recompute, the fewest first layers of each chunk that fit, only where no recompute does not") {
-    SearchRequest req = small_request();  // 22B (48 layers) on 16 GPUs
+namespace {
+/// 22B on 16 GPUs searched at t = 8, p = 2, d = 1, b = 1 with SP over none, full and block, and that layout.
+std::pair<SearchRequest, ExecutionSpec> block_layout() {
+    SearchRequest req = small_request();
     req.space = constrained({"tensor=8", "pipeline=2", "interleave=1", "microbatch=1", "sequence_parallel=on",
                              "distributed_optimizer=off", "overlap_grad_reduce=off", "recompute=none,full,block"});
     ExecutionSpec e = req.base;
@@ -329,6 +331,14 @@ TEST_CASE("search: block recompute, the fewest first layers of each chunk that f
     e.data = 1;
     e.global_batch = 16;
     e.sequence_parallel = true;
+    return {req, e};
+}
+}  // namespace
+
+TEST_CASE("search: block recompute, the fewest first layers of each chunk that fit, only where no recompute does not") {
+    auto layout = block_layout();  // 48 layers, 24 per stage
+    SearchRequest& req = layout.first;
+    ExecutionSpec& e = layout.second;
     auto total = [&](const ExecutionSpec& x) {
         return estimate_memory(req.model, x, req.system.device_memory()).peak_stage.total().value;
     };
@@ -387,16 +397,10 @@ TEST_CASE("search: block recompute, the fewest first layers of each chunk that f
 TEST_CASE("search: block recompute's K may reach a stage's whole chunk where another stage's chunk is larger") {
     // 47 layers over 2 stages with the embedding counted in the split: 23 and 24 layers. block:23 recomputes all of
     // the first stage and 23 of the second's 24: a K to try.
-    SearchRequest req = small_request();
+    auto layout = block_layout();
+    SearchRequest& req = layout.first;
+    ExecutionSpec& e = layout.second;
     req.model.layers = 47;
-    req.space = constrained({"tensor=8", "pipeline=2", "interleave=1", "microbatch=1", "sequence_parallel=on",
-                             "distributed_optimizer=off", "overlap_grad_reduce=off", "recompute=none,full,block"});
-    ExecutionSpec e = req.base;
-    e.tensor = 8;
-    e.pipeline = 2;
-    e.data = 1;
-    e.global_batch = 16;
-    e.sequence_parallel = true;
     e.embedding_in_pipeline_split = true;
     e.recompute = Recompute::full;
     e.recompute_method = RecomputeMethod::block;
