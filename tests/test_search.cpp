@@ -392,6 +392,12 @@ TEST_CASE("search: block recompute, the fewest first layers of each chunk that f
     const SearchResult no_block = search(req);
     REQUIRE(no_block.simulated.size() == 1);
     CHECK(recompute_label(no_block.simulated[0].execution) == "full");
+    // With memory for everything, block (which --fix names) is not tried, and the account says why.
+    auto roomy = block_layout();
+    roomy.first.system.memory_capacity = Bytes(1LL << 40);
+    const SearchResult all_fit = search(roomy.first);
+    CHECK(all_fit.rejected.at("block recompute not tried: no recompute fits (there is nothing to recompute)") == 1);
+    CHECK(all_fit.enumerated == 3);  // none, full and the block attempt
 }
 
 TEST_CASE("search: block recompute's K may reach a stage's whole chunk where another stage's chunk is larger") {

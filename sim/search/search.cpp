@@ -259,11 +259,20 @@ SearchResult search(const SearchRequest& req) {
         const Scenario sc = candidate(x);
         return !find_problem(sc) && estimate_memory(sc.model, sc.execution, sc.system.device_memory()).fits();
     };
+    // Where --fix names block, a layout it is not tried on is counted, with why (the default search counts none).
+    const bool count_untried_block = sp.recompute_fixed && sp.block_recompute;
+    auto untried_block = [&](const char* why) {
+        if (!count_untried_block) return;
+        ++res.enumerated;
+        ++res.rejected[std::string("block recompute not tried: ") + why];
+    };
     auto screen_block = [&](const ExecutionSpec& e) {
         ExecutionSpec none = e, full = e;
         none.recompute = Recompute::none;
         full.recompute = Recompute::full;
-        if (!fits_in_memory(full) || fits_in_memory(none)) return;
+        if (find_problem(candidate(full))) return untried_block("infeasible sizes (divisibility, schedule)");
+        if (!fits_in_memory(full)) return untried_block("not even full recompute of every layer fits");
+        if (fits_in_memory(none)) return untried_block("no recompute fits (there is nothing to recompute)");
         // K at most every stage's largest chunk (find_problem) and below the largest chunk of all (K of it is full).
         int most = req.model.layers, largest_of_all = 0;
         for (int st = 0; st < e.pipeline; ++st) {
@@ -284,7 +293,7 @@ SearchResult search(const SearchRequest& req) {
             else
                 lo = b.recompute_layers + 1;
         }
-        if (lo > most) return;
+        if (lo > most) return untried_block("only full recompute of every layer fits");
         b.recompute_layers = lo;
         screen(b, 16 + lo);
     };
