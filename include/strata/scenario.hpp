@@ -51,13 +51,18 @@ struct ExecutionOverrides {
         return std::find(keys.begin(), keys.end(), key) != keys.end();
     }
 };
+/// An execution key a command sets itself, and what a user gives instead of a --set of it (how its refusal ends).
+struct VariedKey {
+    std::string key;
+    std::string instead;
+};
 /// The execution part made of `overrides` alone ("execution.KEY=VALUE", as --set; every other key at its default,
 /// the required sizes at stand-ins), for a command that sets the rest itself (the search, which varies the keys in
 /// `varied`). Overrides of the model and system parts are checked (part, key, YAML) but not applied here: load_model
-/// and load_system take them. Throws InputError naming the override for a key in `varied` (`command` says what to
-/// use instead), an unknown key or a bad value.
+/// and load_system take them. Throws InputError naming the override for a key in `varied` (`command` varies it;
+/// the key's `instead` says what to use), an unknown key or a bad value.
 ExecutionOverrides read_execution_overrides(const std::vector<std::string>& overrides,
-                                            std::span<const std::string_view> varied, const std::string& command);
+                                            std::span<const VariedKey> varied, const std::string& command);
 
 /// Execution keys a command takes as arguments of its own (`strata search --attention, --precision,
 /// --gradient-average, --grad-reduce-in-bf16`; Python's search keywords): each empty when not given.

@@ -67,9 +67,10 @@ struct SearchKey {
 inline constexpr const char* kDominated = "more recompute than a candidate that fits with the rest the same";
 /// Every key of SearchSpace, in the order the search nests them.
 const std::vector<SearchKey>& search_keys();
-/// The execution keys the search sets on every candidate itself (those of search_keys(), and data, global_batch,
-/// schedule and the pipeline-split options it derives): a --set of one of them is refused.
-std::vector<std::string_view> search_varied_execution_keys();
+/// The execution keys the search sets on every candidate itself (those of search_keys(), and global_batch and what it
+/// derives: schedule, the pipeline-split options, partial recompute's), each with what a user gives instead: a --set
+/// of one of them is refused.
+std::vector<VariedKey> search_varied_execution_keys();
 
 /// Restricts `space` by one constraint `KEY=VALUES` (`--fix`): VALUES is a comma-separated list of values and, for
 /// the integer keys, closed ranges LO..HI (tensor=8, pipeline=4..16, microbatch=1,2,4..8, recompute=selective,full,

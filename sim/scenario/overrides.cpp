@@ -68,20 +68,13 @@ std::vector<Override> parts::read_overrides(const std::vector<std::string>& over
 }
 
 ExecutionOverrides read_execution_overrides(const std::vector<std::string>& overrides,
-                                            std::span<const std::string_view> varied, const std::string& command) {
+                                            std::span<const VariedKey> varied, const std::string& command) {
     ExecutionOverrides out;
     yamlio::Fields f("execution", "--set");
     for (const Override& o : parts::read_overrides(overrides)) {
         if (o.part != "execution") continue;  // model and system keys: load_model / load_system apply them
-        if (std::find(varied.begin(), varied.end(), o.key) != varied.end()) {
-            // Partial full recompute is the recompute key's block value.
-            const bool partial = o.key == "recompute_layers" || o.key == "recompute_method";
-            throw InputError(o.origin + ": " + command + " varies '" + o.key + "': restrict it with --fix " +
-                             (partial ? "recompute" : o.key) + "=VALUES instead" +
-                             (partial ? " (block: full recompute of the fewest first layers of each model chunk that "
-                                        "fit)"
-                                      : ""));
-        }
+        const auto v = std::find_if(varied.begin(), varied.end(), [&](const VariedKey& k) { return k.key == o.key; });
+        if (v != varied.end()) throw InputError(o.origin + ": " + command + " varies '" + o.key + "': " + v->instead);
         f.set(o.key, o.key_node, o.value, o.origin);
         out.keys.push_back(o.key);
     }

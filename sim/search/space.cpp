@@ -105,16 +105,22 @@ std::string recompute_label(const ExecutionSpec& e) {
     return s;
 }
 
-std::vector<std::string_view> search_varied_execution_keys() {
-    std::vector<std::string_view> varied = {"data",
-                                            "global_batch",
-                                            "schedule",
-                                            "account_for_embedding_in_pipeline_split",
-                                            "account_for_loss_in_pipeline_split",
-                                            "recompute_layers",
-                                            "recompute_method"};
+std::vector<VariedKey> search_varied_execution_keys() {
+    auto fix = [](std::string_view key, std::string_view note = "") {
+        return fmt::format("restrict it with --fix {}=VALUES instead{}", key, note);
+    };
+    std::vector<VariedKey> varied;
     for (const SearchKey& k : search_keys())
-        varied.push_back(k.name);
+        varied.push_back({k.name, fix(k.name)});
+    varied.push_back({"global_batch", "it is the search's own (--global-batch; Python: global_batch=)"});
+    varied.push_back({"schedule", fix("interleave", " (1: 1F1B; 2 and more: the interleaved schedule)")});
+    for (const char* key : {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"})
+        varied.push_back({key, fix("ends_in_split")});
+    // Partial full recompute is the recompute key's block value.
+    for (const char* key : {"recompute_layers", "recompute_method"})
+        varied.push_back(
+            {key,
+             fix("recompute", " (block: full recompute of the fewest first layers of each model chunk that fit)")});
     return varied;
 }
 

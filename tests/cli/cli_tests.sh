@@ -245,6 +245,9 @@ assert rows[5][2] == \"searched: selective: MLP\" and rows[5][3] == rows[2][3], 
 " "$tmp/recompute-long.md"'
 "${srch[@]}" --set execution.tensor=4 >/dev/null 2>"$tmp/err"; rc=$?
 check "search --set of a key the search varies exits 2 and says to use --fix" '[[ $rc -eq 2 ]] && grep -q "varies .tensor.: restrict it with --fix tensor=VALUES" "$tmp/err"'
+"${srch[@]}" --set execution.global_batch=8 >/dev/null 2>"$tmp/err"; rc=$?
+"${srch[@]}" --set execution.account_for_loss_in_pipeline_split=true >/dev/null 2>"$tmp/err2"; rc2=$?
+check "search --set of a key the search derives exits 2 and names what to give instead (not a --fix key that does not exist)" '[[ $rc -eq 2 && $rc2 -eq 2 ]] && grep -q "varies .global_batch.: it is the search.s own (--global-batch" "$tmp/err" && grep -q "varies .account_for_loss_in_pipeline_split.: restrict it with --fix ends_in_split=VALUES" "$tmp/err2"'
 "${srch[@]}" --set model.seq_len=1024 --set system.network.routing=adaptive --json "$tmp/search-parts.json" >/dev/null 2>"$tmp/err"; rc=$?
 check "search --set of model and system keys: over the files, for every candidate" '[[ $rc -eq 0 ]] && python3 -c "
 import json, sys
