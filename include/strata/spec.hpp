@@ -368,6 +368,14 @@ struct ExecutionSpec {
     [[nodiscard]] RecomputeModules recompute_modules_in_force() const {
         return recompute == Recompute::selective ? recompute_modules : RecomputeModules{false, false, false};
     }
+    /// Whether the layers in force can recompute `modules` as Megatron-Core does: layernorm only where each norm is a
+    /// module of its own (local: Transformer Engine's layers fuse them into the linear layers), and Transformer
+    /// Engine's own TransformerLayer only the attention core.
+    [[nodiscard]] bool can_recompute(const RecomputeModules& modules) const {
+        const TransformerImpl impl = transformer_impl_in_force();
+        if (impl == TransformerImpl::te_transformer_layer) return modules == RecomputeModules{};
+        return impl == TransformerImpl::local || !modules.layernorm;
+    }
 
     [[nodiscard]] int gpus() const { return tensor * context * pipeline * data; }
     [[nodiscard]] int microbatches() const { return global_batch / (microbatch * data); }

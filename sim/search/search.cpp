@@ -299,11 +299,8 @@ SearchResult search(const SearchRequest& req) {
     };
     auto screen_policies = [&](ExecutionSpec e) {
         const std::size_t first = fits.size();
-        const TransformerImpl impl = e.transformer_impl_in_force();
         for (const Policy& policy : policies) {
-            if (!sp.modules_fixed && policy.recompute == Recompute::selective &&
-                ((impl != TransformerImpl::local && policy.modules.layernorm) ||
-                 (impl == TransformerImpl::te_transformer_layer && policy.modules != RecomputeModules{})))
+            if (!sp.modules_fixed && policy.recompute == Recompute::selective && !e.can_recompute(policy.modules))
                 continue;
             ExecutionSpec x = e;
             x.recompute = policy.recompute;

@@ -84,12 +84,17 @@ std::optional<int> positive(std::string_view s) {
     return v;
 }
 
+/// The module set recompute_modules_index numbers `i`.
+RecomputeModules modules_of_index(int i) {
+    return {(i & 1) != 0, (i & 2) != 0, (i & 4) != 0};
+}
+
 }  // namespace
 
 std::vector<RecomputeModules> every_recompute_modules_set() {
     std::vector<RecomputeModules> all;
     for (int i = 1; i < 8; ++i)
-        all.push_back({(i & 1) != 0, (i & 2) != 0, (i & 4) != 0});
+        all.push_back(modules_of_index(i));
     return all;
 }
 
@@ -225,7 +230,7 @@ void apply_constraint(SearchSpace& space, const std::string& constraint, const s
             space.modules_fixed = true;
             space.recompute_modules.clear();
             for (int i : set)
-                space.recompute_modules.push_back({(i & 1) != 0, (i & 2) != 0, (i & 4) != 0});
+                space.recompute_modules.push_back(modules_of_index(i));
             return;
         }
     }

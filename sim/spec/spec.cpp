@@ -268,14 +268,12 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                            "tp_comm_overlap is Transformer Engine's userbuffer overlap (transformer_impl: auto, "
                            "transformer_engine or te_transformer_layer); Megatron-LM's local layers (transformer_impl: "
                            "local) have none"};
-    if (e.recompute == Recompute::selective && e.transformer_impl_in_force() == TransformerImpl::te_transformer_layer &&
-        e.recompute_modules != RecomputeModules{})
-        return SpecProblem{"execution", "recompute_modules",
-                           "recompute_modules: Transformer Engine's own TransformerLayer (transformer_impl "
-                           "te_transformer_layer, NeMo 1.x) checkpoints only the attention core with selective "
-                           "recompute; valid here: [core_attn]"};
-    if (e.recompute == Recompute::selective && e.recompute_modules.layernorm &&
-        e.transformer_impl_in_force() != TransformerImpl::local)
+    if (e.recompute == Recompute::selective && !e.can_recompute(e.recompute_modules)) {
+        if (e.transformer_impl_in_force() == TransformerImpl::te_transformer_layer)
+            return SpecProblem{"execution", "recompute_modules",
+                               "recompute_modules: Transformer Engine's own TransformerLayer (transformer_impl "
+                               "te_transformer_layer, NeMo 1.x) checkpoints only the attention core with selective "
+                               "recompute; valid here: [core_attn]"};
         return SpecProblem{
             "execution", "recompute_modules",
             std::string(
@@ -285,6 +283,7 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                 "skips layernorm (in FP8 with delayed scaling it refuses it); valid here: core_attn, mlp (which "
                 "recomputes the MLP's fused norm too); layernorm "
                 "needs transformer_impl: local"};
+    }
     if (e.fp8_recipe != Fp8Recipe::delayed && e.precision != Precision::fp8)
         return SpecProblem{"execution", "fp8_recipe", "fp8_recipe applies to precision: fp8"};
     if (e.fp8_param_gather && (e.precision != Precision::fp8 || !e.distributed_optimizer))
