@@ -728,8 +728,17 @@ TEST_CASE("fp8: linear GEMMs in FP8 with their casts, inputs saved in FP8, FP8 w
     const Bytes bf16 = build_layer(c).stored_bytes;
     c.fp8 = true;
     const LayerPlan plan = build_layer(c);
-    // qkv, fc1 inputs (SP shards, sbh/t each), proj input (sbh/t) and fc2 input (s b f / t) at 1 byte instead of 2.
-    CHECK(bf16.value - plan.stored_bytes.value == sbh / t + sbh / t + sbh / t + s * b * f / t);
+    // qkv, fc1 inputs (SP shards, sbh/t each), proj input (sbh/t) and fc2 input (s b f / t) at 1 byte instead of 2;
+    // the attention's 16-bit output (2 sbh/t), in 16-bit training the projection's saved input, now a tensor of its
+    // own.
+    CHECK(bf16.value - plan.stored_bytes.value == sbh / t + sbh / t + sbh / t + s * b * f / t - 2 * sbh / t);
+    // Recomputing the attention core drops that output with the rest of its saved state.
+    LayerConfig sel = c;
+    sel.recompute = Recompute::selective;
+    LayerConfig sel_bf16 = sel;
+    sel_bf16.fp8 = false;
+    CHECK(build_layer(sel_bf16).stored_bytes.value - build_layer(sel).stored_bytes.value ==
+          sbh / t + sbh / t + sbh / t + s * b * f / t);
     int fp8_gemms = 0, bf16_gemms = 0;
     std::map<std::string, std::int64_t> conversions;  // FP8 casts and transposes: kernel name -> HBM bytes
     std::map<std::string, std::int64_t> gathers;      // sequence-parallel all-gathers: name -> bytes

@@ -685,6 +685,10 @@ std::vector<LayerOp> layer_ops(const Dims& d) {
         // output is the projection's input (below). No s^2 term.
         ops.push_back({"attn.q-k-v", Bytes(2 * d.n * (d.h / d.t + 2 * d.kv_w)), M::none});
         ops.push_back({"attn.softmax-statistics", Bytes(4 * d.b * d.heads_t * d.s), M::core_attn});
+        // It keeps its 16-bit output too (the softmax backward needs it): in 16-bit training the same tensor as the
+        // projection's saved input; in FP8 the projection keeps its FP8 cast instead (TE Linear saves its quantized
+        // input), so the output is a tensor of its own (TE FusedAttention's save_for_backward: q, k, v, out).
+        if (d.fp8) ops.push_back({"attn.output", Bytes(2 * nh / d.t), M::core_attn});
     } else {
         // Unfused: q and k (expanded to every head under GQA, as Megatron's repeat_interleave leaves them),
         // the softmax output, the dropout mask and output (with dropout), the values.
