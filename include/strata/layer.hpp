@@ -117,12 +117,26 @@ struct LayerOp {
     enum class Module : std::uint8_t { none, core_attn, layernorm, mlp } module = Module::none;
 };
 
+/// Fine-grained activation offloading of one layer and microbatch (LayerConfig::offload, Megatron-Core's
+/// offload_modules): what the forward copies to host memory, what those copies free on the GPU, and what the backward's
+/// reloads allocate again. A tensor two modules save is copied and reloaded by each (Megatron-Core does not deduplicate
+/// across modules: in 16-bit training the attention's output is core_attn's and attn_proj's), and freed once; a tensor
+/// another module still holds is copied but not freed. Tensors under 2^20 elements stay (min_offloaded_tensor_size).
+struct LayerOffload {
+    Bytes copied;    ///< device to host, each forward
+    Bytes freed;     ///< GPU bytes released once the copies are done
+    Bytes reloaded;  ///< host to device before the layer's backward; freed with the layer's activations
+    int copies = 0;  ///< tensors copied each way (each its own copy call)
+    [[nodiscard]] bool any() const { return copies > 0; }
+};
+
 struct LayerPlan {
     std::vector<LayerOp> ops;     ///< forward ops in order, with stored activations
     std::vector<Step> forward;
     std::vector<Step> backward;   ///< includes recompute steps for the policy
     Bytes stored_bytes;           ///< per layer under the policy (what the forward pass keeps)
     Bytes recompute_peak_bytes;   ///< extra bytes live while one layer recomputes (full: the layer's activations)
+    LayerOffload offload;         ///< with offload modules
 };
 
 struct LayerConfig {
@@ -159,6 +173,9 @@ struct LayerConfig {
     /// Under SP the embedding's partial outputs are reduce-scattered (Megatron-Core since 2024-04), else all-reduced
     /// and then split (Megatron-LM before: VocabParallelEmbedding's reduce, then scatter_to_sequence_parallel_region).
     bool embedding_reduce_scatter = true;
+    /// Fine-grained activation offloading: the modules whose saved tensors go to host memory (find_problem's rules
+    /// hold: Transformer Engine's layers, fused attention for core_attn, no full recompute).
+    OffloadModules offload{};
 };
 
 /// The layer configuration of a scenario's execution.

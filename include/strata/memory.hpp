@@ -1,6 +1,7 @@
 // Memory per GPU: parameters, gradients, optimizer state and activations, against the device capacity.
 #pragma once
 
+#include "strata/layer.hpp"
 #include "strata/schedule.hpp"
 #include "strata/spec.hpp"
 #include "strata/units.hpp"
@@ -162,7 +163,23 @@ struct ActivationPlan {
     [[nodiscard]] Bytes recompute_workspace(int stage, int chunk) const {
         return workspace[static_cast<std::size_t>(schedule::virtual_stage(shape, stage, chunk))];
     }
+    /// Fine-grained activation offloading (ExecutionSpec::offload_modules), per layer and microbatch (every layer the
+    /// same: full recompute, the only policy that makes layers differ, is not offloaded); none without it.
+    LayerOffload offload;
+    std::vector<int> layer_count;        ///< per virtual stage: the chunk's transformer layers
+    [[nodiscard]] int layers_of(int stage, int chunk) const {
+        return layer_count[static_cast<std::size_t>(schedule::virtual_stage(shape, stage, chunk))];
+    }
 };
+
+/// Fine-grained activation offloading along a stage's program (schedule::unit_order): for each unit, whether its
+/// chunk's last layer goes to host memory too. Megatron-Core keeps each module's last group of the chunk that runs
+/// backward next on the GPU (fine_grained_activation_offload.py): a forward whose own backward is the stage's next
+/// backward keeps its last layer, every other offloads it; a backward unit reads what its forward did. An offloaded
+/// last layer is reloaded as the backward before it ends (Megatron-Core reloads the next backward chunk's last group
+/// when a chunk runs out of groups); the other layers one layer ahead, as the layer after them (in the forward's order)
+/// finishes its MLP's backward.
+[[nodiscard]] std::vector<bool> offloads_last_layer(const std::vector<schedule::Unit>& order);
 [[nodiscard]] ActivationPlan activation_plan(const ModelSpec& model, const ExecutionSpec& exec);
 
 struct StageMemory {
@@ -188,9 +205,16 @@ struct StageMemory {
                                       int stage);
 
 /// One stage's memory at its peak: the static state plus the largest activation footprint met while walking
-/// the stage's schedule program (schedule::unit_order), unit by unit, exactly as the simulation allocates.
+/// the stage's schedule program (schedule::unit_order), unit by unit, exactly as the simulation allocates. With
+/// activation offloading the walk goes layer by layer and is a bound that holds while the host link keeps pace: a
+/// layer's copy to the host ends within the next layer's forward, each reload is counted from the start of the layer
+/// before it (in backward order), the simulation issuing it later; a slower link leaves copies in flight longer, which
+/// the simulated memory shows and this does not.
 [[nodiscard]] StageMemory stage_memory(const ModelSpec& model, const ExecutionSpec& exec, const DeviceMemory& device,
                                        int stage);
+/// stage_memory's walk with fine-grained activation offloading (plan.offload), layer by layer, from the stage's static
+/// state `state`: the bound stage_memory describes.
+[[nodiscard]] StageMemory offloading_stage_memory(StageMemory state, const ActivationPlan& plan, int stage);
 
 struct MemoryReport {
     Bytes activation_per_layer;          ///< one layer, one microbatch (Table 2)

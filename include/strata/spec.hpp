@@ -144,6 +144,22 @@ struct RecomputeModules {
     friend bool operator==(const RecomputeModules&, const RecomputeModules&) = default;
 };
 
+/// What Megatron-Core's fine-grained activation offloading (fine_grained_activation_offloading, offload_modules;
+/// Megatron-LM since 2026-01) copies to pinned host memory during the forward and back before the backward, for a dense
+/// layer of Transformer Engine's layers: every tensor of at least 2^20 elements that autograd saves inside the module
+/// (qkv_linear: TE's LayerNormLinear, the layer input and the norm's output; core_attn: q, k, v, the output and, when
+/// large enough, the softmax statistics; attn_proj: the projection's input). attn_norm and mlp_norm name norm modules
+/// that Transformer Engine's layers fuse away (IdentityOp), and Megatron-Core offers no dense MLP module.
+struct OffloadModules {
+    bool attn_norm = false;
+    bool qkv_linear = false;
+    bool core_attn = false;
+    bool attn_proj = false;
+    bool mlp_norm = false;
+    [[nodiscard]] bool any() const { return attn_norm || qkv_linear || core_attn || attn_proj || mlp_norm; }
+    friend bool operator==(const OffloadModules&, const OffloadModules&) = default;
+};
+
 [[nodiscard]] const char* to_string(Recompute r);
 [[nodiscard]] const char* to_string(Schedule s);
 [[nodiscard]] const char* to_string(Precision p);
@@ -177,6 +193,13 @@ inline constexpr std::array<std::string_view, 3> kRecomputeModuleNames = {"core_
 [[nodiscard]] RecomputeModules recompute_modules_named(const std::vector<std::string>& names);
 /// The names of the modules set, in kRecomputeModuleNames' order.
 [[nodiscard]] std::vector<std::string> names_of(const RecomputeModules& modules);
+/// Megatron-Core's names of the dense offload modules, in OffloadModules' order.
+inline constexpr std::array<std::string_view, 5> kOffloadModuleNames = {"attn_norm", "qkv_linear", "core_attn", "attn_proj",
+                                                                        "mlp_norm"};
+/// The modules listed (by kOffloadModuleNames); an unknown name is an error (the loader checks first).
+[[nodiscard]] OffloadModules offload_modules_named(const std::vector<std::string>& names);
+/// The names of the modules set, in kOffloadModuleNames' order.
+[[nodiscard]] std::vector<std::string> names_of(const OffloadModules& modules);
 
 /// A decoder-only transformer: the paper's GPT by default (Table 3 notation in comments), or a Llama-class model.
 struct ModelSpec {
@@ -364,6 +387,7 @@ struct ExecutionSpec {
     int recompute_layers = 0;
     RecomputeMethod recompute_method = RecomputeMethod::uniform;
     RecomputeModules recompute_modules{};   ///< with recompute: selective
+    OffloadModules offload_modules{};       ///< fine-grained activation offloading (none: off)
     /// What the reports say: recompute_modules with selective recompute, none otherwise.
     [[nodiscard]] RecomputeModules recompute_modules_in_force() const {
         return recompute == Recompute::selective ? recompute_modules : RecomputeModules{false, false, false};
@@ -432,6 +456,11 @@ struct NetworkSpec {
     Time collective_step_latency_inter;
     bool hierarchical_collectives = true;
     Time p2p_latency;                    ///< software overhead of one pipeline send/recv
+    /// A GPU's copies to and from pinned host memory (PCIe), per direction, effective with every GPU of the node copying
+    /// at once (0: not given; activation offloading needs them).
+    BytesPerSecond device_to_host_bandwidth{};
+    BytesPerSecond host_to_device_bandwidth{};
+    Time host_copy_latency;              ///< per copy: the launch and the DMA's start
     /// NCCL channels (one SM each) per NIC a GPU drives in an inter-node collective: a data-parallel collective
     /// with g GPUs of its group per node holds min(device nccl_channels, this x min(rails, g)) SMs.
     int nccl_channels_per_nic = 2;

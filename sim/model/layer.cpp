@@ -732,6 +732,43 @@ Bytes stored_under(const std::vector<LayerOp>& ops, const Dims& d, Recompute rc)
     return total;
 }
 
+/// Smallest tensor Megatron-Core offloads (min_offloaded_tensor_size's default, 1024 x 1024 elements).
+constexpr std::int64_t kMinOffloadElements = std::int64_t{1} << 20;
+
+/// What fine-grained activation offloading moves for one layer (LayerOffload), from the tensors each module saves
+/// with Transformer Engine's layers (read in Megatron-Core's fine_grained_activation_offload.py, attention.py and TE's
+/// modules): qkv_linear, TE's LayerNormLinear, keeps the layer input (the norm's) and the norm's output (FP8 in FP8
+/// training); core_attn, the fused attention, q, k, v (freed at once: Megatron-Core releases their storage), its 16-bit
+/// output and the fp32 softmax statistics; attn_proj the projection's input (its FP8 cast in FP8 training; in 16-bit
+/// training the attention's output itself, whose storage it releases). A recomputed attention core (selective
+/// core_attn) saves nothing of its own: Megatron-Core skips its group.
+LayerOffload offload_of(const Dims& d, const OffloadModules& o, Recompute rc) {
+    LayerOffload out;
+    const auto tensor = [&](std::int64_t elements, std::int64_t bytes_per_element, bool freed) {
+        if (elements < kMinOffloadElements) return;
+        out.copied += Bytes(elements * bytes_per_element);
+        out.reloaded += Bytes(elements * bytes_per_element);
+        if (freed) out.freed += Bytes(elements * bytes_per_element);
+        ++out.copies;
+    };
+    const std::int64_t lin = d.fp8 ? 1 : 2;
+    const std::int64_t attn_out = d.n * d.h / d.t;  // q and the output, per rank
+    if (o.qkv_linear) {
+        tensor(d.n_sp * d.h, 2, true);    // the layer input (ln1.input)
+        tensor(d.n_sp * d.h, lin, true);  // the norm's output (qkv.input)
+    }
+    const bool core_recomputed = rc == Recompute::selective && d.modules.core_attn;
+    if (o.core_attn && !core_recomputed) {
+        tensor(attn_out, 2, true);                 // q
+        tensor(d.n * d.kv_w, 2, true);             // k
+        tensor(d.n * d.kv_w, 2, true);             // v
+        tensor(d.b * d.heads_t * d.s, 4, true);    // softmax statistics
+        tensor(attn_out, 2, d.fp8);                // the output: in 16-bit training the projection's input too
+    }
+    if (o.attn_proj) tensor(attn_out, lin, true);
+    return out;
+}
+
 }  // namespace
 
 LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
@@ -759,6 +796,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
                                  : e.fp8_scale_update == Fp8ScaleUpdate::per_module_fused ? 2
                                                                                           : 0;
     c.embedding_reduce_scatter = e.embedding_reduce_scatter;
+    c.offload = e.offload_modules;
     return c;
 }
 
@@ -791,6 +829,12 @@ LayerPlan build_layer(const LayerConfig& cfg) {
     } else if (cfg.recompute == Recompute::selective) {
         for (const LayerOp& op : plan.ops)
             if (recomputed(cfg.modules, op.module)) plan.recompute_peak_bytes += op.stored;
+    }
+    if (cfg.offload.any()) {
+        if (cfg.recompute == Recompute::full || !d.norm_fused || (cfg.offload.core_attn && !d.flash))
+            throw Error("build_layer: activation offloading is modelled for Transformer Engine's layers with fused "
+                        "attention and without full recompute");
+        plan.offload = offload_of(d, cfg.offload, cfg.recompute);
     }
     return plan;
 }

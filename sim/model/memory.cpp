@@ -337,6 +337,8 @@ ActivationPlan activation_plan(const ModelSpec& m, const ExecutionSpec& e) {
     // Full recompute keeps a recomputed layer's input only (layer.stored_bytes); a layer it leaves alone (block
     // method) keeps everything; a uniform group of G layers keeps one input and recomputes G layers at once.
     const int chunks = a.shape.virtual_stages();
+    a.offload = layer.offload;
+    for (int v = 0; v < chunks; ++v) a.layer_count.push_back(e.layers_in_chunk(m.layers, v));
     if (e.recompute != Recompute::full) {
         for (int v = 0; v < chunks; ++v) a.chunk_layers.push_back(layer.stored_bytes * e.layers_in_chunk(m.layers, v));
         a.workspace.assign(static_cast<std::size_t>(chunks), layer.recompute_peak_bytes);
@@ -375,6 +377,7 @@ namespace {
 StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const DeviceMemory& device,
                          const ActivationPlan& plan, int s) {
     StageMemory sm = stage_state(m, e, device, s);
+    if (plan.offload.any()) return offloading_stage_memory(std::move(sm), plan, s);
     // Walk the program: a forward allocates its chunk's activations when it starts, a backward holds them
     // (plus the recompute workspace) while it runs and frees them when it ends. The first instant of the
     // largest total is the peak, as in the engine's memory pools.

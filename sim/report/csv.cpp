@@ -63,6 +63,7 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"recompute", exec([](const ExecutionSpec& e) { return std::string(to_string(e.recompute)); })});
         c.push_back({"recompute_modules",
                      exec([](const ExecutionSpec& e) { return spaced(names_of(e.recompute_modules_in_force())); })});
+        c.push_back({"offload_modules", exec([](const ExecutionSpec& e) { return spaced(names_of(e.offload_modules)); })});
         c.push_back({"recompute_layers", exec([](const ExecutionSpec& e) { return num(e.recompute_layers); })});
         c.push_back({"recompute_method",
                      exec([](const ExecutionSpec& e) { return std::string(to_string(e.recompute_method)); })});

@@ -13,11 +13,11 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 60> kExecutionKeys = {
+constexpr std::array<std::string_view, 61> kExecutionKeys = {
     "tensor", "pipeline", "data", "interleave", "sequence_parallel", "recompute", "microbatch", "global_batch",
     "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision", "gradient_accumulation_fusion",
     "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers", "recompute_layers", "recompute_method",
-    "context_parallel", "recompute_modules", "tp_comm_overlap", "tp_overlap_proj_fprop", "tp_overlap_fc2_fprop",
+    "context_parallel", "recompute_modules", "offload_modules", "tp_comm_overlap", "tp_overlap_proj_fprop", "tp_overlap_fc2_fprop",
     "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe",
     "fp8_param_gather", "tp_only_amax_red", "embedding_reduce_scatter", "check_for_nan_in_grad", "fp32_embedding_grads",
     "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "overlap_p2p_comm", "p2p_pair_order",
@@ -134,6 +134,8 @@ ExecutionSpec parts::read_execution(const Fields& f) {
                "recompute: selective needs at least one module in recompute_modules (valid: "
                "core_attn, layernorm, mlp)");
     if (!modules.empty()) e.recompute_modules = recompute_modules_named(modules);
+    // Fine-grained activation offloading: the modules whose saved tensors go to host memory ([] or absent: off).
+    e.offload_modules = offload_modules_named(f.get_choices("offload_modules", kOffloadModuleNames, {}, true));
     if (e.recompute_method != RecomputeMethod::uniform && e.recompute_layers == 0)
         f.fail("recompute_method", "recompute_method needs recompute_layers (how many layers it applies to)");
     return e;

@@ -9,7 +9,7 @@
 namespace strata {
 
 namespace {
-constexpr std::array<std::string_view, 31> kSystemKeys = {
+constexpr std::array<std::string_view, 34> kSystemKeys = {
     "name",
     "device_profile",
     "gpus_per_node",
@@ -20,6 +20,9 @@ constexpr std::array<std::string_view, 31> kSystemKeys = {
     "network.rails",
     "network.nic_bandwidth_bytes_per_s",
     "network.nic_latency_us",
+    "network.device_to_host_bandwidth_bytes_per_s",
+    "network.host_to_device_bandwidth_bytes_per_s",
+    "network.host_copy_latency_us",
     "network.nodes_per_leaf",
     "network.spines_per_rail",
     "network.oversubscription",
@@ -49,6 +52,9 @@ constexpr double kNicLatencyUs = 1.0;      // ConnectX-6 HDR end to end ~0.6-1 u
 constexpr double kSwitchLatencyUs = 0.13;  // NVIDIA QM8700 / QM8790 HDR and QM9700 NDR switches, port to port ~130 ns
 constexpr double kCollectiveStepLatencyInterUs = 5.0;  // NCCL's tuning model, network: 2.7-8.5 us per step
 constexpr double kP2pLatencyUs = 10.0;     // NCCL send/recv of a small message (nccl-tests sendrecv_perf), order 10 us
+// A copy to or from pinned host memory: cudaMemcpyAsync's per-call cost, about 5-7 us (DualPath, arXiv 2602.21548,
+// section 5.2); nvbandwidth's figures leave the submission out.
+constexpr double kHostCopyLatencyUs = 5.0;
 constexpr double kMaxLatencyUs = 1e6;
 
 Time us_field(const yamlio::Fields& f, const std::string& key, double fallback_us) {
@@ -146,6 +152,10 @@ SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::s
                                           std::to_string(s.gpus_per_node) + "): each rail's NIC serves at least one GPU of a node");
     n.nic_bandwidth = {f.get_double("network.nic_bandwidth_bytes_per_s", 1e6, 1e15)};
     n.nic_latency = us_field(f, "network.nic_latency_us", kNicLatencyUs);
+    // The host link (PCIe to pinned host memory): only activation offloading uses it, so it may be left out.
+    n.device_to_host_bandwidth = {f.get_double("network.device_to_host_bandwidth_bytes_per_s", 1e6, 1e15, 0.0)};
+    n.host_to_device_bandwidth = {f.get_double("network.host_to_device_bandwidth_bytes_per_s", 1e6, 1e15, 0.0)};
+    n.host_copy_latency = us_field(f, "network.host_copy_latency_us", kHostCopyLatencyUs);
     n.nodes_per_leaf = static_cast<int>(f.get_int("network.nodes_per_leaf", 1, 1 << 16));
     n.spines_per_rail = static_cast<int>(f.get_int("network.spines_per_rail", 0, 1 << 16, 0));
     n.oversubscription = f.get_double("network.oversubscription", 1.0, 64.0, 1.0);

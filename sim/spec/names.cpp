@@ -195,6 +195,25 @@ std::string num_sm_text(const TpOverlapConfig& config) {
     return out;
 }
 
+OffloadModules offload_modules_named(const std::vector<std::string>& names) {
+    OffloadModules m;
+    bool* flags[] = {&m.attn_norm, &m.qkv_linear, &m.core_attn, &m.attn_proj, &m.mlp_norm};
+    for (const std::string& name : names) {
+        const auto it = std::find(kOffloadModuleNames.begin(), kOffloadModuleNames.end(), name);
+        if (it == kOffloadModuleNames.end()) throw Error("offload_modules: unknown module '" + name + "'");
+        *flags[it - kOffloadModuleNames.begin()] = true;
+    }
+    return m;
+}
+
+std::vector<std::string> names_of(const OffloadModules& m) {
+    const bool flags[] = {m.attn_norm, m.qkv_linear, m.core_attn, m.attn_proj, m.mlp_norm};
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < kOffloadModuleNames.size(); ++i)
+        if (flags[i]) out.emplace_back(kOffloadModuleNames[i]);
+    return out;
+}
+
 std::vector<std::string> names_of(const RecomputeModules& m) {
     const bool flags[] = {m.core_attn, m.layernorm, m.mlp};
     std::vector<std::string> out;

@@ -74,11 +74,13 @@ struct Unit {
 void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost);
 
 enum class TaskKind : std::uint32_t {
-    forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average, host_gap, grad_check, amax_reduce, deferred_wgrad
+    forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average, host_gap, grad_check, amax_reduce, deferred_wgrad,
+    offload, reload
 };
 inline constexpr const char* kKindNames[] = {"forward",   "backward",  "tp-collective",       "p2p",
                                              "dp-reduce", "optimizer", "embedding-grad-sync", "gradient-average",
-                                             "host-gap",  "gradient-nan-check", "fp8-amax-reduce", "deferred-wgrad"};
+                                             "host-gap",  "gradient-nan-check", "fp8-amax-reduce", "deferred-wgrad",
+                                             "activation-offload", "activation-reload"};
 
 /// label = kind (4 bits) | chunk (8 bits) | microbatch (20 bits)
 inline std::uint32_t make_label(TaskKind kind, int chunk, int mb) {
@@ -179,6 +181,13 @@ private:
         std::vector<int> gpus;                       // its t x c GPUs, context rank major
         std::vector<std::vector<int>> tensor_groups; // c groups of t (one per context rank)
         std::vector<std::vector<int>> context_groups;// t groups of c (one per tensor rank)
+        /// With activation offloading: its copies to and from host memory (Megatron-Core's d2h and h2d streams), the
+        /// units generated so far (their place in the stage's program), each forward's copies by (chunk, microbatch)
+        /// key (per layer, kNoTask where kept) until its backward, and last layers reloaded ahead.
+        StreamId d2h{}, h2d{};
+        std::size_t units = 0;
+        std::vector<std::pair<std::uint64_t, std::vector<TaskId>>> offloaded;
+        std::vector<std::pair<std::uint64_t, TaskId>> reloaded_ahead;
     };
     static constexpr TaskId kNoTask = ~TaskId{0};
     struct UnitTasks {
@@ -314,6 +323,9 @@ private:
     /// The first microbatch's forward of a chunk, piece by piece (embedding, layers, output layer), each piece
     /// waiting for its parameter bucket's all-gather (overlap_param_gather).
     UnitTasks emit_forward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label);
+    /// Piece i of a chunk's first forward waits for its parameter bucket's all-gather; `prev`: the task before it,
+    /// updated to its last.
+    void wait_for_gather(Group& g, int chunk, std::size_t i, const UnitTasks& ut, std::optional<TaskId>& prev);
     /// A chunk's passes as separate units (built once per direction and virtual stage); with Megatron-Core's buckets a
     /// layer's backward is cut where each tensor's gradient is complete (split_at_gradients): several pieces per pass.
     struct Pieces {
@@ -330,7 +342,24 @@ private:
     /// Emits the pieces one after the other on group g (each its own unit, never fused), after `after`; `each` sees
     /// every piece's index and tasks as it is emitted.
     UnitTasks emit_pieces(Group& g, const Pieces& pieces, std::optional<TaskId> after, std::uint32_t label,
-                          const std::function<void(std::size_t, const UnitTasks&)>& each);
+                          const std::function<void(std::size_t, const UnitTasks&)>& each, bool may_fuse = false);
+
+    // offload.cpp
+    /// Fine-grained activation offloading is on: every unit then runs layer by layer (emit_offloaded_unit).
+    [[nodiscard]] bool offloading() const { return activations_.offload.any(); }
+    /// Each stage's units in program order and which offload their last layer (unit_orders_, last_offloaded_).
+    void plan_offloading();
+    /// Its copy streams for group g (named after it), before the run; their trace lanes in group gi's process.
+    void add_offload_streams(Group& g, const std::string& name);
+    void trace_offload_streams(std::size_t gi);
+    /// Unit u (the group's next unit of its program) layer by layer with its copies: a forward allocates each layer's
+    /// activations as the layer starts and copies the offloaded ones to the host after it, freeing them as the copy
+    /// ends; a backward reloads each offloaded layer (one layer ahead) and frees each layer's activations as it ends.
+    /// The unit's embedding and output activations and the recompute workspace stay with the caller.
+    UnitTasks emit_offloaded_unit(Group& g, const schedule::Unit& u, std::optional<TaskId> after, std::uint32_t label,
+                                  bool deferred);
+    /// A copy of `bytes` in `copies` tensors on `stream` (the host link's direction at `bandwidth`).
+    TaskId add_copy(StreamId stream, Bytes bytes, int copies, BytesPerSecond bandwidth, std::uint32_t label);
 
     // program.cpp
     void make_groups();
@@ -419,6 +448,10 @@ private:
     fabric::CollectiveParams coll_params_;
     schedule::Shape shape_;
     std::vector<std::vector<schedule::Instruction>> programs_;   // per stage
+    /// With activation offloading, per stage: its units in program order and whether each offloads its chunk's last
+    /// layer (offloads_last_layer).
+    std::vector<std::vector<schedule::Unit>> unit_orders_;
+    std::vector<std::vector<bool>> last_offloaded_;
     ActivationPlan activations_;
     Bytes activation_message_;                                   // one microbatch's activation, all t ranks
     std::vector<Group> groups_;

@@ -134,10 +134,12 @@ double Builder::program_tasks(Group& g) {
         prev_unit = true;
         if ((u.forward ? e_.host_gap_forward : e_.host_gap_backward) > Time::zero()) n += 1.0;
         const int v = schedule::virtual_stage(shape_, g.stage, u.chunk);
-        const bool by_layer = runs_by_layer(u), defers = deferred(u, g.stage);
+        const bool by_layer = runs_by_layer(u) || offloading(), defers = deferred(u, g.stage);
         // Once its first bucket is reduced, the group's later units run unfused (dp_quiet).
         const bool fused = g.fused && !reducing;
-        reducing = reducing || (by_layer && !u.forward);
+        reducing = reducing || (runs_by_layer(u) && !u.forward);
+        // With offloading, a copy each way per layer.
+        if (offloading()) n += activations_.layers_of(g.stage, u.chunk);
         double& tasks = units[static_cast<std::size_t>(
             (((u.chunk * 2 + (u.forward ? 1 : 0)) * 2 + (by_layer ? 1 : 0)) * 2 + (fused ? 1 : 0)) * 2 + (defers ? 1 : 0))];
         if (tasks < 0) {

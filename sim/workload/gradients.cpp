@@ -197,8 +197,10 @@ TaskId Builder::on_bucket(Group& g, TaskId end, std::size_t j, double params, co
 
 void Builder::on_backward_piece(Group& g, int chunk, const Pieces& pieces, std::size_t i, TaskId end) {
     if (!planned_buckets()) {
-        // One bucket per layer, numbered as the group's backward completes them.
-        if (pieces.is_layer[i])
+        // One bucket per layer, numbered as the group's backward completes them (at the layer's last piece: with
+        // activation offloading a layer's backward is two).
+        const bool pass_ends = i + 1 == pieces.pieces.size() || pieces.pass[i + 1] != pieces.pass[i];
+        if (pieces.is_layer[i] && pass_ends)
             on_bucket(g, end, g.buckets, layer_parameters_per_gpu(sc_.model, e_.tensor), dp_plan(g.stage, DpMessage::bucket));
         return;
     }

@@ -68,6 +68,7 @@ std::size_t Builder::message_index(const schedule::Unit& u) const {
 void Builder::build() {
     check_task_limit();  // first: nothing proportional to the task count is built before it
     for (int r = 0; r < e_.pipeline; ++r) programs_.push_back(schedule::stage_program(shape_, r));
+    if (offloading()) plan_offloading();
     make_groups();
     // After rest a power-limited GPU runs its kernels above the sustained clock until the headroom is spent (cost.hpp).
     if (const SustainedClock& clock = cost_.sustained(); clock.headroom_s > 0 && clock.saving_fraction > 0) {
@@ -111,6 +112,7 @@ void Builder::build() {
             stream_process_[st] = static_cast<std::uint32_t>(gi);
             stream_traced_[st] = traced(g.stage, g.replica) ? 1 : 0;
         }
+        if (offloading()) trace_offload_streams(gi);
         if (g.replica != 0) continue;
         interval_stage_[g.compute] = interval_stage_[g.tp] = g.stage;
         interval_tp_[g.tp] = 1;
@@ -252,6 +254,7 @@ void Builder::make_groups() {
             }
             g.send_bwd = sim_.add_stream(name + " send-backward");
             g.host = e_.host_gaps() ? sim_.add_stream(name + " host (before each unit)") : g.compute;
+            if (offloading()) add_offload_streams(g, name);
             // The stage's data-parallel collectives run NCCL kernels on these GPUs: overlapped kernels lose SMs.
             sim_.slow_while_busy(dp_streams_[static_cast<std::size_t>(r)], g.compute, dp_speed);
             g.pool = sim_.add_pool(name, sc_.system.memory_capacity, categories,
@@ -380,9 +383,10 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     // The first forward of each chunk waits for its parameters' buckets with the gather overlapped; the last backward
     // starts the buckets' reductions with overlap_grad_reduce.
     const bool defers = deferred(s, g.stage);
-    const UnitTasks ut = !runs_by_layer(s) ? emit_unit(g, unit_for(s.forward, v, defers), after, label, workspace.value > 0)
-                         : s.forward       ? emit_forward_by_layer(g, s.chunk, after, label)
-                                           : emit_backward_by_layer(g, s.chunk, after, label, defers);
+    const UnitTasks ut = offloading()         ? emit_offloaded_unit(g, s, after, label, defers)
+                         : !runs_by_layer(s) ? emit_unit(g, unit_for(s.forward, v, defers), after, label, workspace.value > 0)
+                         : s.forward         ? emit_forward_by_layer(g, s.chunk, after, label)
+                                             : emit_backward_by_layer(g, s.chunk, after, label, defers);
     if (e_.overlap_p2p_comm) {
         // Asynchronous pipeline calls: the unit waits for the transfer bringing its input and for this group's
         // sends of its direction since its last unit of that direction (Megatron's wait handles).
@@ -396,12 +400,12 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     if (e_.reduces_fp8_amax()) emit_amax_reduction(g, s);
     const UnitActivations a = activations_.of(g.stage, s.chunk);
     if (s.forward) {
-        sim_.add_memory_effect(ut.first, {g.pool, activations, a.layers, Bytes(0)});
+        if (!offloading()) sim_.add_memory_effect(ut.first, {g.pool, activations, a.layers, Bytes(0)});
         if (v == 0) sim_.add_memory_effect(ut.first, {g.pool, embedding_output, a.embedding, Bytes(0)});
         if (v == last_v) sim_.add_memory_effect(ut.first, {g.pool, embedding_output, a.output, Bytes(0)});
         return;
     }
-    sim_.add_memory_effect(ut.last, {g.pool, activations, Bytes(0), a.layers});
+    if (!offloading()) sim_.add_memory_effect(ut.last, {g.pool, activations, Bytes(0), a.layers});
     if (v == 0) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.embedding});
     if (v == last_v)
         sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0),

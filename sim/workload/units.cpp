@@ -401,14 +401,20 @@ const Builder::Pieces& Builder::pieces_of(bool forward, int v, bool deferred) {
             ps.events_done.push_back(done);
         };
         for_each_pass(forward, v, [&](const std::vector<Step>& steps, bool layer) {
-            if (!forward && layer && planned_buckets() && reduces_by_bucket()) {
-                // Cut only where a bucket of this chunk ends (chunk v / p of stage v % p) inside this layer.
-                const StageBuckets& sb = stage_buckets(v % shape_.stages);
-                const auto chunk = static_cast<std::size_t>(v / shape_.stages);
-                const std::size_t to = sb.chunk_end(chunk);
+            const bool by_bucket = planned_buckets() && reduces_by_bucket();
+            if (!forward && layer && (by_bucket || offloading())) {
+                // Cut only where a bucket of this chunk ends (chunk v / p of stage v % p) inside this layer; with
+                // offloading also after the MLP's backward (fc1's and the second norm's gradients), where the layer
+                // before's reload starts and before the attention's, which waits for its own.
                 std::array<bool, 4> cut{};
-                for (std::size_t j = sb.chunk_offset[chunk]; j < to; ++j)
-                    if (sb.buckets[j].last_piece == pass) cut[static_cast<std::size_t>(sb.buckets[j].ready_event)] = true;
+                if (by_bucket) {
+                    const StageBuckets& sb = stage_buckets(v % shape_.stages);
+                    const auto chunk = static_cast<std::size_t>(v / shape_.stages);
+                    const std::size_t to = sb.chunk_end(chunk);
+                    for (std::size_t j = sb.chunk_offset[chunk]; j < to; ++j)
+                        if (sb.buckets[j].last_piece == pass) cut[static_cast<std::size_t>(sb.buckets[j].ready_event)] = true;
+                }
+                if (offloading()) cut[1] = true;
                 for (const auto& [part, done] : split_at_gradients(steps, cut)) piece(part, layer, done);
             } else {
                 piece(steps, layer, 4);
@@ -421,11 +427,11 @@ const Builder::Pieces& Builder::pieces_of(bool forward, int v, bool deferred) {
 }
 
 Builder::UnitTasks Builder::emit_pieces(Group& g, const Pieces& pieces, std::optional<TaskId> after, std::uint32_t label,
-                                        const std::function<void(std::size_t, const UnitTasks&)>& each) {
+                                        const std::function<void(std::size_t, const UnitTasks&)>& each, bool may_fuse) {
     UnitTasks all;
     std::optional<TaskId> prev = after;
     for (std::size_t i = 0; i < pieces.pieces.size(); ++i) {
-        const UnitTasks ut = emit_unit(g, pieces.pieces[i], prev, label, true, false);
+        const UnitTasks ut = emit_unit(g, pieces.pieces[i], prev, label, true, may_fuse);
         if (!all.valid) {
             all.first = ut.first;
             all.valid = true;
@@ -446,19 +452,21 @@ Builder::UnitTasks Builder::emit_backward_by_layer(Group& g, int chunk, std::opt
 }
 
 Builder::UnitTasks Builder::emit_forward_by_layer(Group& g, int chunk, std::optional<TaskId> after, std::uint32_t label) {
-    const GatherChain& ch = gathers_[static_cast<std::size_t>(g.stage)];
-    const std::size_t first_bucket = ch.chunk_offset[static_cast<std::size_t>(chunk)];
     std::optional<TaskId> prev = after;
     return emit_pieces(g, pieces_of(true, schedule::virtual_stage(shape_, g.stage, chunk)), after, label,
-                       [&](std::size_t i, const UnitTasks& ut) {
-                           // Its parameters are there (Megatron's forward pre-hook waits for the bucket).
-                           sim_.add_dependency(ch.gathered[first_bucket + i], ut.first);
-                           if (&g == &groups_.front()) {
-                               g0_gather_waiters_.push_back(ut.first);
-                               g0_gather_preds_.push_back(prev.value_or(kNoTask));
-                           }
-                           prev = ut.last;
-                       });
+                       [&](std::size_t i, const UnitTasks& ut) { wait_for_gather(g, chunk, i, ut, prev); });
+}
+
+void Builder::wait_for_gather(Group& g, int chunk, std::size_t i, const UnitTasks& ut, std::optional<TaskId>& prev) {
+    const GatherChain& ch = gathers_[static_cast<std::size_t>(g.stage)];
+    const std::size_t first_bucket = ch.chunk_offset[static_cast<std::size_t>(chunk)];
+    // Its parameters are there (Megatron's forward pre-hook waits for the bucket).
+    sim_.add_dependency(ch.gathered[first_bucket + i], ut.first);
+    if (&g == &groups_.front()) {
+        g0_gather_waiters_.push_back(ut.first);
+        g0_gather_preds_.push_back(prev.value_or(kNoTask));
+    }
+    prev = ut.last;
 }
 
 }  // namespace strata::workload

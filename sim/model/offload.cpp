@@ -1,0 +1,93 @@
+// Fine-grained activation offloading in the analytical memory: which units offload their chunk's last layer, and
+// stage_memory's walk layer by layer (see include/strata/memory.hpp).
+#include "strata/memory.hpp"
+
+#include <map>
+
+namespace strata {
+
+std::vector<bool> offloads_last_layer(const std::vector<schedule::Unit>& order) {
+    std::vector<bool> out(order.size(), true);
+    std::map<std::pair<int, int>, bool> forward_did;  // (chunk, microbatch): its forward offloaded its last layer
+    std::size_t next_backward = order.size();
+    std::vector<std::size_t> next(order.size());
+    for (std::size_t i = order.size(); i-- > 0;) {
+        next[i] = next_backward;
+        if (!order[i].forward) next_backward = i;
+    }
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const schedule::Unit& u = order[i];
+        const std::pair<int, int> key{u.chunk, u.microbatch};
+        if (u.forward) {
+            const std::size_t j = next[i];
+            out[i] = !(j < order.size() && order[j].chunk == u.chunk && order[j].microbatch == u.microbatch);
+            forward_did[key] = out[i];
+        } else {
+            const auto it = forward_did.find(key);
+            out[i] = it != forward_did.end() && it->second;
+        }
+    }
+    return out;
+}
+
+StageMemory offloading_stage_memory(StageMemory sm, const ActivationPlan& plan, int s) {
+    const LayerOffload& off = plan.offload;
+    const std::vector<schedule::Unit> order = schedule::unit_order(plan.shape, s);
+    const std::vector<bool> last_offloaded = offloads_last_layer(order);
+    UnitActivations held;
+    held.output = plan.held_for_deferral(s);
+    int units = 0;
+    Bytes best(-1);
+    Bytes pending{};  // freed by a copy still in flight: gone after the next instant considered
+    auto consider = [&](Bytes workspace) {
+        const Bytes total = held.layers + held.embedding + held.output + workspace;
+        if (total > best) {
+            best = total;
+            sm.activations_layers = held.layers;
+            sm.activations_embedding = held.embedding;
+            sm.activations_output = held.output;
+            sm.recompute_workspace = workspace;
+            sm.units_in_flight = units;
+        }
+        held.layers -= pending;
+        pending = Bytes(0);
+    };
+    const Bytes per_layer = plan.per_layer;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const schedule::Unit& u = order[i];
+        const UnitActivations a = plan.of(s, u.chunk);
+        const int layers = plan.layers_of(s, u.chunk);
+        const auto offloaded = [&](int layer) { return layer < layers - 1 || last_offloaded[i]; };
+        if (u.forward) {
+            held.embedding += a.embedding;
+            held.output += a.output;
+            ++units;
+            if (layers == 0) consider(Bytes(0));
+            for (int l = 0; l < layers; ++l) {
+                held.layers += per_layer;
+                consider(Bytes(0));
+                if (offloaded(l)) pending = off.freed;
+            }
+            continue;
+        }
+        const Bytes workspace = plan.recompute_workspace(s, u.chunk);
+        if (layers == 0) consider(workspace);
+        for (int l = layers - 1; l >= 0; --l) {
+            if (l > 0) held.layers += off.reloaded;  // the layer before's reload (every layer but the last is offloaded)
+            consider(l == layers - 1 ? workspace : Bytes(0));
+            held.layers -= offloaded(l) ? per_layer - off.freed + off.reloaded : per_layer;
+        }
+        held.embedding -= a.embedding;
+        held.output -= a.output - plan.kept_after_backward(s, u.chunk, u.microbatch);
+        --units;
+        // The next backward's last layer, if offloaded, is reloaded as this one ends.
+        for (std::size_t j = i + 1; j < order.size(); ++j) {
+            if (order[j].forward) continue;
+            if (last_offloaded[j] && plan.layers_of(s, order[j].chunk) > 0) held.layers += off.reloaded;
+            break;
+        }
+    }
+    return sm;
+}
+
+}  // namespace strata
