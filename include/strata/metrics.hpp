@@ -41,6 +41,8 @@ struct IterationResult {
     /// _backward), per pipeline stage on average (replica 0), exact; counted apart from the bubble.
     Time host_gap;
     std::vector<double> stage_busy_s;      ///< compute-stream busy time per pipeline stage
+    /// With activation offloading: the first stage's copies to and from host memory, busy time per iteration (replica 0).
+    Time host_copies_out, host_copies_in;
     /// Variation: the slowest GPU group's kernel-time factor against the profile (1 without variation).
     double slowest_group_factor = 1.0;
     Bytes peak_memory;                     ///< largest simulated per-GPU peak

@@ -4,6 +4,7 @@
 #include "strata/report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iostream>
@@ -26,6 +27,9 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
     human << fmt::format("every candidate: attention {}, precision {}, gradient average {}, gradients reduced in {}\n",
                          to_string(b.attention), to_string(b.precision), to_string(b.gradient_average),
                          b.fp32_gradients() ? "fp32" : "16 bits");
+    if (b.offload_modules.any())
+        human << fmt::format("every candidate offloads activations to host memory: {} (fine-grained offloading)\n",
+                             fmt::join(names_of(b.offload_modules), ", "));
     if (attention_by_default && b.attention == Attention::unfused && req.model.todays_kind())
         human << "note: attention unfused is the default (the paper's 2022 kernels, which store every s x s score, so "
                  "its selective\n  recompute pays); for a model of today's kind such as this one Megatron-Core with "

@@ -381,6 +381,11 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
         stage_array("units_in_flight", [](const StageMemory& sm) { return sm.units_in_flight; });
         j["layer"] = {{"forward_ms", r.layer.forward_ms}, {"backward_ms", r.layer.backward_ms},
                       {"cost_source", r.layer.cost_source}};
+        if (e.offload_modules.any()) {
+            const LayerOffload o = build_layer(layer_config(m, e)).offload;
+            j["layer"]["offload"] = {{"copied_bytes", o.copied.value}, {"freed_bytes", o.freed.value},
+                                     {"reloaded_bytes", o.reloaded.value}, {"tensors", o.copies}};
+        }
         if (r.layer.sm_clock_mhz > 0) {
             j["layer"]["compute_speed"] = r.layer.compute_speed;
             j["layer"]["compute_speed_fp8"] = r.layer.compute_speed_fp8;
@@ -405,6 +410,9 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
             j["exposed_comm_data_parallel_s"] = it.exposed_comm.data_parallel.seconds();
             j["host_gap_s"] = it.host_gap.seconds();
             j["stage_busy_s"] = it.stage_busy_s;
+            if (e.offload_modules.any())
+                j["host_copies_busy_s"] = {{"device_to_host", it.host_copies_out.seconds()},
+                                           {"host_to_device", it.host_copies_in.seconds()}};
             j["slowest_group_factor"] = it.slowest_group_factor;
             j["simulated_memory"] = {{"peak_bytes", it.peak_memory.value},
                                      {"peak_stage", it.peak_memory_stage},

@@ -201,6 +201,10 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
     r.exposed_comm.data_parallel = Time::from_ps(dp_ps);
     r.exposed_comm_s = r.exposed_comm.total().seconds();
     r.host_gap = per_stage(host_ps);
+    if (offloading()) {
+        r.host_copies_out = sim_.stream_busy(g0.d2h);
+        r.host_copies_in = sim_.stream_busy(g0.h2d);
+    }
     r.bubble_fraction = std::max(0.0, 1.0 - (busy_mean + r.exposed_comm_s + r.host_gap.seconds()) / T);
     // Memory.
     Bytes best{};
