@@ -30,7 +30,7 @@ except ImportError:
 # --analytical-only (the scaling benches, the 2240- and 6144-GPU runs and the 24-case Hopper table take minutes).
 SIMULATED = {
     "paper/table4.yaml", "sweeps/microbatch.yaml", "paper/175b-on-h100.yaml", "llama/llama3-h100.yaml",
-    "paper/table5.yaml", "paper/table2.yaml", "paper/table2-hopper.yaml",
+    "paper/table5.yaml", "paper/table2.yaml", "paper/table2-hopper.yaml", "llama/offload-h100.yaml",
 }
 SIMULATED_QUICK = {"paper/table4.yaml", "sweeps/microbatch.yaml"}
 PARTS = {"models", "systems", "devices"}
