@@ -113,9 +113,9 @@ TEST_CASE("search keys: every key --fix takes, with what is tried without it") {
         CHECK_FALSE(k.default_values.empty());
     }
     CHECK(names == std::vector<std::string>{"tensor", "context_parallel", "pipeline", "data", "interleave",
-                                            "microbatch", "recompute", "recompute_modules", "sequence_parallel",
-                                            "distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather",
-                                            "tp_comm_overlap", "ends_in_split"});
+                                            "microbatch", "recompute", "recompute_modules", "offload_modules",
+                                            "sequence_parallel", "distributed_optimizer", "overlap_grad_reduce",
+                                            "overlap_param_gather", "tp_comm_overlap", "ends_in_split"});
 }
 
 TEST_CASE("simulated: the best estimates, and every one within the margin up to the cap") {
@@ -271,10 +271,7 @@ TEST_CASE("search: recompute policies and module sets, where one recomputing mor
     for (const auto& [reason, count] : r.rejected)
         rejected += count;
     CHECK(r.enumerated == r.screened + rejected);
-    const std::size_t dominated =
-        r.rejected.count("more recompute than a candidate that fits with the rest the same")
-            ? r.rejected.at("more recompute than a candidate that fits with the rest the same")
-            : 0;
+    const std::size_t dominated = r.rejected.count(kDominated) ? r.rejected.at(kDominated) : 0;
     CHECK(dominated > 0);
     CHECK(r.simulated.size() == r.screened);
     // No survivor recomputes a strict superset of what another survivor of the same layout recomputes.
@@ -296,7 +293,7 @@ TEST_CASE("search: recompute policies and module sets, where one recomputing mor
     const SearchResult all = search(one);
     REQUIRE(all.simulated.size() == 1);
     CHECK(all.simulated[0].execution.recompute == Recompute::none);
-    CHECK(all.rejected.at("more recompute than a candidate that fits with the rest the same") == 8);
+    CHECK(all.rejected.at(kDominated) == 8);
     // The premise, simulated policy by policy (one at a time, so nothing is dropped): more recompute is never faster.
     std::vector<std::pair<int, double>> times;
     auto time_of = [&](std::initializer_list<const char*> policy) {
@@ -317,6 +314,50 @@ TEST_CASE("search: recompute policies and module sets, where one recomputing mor
     for (const auto& [pa, ta] : times)
         for (const auto& [pb, tb] : times)
             if (more(pa, pb)) CHECK(ta > tb);
+}
+
+TEST_CASE("search: offload module sets where asked, an offloading candidate kept only where its twin does not fit") {
+    CHECK(SearchSpace{}.offload_modules == std::vector<OffloadModules>{OffloadModules{}});
+    CHECK(constrained({"offload_modules=qkv_linear+core_attn+attn_proj,none"}).offload_modules ==
+          std::vector<OffloadModules>{OffloadModules{}, OffloadModules{false, true, true, true, false}});
+    SearchSpace bad;
+    CHECK_THROWS_WITH(apply_constraint(bad, "offload_modules=none,mlp"),
+                      Contains("'mlp' is not none or a set of modules joined by +") && Contains("qkv_linear"));
+    // Llama 3 70B on 32 H100s in BF16 with Transformer Engine's layers, offloading the attention's inputs or not.
+    SearchRequest req;
+    req.model = load_model(std::string(STRATA_SOURCE_DIR) + "/scenarios/models/llama3-70b.yaml");
+    req.system = load_system(std::string(STRATA_SOURCE_DIR) + "/scenarios/systems/dgx-h100.yaml");
+    req.gpus = 32;
+    req.global_batch = 128;
+    req.base.attention = Attention::flash;
+    req.base.transformer_impl = TransformerImpl::transformer_engine;
+    req.space = constrained({"offload_modules=none,qkv_linear+core_attn+attn_proj", "microbatch=1"});
+    req.representative_replicas = true;
+    req.jobs = 2;
+    const SearchResult r = search(req);
+    REQUIRE_FALSE(r.simulated.empty());
+    REQUIRE(r.rejected.count(kDominated));
+    bool offloaded = false;
+    for (const SearchCandidate& c : r.simulated) {
+        if (!c.execution.offload_modules.any()) continue;
+        offloaded = true;
+        // The same candidate without offloading does not fit: else it would have been dropped.
+        Scenario twin = c.result.scenario;
+        twin.execution.offload_modules = OffloadModules{};
+        CHECK_FALSE(estimate_memory(twin.model, twin.execution, twin.system.device_memory()).fits());
+        CHECK(c.execution.recompute != Recompute::full);
+    }
+    CHECK(offloaded);
+    // With local layers (BF16's automatic choice) offloading is refused, and the count says why.
+    req.base.transformer_impl = TransformerImpl::automatic;
+    req.space = constrained({"offload_modules=qkv_linear", "tensor=8", "pipeline=2", "microbatch=1"});
+    const SearchResult refused = search(req);
+    CHECK(refused.simulated.empty());
+    bool named = false;
+    for (const auto& [reason, count] : refused.rejected)
+        named = named || (reason.rfind("incompatible with execution.offload_modules", 0) == 0 &&
+                          reason.find("runs with Transformer Engine's layers") != std::string::npos && count > 0);
+    CHECK(named);
 }
 
 namespace {

@@ -17,6 +17,11 @@ namespace strata {
 
 /// Every non-empty set of selective-recompute modules, by recompute_modules_index (core_attn 1, layernorm 2, mlp 4).
 std::vector<RecomputeModules> every_recompute_modules_set();
+/// An offload module set as a number: attn_norm 1 + qkv_linear 2 + core_attn 4 + attn_proj 8 + mlp_norm 16.
+[[nodiscard]] constexpr int offload_modules_index(const OffloadModules& m) {
+    return (m.attn_norm ? 1 : 0) + (m.qkv_linear ? 2 : 0) + (m.core_attn ? 4 : 0) + (m.attn_proj ? 8 : 0) +
+           (m.mlp_norm ? 16 : 0);
+}
 /// A module set as a number: core_attn 1 + layernorm 2 + mlp 4.
 [[nodiscard]] constexpr int recompute_modules_index(const RecomputeModules& m) {
     return (m.core_attn ? 1 : 0) + (m.layernorm ? 2 : 0) + (m.mlp ? 4 : 0);
@@ -48,6 +53,11 @@ struct SearchSpace {
     /// (layernorm with Transformer Engine's, any but core_attn with TE's own TransformerLayer) are not tried.
     bool recompute_fixed = false;
     bool modules_fixed = false;
+    /// The offload module sets tried (Megatron-Core's fine-grained activation offloading, offload_modules): by default
+    /// none (off); `--fix offload_modules=none,qkv_linear+core_attn+attn_proj` tries each set given with every
+    /// recompute policy (offloading needs Transformer Engine's layers and refuses full recompute: such candidates are
+    /// rejected with the reason).
+    std::vector<OffloadModules> offload_modules = {OffloadModules{}};
     std::vector<bool> sequence_parallel = {false, true};        ///< on only where t > 1
     std::vector<bool> distributed_optimizer = {false, true};    ///< on only where d x c > 1
     std::vector<bool> overlap_grad_reduce = {false, true};      ///< on only where d x c > 1
@@ -64,7 +74,8 @@ struct SearchKey {
     std::string default_values;
 };
 /// SearchResult::rejected's reason for a candidate that recomputes more than another that fits with the rest the same.
-inline constexpr const char* kDominated = "more recompute than a candidate that fits with the rest the same";
+inline constexpr const char* kDominated =
+    "more recompute or offloading than a candidate that fits with the rest the same";
 /// Every key of SearchSpace, in the order the search nests them.
 const std::vector<SearchKey>& search_keys();
 /// The execution keys the search sets on every candidate itself (those of search_keys(), and global_batch and what it
@@ -76,8 +87,9 @@ std::vector<VariedKey> search_varied_execution_keys();
 /// the integer keys, closed ranges LO..HI (tensor=8, pipeline=4..16, microbatch=1,2,4..8, recompute=selective,full,
 /// sequence_parallel=on). recompute: none, selective, full, block (SearchSpace::block_recompute). Booleans: on/off,
 /// true/false. recompute_modules: module sets, each its module names joined by +
-/// (recompute_modules=core_attn,layernorm+mlp). A later constraint on the same key replaces an earlier one. Throws
-/// InputError naming `option` (e.g. "--fix"), the constraint, what was expected and the valid keys or values.
+/// (recompute_modules=core_attn,layernorm+mlp); offload_modules likewise, with none for no offloading
+/// (offload_modules=none,qkv_linear+core_attn+attn_proj). A later constraint on the same key replaces an earlier one.
+/// Throws InputError naming `option` (e.g. "--fix"), the constraint, what was expected and the valid keys or values.
 void apply_constraint(SearchSpace& space, const std::string& constraint, const std::string& option = "--fix");
 
 struct SearchRequest {

@@ -4,7 +4,6 @@
 #include "strata/report.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iostream>
@@ -27,9 +26,6 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
     human << fmt::format("every candidate: attention {}, precision {}, gradient average {}, gradients reduced in {}\n",
                          to_string(b.attention), to_string(b.precision), to_string(b.gradient_average),
                          b.fp32_gradients() ? "fp32" : "16 bits");
-    if (b.offload_modules.any())
-        human << fmt::format("every candidate offloads activations to host memory: {} (fine-grained offloading)\n",
-                             fmt::join(names_of(b.offload_modules), ", "));
     if (attention_by_default && b.attention == Attention::unfused && req.model.todays_kind())
         human << "note: attention unfused is the default (the paper's 2022 kernels, which store every s x s score, so "
                  "its selective\n  recompute pays); for a model of today's kind such as this one Megatron-Core with "
@@ -106,7 +102,9 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
     };
     static constexpr Switch switches[] = {
         {"opg", "overlap_param_gather", [](const ExecutionSpec& e) { return e.overlap_param_gather; }},
-        {"tpo", "tp_comm_overlap", [](const ExecutionSpec& e) { return e.tp_comm_overlap; }}};
+        {"tpo", "tp_comm_overlap", [](const ExecutionSpec& e) { return e.tp_comm_overlap; }},
+        {"off", "offload_modules: activations offloaded to host memory (JSON: which modules)",
+         [](const ExecutionSpec& e) { return e.offload_modules.any(); }}};
     std::vector<const Switch*> shown;
     for (const Switch& w : switches)
         if (std::any_of(r.simulated.begin(), r.simulated.end(),

@@ -216,7 +216,8 @@ SearchResult search(const SearchRequest& req) {
                 policies.push_back({rc, m, recompute_modules_index(m)});
     }
     std::vector<SearchCandidate> fits;
-    std::vector<int> fit_parts;  // each one's Policy::parts (block:K 16 + K)
+    std::vector<int> fit_parts;    // each one's Policy::parts (block:K 16 + K)
+    std::vector<int> fit_offload;  // each one's offload_modules_index
     // A candidate kept if its sizes fit together and its memory fits the device, with its estimate.
     auto screen = [&](const ExecutionSpec& e, int parts) {
         ++res.enumerated;
@@ -234,7 +235,8 @@ SearchResult search(const SearchRequest& req) {
             const bool varied =
                 std::any_of(keys.begin(), keys.end(), [&](const SearchKey& k) { return problem->key == k.name; });
             // A module set the candidate's layers cannot recompute (layernorm under Transformer Engine) is named too.
-            const bool sizes = problem->part != "execution" || (varied && problem->key != "recompute_modules") ||
+            const bool sizes = problem->part != "execution" ||
+                               (varied && problem->key != "recompute_modules" && problem->key != "offload_modules") ||
                                derived.count(problem->key) > 0;
             ++res.rejected[sizes ? std::string("infeasible sizes (divisibility, schedule)")
                                  : "incompatible with " + where + " (" + problem->message + ")"];
@@ -246,6 +248,7 @@ SearchResult search(const SearchRequest& req) {
         }
         fits.push_back({e, estimate(sc, cost), 0, {}});
         fit_parts.push_back(parts);
+        fit_offload.push_back(offload_modules_index(e.offload_modules));
     };
     // One layout (every key but what it recomputes) under each policy; those that fit and recompute a strict superset
     // of what another that fits recomputes are dropped: the same work and more, never faster.
@@ -299,19 +302,30 @@ SearchResult search(const SearchRequest& req) {
     };
     auto screen_policies = [&](ExecutionSpec e) {
         const std::size_t first = fits.size();
-        for (const Policy& policy : policies) {
-            if (!sp.modules_fixed && policy.recompute == Recompute::selective && !e.can_recompute(policy.modules))
-                continue;
-            ExecutionSpec x = e;
-            x.recompute = policy.recompute;
-            x.recompute_modules = policy.modules;
-            screen(x, policy.parts);
+        for (const OffloadModules& offload : sp.offload_modules) {
+            e.offload_modules = offload;
+            for (const Policy& policy : policies) {
+                if (!sp.modules_fixed && policy.recompute == Recompute::selective && !e.can_recompute(policy.modules))
+                    continue;
+                ExecutionSpec x = e;
+                x.recompute = policy.recompute;
+                x.recompute_modules = policy.modules;
+                screen(x, policy.parts);
+            }
+            if (try_block) screen_block(e);
         }
-        if (try_block) screen_block(e);
+        // Dominated: as much recompute and offloading as another that fits, and more of one (offloading's copies
+        // only ever add time).
         std::vector<bool> dominated(fits.size() - first, false);
         for (std::size_t a = first; a < fits.size(); ++a)
-            for (std::size_t b = first; b < fits.size(); ++b)
-                if (recomputes_more(fit_parts[a], fit_parts[b])) dominated[a - first] = true;
+            for (std::size_t b = first; b < fits.size(); ++b) {
+                const bool offloads_as_much = (fit_offload[a] & fit_offload[b]) == fit_offload[b];
+                const bool recomputes_as_much =
+                    fit_parts[a] == fit_parts[b] || recomputes_more(fit_parts[a], fit_parts[b]);
+                if (offloads_as_much && recomputes_as_much &&
+                    (fit_offload[a] != fit_offload[b] || fit_parts[a] != fit_parts[b]))
+                    dominated[a - first] = true;
+            }
         std::size_t kept = first;
         for (std::size_t a = first; a < fits.size(); ++a) {
             if (dominated[a - first]) {
@@ -321,11 +335,13 @@ SearchResult search(const SearchRequest& req) {
             if (kept != a) {
                 fits[kept] = std::move(fits[a]);
                 fit_parts[kept] = fit_parts[a];
+                fit_offload[kept] = fit_offload[a];
             }
             ++kept;
         }
         fits.resize(kept);
         fit_parts.resize(kept);
+        fit_offload.resize(kept);
     };
     for (int t : divisors(req.gpus)) {
         if (t > req.system.gpus_per_node) break;

@@ -17,7 +17,7 @@ namespace strata {
 
 namespace {
 
-enum class KeyKind { integer, boolean, recompute, modules };
+enum class KeyKind { integer, boolean, recompute, modules, offload };
 
 struct KeyDef {
     const char* name;
@@ -43,6 +43,10 @@ const std::vector<KeyDef>& key_defs() {
          "(core_attn,layernorm,core_attn+layernorm,mlp,"
          "core_attn+mlp,layernorm+mlp,core_attn+layernorm+mlp) the candidate's layers can run: layernorm only with "
          "local layers, only core_attn with te_transformer_layer; fixed alone, only selective recompute is tried"},
+        {"offload_modules", KeyKind::offload, nullptr, nullptr,
+         "none (fine-grained activation offloading off; sets of attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm "
+         "joined by +, or none: e.g. none,qkv_linear+core_attn+attn_proj, each tried with every recompute policy; "
+         "Transformer Engine's layers only)"},
         {"sequence_parallel", KeyKind::boolean, nullptr, &SearchSpace::sequence_parallel, "off,on (on where t > 1)"},
         {"distributed_optimizer", KeyKind::boolean, nullptr, &SearchSpace::distributed_optimizer,
          "off,on (on where d x c > 1)"},
@@ -231,6 +235,29 @@ void apply_constraint(SearchSpace& space, const std::string& constraint, const s
             space.recompute_modules.clear();
             for (int i : set)
                 space.recompute_modules.push_back(modules_of_index(i));
+            return;
+        }
+        case KeyKind::offload: {
+            std::set<int> set;
+            for (std::string_view item : split(values, ',')) {
+                OffloadModules m;
+                if (item != "none") {
+                    bool* flags[] = {&m.attn_norm, &m.qkv_linear, &m.core_attn, &m.attn_proj, &m.mlp_norm};
+                    for (std::string_view name : split(item, '+')) {
+                        const auto* it = std::find(kOffloadModuleNames.begin(), kOffloadModuleNames.end(), name);
+                        if (it == kOffloadModuleNames.end())
+                            throw bad(item,
+                                      "none or a set of modules joined by + (attn_norm, qkv_linear, core_attn, "
+                                      "attn_proj, mlp_norm; e.g. qkv_linear+core_attn+attn_proj)");
+                        *flags[it - kOffloadModuleNames.begin()] = true;
+                    }
+                }
+                set.insert(offload_modules_index(m));
+            }
+            space.offload_modules.clear();
+            for (int i : set)
+                space.offload_modules.push_back(
+                    OffloadModules{(i & 1) != 0, (i & 2) != 0, (i & 4) != 0, (i & 8) != 0, (i & 16) != 0});
             return;
         }
     }
