@@ -102,6 +102,24 @@ TEST_CASE("offload: what each module copies, frees and reloads, tensor by tensor
     o = build_layer(c).offload;
     CHECK(o.copies == 2);  // q and the output
     CHECK(o.copied.value == 2 * (nh / 8) * 2);
+
+    // Context parallelism: Transformer Engine saves k and v as one tensor (kv), which the floor then sees whole: at
+    // c = 2, t = 4 each is 2048 x 256 = 2^19 elements, together 2^20 (copied).
+    c.tensor = 4;
+    c.context = 2;
+    o = build_layer(c).offload;
+    CHECK(o.copies == 3);  // q, kv, the output
+    CHECK(o.copied.value == 2 * (nh / 8) + 2 * 2 * (4096LL / 2 * 256) + 2 * (nh / 8));
+
+    // A chunk after the pipeline's first receives its first layer's input from the stage before; the schedule holds it
+    // until the backward, so offloading it frees nothing there.
+    c.context = 1;
+    c.offload = OffloadModules{false, true, true, true, false};
+    o = build_layer(c).offload;
+    CHECK(o.layer_input.value == 2 * (nh / 4));  // the SP shard of the layer input at t = 4
+    CHECK(o.freed_at(0, 0) == o.freed);
+    CHECK(o.freed_at(1, 0) == o.freed - o.layer_input);
+    CHECK(o.freed_at(1, 1) == o.freed);
 }
 
 TEST_CASE("offload: the settings Megatron-Core refuses or ignores are errors that say why") {

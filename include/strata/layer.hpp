@@ -126,7 +126,13 @@ struct LayerOffload {
     Bytes copied;    ///< device to host, each forward
     Bytes freed;     ///< GPU bytes released once the copies are done
     Bytes reloaded;  ///< host to device before the layer's backward; freed with the layer's activations
+    /// Of `freed`, the layer input's bytes (qkv_linear's copy of it): a chunk after the pipeline's first receives its
+    /// first layer's input from the stage before, and Megatron-Core's schedule holds that tensor (input_tensors) until
+    /// the backward, so there the copy frees nothing of it (and the reload brings a second copy).
+    Bytes layer_input;
     int copies = 0;  ///< tensors copied each way (each its own copy call)
+    /// What the copies free for a chunk's layer `layer` at virtual stage `v` (see layer_input).
+    [[nodiscard]] Bytes freed_at(int v, int layer) const { return v > 0 && layer == 0 ? freed - layer_input : freed; }
     [[nodiscard]] bool any() const { return copies > 0; }
 };
 

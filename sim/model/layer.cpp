@@ -745,23 +745,28 @@ constexpr std::int64_t kMinOffloadElements = std::int64_t{1} << 20;
 LayerOffload offload_of(const Dims& d, const OffloadModules& o, Recompute rc) {
     LayerOffload out;
     const auto tensor = [&](std::int64_t elements, std::int64_t bytes_per_element, bool freed) {
-        if (elements < kMinOffloadElements) return;
+        if (elements < kMinOffloadElements) return Bytes(0);
         out.copied += Bytes(elements * bytes_per_element);
         out.reloaded += Bytes(elements * bytes_per_element);
         if (freed) out.freed += Bytes(elements * bytes_per_element);
         ++out.copies;
+        return Bytes(elements * bytes_per_element);
     };
     const std::int64_t lin = d.fp8 ? 1 : 2;
     const std::int64_t attn_out = d.n * d.h / d.t;  // q and the output, per rank
     if (o.qkv_linear) {
-        tensor(d.n_sp * d.h, 2, true);    // the layer input (ln1.input)
-        tensor(d.n_sp * d.h, lin, true);  // the norm's output (qkv.input)
+        out.layer_input = tensor(d.n_sp * d.h, 2, true);  // the layer input (ln1.input)
+        tensor(d.n_sp * d.h, lin, true);                  // the norm's output (qkv.input)
     }
     const bool core_recomputed = rc == Recompute::selective && d.modules.core_attn;
     if (o.core_attn && !core_recomputed) {
-        tensor(attn_out, 2, true);                 // q
-        tensor(d.n * d.kv_w, 2, true);             // k
-        tensor(d.n * d.kv_w, 2, true);             // v
+        tensor(attn_out, 2, true);  // q
+        if (d.c > 1) {
+            tensor(2 * d.n * d.kv_w, 2, true);  // context parallelism: TE saves k and v as one tensor (kv)
+        } else {
+            tensor(d.n * d.kv_w, 2, true);  // k
+            tensor(d.n * d.kv_w, 2, true);  // v
+        }
         tensor(d.b * d.heads_t * d.s, 4, true);    // softmax statistics
         tensor(attn_out, 2, d.fp8);                // the output: in 16-bit training the projection's input too
     }

@@ -57,6 +57,7 @@ StageMemory offloading_stage_memory(StageMemory sm, const ActivationPlan& plan, 
         const schedule::Unit& u = order[i];
         const UnitActivations a = plan.of(s, u.chunk);
         const int layers = plan.layers_of(s, u.chunk);
+        const int v = schedule::virtual_stage(plan.shape, s, u.chunk);
         const auto offloaded = [&](int layer) { return layer < layers - 1 || last_offloaded[i]; };
         if (u.forward) {
             held.embedding += a.embedding;
@@ -66,26 +67,30 @@ StageMemory offloading_stage_memory(StageMemory sm, const ActivationPlan& plan, 
             for (int l = 0; l < layers; ++l) {
                 held.layers += per_layer;
                 consider(Bytes(0));
-                if (offloaded(l)) pending = off.freed;
+                if (offloaded(l)) pending = off.freed_at(v, l);
             }
             continue;
+        }
+        // The next backward's last layer, if offloaded, comes back during this one's first layer (counted from its
+        // start, as every reload here: the simulation issues them after the layer's MLP backward).
+        Bytes next_reload{};
+        for (std::size_t j = i + 1; j < order.size(); ++j) {
+            if (order[j].forward) continue;
+            if (last_offloaded[j] && plan.layers_of(s, order[j].chunk) > 0) next_reload = off.reloaded;
+            break;
         }
         const Bytes workspace = plan.recompute_workspace(s, u.chunk);
         if (layers == 0) consider(workspace);
         for (int l = layers - 1; l >= 0; --l) {
-            if (l > 0) held.layers += off.reloaded;  // the layer before's reload (every layer but the last is offloaded)
+            // The layer before's reload (every layer but a chunk's last is offloaded), or at the first the next's.
+            held.layers += l > 0 ? off.reloaded : next_reload;
             consider(l == layers - 1 ? workspace : Bytes(0));
-            held.layers -= offloaded(l) ? per_layer - off.freed + off.reloaded : per_layer;
+            held.layers -= offloaded(l) ? per_layer - off.freed_at(v, l) + off.reloaded : per_layer;
         }
+        if (layers == 0) held.layers += next_reload;
         held.embedding -= a.embedding;
         held.output -= a.output - plan.kept_after_backward(s, u.chunk, u.microbatch);
         --units;
-        // The next backward's last layer, if offloaded, is reloaded as this one ends.
-        for (std::size_t j = i + 1; j < order.size(); ++j) {
-            if (order[j].forward) continue;
-            if (last_offloaded[j] && plan.layers_of(s, order[j].chunk) > 0) held.layers += off.reloaded;
-            break;
-        }
     }
     return sm;
 }

@@ -312,7 +312,9 @@ SearchResult search(const SearchRequest& req) {
                 x.recompute_modules = policy.modules;
                 screen(x, policy.parts);
             }
-            if (try_block) screen_block(e);
+            // Block is full recompute, which offloading does not run with (find_problem).
+            if (try_block && !offload.any()) screen_block(e);
+            if (try_block && offload.any()) untried_block("offloading does not run with full recompute");
         }
         // Dominated: as much recompute and offloading as another that fits, and more of one (offloading's copies
         // only ever add time).

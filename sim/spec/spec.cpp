@@ -310,8 +310,10 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                            "documented behaviour); use recompute: none or selective");
         const NetworkSpec& n = sc.system.network;
         if (n.device_to_host_bandwidth.value <= 0 || n.host_to_device_bandwidth.value <= 0)
-            return problem("needs the host link: network.device_to_host_bandwidth_bytes_per_s and "
-                           "network.host_to_device_bandwidth_bytes_per_s in the system file " + sc.system.name);
+            return problem(
+                "needs the host link: network.device_to_host_bandwidth_bytes_per_s and "
+                "network.host_to_device_bandwidth_bytes_per_s in the system's file (system '" +
+                sc.system.name + "'; the shipped DGX systems give them)");
     }
     if (e.fp8_recipe != Fp8Recipe::delayed && e.precision != Precision::fp8)
         return SpecProblem{"execution", "fp8_recipe", "fp8_recipe applies to precision: fp8"};

@@ -261,6 +261,10 @@ IterationResult Builder::collect(SimulationDetail* detail, double wall_s, const 
                     fmt::format("GPUs {}-{} stage {} replica {}", g.gpus.front(), g.gpus.back(), g.stage, g.replica));
                 const StreamId streams[] = {g.compute, g.tp, g.send_fwd, g.send_bwd};
                 for (int i = 0; i < 4; ++i) tr.lanes.push_back({pid, streams[i], names[i]});
+                if (offloading()) {
+                    tr.lanes.push_back({pid, g.d2h, "activation copies to host"});
+                    tr.lanes.push_back({pid, g.h2d, "activation copies from host"});
+                }
                 if (g.replica == 0) {
                     TraceCounter c{pid, {}};
                     for (const engine::MemorySample& m : sim_.pool_timeline(g.pool)) c.samples.push_back({m.time, m.in_use});

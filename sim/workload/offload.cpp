@@ -5,7 +5,8 @@
 // instead); in the backward each layer is reloaded on another stream one layer ahead, as the layer after it (in forward
 // order) finishes its MLP's backward, and the layer's attention backward waits for its reload. The chunk's last layer
 // stays on the GPU when the chunk's backward is the stage's next (offloads_last_layer), else it is reloaded as the
-// backward before it ends. The copies' bytes, and which the GPU frees, are the layer model's (LayerOffload).
+// backward before it reaches its first layer's attention. The copies' bytes, and which the GPU frees, are the layer
+// model's (LayerOffload).
 #include "builder.hpp"
 
 #include <fmt/format.h>
@@ -93,7 +94,7 @@ Builder::UnitTasks Builder::emit_offloaded_unit(Group& g, const schedule::Unit& 
                 if (offloaded(layer)) {
                     const TaskId c = add_copy(g.d2h, off.copied, off.copies, net.device_to_host_bandwidth, copy_label);
                     sim_.add_dependency(piece.last, c);
-                    sim_.add_memory_effect(c, {g.pool, acts, Bytes(0), off.freed});
+                    sim_.add_memory_effect(c, {g.pool, acts, Bytes(0), off.freed_at(v, layer)});
                     copies[static_cast<std::size_t>(layer)] = c;
                 }
                 ++layer;
@@ -141,6 +142,20 @@ Builder::UnitTasks Builder::emit_offloaded_unit(Group& g, const schedule::Unit& 
         }
         i = end;
     }
+    // The stage's next backward: its last layer, if offloaded, comes back as this one's first layer (in forward order)
+    // finishes its MLP's backward (Megatron-Core reloads the next backward chunk's last groups as this chunk runs out
+    // of groups to reload).
+    std::optional<std::pair<std::uint64_t, TaskId>> next_last;  // that unit's key and its last layer's copy out
+    for (std::size_t j = at + 1; j < order.size(); ++j) {
+        if (order[j].forward) continue;
+        if (last_offloaded_[stage][j] && activations_.layers_of(g.stage, order[j].chunk) > 0) {
+            const std::uint64_t key = unit_key(order[j]);
+            for (const auto& [k, c] : g.offloaded)
+                if (k == key) next_last = {key, c.back()};
+            if (!next_last) throw std::logic_error("an offloaded last layer whose forward has not run");
+        }
+        break;
+    }
     const bool by_bucket = runs_by_layer(u);
     int layer = layers;
     const UnitTasks ut = emit_pieces(
@@ -155,25 +170,17 @@ Builder::UnitTasks Builder::emit_offloaded_unit(Group& g, const schedule::Unit& 
                 sim_.add_dependency(reloads[l], piece.first);
             }
             if (issues[i] && layer > 0) reloads[l - 1] = reload(piece.last, copies[l - 1]);
+            if (issues[i] && layer == 0 && next_last) {
+                g.reloaded_ahead.emplace_back(next_last->first, reload(piece.last, next_last->second));
+                next_last.reset();
+            }
             if (i + 1 == n || ps.pass[i + 1] != ps.pass[i]) {
-                const Bytes freed = offloaded(layer) ? per_layer - off.freed + off.reloaded : per_layer;
+                const Bytes freed = offloaded(layer) ? per_layer - off.freed_at(v, layer) + off.reloaded : per_layer;
                 sim_.add_memory_effect(piece.last, {g.pool, acts, Bytes(0), freed});
             }
         },
         !by_bucket);
-    // The stage's next backward: its last layer, if offloaded, comes back as this one ends.
-    for (std::size_t j = at + 1; j < order.size(); ++j) {
-        if (order[j].forward) continue;
-        if (last_offloaded_[stage][j] && activations_.layers_of(g.stage, order[j].chunk) > 0) {
-            const std::uint64_t key = unit_key(order[j]);
-            const std::vector<TaskId>* theirs = nullptr;
-            for (const auto& [k, c] : g.offloaded)
-                if (k == key) theirs = &c;
-            if (!theirs) throw std::logic_error("an offloaded last layer whose forward has not run");
-            g.reloaded_ahead.emplace_back(key, reload(ut.last, theirs->back()));
-        }
-        break;
-    }
+    if (next_last) g.reloaded_ahead.emplace_back(next_last->first, reload(ut.last, next_last->second));  // no layers
     return ut;
 }
 
