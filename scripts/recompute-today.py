@@ -5,7 +5,9 @@ Llama 3.1 405B on DGX H100, in BF16 and FP8 (a prediction of strata's model, not
 For each model, GPU count and precision, and each recompute policy (none; selective of the attention core, the paper's;
 selective of the MLP, Megatron-Core's other module for these layers, which re-runs the whole MLP with the norm fused
 into fc1; full; block, full recompute of only the fewest first layers of each model chunk that fit; then every policy
-and module set at once, the search's own answer, which names the policy it chose),
+and module set at once, the search's own answer, which names the policy it chose; and what to store on the host:
+Megatron-Core's fine-grained activation offloading of the layer input, the norm's output and the attention's tensors,
+alone and with MLP recompute, which the search's own answer may choose too),
 `strata search` finds the fastest execution that fits in memory (tensor, context 1, pipeline, data, interleave,
 microbatch, SP, distributed optimizer and overlaps searched; FlashAttention; Megatron-Core with Transformer Engine's
 layers, transformer_impl transformer_engine, whose norms are fused into the linear layers, so that Megatron-Core's
@@ -15,7 +17,7 @@ fits. Long context: Llama 3 70B at sequence 32,768 and 131,072 (2M tokens per ba
 context parallelism searched too (c = 1, 2, 4, 8, 16), where activations, not the weights, decide what fits.
 
 usage: scripts/recompute-today.py [--strata build/strata] [--jobs N] [--quick | --quick-long] [--no-long-context]
-                                  [--plot FILE.png]
+                                  [--plot FILE.png] [--set PART.KEY=VALUE ...]
   --quick: Llama 3 70B on 32 GPUs in BF16 alone (what the command-line test runs)
   --quick-long: Llama 3 70B at 131,072 tokens on 64 GPUs in BF16 alone (likewise)
 """
@@ -40,22 +42,32 @@ LONG_CONTEXT = [
     ("scenarios/models/llama3-70b.yaml", "Llama 3 70B", 64, 16, 131072),
     ("scenarios/models/llama3-70b.yaml", "Llama 3 70B", 128, 32, 131072),
 ]
+OFFLOAD = "qkv_linear+core_attn+attn_proj"
 POLICIES = [
     ("none", ["--fix", "recompute=none"]),
     ("selective: attention core", ["--fix", "recompute=selective", "--fix", "recompute_modules=core_attn"]),
     ("selective: MLP", ["--fix", "recompute=selective", "--fix", "recompute_modules=mlp"]),
     ("full", ["--fix", "recompute=full"]),
     ("block: full, fewest layers", ["--fix", "recompute=block"]),   # the fewest first layers of each chunk that fit
-    ("searched", []),   # every policy and selective module set: the search's own answer
+    # What to store, on the host: Megatron-Core's fine-grained activation offloading of every dense module Transformer
+    # Engine's layers offer (the layer input and the norm's output, the attention's q, k, v and output, the
+    # projection's input), alone and with MLP recompute (which together leave little of a layer on the GPU).
+    ("offload: qkv + attention", ["--fix", "recompute=none", "--fix", f"offload_modules={OFFLOAD}"]),
+    ("offload + selective: MLP", ["--fix", "recompute=selective", "--fix", "recompute_modules=mlp",
+                                  "--fix", f"offload_modules={OFFLOAD}"]),
+    # every policy, selective module set and offloading or not: the search's own answer
+    ("searched", ["--fix", f"offload_modules=none,{OFFLOAD}"]),
 ]
 
 
-def search(strata, model, gpus, batch, seq, precision, policy_args, jobs):
+def search(strata, model, gpus, batch, seq, precision, policy_args, jobs, sets=()):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         args = [strata, "search", "--model", model, "--system", "scenarios/systems/dgx-h100.yaml", "--gpus", str(gpus),
                 "--global-batch", str(batch), "--attention", "flash", "--precision", precision, "--top", "1",
                 "--replicas", "representative", "--jobs", str(jobs), "--json", out.name,
                 "--set", "execution.transformer_impl=transformer_engine"] + policy_args
+        for setting in sets:
+            args += ["--set", setting]
         if seq:
             args += ["--set", f"model.seq_len={seq}", "--fix", "context_parallel=1,2,4,8,16"]
         p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -70,12 +82,13 @@ def search(strata, model, gpus, batch, seq, precision, policy_args, jobs):
 def policy_name(r):
     """What the search chose, as the rows above name it."""
     e = r["execution"]
+    off = "offload + " if e.get("offload_modules") else ""
     if e["recompute"] == "full" and e["recompute_method"] == "block" and e["recompute_layers"] > 0:
         return f"block: full, first {e['recompute_layers']} layers per chunk"
     if e["recompute"] != "selective":
-        return e["recompute"]
+        return "offload: qkv + attention" if off and e["recompute"] == "none" else off + e["recompute"]
     mods = e["recompute_modules"]
-    return "selective: " + " + ".join({"core_attn": "attention core", "mlp": "MLP"}[m] for m in mods)
+    return off + "selective: " + " + ".join({"core_attn": "attention core", "mlp": "MLP"}[m] for m in mods)
 
 
 def shape(r):
@@ -97,6 +110,9 @@ def main():
                        help="Llama 3 70B at 131,072 tokens on 64 GPUs in BF16 alone")
     ap.add_argument("--no-long-context", action="store_true", help="leave out the long-context rows")
     ap.add_argument("--plot", metavar="FILE.png", help="also draw each policy's time over the search's best (matplotlib)")
+    ap.add_argument("--set", action="append", default=[], metavar="PART.KEY=VALUE",
+                    help="passed to every search (e.g. system.network.device_to_host_bandwidth_bytes_per_s=26e9: a "
+                         "what-if on the host link)")
     a = ap.parse_args()
     if a.plot:
         a.plot = os.path.abspath(a.plot)  # given relative to the caller's folder
@@ -127,7 +143,7 @@ def main():
             times = {}
             rows.append((f"{label}, {gpus} GPUs{at}, {precision}", times, None))
             for name, policy in POLICIES:
-                r, why = search(a.strata, model, gpus, batch, seq, precision, policy, a.jobs)
+                r, why = search(a.strata, model, gpus, batch, seq, precision, policy, a.jobs, a.set)
                 times[name] = r["iteration_time_s"] if r else None
                 if r is not None and name == "searched":
                     rows[-1] = (rows[-1][0], times, policy_name(r))
@@ -159,7 +175,7 @@ def plot(rows, path):
         sys.exit(f"recompute-today.py: error: --plot needs matplotlib (Debian's python3-matplotlib), not available to "
                  f"{sys.executable}")
     policies = [name for name, _ in POLICIES if name != "searched"]
-    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3"]
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3"]
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.2))
     height = 0.8 / len(policies)
     for i, (case, times, chosen) in enumerate(rows):
@@ -178,7 +194,7 @@ def plot(rows, path):
                                    default=1.3) + 0.02))
     ax.axvline(1.0, color="black", linewidth=0.6)
     ax.set_xlabel("iteration time / the best the search finds over every policy (strata's model, DGX H100)")
-    ax.set_title("What to recompute on Llama 3 today: each policy's best layout", fontsize=9)
+    ax.set_title("What to recompute or offload on Llama 3 today: each policy's best layout", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.savefig(path, dpi=150, bbox_inches="tight")
     print(f"wrote {path}", file=sys.stderr)

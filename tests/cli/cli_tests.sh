@@ -211,6 +211,18 @@ import json, sys
 e = json.load(open(sys.argv[1]))[\"results\"][0][\"execution\"]
 assert e[\"recompute\"] == \"selective\" and e[\"recompute_modules\"] == [\"core_attn\", \"mlp\"], e
 " "$tmp/search-mods.json"'
+"$strata" search --model "$root/scenarios/models/llama3-70b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 32 --global-batch 128 --attention flash --set execution.transformer_impl=transformer_engine --fix recompute=none --fix offload_modules=qkv_linear+core_attn+attn_proj --fix microbatch=1 --fix tensor=4 --fix pipeline=8 --top 1 --simulate-top 1 --replicas representative --json "$tmp/search-off.json" >"$tmp/search-off.txt" 2>"$tmp/err"; rc=$?
+check "search --fix offload_modules: every candidate offloads those modules, the JSON says which and what each layer moves" '[[ $rc -eq 0 ]] && grep -q "offload_modules=qkv_linear+core_attn+attn_proj" "$tmp/search-off.txt" && python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))[\"results\"][0]
+assert r[\"execution\"][\"offload_modules\"] == [\"qkv_linear\", \"core_attn\", \"attn_proj\"], r[\"execution\"]
+o = r[\"layer\"][\"offload\"]
+assert 0 < o[\"freed_bytes\"] <= o[\"copied_bytes\"] == o[\"reloaded_bytes\"] and o[\"tensors\"] > 0, o
+assert r[\"host_copies_busy_s\"][\"device_to_host\"] > 0 and r[\"host_copies_busy_s\"][\"host_to_device\"] > 0
+" "$tmp/search-off.json"'
+"$strata" search --model "$root/scenarios/models/llama3-70b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 32 --global-batch 128 --set 'execution.offload_modules=[qkv_linear]' >/dev/null 2>"$tmp/err"; rc=$?
+"$strata" search --model "$root/scenarios/models/llama3-70b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 32 --global-batch 128 --fix offload_modules=none,mlp >/dev/null 2>"$tmp/err2"; rc2=$?
+check "search: offload_modules is searched (--set refused, pointing at --fix), and an unknown module named" '[[ $rc -eq 2 && $rc2 -eq 2 ]] && grep -q "fix offload_modules=VALUES" "$tmp/err" && grep -q "'"'"'mlp'"'"' is not none or a set of modules" "$tmp/err2"'
 "$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 8 --global-batch 32 --attention flash >"$tmp/s-norms.txt" 2>&1; rc=$?
 "$strata" search --model "$root/scenarios/models/llama3-8b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 8 --global-batch 32 --attention flash --set execution.transformer_impl=transformer_engine >"$tmp/s-norms-te.txt" 2>&1; rc2=$?
 check "search notes that recomputing the norms needs local layers where a printed candidate does, and never tries it with Transformer Engine's" '[[ $rc -eq 0 && $rc2 -eq 0 ]] && grep -Eq "^ +[0-9]+ .* sel:[a-z+]*ln" "$tmp/s-norms.txt" && grep -q "^note: recomputing the norms (ln) needs Megatron-Core.s local layers" "$tmp/s-norms.txt" && ! grep -Eq "sel:[a-z+]*ln|^note: recomputing the norms" "$tmp/s-norms-te.txt" && grep -q "^   1 " "$tmp/s-norms-te.txt"'
@@ -225,23 +237,24 @@ check "search in FP8 (Transformer Engine's fused norms): layernorm asked for is 
 # The paper's question on today's models (scripts/recompute-today.py, README): the claims its table is read for.
 python3 "$root/scripts/recompute-today.py" --strata "$strata" --quick --plot "$tmp/recompute.png" >"$tmp/recompute.md" 2>"$tmp/err"; rc=$?
 check "recompute-today --plot draws the policies against the search's best" '[[ $rc -eq 0 ]] && [[ "$(head -c 4 "$tmp/recompute.png" | tail -c 3)" == PNG ]] && grep -q "^wrote .*recompute.png$" "$tmp/err"'
-check "recompute-today: five policies and the search over all; with FlashAttention the paper's selective recompute saves no memory and costs time, full costs most, the search finds the fastest" '[[ $rc -eq 0 ]] && python3 -c "
+check "recompute-today: five recompute policies, two with offloading and the search over all; with FlashAttention the paper's selective recompute saves no memory and costs time, full costs most, offloading lets a faster layout fit, the search finds the fastest" '[[ $rc -eq 0 ]] && python3 -c "
 import sys
 rows = [[c.strip() for c in l.split(\"|\")[1:-1]] for l in open(sys.argv[1]) if l.startswith(\"| Llama\")]
-assert [r[2] for r in rows[:5]] == [\"none\", \"selective: attention core\", \"selective: MLP\", \"full\", \"block: full, fewest layers\"], rows
-assert len(rows) == 6 and rows[5][2].startswith(\"searched: \"), rows
+assert [r[2] for r in rows[:7]] == [\"none\", \"selective: attention core\", \"selective: MLP\", \"full\", \"block: full, fewest layers\", \"offload: qkv + attention\", \"offload + selective: MLP\"], rows
+assert len(rows) == 8 and rows[7][2].startswith(\"searched: \"), rows
 t = [float(r[3]) for r in rows]; peak = [float(r[6]) for r in rows]
-assert abs(peak[1] - peak[0]) <= 0.1 and t[1] > t[0] and t[3] == max(t) and t[4] < t[3], rows
-assert t[5] <= min(t[:5]) * 1.005, rows
+assert abs(peak[1] - peak[0]) <= 0.1 and t[1] > t[0] and t[3] == max(t) and t[4] < t[3] and t[5] < t[0], rows
+assert t[7] <= min(t[:7]) * 1.005, rows
 " "$tmp/recompute.md"'
 python3 "$root/scripts/recompute-today.py" --strata "$strata" --quick-long >"$tmp/recompute-long.md" 2>"$tmp/err"; rc=$?
-check "recompute-today at 128k tokens on 64 GPUs: without recompute (or the paper's) nothing fits; recomputing the MLP fits, faster than full or block, and is what the search over every policy picks" '[[ $rc -eq 0 ]] && python3 -c "
+check "recompute-today at 128k tokens on 64 GPUs: without recompute (or the paper's, or offloading alone) nothing fits; recomputing the MLP fits, faster than full or block; offloading beside it faster still, and what the search over every policy picks" '[[ $rc -eq 0 ]] && python3 -c "
 import sys
 rows = [[c.strip() for c in l.split(\"|\")[1:-1]] for l in open(sys.argv[1]) if l.startswith(\"| Llama\")]
-assert [r[0] for r in rows] == [\"Llama 3 70B, 64, 16 x 128k\"] * 6, rows
-assert rows[0][7] == rows[1][7] == \"out of memory\", rows
+assert [r[0] for r in rows] == [\"Llama 3 70B, 64, 16 x 128k\"] * 8, rows
+assert rows[0][7] == rows[1][7] == rows[5][7] == \"out of memory\", rows
 assert \" c\" in rows[2][7] and float(rows[2][3]) < float(rows[3][3]) and float(rows[2][3]) < float(rows[4][3]), rows
-assert rows[5][2] == \"searched: selective: MLP\" and rows[5][3] == rows[2][3], rows
+assert float(rows[6][3]) < float(rows[2][3]), rows
+assert rows[7][2] == \"searched: offload + selective: MLP\" and rows[7][3] == rows[6][3], rows
 " "$tmp/recompute-long.md"'
 "${srch[@]}" --set execution.tensor=4 >/dev/null 2>"$tmp/err"; rc=$?
 check "search --set of a key the search varies exits 2 and says to use --fix" '[[ $rc -eq 2 ]] && grep -q "varies .tensor.: restrict it with --fix tensor=VALUES" "$tmp/err"'
