@@ -566,3 +566,43 @@ TEST_CASE("measured collectives: a collective inside one node takes its measured
     REQUIRE(x.size() == y.size());
     for (std::size_t i = 0; i < x.size(); ++i) CHECK(x[i].bytes == y[i].bytes);
 }
+
+TEST_CASE("with PCIe links, inter-node routes cross the sending and receiving GPUs' PCIe links, copies their own",
+          "[fabric][route]") {
+    FabricSpec spec = small_spec();
+    spec.network.pcie_bandwidth = BytesPerSecond{57e9};
+    spec.network.device_to_host_bandwidth = BytesPerSecond{52e9};
+    spec.network.host_to_device_bandwidth = BytesPerSecond{55e9};
+    const Built plain(small_spec());
+    CHECK(plain.fabric->host_copy_route(gpu(0, 2), true).empty());
+    spec.pcie_links = true;
+    engine::Simulator sim;
+    const engine::LinkId base = static_cast<engine::LinkId>(plain.fabric->link_count());
+    const Fabric f(spec, sim);
+    CHECK(f.link_count() == plain.fabric->link_count() + 4 * 32);
+    // Every link of the fabric without them keeps its id; each GPU's four follow, in GPU order.
+    const auto id = [&](int g, int k) { return base + static_cast<engine::LinkId>(4 * g + k); };
+    const Route same_rail = f.route(gpu(0, 2), gpu(1, 2));
+    REQUIRE(same_rail.links.size() == 4);
+    CHECK(same_rail.links.front().link == id(gpu(0, 2), 0));  // n0.gpu2>pcie
+    CHECK(same_rail.links.back().link == id(gpu(1, 2), 1));   // pcie>n1.gpu2
+    CHECK(same_rail.links[1].link == plain.fabric->route(gpu(0, 2), gpu(1, 2)).links[0].link - plain.base);  // the NIC's
+    // PXN: the proxy on the destination's rail sends through its own PCIe link.
+    const Route pxn = f.route(gpu(0, 3), gpu(1, 5));
+    const auto crosses = [&](const Route& r, engine::LinkId l) {
+        return std::any_of(r.links.begin(), r.links.end(), [&](const engine::LinkUse& u) { return u.link == l; });
+    };
+    CHECK(crosses(pxn, id(gpu(0, 5), 0)));
+    CHECK_FALSE(crosses(pxn, id(gpu(0, 3), 0)));
+    CHECK(crosses(pxn, id(gpu(1, 5), 1)));
+    // Inside a node nothing crosses PCIe.
+    const Route nv = f.route(gpu(0, 1), gpu(0, 4));
+    for (int g = 0; g < 32; ++g)
+        for (int k = 0; k < 4; ++k) CHECK_FALSE(crosses(nv, id(g, k)));
+    // A copy to the host: the GPU's PCIe link up, then its path to host memory; back: the path in, then PCIe down.
+    const std::vector<engine::LinkUse> out = f.host_copy_route(gpu(2, 6), true), in = f.host_copy_route(gpu(2, 6), false);
+    REQUIRE(out.size() == 2);
+    REQUIRE(in.size() == 2);
+    CHECK((out[0].link == id(gpu(2, 6), 0) && out[1].link == id(gpu(2, 6), 2)));
+    CHECK((in[0].link == id(gpu(2, 6), 3) && in[1].link == id(gpu(2, 6), 1)));
+}

@@ -271,3 +271,24 @@ TEST_CASE("offload: interleaved pipeline stages stay within the analytical bound
         CHECK(r.it.iteration_time_s > 0);
     }
 }
+
+TEST_CASE("offload: copies share each GPU's PCIe link with its NIC's traffic, which crosses it only with offloading") {
+    // Llama 3 8B (4 layers) on two nodes, t = 8, p = 2: the pipeline's transfers go over the NICs.
+    auto two_nodes = [](const std::string& extra, double pcie) {
+        Scenario sc = llama8b(extra);
+        sc.execution.tensor = 8;
+        sc.execution.pipeline = 2;
+        sc.execution.sequence_parallel = true;
+        sc.execution.global_batch = 4;
+        sc.system.network.pcie_bandwidth = {pcie};
+        validate(sc);
+        SimulationOptions options;
+        options.progress_every = 0;
+        return simulate(sc, options).iteration_time_s;
+    };
+    const double wide = two_nodes(kAll, 1e13), shared = two_nodes(kAll, 30e9), narrow = two_nodes(kAll, 5e9);
+    CHECK(shared >= wide);
+    CHECK(narrow > shared);
+    // Without offloading the PCIe hop stays folded into the NIC link: its bandwidth changes nothing.
+    CHECK(two_nodes("", 5e9) == two_nodes("", 1e13));
+}

@@ -23,6 +23,10 @@ struct FabricSpec {
     int nodes = 1;
     int gpus_per_node = 8;
     NetworkSpec network;
+    /// Each GPU's PCIe link (network.pcie_bandwidth) as links of its own, which inter-node routes cross (the sending
+    /// GPU's way up, the receiving GPU's way down) and copies to and from host memory too (host_copy_route); off: the
+    /// PCIe hop is folded into the NIC link. On only for activation offloading (its copies are what would share it).
+    bool pcie_links = false;
 };
 
 /// A path for one flow: the links it crosses (with multiplicity) and its total fixed latency.
@@ -49,6 +53,10 @@ public:
     [[nodiscard]] Route route(int src_gpu, int dst_gpu) const;
     /// Union of routes src->dst for every pair, multiplicities summed; latency = the largest.
     [[nodiscard]] Route combined(std::span<const std::pair<int, int>> pairs) const;
+    /// With pcie_links: the links a copy between `gpu` and host memory crosses, to the host (`to_host`) or from it:
+    /// the GPU's PCIe link that way and its path to the host's memory (network.device_to_host_bandwidth /
+    /// host_to_device_bandwidth); without: empty.
+    [[nodiscard]] std::vector<engine::LinkUse> host_copy_route(int gpu, bool to_host) const;
     [[nodiscard]] std::size_t link_count() const;
     [[nodiscard]] std::string describe() const;   ///< one line: nodes, leaves, spines, links
 

@@ -461,6 +461,10 @@ struct NetworkSpec {
     BytesPerSecond device_to_host_bandwidth{};
     BytesPerSecond host_to_device_bandwidth{};
     Time host_copy_latency;              ///< per copy: the launch and the DMA's start
+    /// Each GPU's own PCIe link (to its PCIe switch), per direction, effective: its NIC's traffic and its copies to and
+    /// from host memory both cross it. Modelled only with activation offloading, where those copies share it with the
+    /// pipeline's and the data-parallel reduction's inter-node flows (0: not given; the copies then run unshared).
+    BytesPerSecond pcie_bandwidth{};
     /// NCCL channels (one SM each) per NIC a GPU drives in an inter-node collective: a data-parallel collective
     /// with g GPUs of its group per node holds min(device nccl_channels, this x min(rails, g)) SMs.
     int nccl_channels_per_nic = 2;

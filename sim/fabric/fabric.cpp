@@ -43,6 +43,8 @@
 #include "strata/errors.hpp"
 #include "topology.hpp"
 
+#include <fmt/format.h>
+
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
 
@@ -88,6 +90,8 @@ struct Fabric::Impl {
     detail::Layout layout;
     Graph graph;
     std::size_t links = 0;
+    /// With pcie_links, per GPU: its PCIe link up and down, its path to host memory and back.
+    std::vector<engine::LinkId> pcie_up, pcie_down, host_out, host_in;
 
     mutable std::mutex mutex;
     mutable std::unordered_map<std::uint64_t, Route> routes;
@@ -182,13 +186,16 @@ struct Fabric::Impl {
         }
 
         const int rail = layout.rail_of_local(dl);
+        int sender = src;  // the GPU whose PCIe link reaches the NIC
         if (layout.rail_of_local(sl) != rail) {
             // PXN: over NVLink to the local GPU with the destination's local index, which is on `rail`.
             const int proxy = sn * s.gpus_per_node + dl;
             use(link(layout.gpu(src), layout.nvs(sn)));
             use(link(layout.nvs(sn), layout.gpu(proxy)));
             r.latency += s.network.nvlink_latency;
+            sender = proxy;
         }
+        if (!pcie_up.empty()) use(pcie_up[static_cast<std::size_t>(sender)]);
 
         const std::size_t src_leaf = layout.leaf(sn / s.network.nodes_per_leaf, rail);
         const std::size_t dst_leaf = layout.leaf(dn / s.network.nodes_per_leaf, rail);
@@ -230,6 +237,7 @@ struct Fabric::Impl {
         }
 
         use(link(dst_leaf, layout.nic(dn, rail)));
+        if (!pcie_down.empty()) use(pcie_down[static_cast<std::size_t>(dst)]);
         r.latency += s.network.nic_latency * 2 + s.network.switch_latency * switches;
         return r;
     }
@@ -253,7 +261,20 @@ Fabric::Fabric(const FabricSpec& spec, engine::Simulator& sim) : impl_(std::make
         boost::add_edge(l.gpu(g), nic, EdgeProps{}, m.graph);
         boost::add_edge(nic, l.gpu(g), EdgeProps{}, m.graph);
     }
-    m.links = plan.size();
+    if (spec.pcie_links) {
+        // After every other link (their ids stay as without): per GPU its PCIe link each way and its path to host memory.
+        const NetworkSpec& n = spec.network;
+        if (n.pcie_bandwidth.value <= 0 || n.device_to_host_bandwidth.value <= 0 || n.host_to_device_bandwidth.value <= 0)
+            throw Error("fabric: PCIe links need network.pcie_bandwidth_bytes_per_s and the host link's bandwidths");
+        for (int g = 0; g < l.gpus; ++g) {
+            const std::string gpu = fmt::format("n{}.gpu{}", g / spec.gpus_per_node, g % spec.gpus_per_node);
+            m.pcie_up.push_back(sim.add_link(gpu + ">pcie", n.pcie_bandwidth));
+            m.pcie_down.push_back(sim.add_link("pcie>" + gpu, n.pcie_bandwidth));
+            m.host_out.push_back(sim.add_link(gpu + ">host", n.device_to_host_bandwidth));
+            m.host_in.push_back(sim.add_link("host>" + gpu, n.host_to_device_bandwidth));
+        }
+    }
+    m.links = plan.size() + 4 * m.pcie_up.size();
     m.dist_to_leaf.resize(static_cast<std::size_t>(spec.network.rails) * static_cast<std::size_t>(l.leaf_groups));
 }
 
@@ -308,6 +329,14 @@ Route Fabric::combined(std::span<const std::pair<int, int>> pairs) const {
     routes.reserve(pairs.size());
     for (const auto& [src, dst] : pairs) routes.push_back(route(src, dst));
     return merge_routes(routes);
+}
+
+std::vector<engine::LinkUse> Fabric::host_copy_route(int gpu, bool to_host) const {
+    const Impl& m = *impl_;
+    if (m.pcie_up.empty()) return {};
+    const auto g = static_cast<std::size_t>(gpu);
+    if (to_host) return {{m.pcie_up.at(g), 1}, {m.host_out.at(g), 1}};
+    return {{m.host_in.at(g), 1}, {m.pcie_down.at(g), 1}};
 }
 
 std::size_t Fabric::link_count() const {

@@ -9,7 +9,7 @@
 namespace strata {
 
 namespace {
-constexpr std::array<std::string_view, 34> kSystemKeys = {
+constexpr std::array<std::string_view, 35> kSystemKeys = {
     "name",
     "device_profile",
     "gpus_per_node",
@@ -23,6 +23,7 @@ constexpr std::array<std::string_view, 34> kSystemKeys = {
     "network.device_to_host_bandwidth_bytes_per_s",
     "network.host_to_device_bandwidth_bytes_per_s",
     "network.host_copy_latency_us",
+    "network.pcie_bandwidth_bytes_per_s",
     "network.nodes_per_leaf",
     "network.spines_per_rail",
     "network.oversubscription",
@@ -156,6 +157,7 @@ SystemSpec read_system(const yamlio::Fields& f, DeviceProfiles& profiles, std::s
     n.device_to_host_bandwidth = {f.get_double("network.device_to_host_bandwidth_bytes_per_s", 1e6, 1e15, 0.0)};
     n.host_to_device_bandwidth = {f.get_double("network.host_to_device_bandwidth_bytes_per_s", 1e6, 1e15, 0.0)};
     n.host_copy_latency = us_field(f, "network.host_copy_latency_us", kHostCopyLatencyUs);
+    n.pcie_bandwidth = {f.get_double("network.pcie_bandwidth_bytes_per_s", 1e6, 1e15, 0.0)};
     n.nodes_per_leaf = static_cast<int>(f.get_int("network.nodes_per_leaf", 1, 1 << 16));
     n.spines_per_rail = static_cast<int>(f.get_int("network.spines_per_rail", 0, 1 << 16, 0));
     n.oversubscription = f.get_double("network.oversubscription", 1.0, 64.0, 1.0);

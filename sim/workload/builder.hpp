@@ -185,6 +185,8 @@ private:
         /// units generated so far (their place in the stage's program), each forward's copies by (chunk, microbatch)
         /// key (per layer, kNoTask where kept) until its backward, and last layers reloaded ahead.
         StreamId d2h{}, h2d{};
+        /// With the fabric's PCIe links: its GPUs' copies' routes to the host and back (else copies are unshared).
+        std::optional<engine::RouteId> d2h_route, h2d_route;
         std::size_t units = 0;
         std::vector<std::pair<std::uint64_t, std::vector<TaskId>>> offloaded;
         std::vector<std::pair<std::uint64_t, TaskId>> reloaded_ahead;
@@ -358,8 +360,10 @@ private:
     /// The unit's embedding and output activations and the recompute workspace stay with the caller.
     UnitTasks emit_offloaded_unit(Group& g, const schedule::Unit& u, std::optional<TaskId> after, std::uint32_t label,
                                   bool deferred);
-    /// A copy of `bytes` in `copies` tensors on `stream` (the host link's direction at `bandwidth`).
-    TaskId add_copy(StreamId stream, Bytes bytes, int copies, BytesPerSecond bandwidth, std::uint32_t label);
+    /// A copy of `bytes` per GPU in `copies` tensors on `stream`: a flow over `route` (its GPUs' PCIe links, shared
+    /// with their NICs' traffic, and their paths to the host), or without one a task at `bandwidth`.
+    TaskId add_copy(StreamId stream, const std::optional<engine::RouteId>& route, Bytes bytes, int copies,
+                    BytesPerSecond bandwidth, std::uint32_t label);
 
     // program.cpp
     void make_groups();

@@ -53,12 +53,23 @@ void Builder::trace_offload_streams(std::size_t gi) {
 void Builder::add_offload_streams(Group& g, const std::string& name) {
     g.d2h = sim_.add_stream(name + " copies to host (activation offload)");
     g.h2d = sim_.add_stream(name + " copies from host (activation reload)");
+    std::vector<engine::LinkUse> out, in;
+    for (const int gpu : g.gpus) {
+        for (const engine::LinkUse& l : fab_.host_copy_route(gpu, true)) out.push_back(l);
+        for (const engine::LinkUse& l : fab_.host_copy_route(gpu, false)) in.push_back(l);
+    }
+    if (!out.empty()) {
+        g.d2h_route = sim_.add_route(std::move(out));
+        g.h2d_route = sim_.add_route(std::move(in));
+    }
 }
 
-TaskId Builder::add_copy(StreamId stream, Bytes bytes, int copies, BytesPerSecond bandwidth, std::uint32_t label) {
-    const Time t = sc_.system.network.host_copy_latency * copies +
-                   Time::from_seconds(static_cast<double>(bytes.value) / bandwidth.value);
-    return sim_.add_compute(stream, t, label);
+TaskId Builder::add_copy(StreamId stream, const std::optional<engine::RouteId>& route, Bytes bytes, int copies,
+                         BytesPerSecond bandwidth, std::uint32_t label) {
+    const Time latency = sc_.system.network.host_copy_latency * copies;
+    if (route) return sim_.add_transfer_on(stream, *route, bytes, latency, label);
+    return sim_.add_compute(stream, latency + Time::from_seconds(static_cast<double>(bytes.value) / bandwidth.value),
+                            label);
 }
 
 Builder::UnitTasks Builder::emit_offloaded_unit(Group& g, const schedule::Unit& u, std::optional<TaskId> after,
@@ -92,7 +103,8 @@ Builder::UnitTasks Builder::emit_offloaded_unit(Group& g, const schedule::Unit& 
                 if (!ps.is_layer[i]) return;
                 sim_.add_memory_effect(piece.first, {g.pool, acts, per_layer, Bytes(0)});
                 if (offloaded(layer)) {
-                    const TaskId c = add_copy(g.d2h, off.copied, off.copies, net.device_to_host_bandwidth, copy_label);
+                    const TaskId c =
+                        add_copy(g.d2h, g.d2h_route, off.copied, off.copies, net.device_to_host_bandwidth, copy_label);
                     sim_.add_dependency(piece.last, c);
                     sim_.add_memory_effect(c, {g.pool, acts, Bytes(0), off.freed_at(v, layer)});
                     copies[static_cast<std::size_t>(layer)] = c;
@@ -109,7 +121,7 @@ Builder::UnitTasks Builder::emit_offloaded_unit(Group& g, const schedule::Unit& 
         throw std::logic_error(fmt::format("stage {}: backward of chunk {} microbatch {} before its forward", g.stage,
                                            u.chunk, u.microbatch));
     const auto reload = [&](TaskId after_task, TaskId copy) {
-        const TaskId r = add_copy(g.h2d, off.reloaded, off.copies, net.host_to_device_bandwidth, copy_label);
+        const TaskId r = add_copy(g.h2d, g.h2d_route, off.reloaded, off.copies, net.host_to_device_bandwidth, copy_label);
         sim_.add_dependency(after_task, r);
         sim_.add_dependency(copy, r);  // the copy back waits for the copy out (its offload event)
         sim_.add_memory_effect(r, {g.pool, acts, off.reloaded, Bytes(0)});

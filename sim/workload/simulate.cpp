@@ -37,7 +37,10 @@ IterationResult simulate(const Scenario& sc, const SimulationOptions& options, S
     // case, whose system and execution together are too large.
     std::optional<fabric::Fabric> built;
     try {
-        built.emplace(fabric::FabricSpec{(sc.execution.gpus() + per_node - 1) / per_node, per_node, sc.system.network}, sim);
+        // With activation offloading each GPU's PCIe link is one of the fabric's, shared by its copies and its NIC.
+        const bool pcie = sc.execution.offload_modules.any() && sc.system.network.pcie_bandwidth.value > 0;
+        built.emplace(
+            fabric::FabricSpec{(sc.execution.gpus() + per_node - 1) / per_node, per_node, sc.system.network, pcie}, sim);
     } catch (const InputError& error) {
         throw InputError(sc.source + ": case '" + sc.name + "' (system " + sc.system.name + "): " + error.what());
     }
