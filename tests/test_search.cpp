@@ -336,7 +336,12 @@ TEST_CASE("search: offload module sets where asked, an offloading candidate kept
     req.jobs = 2;
     const SearchResult r = search(req);
     REQUIRE_FALSE(r.simulated.empty());
+    SearchRequest plain = req;
+    plain.space = constrained({"microbatch=1"});
+    const SearchResult p = search(plain);
+    // The offloading twins of candidates that fit without are dropped too.
     REQUIRE(r.rejected.count(kDominated));
+    CHECK(r.rejected.at(kDominated) > p.rejected.at(kDominated));
     bool offloaded = false;
     for (const SearchCandidate& c : r.simulated) {
         if (!c.execution.offload_modules.any()) continue;
@@ -348,6 +353,27 @@ TEST_CASE("search: offload module sets where asked, an offloading candidate kept
         CHECK(c.execution.recompute != Recompute::full);
     }
     CHECK(offloaded);
+    // Recomputing the attention core leaves its group nothing to copy: over a slow host link (4 GB/s, where the
+    // copies bind) that beats copying it, so it is not dropped as doing more than offloading alone (the best of the
+    // two asked together is the best of each asked alone, here the recomputing one).
+    SearchRequest slow = req;
+    slow.system.network.device_to_host_bandwidth = {4e9};
+    slow.system.network.host_to_device_bandwidth = {4e9};
+    auto best = [&](std::initializer_list<const char*> policy) {
+        SearchRequest q = slow;
+        q.space = constrained({"tensor=8", "pipeline=2", "sequence_parallel=on", "microbatch=1",
+                               "offload_modules=qkv_linear+core_attn+attn_proj"});
+        for (const char* c : policy)
+            apply_constraint(q.space, c);
+        const SearchResult res = search(q);
+        REQUIRE_FALSE(res.simulated.empty());
+        return res.simulated.front().result.iteration->iteration_time_s;
+    };
+    const double both = best({"recompute=none,selective", "recompute_modules=core_attn"});
+    const double none = best({"recompute=none"});
+    const double selective = best({"recompute=selective", "recompute_modules=core_attn"});
+    CHECK(selective < none);
+    CHECK(both == selective);
     // With local layers (BF16's automatic choice) offloading is refused, and the count says why.
     req.base.transformer_impl = TransformerImpl::automatic;
     req.space = constrained({"offload_modules=qkv_linear", "tensor=8", "pipeline=2", "microbatch=1"});

@@ -176,9 +176,9 @@ struct ActivationPlan {
 /// chunk's last layer goes to host memory too. Megatron-Core keeps each module's last group of the chunk that runs
 /// backward next on the GPU (fine_grained_activation_offload.py): a forward whose own backward is the stage's next
 /// backward keeps its last layer, every other offloads it; a backward unit reads what its forward did. An offloaded
-/// last layer is reloaded as the backward before it ends (Megatron-Core reloads the next backward chunk's last group
-/// when a chunk runs out of groups); the other layers one layer ahead, as the layer after them (in the forward's order)
-/// finishes its MLP's backward.
+/// last layer is reloaded during the backward before it, as that one's first layer finishes its MLP's backward
+/// (Megatron-Core reloads the next backward chunk's last group when a chunk runs out of groups); the other layers one
+/// layer ahead, as the layer after them (in the forward's order) finishes its MLP's backward.
 [[nodiscard]] std::vector<bool> offloads_last_layer(const std::vector<schedule::Unit>& order);
 [[nodiscard]] ActivationPlan activation_plan(const ModelSpec& model, const ExecutionSpec& exec);
 

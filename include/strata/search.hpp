@@ -73,7 +73,8 @@ struct SearchKey {
     std::string name;
     std::string default_values;
 };
-/// SearchResult::rejected's reason for a candidate that recomputes more than another that fits with the rest the same.
+/// SearchResult::rejected's reason for a candidate that recomputes or offloads more than another that fits with the
+/// rest the same (offloading what it recomputes counts as none of it: a recomputed attention core has nothing to copy).
 inline constexpr const char* kDominated =
     "more recompute or offloading than a candidate that fits with the rest the same";
 /// Every key of SearchSpace, in the order the search nests them.

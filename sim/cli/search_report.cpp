@@ -45,7 +45,8 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
     }
     human << fmt::format(
         "{} configurations enumerated; {} fit in memory{} and were ranked by the analytical estimate\n", r.enumerated,
-        r.screened, r.rejected.count(kDominated) ? ", less those recomputing more than another that fits," : "");
+        r.screened,
+        r.rejected.count(kDominated) ? ", less those recomputing or offloading more than another that fits," : "");
     for (const auto& [reason, count] : r.rejected) human << fmt::format("  rejected: {} x {}\n", count, reason);
     if (r.simulated.empty()) {
         std::cerr << "error: " << search_failure(req, r, !constraints.empty()) << "\n";

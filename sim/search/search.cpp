@@ -248,7 +248,11 @@ SearchResult search(const SearchRequest& req) {
         }
         fits.push_back({e, estimate(sc, cost), 0, {}});
         fit_parts.push_back(parts);
-        fit_offload.push_back(offload_modules_index(e.offload_modules));
+        // What it offloads in effect: a recomputed attention core leaves its group nothing to copy (offload_of), so
+        // recomputing it can be faster than copying its tensors, and dominance must not compare it as copying them.
+        OffloadModules effective = e.offload_modules;
+        if (e.recompute == Recompute::selective && e.recompute_modules.core_attn) effective.core_attn = false;
+        fit_offload.push_back(offload_modules_index(effective));
     };
     // One layout (every key but what it recomputes) under each policy; those that fit and recompute a strict superset
     // of what another that fits recomputes are dropped: the same work and more, never faster.
@@ -273,7 +277,9 @@ SearchResult search(const SearchRequest& req) {
         ExecutionSpec none = e, full = e;
         none.recompute = Recompute::none;
         full.recompute = Recompute::full;
+        full.offload_modules = OffloadModules{};  // sizes first: block is full recompute, which offloading refuses
         if (find_problem(candidate(full))) return untried_block("infeasible sizes (divisibility, schedule)");
+        if (e.offload_modules.any()) return untried_block("offloading does not run with full recompute");
         if (!fits_in_memory(full)) return untried_block("not even full recompute of every layer fits");
         if (fits_in_memory(none)) return untried_block("no recompute fits (there is nothing to recompute)");
         // K at most every stage's largest chunk (find_problem) and below the largest chunk of all (K of it is full).
@@ -312,9 +318,7 @@ SearchResult search(const SearchRequest& req) {
                 x.recompute_modules = policy.modules;
                 screen(x, policy.parts);
             }
-            // Block is full recompute, which offloading does not run with (find_problem).
-            if (try_block && !offload.any()) screen_block(e);
-            if (try_block && offload.any()) untried_block("offloading does not run with full recompute");
+            if (try_block) screen_block(e);
         }
         // Dominated: as much recompute and offloading as another that fits, and more of one (offloading's copies
         // only ever add time).

@@ -45,8 +45,8 @@ const std::vector<KeyDef>& key_defs() {
          "local layers, only core_attn with te_transformer_layer; fixed alone, only selective recompute is tried"},
         {"offload_modules", KeyKind::offload, nullptr, nullptr,
          "none (fine-grained activation offloading off; sets of attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm "
-         "joined by +, or none: e.g. none,qkv_linear+core_attn+attn_proj, each tried with every recompute policy; "
-         "Transformer Engine's layers only)"},
+         "joined by +, or none: e.g. none,qkv_linear+core_attn+attn_proj, each tried with every recompute policy it "
+         "runs with: not full or block; Transformer Engine's layers only)"},
         {"sequence_parallel", KeyKind::boolean, nullptr, &SearchSpace::sequence_parallel, "off,on (on where t > 1)"},
         {"distributed_optimizer", KeyKind::boolean, nullptr, &SearchSpace::distributed_optimizer,
          "off,on (on where d x c > 1)"},

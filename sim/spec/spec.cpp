@@ -284,37 +284,6 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                 "recomputes the MLP's fused norm too); layernorm "
                 "needs transformer_impl: local"};
     }
-    if (e.offload_modules.any()) {
-        const OffloadModules& o = e.offload_modules;
-        const auto problem = [](std::string message) {
-            return SpecProblem{"execution", "offload_modules", "offload_modules: " + std::move(message)};
-        };
-        if (e.transformer_impl_in_force() != TransformerImpl::transformer_engine)
-            return problem(std::string("Megatron-Core's fine-grained activation offloading runs with Transformer Engine's "
-                                       "layers (its arguments require transformer_impl transformer_engine; ") +
-                           to_string(e.transformer_impl_in_force()) +
-                           " in force): set execution.transformer_impl: transformer_engine");
-        if (o.attn_norm || o.mlp_norm)
-            return problem(std::string(o.attn_norm ? "attn_norm" : "mlp_norm") +
-                           " has no effect with Transformer Engine's layers: the norm is fused into the linear layer "
-                           "after it (the spec's norm is an IdentityOp) and Megatron-Core skips the module; valid here: "
-                           "qkv_linear (whose LayerNormLinear keeps the norm's input and output), core_attn, attn_proj");
-        if (o.attn_proj && !o.core_attn)
-            return problem("attn_proj needs core_attn too (Megatron-Core: the input of attn_proj is the output of "
-                           "core_attn, which is needed in core_attn.backward())");
-        if (o.core_attn && e.attention == Attention::unfused)
-            return problem("core_attn's saved tensors are modelled for fused attention (attention: flash or flash2, "
-                           "as Transformer Engine runs it: q, k, v, the output and the softmax statistics)");
-        if (e.recompute == Recompute::full)
-            return problem("not modelled with recompute: full (Megatron-Core has no check for the pair and no "
-                           "documented behaviour); use recompute: none or selective");
-        const NetworkSpec& n = sc.system.network;
-        if (n.device_to_host_bandwidth.value <= 0 || n.host_to_device_bandwidth.value <= 0)
-            return problem(
-                "needs the host link: network.device_to_host_bandwidth_bytes_per_s and "
-                "network.host_to_device_bandwidth_bytes_per_s in the system's file (system '" +
-                sc.system.name + "'; the shipped DGX systems give them)");
-    }
     if (e.fp8_recipe != Fp8Recipe::delayed && e.precision != Precision::fp8)
         return SpecProblem{"execution", "fp8_recipe", "fp8_recipe applies to precision: fp8"};
     if (e.fp8_param_gather && (e.precision != Precision::fp8 || !e.distributed_optimizer))
@@ -420,6 +389,43 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
     if (e.tensor > g ? e.tensor % g != 0 : g % e.tensor != 0)
         return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") and system.gpus_per_node (" + s(g) +
                                                   ") must divide one another so tensor groups do not straddle nodes unevenly"};
+    // Last, so that sizes that do not fit together are reported as such first (the search counts them apart).
+    if (e.offload_modules.any()) {
+        const OffloadModules& o = e.offload_modules;
+        const auto problem = [](std::string message) {
+            return SpecProblem{"execution", "offload_modules", "offload_modules: " + std::move(message)};
+        };
+        if (e.transformer_impl_in_force() != TransformerImpl::transformer_engine)
+            return problem(
+                std::string("Megatron-Core's fine-grained activation offloading runs with Transformer Engine's "
+                            "layers (its arguments require transformer_impl transformer_engine; ") +
+                to_string(e.transformer_impl_in_force()) +
+                " in force): set execution.transformer_impl: transformer_engine");
+        if (o.attn_norm || o.mlp_norm)
+            return problem(
+                std::string(o.attn_norm ? "attn_norm" : "mlp_norm") +
+                " has no effect with Transformer Engine's layers: the norm is fused into the linear layer "
+                "after it (the spec's norm is an IdentityOp) and Megatron-Core skips the module; valid here: "
+                "qkv_linear (whose LayerNormLinear keeps the norm's input and output), core_attn, attn_proj");
+        if (o.attn_proj && !o.core_attn)
+            return problem(
+                "attn_proj needs core_attn too (Megatron-Core: the input of attn_proj is the output of "
+                "core_attn, which is needed in core_attn.backward())");
+        if (o.core_attn && e.attention == Attention::unfused)
+            return problem(
+                "core_attn's saved tensors are modelled for fused attention (attention: flash or flash2, "
+                "as Transformer Engine runs it: q, k, v, the output and the softmax statistics)");
+        if (e.recompute == Recompute::full)
+            return problem(
+                "not modelled with recompute: full (Megatron-Core has no check for the pair and no "
+                "documented behaviour); use recompute: none or selective");
+        const NetworkSpec& n = sc.system.network;
+        if (n.device_to_host_bandwidth.value <= 0 || n.host_to_device_bandwidth.value <= 0)
+            return problem(
+                "needs the host link: network.device_to_host_bandwidth_bytes_per_s and "
+                "network.host_to_device_bandwidth_bytes_per_s in the system's file (system '" +
+                sc.system.name + "'; the shipped DGX systems give them)");
+    }
     return std::nullopt;
 }
 
