@@ -1,6 +1,7 @@
 // Analytical per-GPU memory (see include/strata/memory.hpp).
 #include "strata/memory.hpp"
 
+#include "peak.hpp"
 #include "strata/layer.hpp"
 
 #include <algorithm>
@@ -384,17 +385,8 @@ StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const Devic
     UnitActivations held;
     held.output = plan.held_for_deferral(s);
     int units = 0;
-    Bytes best(-1);
-    auto consider = [&](Bytes workspace) {
-        const Bytes total = held.layers + held.embedding + held.output + workspace;
-        if (total <= best) return;
-        best = total;
-        sm.activations_layers = held.layers;
-        sm.activations_embedding = held.embedding;
-        sm.activations_output = held.output;
-        sm.recompute_workspace = workspace;
-        sm.units_in_flight = units;
-    };
+    model_detail::ActivationPeak peak{sm};
+    auto consider = [&](Bytes workspace) { peak.consider(held, workspace, units); };
     for (const schedule::Unit& u : schedule::unit_order(plan.shape, s)) {
         const UnitActivations a = plan.of(s, u.chunk);
         if (u.forward) {

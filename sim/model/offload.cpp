@@ -1,5 +1,6 @@
 // Fine-grained activation offloading in the analytical memory: which units offload their chunk's last layer, and
 // stage_memory's walk layer by layer (see include/strata/memory.hpp).
+#include "peak.hpp"
 #include "strata/memory.hpp"
 
 #include <map>
@@ -37,18 +38,10 @@ StageMemory offloading_stage_memory(StageMemory sm, const ActivationPlan& plan, 
     UnitActivations held;
     held.output = plan.held_for_deferral(s);
     int units = 0;
-    Bytes best(-1);
+    model_detail::ActivationPeak peak{sm};
     Bytes pending{};  // freed by a copy still in flight: gone after the next instant considered
     auto consider = [&](Bytes workspace) {
-        const Bytes total = held.layers + held.embedding + held.output + workspace;
-        if (total > best) {
-            best = total;
-            sm.activations_layers = held.layers;
-            sm.activations_embedding = held.embedding;
-            sm.activations_output = held.output;
-            sm.recompute_workspace = workspace;
-            sm.units_in_flight = units;
-        }
+        peak.consider(held, workspace, units);
         held.layers -= pending;
         pending = Bytes(0);
     };
