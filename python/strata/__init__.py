@@ -185,7 +185,9 @@ def search(model, system, gpus, global_batch, *, attention=None, precision=None,
     `strata search`. attention: "unfused" (the default), "flash" (the device profile's fused attention) or "flash2"
     (FlashAttention-2's kernels), as `--attention`; precision: "bf16" (the default), "fp16" or "fp8". fix: constraints as `--fix` takes them, a dict ({"tensor": 8, "pipeline": "4..16",
     "recompute": "selective,full", "recompute_modules": "core_attn,mlp"}) or strings ("tensor=8"; module sets join
-    their modules with +: "recompute_modules=core_attn+mlp"); margin: percent of the best estimate within which
+    their modules with +: "recompute_modules=core_attn+mlp"; offloading likewise, with none for off:
+    "offload_modules=none,qkv_linear+core_attn+attn_proj", with Transformer Engine's layers
+    (overrides=["execution.transformer_impl=transformer_engine"])); margin: percent of the best estimate within which
     every candidate is simulated (`--margin`); replicas: "all" (every GPU group, the default) or "representative"
     (the data-parallel replicas of replica 0's node only, then rank 1 again in full: search["best_in_full_s"]), as
     `--replicas`; gradient_average: "scale" (Megatron-Core, the default), "scale_always" (Megatron-LM's local DDP

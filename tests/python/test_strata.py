@@ -176,6 +176,25 @@ def test_search_constraints_and_margin():
         strata.search(model, system, gpus=16, global_batch=16, fix={"recompute_modules": "norms"})
 
 
+def test_search_offload_modules():
+    model = os.path.join(SRC, "scenarios", "models", "llama3-70b.yaml")
+    system = os.path.join(SRC, "scenarios", "systems", "dgx-h100.yaml")
+    te = ["execution.transformer_impl=transformer_engine"]
+    r = strata.search(model, system, gpus=32, global_batch=128, attention="flash", replicas="representative", top=4,
+                      simulate_top=4, jobs=1, fix={"recompute": "none", "microbatch": 1,
+                                                   "offload_modules": ["none", "qkv_linear+core_attn+attn_proj"]},
+                      overrides=te)
+    assert r["search"]["constraints"][-1] == "offload_modules=none,qkv_linear+core_attn+attn_proj"
+    sets = {tuple(c["execution"]["offload_modules"]) for c in r["results"]}
+    assert sets <= {(), ("qkv_linear", "core_attn", "attn_proj")}
+    for c in r["results"]:
+        if c["execution"]["offload_modules"]:
+            assert c["layer"]["offload"]["copied_bytes"] > 0 and c["host_copies_busy_s"]["device_to_host"] > 0
+    # The search varies it: an override is refused with the --fix to use instead.
+    with pytest.raises(strata.InputError, match="offload_modules"):
+        strata.search(model, system, gpus=32, global_batch=128, overrides=te + ["execution.offload_modules=[qkv_linear]"])
+
+
 def test_search_warns_when_attention_is_left_at_the_paper_default():
     import warnings
     llama = os.path.join(SRC, "scenarios", "models", "llama3-8b.yaml")
