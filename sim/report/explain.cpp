@@ -30,6 +30,12 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                        e.tensor, e.sequence_parallel ? "on" : "off", recompute, e.microbatch, to_string(e.attention),
                        e.gradient_accumulation_fusion ? "" : ", no gradient-accumulation fusion",
                        e.async_tp_comm ? "" : ", synchronous backward collectives");
+    if (plan.offload.any())
+        out << fmt::format(
+            "  offloaded to host memory [{}]: {} tensors, {:.1f} MB copied out and back each layer and "
+            "microbatch, {:.1f} MB of GPU memory freed (of {:.1f} MB stored)\n",
+            fmt::join(names_of(e.offload_modules), ", "), plan.offload.copies, double(plan.offload.copied.value) / 1e6,
+            double(plan.offload.freed.value) / 1e6, double(plan.stored_bytes.value) / 1e6);
     for (const auto& [title, pass] : {std::pair{"forward", &plan.forward}, std::pair{"backward", &plan.backward}}) {
         out << fmt::format("  {} pass: {:.3f} ms\n", title, cost.pass_time(*pass, e.tensor, e.context).ms());
         for (std::size_t i = 0; i < pass->size(); ++i) {

@@ -220,6 +220,8 @@ o = r[\"layer\"][\"offload\"]
 assert 0 < o[\"freed_bytes\"] <= o[\"copied_bytes\"] == o[\"reloaded_bytes\"] and o[\"tensors\"] > 0, o
 assert r[\"host_copies_busy_s\"][\"device_to_host\"] > 0 and r[\"host_copies_busy_s\"][\"host_to_device\"] > 0
 " "$tmp/search-off.json"'
+"$strata" explain "$root/scenarios/llama/offload-h100.yaml" --case "70B t4 p4 d2, offload qkv + attention, FP8" >"$tmp/explain-off.txt" 2>"$tmp/err"; rc=$?
+check "explain names the offloaded modules and what each layer copies and frees" '[[ $rc -eq 0 ]] && grep -Eq "^  offloaded to host memory \[qkv_linear, core_attn, attn_proj\]: 7 tensors, [0-9.]+ MB copied out and back each layer and microbatch, [0-9.]+ MB of GPU memory freed" "$tmp/explain-off.txt"'
 "$strata" search --model "$root/scenarios/models/llama3-70b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 32 --global-batch 128 --set 'execution.offload_modules=[qkv_linear]' >/dev/null 2>"$tmp/err"; rc=$?
 "$strata" search --model "$root/scenarios/models/llama3-70b.yaml" --system "$root/scenarios/systems/dgx-h100.yaml" --gpus 32 --global-batch 128 --fix offload_modules=none,mlp >/dev/null 2>"$tmp/err2"; rc2=$?
 check "search: offload_modules is searched (--set refused, pointing at --fix), and an unknown module named" '[[ $rc -eq 2 && $rc2 -eq 2 ]] && grep -q "fix offload_modules=VALUES" "$tmp/err" && grep -q "'"'"'mlp'"'"' is not none or a set of modules" "$tmp/err2"'
