@@ -10,7 +10,7 @@ communication by kind adds up to exposed_comm_s, busy time, exposed communicatio
 and the bubble is what they leave, and every per-stage array has one entry per pipeline stage.
 
 usage: check_results.py STRATA_BIN SOURCE_DIR [--quick]
---quick (sanitizer builds): simulates only the two smallest experiments.
+--quick (sanitizer builds): simulates only the two smallest experiments and the offloading one.
 Exit codes: 0 valid, 1 invalid, 77 no validator (python3-jsonschema is not installed: scripts/install-deps).
 """
 import json
@@ -32,7 +32,7 @@ SIMULATED = {
     "paper/table4.yaml", "sweeps/microbatch.yaml", "paper/175b-on-h100.yaml", "llama/llama3-h100.yaml",
     "paper/table5.yaml", "paper/table2.yaml", "paper/table2-hopper.yaml", "llama/offload-h100.yaml",
 }
-SIMULATED_QUICK = {"paper/table4.yaml", "sweeps/microbatch.yaml"}
+SIMULATED_QUICK = {"paper/table4.yaml", "sweeps/microbatch.yaml", "llama/offload-h100.yaml"}
 PARTS = {"models", "systems", "devices"}
 
 
