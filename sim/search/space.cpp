@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -86,6 +87,17 @@ std::optional<int> positive(std::string_view s) {
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc{} || end != s.data() + s.size() || v < 1) return std::nullopt;
     return v;
+}
+
+/// A module set's names joined by + (`item`), each checked against `known` (an unknown one throws `bad()`).
+template <typename Known, typename Bad>
+std::vector<std::string> module_names(std::string_view item, const Known& known, const Bad& bad) {
+    std::vector<std::string> names;
+    for (std::string_view name : split(item, '+')) {
+        if (std::find(known.begin(), known.end(), name) == known.end()) throw bad();
+        names.emplace_back(name);
+    }
+    return names;
 }
 
 /// The module set recompute_modules_index numbers `i`.
@@ -219,45 +231,36 @@ void apply_constraint(SearchSpace& space, const std::string& constraint, const s
             return;
         }
         case KeyKind::modules: {
-            std::set<int> set;
+            // Each set parsed by the loader's own table (recompute_modules_named), once its names are checked.
+            std::map<int, RecomputeModules> sets;  // by recompute_modules_index: sorted, no repeats
             for (std::string_view item : split(values, ',')) {
-                RecomputeModules m{false, false, false};
-                for (std::string_view name : split(item, '+')) {
-                    const auto* it = std::find(kRecomputeModuleNames.begin(), kRecomputeModuleNames.end(), name);
-                    if (it == kRecomputeModuleNames.end())
-                        throw bad(item, "a set of modules joined by + (core_attn, layernorm, mlp; e.g. layernorm+mlp)");
-                    const auto i = it - kRecomputeModuleNames.begin();
-                    (i == 0 ? m.core_attn : i == 1 ? m.layernorm : m.mlp) = true;
-                }
-                set.insert(recompute_modules_index(m));
+                const std::vector<std::string> listed = module_names(item, kRecomputeModuleNames, [&] {
+                    return bad(item, "a set of modules joined by + (core_attn, layernorm, mlp; e.g. layernorm+mlp)");
+                });
+                const RecomputeModules m = recompute_modules_named(listed);
+                sets.emplace(recompute_modules_index(m), m);
             }
             space.modules_fixed = true;
             space.recompute_modules.clear();
-            for (int i : set)
-                space.recompute_modules.push_back(modules_of_index(i));
+            for (const auto& [index, m] : sets)
+                space.recompute_modules.push_back(m);
             return;
         }
         case KeyKind::offload: {
-            std::set<int> set;
+            std::map<int, OffloadModules> sets;  // by offload_modules_index
             for (std::string_view item : split(values, ',')) {
-                OffloadModules m;
-                if (item != "none") {
-                    bool* flags[] = {&m.attn_norm, &m.qkv_linear, &m.core_attn, &m.attn_proj, &m.mlp_norm};
-                    for (std::string_view name : split(item, '+')) {
-                        const auto* it = std::find(kOffloadModuleNames.begin(), kOffloadModuleNames.end(), name);
-                        if (it == kOffloadModuleNames.end())
-                            throw bad(item,
-                                      "none or a set of modules joined by + (attn_norm, qkv_linear, core_attn, "
-                                      "attn_proj, mlp_norm; e.g. qkv_linear+core_attn+attn_proj)");
-                        *flags[it - kOffloadModuleNames.begin()] = true;
-                    }
-                }
-                set.insert(offload_modules_index(m));
+                const std::vector<std::string> listed =
+                    item == "none" ? std::vector<std::string>{} : module_names(item, kOffloadModuleNames, [&] {
+                        return bad(item,
+                                   "none or a set of modules joined by + (attn_norm, qkv_linear, core_attn, "
+                                   "attn_proj, mlp_norm; e.g. qkv_linear+core_attn+attn_proj)");
+                    });
+                const OffloadModules m = offload_modules_named(listed);
+                sets.emplace(offload_modules_index(m), m);
             }
             space.offload_modules.clear();
-            for (int i : set)
-                space.offload_modules.push_back(
-                    OffloadModules{(i & 1) != 0, (i & 2) != 0, (i & 4) != 0, (i & 8) != 0, (i & 16) != 0});
+            for (const auto& [index, m] : sets)
+                space.offload_modules.push_back(m);
             return;
         }
     }
