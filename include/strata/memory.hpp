@@ -180,6 +180,8 @@ struct ActivationPlan {
 /// (Megatron-Core reloads the next backward chunk's last group when a chunk runs out of groups); the other layers one
 /// layer ahead, as the layer after them (in the forward's order) finishes its MLP's backward.
 [[nodiscard]] std::vector<bool> offloads_last_layer(const std::vector<schedule::Unit>& order);
+/// The place in `order` of the first backward unit after place `i` (order.size(): none).
+[[nodiscard]] std::size_t next_backward(const std::vector<schedule::Unit>& order, std::size_t i);
 [[nodiscard]] ActivationPlan activation_plan(const ModelSpec& model, const ExecutionSpec& exec);
 
 struct StageMemory {

@@ -7,20 +7,21 @@
 
 namespace strata {
 
+std::size_t next_backward(const std::vector<schedule::Unit>& order, std::size_t i) {
+    std::size_t j = i + 1;
+    while (j < order.size() && order[j].forward)
+        ++j;
+    return j;
+}
+
 std::vector<bool> offloads_last_layer(const std::vector<schedule::Unit>& order) {
     std::vector<bool> out(order.size(), true);
     std::map<std::pair<int, int>, bool> forward_did;  // (chunk, microbatch): its forward offloaded its last layer
-    std::size_t next_backward = order.size();
-    std::vector<std::size_t> next(order.size());
-    for (std::size_t i = order.size(); i-- > 0;) {
-        next[i] = next_backward;
-        if (!order[i].forward) next_backward = i;
-    }
     for (std::size_t i = 0; i < order.size(); ++i) {
         const schedule::Unit& u = order[i];
         const std::pair<int, int> key{u.chunk, u.microbatch};
         if (u.forward) {
-            const std::size_t j = next[i];
+            const std::size_t j = next_backward(order, i);
             out[i] = !(j < order.size() && order[j].chunk == u.chunk && order[j].microbatch == u.microbatch);
             forward_did[key] = out[i];
         } else {
@@ -67,11 +68,9 @@ StageMemory offloading_stage_memory(StageMemory sm, const ActivationPlan& plan, 
         // The next backward's last layer, if offloaded, comes back during this one's first layer (counted from its
         // start, as every reload here: the simulation issues them after the layer's MLP backward).
         Bytes next_reload{};
-        for (std::size_t j = i + 1; j < order.size(); ++j) {
-            if (order[j].forward) continue;
-            if (last_offloaded[j] && plan.layers_of(s, order[j].chunk) > 0) next_reload = off.reloaded;
-            break;
-        }
+        if (const std::size_t j = next_backward(order, i);
+            j < order.size() && last_offloaded[j] && plan.layers_of(s, order[j].chunk) > 0)
+            next_reload = off.reloaded;
         const Bytes workspace = plan.recompute_workspace(s, u.chunk);
         if (layers == 0) consider(workspace);
         for (int l = layers - 1; l >= 0; --l) {

@@ -158,15 +158,12 @@ Builder::UnitTasks Builder::emit_offloaded_unit(Group& g, const schedule::Unit& 
     // finishes its MLP's backward (Megatron-Core reloads the next backward chunk's last groups as this chunk runs out
     // of groups to reload).
     std::optional<std::pair<std::uint64_t, TaskId>> next_last;  // that unit's key and its last layer's copy out
-    for (std::size_t j = at + 1; j < order.size(); ++j) {
-        if (order[j].forward) continue;
-        if (last_offloaded_[stage][j] && activations_.layers_of(g.stage, order[j].chunk) > 0) {
-            const std::uint64_t key = unit_key(order[j]);
-            for (const auto& [k, c] : g.offloaded)
-                if (k == key) next_last = {key, c.back()};
-            if (!next_last) throw std::logic_error("an offloaded last layer whose forward has not run");
-        }
-        break;
+    if (const std::size_t j = next_backward(order, at);
+        j < order.size() && last_offloaded_[stage][j] && activations_.layers_of(g.stage, order[j].chunk) > 0) {
+        const std::uint64_t key = unit_key(order[j]);
+        for (const auto& [k, c] : g.offloaded)
+            if (k == key) next_last = {key, c.back()};
+        if (!next_last) throw std::logic_error("an offloaded last layer whose forward has not run");
     }
     const bool by_bucket = runs_by_layer(u);
     int layer = layers;
