@@ -182,6 +182,10 @@ struct LayerConfig {
     /// Fine-grained activation offloading: the modules whose saved tensors go to host memory (find_problem's rules
     /// hold: Transformer Engine's layers, fused attention for core_attn, no full recompute).
     OffloadModules offload{};
+    /// With fp8: the weights arrive in FP8 without their transposes for every backward (Megatron-FSDP with FP8
+    /// parameters, which gathers each layer again for its backward): each data-gradient GEMM's weight is transposed
+    /// first (read and written once, 1 byte each).
+    bool fp8_weight_transposes = false;
 };
 
 /// The layer configuration of a scenario's execution.

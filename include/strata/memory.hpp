@@ -47,6 +47,8 @@ double fp32_embedding_parameters(const ModelSpec& model, const ExecutionSpec& ex
 double gradient_bytes(const ExecutionSpec& exec, double params, double fp32_params);
 /// Parameters of one transformer layer held by one GPU of a t-way tensor-parallel group.
 double layer_parameters_per_gpu(const ModelSpec& model, int tensor);
+/// Of those, the linear layers' weights (QKV, projection, fc1, fc2): what FP8 parameters hold in FP8.
+double layer_linear_weights_per_gpu(const ModelSpec& model, int tensor);
 /// Parameters of the input embedding held by one GPU of the first stage: its vocabulary shard (and a learned
 /// position table).
 double embedding_parameters_per_gpu(const ModelSpec& model, int tensor);

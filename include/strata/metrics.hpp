@@ -22,7 +22,9 @@ struct ExposedComm {
     Time pipeline;
     /// From the last backward to the optimizer step (gradient reduce-scatter / all-reduce over the data-parallel
     /// replicas, waiting for the slowest of them, the tied-embedding sync) and from the optimizer step to the end of
-    /// the distributed optimizer's parameter all-gather when it is not overlapped with the next forward.
+    /// the distributed optimizer's parameter all-gather when it is not overlapped with the next forward; with the
+    /// overlapped gather or with fsdp, the time the first group's kernels wait for their weights' gathers (and with
+    /// fsdp for each backward's reduce-scatters).
     Time data_parallel;
     [[nodiscard]] constexpr Time total() const { return tensor + pipeline + data_parallel; }
 };

@@ -244,6 +244,14 @@ struct ExecutionSpec {
     int global_batch = 1;         ///< B
     Schedule schedule = Schedule::one_f_one_b;
     bool distributed_optimizer = false;
+    /// Megatron-FSDP with --data-parallel-sharding-strategy optim_grads_params (ZeRO-3; Megatron-Core's
+    /// mcore_fsdp_adapter, v1): weights, gradients and optimizer state sharded over the data x context ranks. Each
+    /// transformer layer (the FSDP unit) is all-gathered before its forward and again before its backward (one unit
+    /// prefetched: the double buffer), its gradient reduce-scattered after its backward on every microbatch; the
+    /// embedding and output layer stay gathered after the step's first forward, their gradients reduce-scattered every
+    /// microbatch too. Needs distributed_optimizer (Megatron-LM sets it); implies the overlaps (overlap_grad_reduce and
+    /// overlap_param_gather are Megatron-FSDP's own with this strategy and read no further).
+    bool fsdp = false;
     bool overlap_grad_reduce = false;   ///< overlap the data-parallel gradient reduction with backward
     /// With the distributed optimizer, the updated parameters' all-gather overlaps the next iteration's forward
     /// (Megatron-LM's --overlap-param-gather): simulated as the previous iteration's gather running under this

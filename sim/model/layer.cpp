@@ -41,6 +41,7 @@ struct Dims {
     TpOverlapConfig ub;    ///< with tp_overlap: each userbuffer overlap's settings (SMs, margin, aggregate, fp8_buf)
     bool fp8;              ///< FP8 linear layers
     bool fp8_current;      ///< current (tensorwise) scaling: an amax pass before each cast
+    bool fp8_transposes;   ///< each backward transposes its FP8 weights first (LayerConfig::fp8_weight_transposes)
     bool sp;
     bool qkv_bias_in_te;    ///< QKV's bias gradient inside Transformer Engine's GEMM or cast (TransformerImpl)
     bool te_layernorm_mlp;  ///< TE's LayerNormMLP (te_transformer_layer): fc1's bias gradient in its fused bias-GeLU
@@ -90,6 +91,7 @@ Dims dims_of(const LayerConfig& c) {
     d.ub = c.tp_overlap_config;
     d.fp8 = c.fp8;
     d.fp8_current = c.fp8_current_scaling;
+    d.fp8_transposes = c.fp8 && c.fp8_weight_transposes;
     const TransformerImpl impl = transformer_impl_for(c.transformer_impl, c.fp8, c.tp_comm_overlap);
     if (impl == TransformerImpl::local && (c.fp8 || c.tp_comm_overlap))
         throw Error(
@@ -640,6 +642,9 @@ void apply_fp8(std::vector<Step>& pass, const Dims& d) {
                             out.push_back(elementwise(k.name + ".fp8-cast", "", 5 * operand));
                         break;
                     case Kernel::Linear::data_grad:
+                        // GEMM (tokens, out, in): the weight out x in, transposed from its gathered FP8 copy.
+                        if (d.fp8_transposes)
+                            out.push_back(elementwise(k.name + ".fp8-weight-transpose", "", 2 * k.gemm.k * k.gemm.n));
                         if (fp8_gelu && layer == Layer::fc1) break;  // the GeLU's backward wrote it and its transpose
                         if (column || !d.sp)  // a row-parallel layer's under SP: on the shard before the gather
                             out.push_back(elementwise(k.name + ".fp8-cast-transpose", "", (4 + amax) * operand));
@@ -802,6 +807,7 @@ LayerConfig layer_config(const ModelSpec& model, const ExecutionSpec& e) {
                                                                                           : 0;
     c.embedding_reduce_scatter = e.embedding_reduce_scatter;
     c.offload = e.offload_modules;
+    c.fp8_weight_transposes = e.fsdp && e.fp8_param_gather;
     return c;
 }
 

@@ -253,7 +253,9 @@ Bytes stage_weight_bytes(const ModelSpec& m, const ExecutionSpec& e, int stage) 
 }
 
 double fp8_weight_cast_bytes(const ModelSpec& m, const ExecutionSpec& e, int stage) {
-    if (e.precision != Precision::fp8) return 0.0;
+    // Megatron-FSDP gathers FP8 weights for every forward and backward: their transposes are made in each backward
+    // (LayerConfig::fp8_weight_transposes), nothing once per step.
+    if (e.precision != Precision::fp8 || e.fsdp) return 0.0;
     const double per_param = e.fp8_param_gather ? 2.0 : e.fp8_recipe == Fp8Recipe::current ? 6.0 : 4.0;
     return per_param * stage_layer_parameters(m, e, stage);
 }
@@ -356,7 +358,45 @@ ActivationPlan activation_plan(const ModelSpec& m, const ExecutionSpec& e) {
     return a;
 }
 
+double layer_linear_weights_per_gpu(const ModelSpec& m, int t) {
+    const double h = m.hidden, f = m.ffn_hidden, kv = 2.0 * m.query_groups() * m.head_dim();
+    const double gate = m.mlp == Mlp::swiglu ? 2.0 : 1.0;
+    return (h * (h + kv) + h * h + gate * h * f + f * h) / t;
+}
+
+namespace {
+
+/// Megatron-FSDP (optim_grads_params, ExecutionSpec::fsdp; pipeline 1): every parameter's stored weight, main gradient
+/// and optimizer state sharded over the data x context ranks (param_and_grad_buffer.py: every group's model-weight,
+/// main-weight and gradient buffers distributed), and beside the shards what runs gathered: the double buffer's two
+/// transformer layers of gathered weights and two of unsharded gradients (--fsdp-double-buffer, forced by NCCL user
+/// buffers, UB_BUFFER_NUM = 2), the embedding and output layer gathered for the whole step (not FSDP units: their
+/// buckets stay allocated), with FP8 parameters one layer's FP8 transpose (made in its backward), and the embedding's
+/// and output layer's unsharded gradients (allocated as their backward runs, freed by their reduce-scatter: counted
+/// for the whole step, a bound).
+StageMemory fsdp_stage_state(const ModelSpec& m, const ExecutionSpec& e, const DeviceMemory& device) {
+    const BytesPerParam bpp = bytes_per_param(e);
+    const double shards = double(e.data) * e.context;
+    const double params = parameters_on_stage(m, e, 0);
+    const double layer = layer_parameters_per_gpu(m, e.tensor), linear = layer_linear_weights_per_gpu(m, e.tensor);
+    const double layers = double(e.layers_on_stage(m.layers, 0));
+    const double rest = params - layer * layers;  // embedding, output layer, final norm
+    const bool fp8 = e.precision == Precision::fp8 && e.fp8_param_gather;
+    const double unit = fp8 ? linear + (layer - linear) * 2.0 : layer * 2.0;  // one layer's gathered weights
+    StageMemory sm;
+    sm.stage = 0;
+    const double weights = (unit * layers + rest * 2.0) / shards + rest * 2.0 + 2.0 * unit + (fp8 ? linear : 0.0);
+    sm.weights = Bytes(std::llround(weights));
+    sm.gradients = Bytes(std::llround(bpp.gradients * (params / shards + 2.0 * layer + rest)));
+    sm.optimizer = Bytes(std::llround(params * bpp.optimizer));
+    sm.reserved = device.reserved;
+    return sm;
+}
+
+}  // namespace
+
 StageMemory stage_state(const ModelSpec& m, const ExecutionSpec& e, const DeviceMemory& device, int s) {
+    if (e.fsdp) return fsdp_stage_state(m, e, device);
     const BytesPerParam bpp = bytes_per_param(e);
     StageMemory sm;
     sm.stage = s;

@@ -95,6 +95,7 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"bucket_size", exec([](const ExecutionSpec& e) { return num(e.bucket_size_in_force()); })});
         c.push_back({"distributed_optimizer",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.distributed_optimizer); })});
+        c.push_back({"fsdp", exec([](const ExecutionSpec& e) { return csv_bool(e.fsdp); })});
         c.push_back({"overlap_grad_reduce", exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_grad_reduce); })});
         c.push_back({"overlap_param_gather",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_param_gather); })});

@@ -13,15 +13,15 @@ namespace strata {
 namespace {
 using yamlio::Fields;
 
-constexpr std::array<std::string_view, 61> kExecutionKeys = {
+constexpr std::array<std::string_view, 62> kExecutionKeys = {
     "tensor", "pipeline", "data", "interleave", "sequence_parallel", "recompute", "microbatch", "global_batch",
-    "schedule", "distributed_optimizer", "overlap_grad_reduce", "precision", "gradient_accumulation_fusion",
+    "schedule", "distributed_optimizer", "fsdp", "overlap_grad_reduce", "precision", "gradient_accumulation_fusion",
     "async_tp_comm", "attention", "first_stage_layers", "last_stage_layers", "recompute_layers", "recompute_method",
-    "context_parallel", "recompute_modules", "offload_modules", "tp_comm_overlap", "tp_overlap_proj_fprop", "tp_overlap_fc2_fprop",
-    "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy", "fp8_recipe",
-    "fp8_param_gather", "tp_only_amax_red", "embedding_reduce_scatter", "check_for_nan_in_grad", "fp32_embedding_grads",
-    "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "overlap_p2p_comm", "p2p_pair_order",
-    "host_gap_forward_us", "host_gap_backward_us", "account_for_embedding_in_pipeline_split",
+    "context_parallel", "recompute_modules", "offload_modules", "tp_comm_overlap", "tp_overlap_proj_fprop",
+    "tp_overlap_fc2_fprop", "overlap_param_gather", "gradient_average", "grad_reduce_in_fp32", "cross_entropy",
+    "fp8_recipe", "fp8_param_gather", "tp_only_amax_red", "embedding_reduce_scatter", "check_for_nan_in_grad",
+    "fp32_embedding_grads", "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "overlap_p2p_comm",
+    "p2p_pair_order", "host_gap_forward_us", "host_gap_backward_us", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "overlap_param_gather_with_optimizer_step", "tp_overlap_sm_margin",
     "tp_overlap_aggregate", "tp_overlap_fp8_buf", "grad_buckets", "bucket_size", "transformer_impl", "fp8_scale_update",
     // tp_overlap_num_sm, a mapping from userbuffer overlap (kTpOverlapNames) to its num_sm, flattened.
@@ -52,6 +52,7 @@ ExecutionSpec parts::read_execution(const Fields& f) {
     std::string s = f.get_choice("schedule", sc, e.interleave > 1 ? "interleaved" : "1f1b");
     e.schedule = s == "1f1b" ? Schedule::one_f_one_b : s == "interleaved" ? Schedule::interleaved : Schedule::gpipe;
     e.distributed_optimizer = f.get_bool("distributed_optimizer", false);
+    e.fsdp = f.get_bool("fsdp", false);
     e.overlap_grad_reduce = f.get_bool("overlap_grad_reduce", false);
     e.overlap_param_gather = f.get_bool("overlap_param_gather", false);
     e.overlap_param_gather_with_optimizer_step = f.get_bool("overlap_param_gather_with_optimizer_step", false);

@@ -390,6 +390,32 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
         return SpecProblem{"execution", "tensor", "tensor (" + s(e.tensor) + ") and system.gpus_per_node (" + s(g) +
                                                   ") must divide one another so tensor groups do not straddle nodes unevenly"};
     // Last, so that sizes that do not fit together are reported as such first (the search counts them apart).
+    if (e.fsdp) {
+        const auto problem = [](std::string message) {
+            return SpecProblem{"execution", "fsdp", "fsdp: " + std::move(message)};
+        };
+        if (!e.distributed_optimizer)
+            return problem(
+                "needs distributed_optimizer: true (Megatron-FSDP v1 steps Megatron-Core's DistributedOptimizer "
+                "over the shards; Megatron-LM turns it on with --use-megatron-fsdp)");
+        if (e.pipeline > 1)
+            return problem("modelled without pipeline parallelism (pipeline: 1; here " + s(e.pipeline) +
+                           "): Megatron-FSDP v1 has no pipeline-parallel test, and every published Megatron-FSDP run "
+                           "has pipeline 1");
+        if (e.data * e.context < 2)
+            return problem("needs data x context_parallel > 1 (the ranks the state is sharded over; here 1)");
+        if (nemo_apex(e.grad_buckets))
+            return problem(
+                "grad_buckets: nemo_apex is Apex's sharded optimizer, not Megatron-FSDP's; Megatron-FSDP "
+                "reduces each transformer layer as its own bucket (use grad_buckets: layer or megatron_core)");
+        if (e.precision == Precision::fp8 && !e.fp8_param_gather)
+            return problem(
+                "FP8 is modelled with fp8_param_gather: true (FP8 weights gathered and their transposes made "
+                "in each backward), as Megatron-LM's Megatron-FSDP example and Megatron-Bridge's FSDP recipes "
+                "run it");
+        if (e.offload_modules.any()) return problem("not modelled together with offload_modules; choose one");
+        if (e.defer_embedding_wgrad_compute) return problem("not modelled together with defer_embedding_wgrad_compute");
+    }
     if (e.offload_modules.any()) {
         const OffloadModules& o = e.offload_modules;
         const auto problem = [](std::string message) {

@@ -74,13 +74,39 @@ struct Unit {
 void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost);
 
 enum class TaskKind : std::uint32_t {
-    forward = 0, backward, tp, p2p, dp, optimizer, embedding_sync, grad_average, host_gap, grad_check, amax_reduce, deferred_wgrad,
-    offload, reload
+    forward = 0,
+    backward,
+    tp,
+    p2p,
+    dp,
+    optimizer,
+    embedding_sync,
+    grad_average,
+    host_gap,
+    grad_check,
+    amax_reduce,
+    deferred_wgrad,
+    offload,
+    reload,
+    fsdp_gather,
+    fsdp_reduce
 };
-inline constexpr const char* kKindNames[] = {"forward",   "backward",  "tp-collective",       "p2p",
-                                             "dp-reduce", "optimizer", "embedding-grad-sync", "gradient-average",
-                                             "host-gap",  "gradient-nan-check", "fp8-amax-reduce", "deferred-wgrad",
-                                             "activation-offload", "activation-reload"};
+inline constexpr const char* kKindNames[] = {"forward",
+                                             "backward",
+                                             "tp-collective",
+                                             "p2p",
+                                             "dp-reduce",
+                                             "optimizer",
+                                             "embedding-grad-sync",
+                                             "gradient-average",
+                                             "host-gap",
+                                             "gradient-nan-check",
+                                             "fp8-amax-reduce",
+                                             "deferred-wgrad",
+                                             "activation-offload",
+                                             "activation-reload",
+                                             "fsdp-all-gather",
+                                             "fsdp-reduce-scatter"};
 
 /// label = kind (4 bits) | chunk (8 bits) | microbatch (20 bits)
 inline std::uint32_t make_label(TaskKind kind, int chunk, int mb) {
@@ -190,6 +216,8 @@ private:
         std::size_t units = 0;
         std::vector<std::pair<std::uint64_t, std::vector<TaskId>>> offloaded;
         std::vector<std::pair<std::uint64_t, TaskId>> reloaded_ahead;
+        /// With fsdp: the index of its next collective in its stage's sequence (FsdpStage::ops).
+        std::size_t fsdp_next = 0;
     };
     static constexpr TaskId kNoTask = ~TaskId{0};
     struct UnitTasks {
@@ -257,7 +285,7 @@ private:
     /// Ranks that share a stage's weights: data x context parallel (gradients reduced over them).
     [[nodiscard]] int weight_replicas() const { return e_.data * e_.context; }
     /// The gradients are reduced bucket by bucket (per layer, Megatron-Core's or NeMo's) under the last microbatch's backward.
-    [[nodiscard]] bool reduces_by_bucket() const { return e_.overlap_grad_reduce && weight_replicas() > 1; }
+    [[nodiscard]] bool reduces_by_bucket() const { return e_.overlap_grad_reduce && weight_replicas() > 1 && !e_.fsdp; }
     /// Megatron-Core's or NeMo's buckets (stage_buckets) rather than one per layer; and whether the optimizer steps the
     /// first chunk (Megatron-Core), or the first group (Apex), first and the iteration is cut there (later_chunks_step).
     [[nodiscard]] bool planned_buckets() const { return e_.grad_buckets != GradBuckets::layer; }
@@ -298,7 +326,8 @@ private:
     /// backward split by layer (the first bucket reduction needs it) and the stage's overlapped parameter gather,
     /// if any, is over.
     [[nodiscard]] bool dp_quiet(const Group& g) const {
-        return g.buckets == 0 && (gather_left_.empty() || gather_left_[static_cast<std::size_t>(g.stage)] == 0);
+        return !e_.fsdp && g.buckets == 0 &&
+               (gather_left_.empty() || gather_left_[static_cast<std::size_t>(g.stage)] == 0);
     }
     /// Marks the groups whose units may run fused (after find_private_tp_links): a unit's synchronous tp
     /// collectives then join the kernels around them in one compute task of their summed length (the same
@@ -364,6 +393,34 @@ private:
     /// with their NICs' traffic, and their paths to the host), or without one a task at `bandwidth`.
     TaskId add_copy(StreamId stream, const std::optional<engine::RouteId>& route, Bytes bytes, int copies,
                     BytesPerSecond bandwidth, std::uint32_t label);
+
+    // fsdp.cpp
+    /// Megatron-FSDP (ExecutionSpec::fsdp): every unit layer by layer, each layer waiting for its weights' all-gather,
+    /// each backward layer's gradient reduce-scattered after it; the stage's collectives on one stream in the order its
+    /// GPUs launch them (one NCCL communicator), each made once every simulated replica has reached it.
+    struct FsdpPlans {
+        Plan gather_layer, gather_embedding, gather_output, reduce_layer, reduce_embedding, reduce_output;
+    };
+    struct FsdpOp {
+        const Plan* plan = nullptr;
+        std::uint32_t label = 0;
+        std::vector<TaskId> triggers;  ///< the replicas' tasks it waits for so far
+        std::vector<TaskId> waiters;   ///< tasks held until it exists
+        std::optional<TaskId> done;    ///< its last task, once every replica has reached it
+    };
+    /// Each stage's stream for them, its kernels slowing the stage's compute at `dp_speeds` (make_groups).
+    void add_fsdp_streams(const std::vector<double>& dp_speeds);
+    /// Each stage's collectives' plans, made before the routes are sealed (find_private_tp_links); returned by stage.
+    std::vector<std::pair<int, const Plan*>> plan_fsdp();
+    /// Group g's next collective of its stage's sequence, waiting for `trigger`; returns its index.
+    std::size_t fsdp_op(Group& g, const Plan& plan, std::uint32_t label, TaskId trigger);
+    /// `waiter` (a task not started) cannot start before collective j of g's stage has ended.
+    void fsdp_wait(Group& g, std::size_t j, TaskId waiter);
+    UnitTasks emit_fsdp_unit(Group& g, const schedule::Unit& u, std::optional<TaskId> after, std::uint32_t label,
+                             bool deferred);
+    std::vector<FsdpPlans> fsdp_plans_;          // per stage
+    std::vector<std::vector<FsdpOp>> fsdp_ops_;  // per stage, in launch order
+    std::vector<StreamId> fsdp_streams_;         // per stage
 
     // program.cpp
     void make_groups();

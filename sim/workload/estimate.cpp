@@ -81,6 +81,16 @@ std::uint64_t Builder::estimate_tasks() {
     // gather (by piece when overlapped), the tied embedding's gradient sum.
     const auto phases = [](const Plan& plan) { return double(std::max<std::size_t>(1, plan.size())); };
     for (int r = 0; r < e_.pipeline; ++r) {
+        if (e_.fsdp) {
+            // Per microbatch: each layer gathered twice and reduced once, the embedding and output layer reduced (and
+            // gathered by the first forward); the end of the step's reduction (on_last_backward).
+            const FsdpPlans& f = fsdp_plans_[static_cast<std::size_t>(r)];
+            const double layers = e_.layers_on_stage(sc_.model.layers, r);
+            estimate += shape_.microbatches * (layers * (2.0 * phases(f.gather_layer) + phases(f.reduce_layer)) +
+                                               phases(f.reduce_embedding) + phases(f.reduce_output)) +
+                        phases(f.gather_embedding) + phases(f.gather_output) + 1.0;
+            continue;
+        }
         if (reduces_by_bucket() && planned_buckets()) {
             for (const GradientBucket& b : stage_buckets(r).buckets) estimate += phases(bucket_plan(r, b, false));
             estimate += 1.0;
@@ -134,12 +144,14 @@ double Builder::program_tasks(Group& g) {
         prev_unit = true;
         if ((u.forward ? e_.host_gap_forward : e_.host_gap_backward) > Time::zero()) n += 1.0;
         const int v = schedule::virtual_stage(shape_, g.stage, u.chunk);
-        const bool by_layer = runs_by_layer(u) || offloading(), defers = deferred(u, g.stage);
+        const bool by_layer = runs_by_layer(u) || offloading() || e_.fsdp, defers = deferred(u, g.stage);
         // Once its first bucket is reduced, the group's later units run unfused (dp_quiet).
         const bool fused = g.fused && !reducing;
         reducing = reducing || (runs_by_layer(u) && !u.forward);
         // With offloading, a copy each way per layer.
         if (offloading()) n += activations_.layers_of(g.stage, u.chunk);
+        // With fsdp, each backward's wait for its reduce-scatters.
+        if (e_.fsdp && !u.forward) n += 1.0;
         double& tasks = units[static_cast<std::size_t>(
             (((u.chunk * 2 + (u.forward ? 1 : 0)) * 2 + (by_layer ? 1 : 0)) * 2 + (fused ? 1 : 0)) * 2 + (defers ? 1 : 0))];
         if (tasks < 0) {

@@ -226,8 +226,12 @@ void Builder::on_last_backward(Group& g, TaskId last) {
     if (planned_buckets() && reduces_by_bucket() && g.buckets != stage_buckets(r).buckets.size())
         throw std::logic_error(fmt::format("stage {}: {} of its {} gradient buckets reduced by its last backward", r,
                                            g.buckets, stage_buckets(r).buckets.size()));
-    // The buffer is averaged before the reduction: by layer bucket as each is reduced, else all of it here.
-    last = prepare_gradients(g, last, g.buckets > 0 ? unbucketed_parameters(r) : parameters_on_stage(sc_.model, e_, r));
+    // The buffer is averaged before the reduction: by layer bucket as each is reduced, else all of it here (with fsdp
+    // the gradients were reduce-scattered by every microbatch's units, Megatron-FSDP scaling them in its buckets: not
+    // charged).
+    if (!e_.fsdp)
+        last = prepare_gradients(g, last,
+                                 g.buckets > 0 ? unbucketed_parameters(r) : parameters_on_stage(sc_.model, e_, r));
     StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
     sr.last_backward.push_back(last);
     if (sr.last_backward.size() < static_cast<std::size_t>(replicas_)) return;
@@ -246,7 +250,7 @@ void Builder::on_last_backward(Group& g, TaskId last) {
             for (TaskId dd : deps) sim_.add_dependency(dd, done);
             sim_.add_dependency(*sr.last_bucket, done);
         }
-    } else if (replicas > 1) {
+    } else if (replicas > 1 && !e_.fsdp) {
         done = emit_phases(dp, dp_plan(r, DpMessage::whole), deps, label, nullptr);
     } else {
         done = sim_.add_compute(dp, Time::zero(), label);
@@ -371,7 +375,8 @@ void Builder::maybe_gather_parameters(int r) {
     // Distributed optimizer: the updated bf16 parameters are all-gathered over the data (and context) replicas
     // of each stage after every replica's step (overlapped: see emit_overlapped_param_gathers).
     StageReduction& sr = reductions_[static_cast<std::size_t>(r)];
-    if (!e_.distributed_optimizer || weight_replicas() < 2 || e_.overlap_param_gather || sr.gathered ||
+    // (With fsdp each forward gathers the layers it runs: nothing after the step.)
+    if (!e_.distributed_optimizer || e_.fsdp || weight_replicas() < 2 || e_.overlap_param_gather || sr.gathered ||
         !sr.ready || sr.optimizers.size() < static_cast<std::size_t>(replicas_))
         return;
     sr.gathered = true;

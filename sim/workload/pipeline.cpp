@@ -17,6 +17,11 @@
 
 namespace strata::workload {
 
+std::size_t Builder::message_index(const schedule::Unit& u) const {
+    const auto per_dir = static_cast<std::size_t>(shape_.chunks * shape_.microbatches);
+    return (u.forward ? 0 : per_dir) + static_cast<std::size_t>(u.chunk * shape_.microbatches + u.microbatch);
+}
+
 namespace {
 
 template <class Pending>

@@ -60,11 +60,6 @@ std::string Builder::describe(std::uint32_t label) const {
                        label_mb(label));
 }
 
-std::size_t Builder::message_index(const schedule::Unit& u) const {
-    const auto per_dir = static_cast<std::size_t>(shape_.chunks * shape_.microbatches);
-    return (u.forward ? 0 : per_dir) + static_cast<std::size_t>(u.chunk * shape_.microbatches + u.microbatch);
-}
-
 void Builder::build() {
     check_task_limit();  // first: nothing proportional to the task count is built before it
     for (int r = 0; r < e_.pipeline; ++r) programs_.push_back(schedule::stage_program(shape_, r));
@@ -102,8 +97,8 @@ void Builder::build() {
     for (int r = 0; r < e_.pipeline; ++r) {
         const bool any = traced(r, options_.trace_first_replica);
         stream_traced_[dp_streams_[static_cast<std::size_t>(r)]] = any ? 1 : 0;
-        if (!gather_streams_.empty()) stream_traced_[gather_streams_[static_cast<std::size_t>(r)]] = any ? 1 : 0;
-        if (!amax_streams_.empty()) stream_traced_[amax_streams_[static_cast<std::size_t>(r)]] = any ? 1 : 0;
+        for (const std::vector<StreamId>* streams : {&gather_streams_, &amax_streams_, &fsdp_streams_})
+            if (!streams->empty()) stream_traced_[(*streams)[static_cast<std::size_t>(r)]] = any ? 1 : 0;
     }
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
         const Group& g = groups_[gi];
@@ -164,6 +159,9 @@ void Builder::find_private_tp_links() {
             if (rest_parameters(r) > 0.5) dp_plan_links(r, dp_plan(r, DpMessage::rest));
             if (e_.distributed_optimizer) dp_plan_links(r, dp_plan(r, DpMessage::gather));
         }
+        if (e_.fsdp)
+            for (const auto& [r, plan] : plan_fsdp())
+                dp_plan_links(r, *plan);
     }
     if (p > 1 && sc_.model.tied_embeddings) shared(sim_.route_links(embedding_route().first));
     // Each group's tp stream: every collective its units and calls can run.
@@ -269,7 +267,8 @@ void Builder::make_groups() {
                 sim_.add_static(g.pool, index(MemoryCategory::embedding_output), held);
         }
     }
-    if (e_.distributed_optimizer && e_.overlap_param_gather && weight_replicas() > 1) {
+    if (e_.fsdp) add_fsdp_streams(dp_speeds);  // Megatron-FSDP's collectives instead (fsdp.cpp)
+    if (!e_.fsdp && e_.distributed_optimizer && e_.overlap_param_gather && weight_replicas() > 1) {
         // The previous iteration's parameter all-gather, by bucket under this iteration's first forward of each chunk
         // (emit_overlapped_param_gathers): a stream of its own per stage, so that the in-order data-parallel stream's
         // reduction does not hold it back.
@@ -383,10 +382,12 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     // The first forward of each chunk waits for its parameters' buckets with the gather overlapped; the last backward
     // starts the buckets' reductions with overlap_grad_reduce.
     const bool defers = deferred(s, g.stage);
-    const UnitTasks ut = offloading()         ? emit_offloaded_unit(g, s, after, label, defers)
-                         : !runs_by_layer(s) ? emit_unit(g, unit_for(s.forward, v, defers), after, label, workspace.value > 0)
-                         : s.forward         ? emit_forward_by_layer(g, s.chunk, after, label)
-                                             : emit_backward_by_layer(g, s.chunk, after, label, defers);
+    const UnitTasks ut = offloading() ? emit_offloaded_unit(g, s, after, label, defers)
+                         : e_.fsdp    ? emit_fsdp_unit(g, s, after, label, defers)
+                         : !runs_by_layer(s)
+                             ? emit_unit(g, unit_for(s.forward, v, defers), after, label, workspace.value > 0)
+                         : s.forward ? emit_forward_by_layer(g, s.chunk, after, label)
+                                     : emit_backward_by_layer(g, s.chunk, after, label, defers);
     if (e_.overlap_p2p_comm) {
         // Asynchronous pipeline calls: the unit waits for the transfer bringing its input and for this group's
         // sends of its direction since its last unit of that direction (Megatron's wait handles).
