@@ -366,7 +366,7 @@ double fp8_speedup_mean_abs(const TokensErrors& t) {
 
 TEST_CASE(
     "validation: Megatron-Bridge H100 (Llama 3 70B, 3.1 405B, FP8) tokens/s per GPU within 0.3% / 0.2%, 25.11: 1.0% / "
-    "11.2%") {
+    "11.2%, 25.09's 8B with Megatron-FSDP 2%") {
     // Hopper, today's software (Megatron-Bridge 26.04 and 26.04.01: bf16 gradient reduction, TE's fused cross-entropy,
     // FP8 current scaling and parameter gather, overlapped pipeline communication; 405B: context parallelism and the
     // embedding and loss counted in the pipeline split). Session 31's figures, 70B +0.04%, 405B -0.96%, pinned so that
@@ -386,11 +386,14 @@ TEST_CASE(
     // tensor-parallel group before each gather): +0.28%, +0.12%, 25.11 +0.96%, +11.17%.
     const std::vector<double> errors =
         tokens_errors("megatron_bridge_h100", "scenarios/validation/megatron-bridge-h100.yaml").errors;
-    REQUIRE(errors.size() == 4);
+    // Session 47 added 25.09's 8B row with Megatron-FSDP (its configuration read before it ran; the table's unnamed FP8
+    // recipe fixed as the script's default, delayed scaling): +1.76% (current scaling -0.69%).
+    REQUIRE(errors.size() == 5);
     CHECK(std::abs(errors[0]) <= 0.003);
     CHECK(std::abs(errors[1]) <= 0.002);
     CHECK(std::abs(errors[2]) <= 0.010);
     CHECK(std::abs(errors[3]) <= 0.112);
+    CHECK(std::abs(errors[4]) <= 0.02);
 }
 
 TEST_CASE("validation: Megatron-Bridge's recompute modules (Llama 3 70B SFT, 32 H100, FP8): cost against core_attn within 1.9%") {
