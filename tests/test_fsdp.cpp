@@ -2,14 +2,17 @@
 // a step launches, and where their time shows.
 #include "fixtures.hpp"
 #include "strata/errors.hpp"
+#include "strata/layer.hpp"
 #include "strata/memory.hpp"
 #include "strata/simulate.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 using namespace strata;
 using strata::testing::source_path;
@@ -44,7 +47,8 @@ std::string error_of(const std::string& text) {
 struct Run {
     IterationResult it;
     SimulationDetail detail;
-    std::map<std::string, int> spans;  // replica 0's traced tasks by kind
+    std::map<std::string, int> spans;  // traced tasks by kind
+    std::vector<TraceSpan> group0;     // the first GPU group's compute spans and the FSDP collectives, as they end
 };
 
 Run simulate_case(const Scenario& sc) {
@@ -52,9 +56,31 @@ Run simulate_case(const Scenario& sc) {
     SimulationOptions options;
     options.progress_every = 0;
     options.keep_trace = true;
-    options.trace_spans = [&r](const TraceSpan& s) { ++r.spans[s.kind]; };
+    options.trace_first_replica = options.trace_last_replica = 0;
+    options.trace_spans = [&r](const TraceSpan& s) {
+        ++r.spans[s.kind];
+        const std::string kind = s.kind;
+        if (kind == "forward" || kind == "backward" || kind.rfind("fsdp-", 0) == 0) r.group0.push_back(s);
+    };
     r.it = simulate(sc, options, &r.detail);
     return r;
+}
+
+/// The end of the latest span of `kind` of microbatch `mb` (its `nth` of that kind in end order with nth >= 0).
+Time end_of(const std::vector<TraceSpan>& spans, const std::string& kind, int mb, int nth = -1) {
+    std::vector<Time> ends;
+    for (const TraceSpan& s : spans)
+        if (kind == s.kind && s.microbatch == mb) ends.push_back(s.end);
+    std::sort(ends.begin(), ends.end());
+    if (ends.empty()) return Time::zero();
+    return nth < 0 ? ends.back() : ends.at(static_cast<std::size_t>(nth));
+}
+
+Time first_start(const std::vector<TraceSpan>& spans, const std::string& kind, int mb) {
+    Time t = Time::from_seconds(1e9);
+    for (const TraceSpan& s : spans)
+        if (kind == s.kind && s.microbatch == mb) t = std::min(t, s.start);
+    return t;
 }
 
 // Llama 3 8B per GPU (t = 1): QKV 4096 x (4096 + 2 x 8 x 128), projection 4096^2, fc1 2 x 4096 x 14336, fc2 14336 x
@@ -110,6 +136,8 @@ TEST_CASE("fsdp: the settings it is not modelled with are errors that say why") 
     CHECK_THAT(with(", precision: fp8"), Catch::Contains("FP8 is modelled with fp8_param_gather: true"));
     CHECK_THAT(with(", offload_modules: [qkv_linear]"), Catch::Contains("not modelled together with offload_modules"));
     CHECK_THAT(with(", grad_buckets: nemo_apex"), Catch::Contains("grad_buckets: nemo_apex is Apex's"));
+    // (Deferring the embedding's weight gradient needs pipeline > 1, which fsdp refuses: the loader says so first.)
+    CHECK_THAT(with(", defer_embedding_wgrad_compute: true"), Catch::Contains("needs pipeline > 1"));
 }
 
 TEST_CASE(
@@ -136,6 +164,15 @@ TEST_CASE(
     const Run s = simulate_case(slow);
     CHECK(s.it.iteration_time_s > 2 * r.it.iteration_time_s);
     CHECK(s.it.exposed_comm.data_parallel.seconds() > 0.5 * s.it.iteration_time_s);
+    // The reduce-scatters of a microbatch, in launch order: the output layer's, layers L-1 .. 0, the embedding's. Each
+    // backward ends waiting for all of them, so the next forward starts after the last; the backward of layer 0 (and
+    // the embedding's after it) starts only once layer 2's reduce-scatter has freed the gradient buffer it reuses.
+    for (int mb = 0; mb < microbatches; ++mb) {
+        const Time last_rs = end_of(s.group0, "fsdp-reduce-scatter", mb);
+        CHECK(s.spans.count("fsdp-reduce-scatter") > 0);
+        if (mb + 1 < microbatches) CHECK(first_start(s.group0, "forward", mb + 1) >= last_rs);
+        CHECK(end_of(s.group0, "backward", mb) > end_of(s.group0, "fsdp-reduce-scatter", mb, 1 + (L - 1 - 2)));
+    }
     // The distributed optimizer alone on the same slow link reduces once per step: far less exposed.
     Scenario ddp = llama8b("");
     ddp.system.network = slow.system.network;
@@ -160,4 +197,31 @@ TEST_CASE("fsdp: across two nodes the collectives cross the rails and the repres
     CHECK(std::abs(b.iteration_time_s / a.iteration_time_s - 1) < 0.01);
     // Deterministic.
     CHECK(simulate(two, all).iteration_time == a.iteration_time);
+}
+
+TEST_CASE("fsdp: with FP8 weights each backward transposes them before its data-gradient GEMMs, once per weight") {
+    const Scenario sc = llama8b(", fsdp: true, precision: fp8, fp8_param_gather: true");
+    const LayerPlan with = build_layer(layer_config(sc.model, sc.execution));
+    LayerConfig plain_config = layer_config(sc.model, sc.execution);
+    plain_config.fp8_weight_transposes = false;
+    const LayerPlan without = build_layer(plain_config);
+    std::int64_t bytes = 0;
+    int kernels = 0;
+    for (const LayerPlan* plan : {&with, &without})
+        for (const Step& st : plan->backward)
+            for (const Kernel& k : st.kernels)
+                if (k.name.find(".fp8-weight-transpose") != std::string::npos) {
+                    CHECK(plan == &with);
+                    bytes += k.bytes.value;
+                    ++kernels;
+                }
+    // QKV, the projection, fc1 and fc2: each weight read and written once, 1 byte each.
+    CHECK(kernels == 4);
+    CHECK(bytes == std::llround(2 * kLinear));
+    for (const Step& st : with.forward)
+        for (const Kernel& k : st.kernels)
+            CHECK(k.name.find("weight-transpose") == std::string::npos);
+    // Nothing once per step instead (the distributed optimizer alone casts its FP8 weights' transposes at the step).
+    CHECK(fp8_weight_cast_bytes(sc.model, sc.execution, 0) == 0.0);
+    CHECK(fp8_weight_cast_bytes(sc.model, llama8b(", precision: fp8, fp8_param_gather: true").execution, 0) > 0.0);
 }

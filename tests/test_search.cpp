@@ -114,7 +114,7 @@ TEST_CASE("search keys: every key --fix takes, with what is tried without it") {
     }
     CHECK(names == std::vector<std::string>{"tensor", "context_parallel", "pipeline", "data", "interleave",
                                             "microbatch", "recompute", "recompute_modules", "offload_modules",
-                                            "sequence_parallel", "distributed_optimizer", "overlap_grad_reduce",
+                                            "sequence_parallel", "distributed_optimizer", "fsdp", "overlap_grad_reduce",
                                             "overlap_param_gather", "tp_comm_overlap", "ends_in_split"});
 }
 
@@ -565,4 +565,33 @@ TEST_CASE("search results: the screen record in the JSON and the CSV, absent fro
     CHECK_THAT(to_csv(plain), !Contains("estimate_rank"));
     CHECK_FALSE(nlohmann::json::parse(to_json("run", plain)).contains("search"));
     CHECK_FALSE(nlohmann::json::parse(to_json("run", plain))["results"][0].contains("screen"));
+}
+
+TEST_CASE(
+    "search: Megatron-FSDP (--fix fsdp=off,on) only with the distributed optimizer and one stage, its overlaps on") {
+    SearchRequest req = small_request();  // 22B on 16 A100s
+    req.space = constrained({"tensor=8", "interleave=1", "microbatch=1", "sequence_parallel=on", "recompute=full",
+                             "distributed_optimizer=off,on", "fsdp=off,on"});
+    req.margin = 10.0;  // simulate every one that fits
+    req.simulate_max = 64;
+    const SearchResult r = search(req);
+    int fsdp = 0;
+    for (const SearchCandidate& c : r.simulated) {
+        const ExecutionSpec& e = c.execution;
+        if (!e.fsdp) continue;
+        ++fsdp;
+        CHECK(e.distributed_optimizer);
+        CHECK(e.pipeline == 1);
+        CHECK(e.overlap_grad_reduce);
+        CHECK(e.overlap_param_gather);
+        REQUIRE(c.result.iteration);
+        // Its weights and gradients sharded over d = 2: less static memory than the distributed optimizer alone.
+        ExecutionSpec dopt = e;
+        dopt.fsdp = false;
+        CHECK(stage_state(req.model, e, req.system.device_memory(), 0).total() <
+              stage_state(req.model, dopt, req.system.device_memory(), 0).total());
+    }
+    // p = 1, d = 2 (t = 8 of 16): one layout, with and without overlapping the reduction under the plain optimizer,
+    // once with FSDP.
+    CHECK(fsdp == 1);
 }

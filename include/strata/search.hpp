@@ -60,6 +60,9 @@ struct SearchSpace {
     std::vector<OffloadModules> offload_modules = {OffloadModules{}};
     std::vector<bool> sequence_parallel = {false, true};        ///< on only where t > 1
     std::vector<bool> distributed_optimizer = {false, true};    ///< on only where d x c > 1
+    /// Megatron-FSDP (ExecutionSpec::fsdp): on only with the distributed optimizer, pipeline 1 and d x c > 1; its
+    /// candidates run both overlaps (Megatron-FSDP's own), which are then not varied.
+    std::vector<bool> fsdp = {false};
     std::vector<bool> overlap_grad_reduce = {false, true};      ///< on only where d x c > 1
     std::vector<bool> overlap_param_gather = {false};           ///< on only with the distributed optimizer
     std::vector<bool> tp_comm_overlap = {false};                ///< on only with t > 1 and SP

@@ -1,13 +1,8 @@
-// Configuration search (see include/strata/search.hpp).
-//
-// Screen: per-stage time per microbatch = layers per stage x (forward + backward) of the analytical layer
-// model (tensor-parallel collectives included) plus the embedding / output layer; iteration estimate =
-// (microbatches + (p - 1) / m) x that + data-parallel gradient reduction over the NIC rails (with
-// overlap_grad_reduce only what the last microbatch's backward on the stage does not hide, at least one layer's
-// bucket) + optimizer. The screen only orders candidates; the reported times are simulated, and every candidate
-// whose estimate is within the margin of the best is simulated, since the screen can misorder close ones.
-#include "strata/power.hpp"
+// Configuration search (see include/strata/search.hpp): the candidates each layout enumerates, screened by the
+// analytical estimate (estimate.cpp), the best simulated.
 #include "strata/search.hpp"
+
+#include "estimate.hpp"
 
 #include "strata/cost.hpp"
 #include "strata/errors.hpp"
@@ -29,58 +24,6 @@
 namespace strata {
 
 namespace {
-
-double estimate(const Scenario& sc, const CostModel& boost) {
-    const ExecutionSpec& e = sc.execution;
-    const LayerConfig lc = layer_config(sc.model, e);
-    const LayerPlan layer = build_layer(lc);
-    CostModel cost = boost;  // this candidate's layer sets the clock under a power limit, as in the simulation
-    (void)sustain_for(cost, sc.model, e);
-    const double layer_backward = cost.pass_time(layer.backward, e.tensor).seconds();
-    const double layer_forward = cost.pass_time(layer.forward, e.tensor).seconds();
-    // Partial full recompute (block): the layers it leaves alone run their backward without the rerun.
-    const bool partial = e.recompute == Recompute::full && e.recompute_method == RecomputeMethod::block;
-    const double left_alone_backward =
-        partial ? cost.pass_time(build_layer_left_alone(lc).backward, e.tensor).seconds() : layer_backward;
-    const OutputPlan out = build_output(lc);
-    const double output = (cost.pass_time(out.forward, e.tensor) + cost.pass_time(out.backward, e.tensor)).seconds();
-    // The pipeline runs at its fullest stage's pace.
-    int layers_per_stage = 0;
-    double layers_time = 0;
-    for (int r = 0; r < e.pipeline; ++r) {
-        layers_per_stage = std::max(layers_per_stage, e.layers_on_stage(sc.model.layers, r));
-        double stage_time = 0;
-        for (int chunk = 0; chunk < e.interleave; ++chunk) {
-            const int n = e.layers_in_chunk(sc.model.layers, chunk * e.pipeline + r);
-            const int k = partial ? e.recomputed_layers(n) : n;
-            stage_time += n * layer_forward + k * layer_backward + (n - k) * left_alone_backward;
-        }
-        layers_time = std::max(layers_time, stage_time);
-    }
-    const double stage = layers_time + (e.pipeline == 1 ? output : output / 2);
-    const double n = e.microbatches();
-    double t = (n + double(e.pipeline - 1) / e.interleave) * stage;
-    const double params = parameters_on_stage(sc.model, e, 0);
-    const BytesPerParam bpp = bytes_per_param(e);
-    const int replicas = e.data * e.context;
-    if (replicas > 1) {
-        const double grads = params * bpp.gradients;
-        const double bw = e.gpus() > sc.system.gpus_per_node ? sc.system.network.nic_bandwidth.value
-                                                             : sc.system.network.nvlink_bandwidth.value;
-        const double reduce = 2.0 * (replicas - 1) / replicas * grads / bw;
-        // Each layer's bucket starts when the last microbatch's backward has finished that layer.
-        t += e.overlap_grad_reduce ? std::max(reduce / std::max(1, layers_per_stage), reduce - layers_per_stage * layer_backward)
-                                   : reduce;
-    }
-    t += sc.system.optimizer_step_seconds(params / (e.distributed_optimizer ? replicas : 1), params, e.precision,
-                                          bpp.gradients);
-    if (e.averages_by_pass()) t += sc.system.gradient_average_seconds(params, bpp.gradients);
-    if (e.check_for_nan_in_grad) t += sc.system.gradient_check_seconds(params, bpp.gradients);
-    t += sc.system.hbm_pass_seconds(fp8_weight_cast_bytes(sc.model, e, 0));
-    const std::vector<Step> sp_sync = build_sequence_parallel_grad_sync(lc, layers_per_stage, e.pipeline == 1);
-    if (!sp_sync.empty()) t += cost.pass_time(sp_sync, e.tensor).seconds();
-    return t;
-}
 
 std::vector<int> divisors(int n) {
     std::vector<int> d;
@@ -112,7 +55,7 @@ std::string describe(const ExecutionSpec& e) {
     if (e.context > 1) s += fmt::format(" c={}", e.context);
     s += fmt::format(" m={} b={} recompute={}", e.interleave, e.microbatch, recompute_label(e));
     if (e.sequence_parallel) s += " SP";
-    if (e.distributed_optimizer) s += " dopt";
+    if (e.distributed_optimizer) s += e.fsdp ? " fsdp" : " dopt";
     if (e.overlap_grad_reduce) s += " overlap_grad_reduce";
     if (e.overlap_param_gather) s += " overlap_param_gather";
     if (e.tp_comm_overlap) s += " tp_comm_overlap";
@@ -170,6 +113,16 @@ SearchResult search(const SearchRequest& req) {
         std::vector<bool> out;
         for (bool b : v)
             if (!b || applies) out.push_back(b);
+        return out;
+    };
+    // The data-parallel sharding tried: (distributed optimizer, Megatron-FSDP) pairs; FSDP runs its own overlaps
+    // (`on`).
+    const std::vector<bool> on = {true};
+    auto sharding = [&](bool replicated, int p) {
+        std::vector<std::pair<bool, bool>> out;
+        for (bool dopt : values(sp.distributed_optimizer, replicated))
+            for (bool fsdp : values(sp.fsdp, dopt && replicated && p == 1))
+                out.emplace_back(dopt, fsdp);
         return out;
     };
     // How the layers split over `chunks` model chunks: evenly (off), or (on, only where the even split does not divide)
@@ -246,7 +199,7 @@ SearchResult search(const SearchRequest& req) {
             ++res.rejected["out of memory (analytical)"];
             return;
         }
-        fits.push_back({e, estimate(sc, cost), 0, {}});
+        fits.push_back({e, search_detail::estimate(sc, cost), 0, {}});
         fit_parts.push_back(parts);
         // What it offloads in effect: a recomputed attention core leaves its group nothing to copy (offload_of), so
         // recomputing it can be faster than copying its tensors, and dominance must not compare it as copying them.
@@ -363,9 +316,9 @@ SearchResult search(const SearchRequest& req) {
                     for (const Split split : splits(p * m)) {
                         for (int b : sp.microbatch) {
                             for (bool seq : values(sp.sequence_parallel, t > 1)) {
-                                for (bool dopt : values(sp.distributed_optimizer, replicated)) {
-                                    for (bool ogr : values(sp.overlap_grad_reduce, replicated)) {
-                                        for (bool opg : values(sp.overlap_param_gather, dopt)) {
+                                for (const auto& [dopt, fsdp] : sharding(replicated, p)) {
+                                    for (bool ogr : fsdp ? on : values(sp.overlap_grad_reduce, replicated)) {
+                                        for (bool opg : fsdp ? on : values(sp.overlap_param_gather, dopt)) {
                                             for (bool tpo : values(sp.tp_comm_overlap, t > 1 && seq)) {
                                                 ExecutionSpec e = req.base;
                                                 e.tensor = t;
@@ -378,6 +331,7 @@ SearchResult search(const SearchRequest& req) {
                                                 e.global_batch = req.global_batch;
                                                 e.sequence_parallel = seq;
                                                 e.distributed_optimizer = dopt;
+                                                e.fsdp = fsdp;
                                                 e.overlap_grad_reduce = ogr;
                                                 e.overlap_param_gather = opg;
                                                 e.tp_comm_overlap = tpo;

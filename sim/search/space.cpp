@@ -51,6 +51,9 @@ const std::vector<KeyDef>& key_defs() {
         {"sequence_parallel", KeyKind::boolean, nullptr, &SearchSpace::sequence_parallel, "off,on (on where t > 1)"},
         {"distributed_optimizer", KeyKind::boolean, nullptr, &SearchSpace::distributed_optimizer,
          "off,on (on where d x c > 1)"},
+        {"fsdp", KeyKind::boolean, nullptr, &SearchSpace::fsdp,
+         "off (on only with the distributed optimizer, pipeline 1 and d x c > 1: Megatron-FSDP, whose candidates run "
+         "overlap_grad_reduce and overlap_param_gather, its own, unvaried)"},
         {"overlap_grad_reduce", KeyKind::boolean, nullptr, &SearchSpace::overlap_grad_reduce,
          "off,on (on where d x c > 1)"},
         {"overlap_param_gather", KeyKind::boolean, nullptr, &SearchSpace::overlap_param_gather,

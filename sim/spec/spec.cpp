@@ -414,7 +414,6 @@ std::optional<SpecProblem> find_problem(const Scenario& sc) {
                 "in each backward), as Megatron-LM's Megatron-FSDP example and Megatron-Bridge's FSDP recipes "
                 "run it");
         if (e.offload_modules.any()) return problem("not modelled together with offload_modules; choose one");
-        if (e.defer_embedding_wgrad_compute) return problem("not modelled together with defer_embedding_wgrad_compute");
     }
     if (e.offload_modules.any()) {
         const OffloadModules& o = e.offload_modules;

@@ -107,6 +107,9 @@ inline constexpr const char* kKindNames[] = {"forward",
                                              "activation-reload",
                                              "fsdp-all-gather",
                                              "fsdp-reduce-scatter"};
+static_assert(sizeof(kKindNames) / sizeof(kKindNames[0]) == static_cast<std::size_t>(TaskKind::fsdp_reduce) + 1 &&
+                  static_cast<int>(TaskKind::fsdp_reduce) < 16,
+              "a name for every task kind, which make_label keeps in 4 bits");
 
 /// label = kind (4 bits) | chunk (8 bits) | microbatch (20 bits)
 inline std::uint32_t make_label(TaskKind kind, int chunk, int mb) {
@@ -474,7 +477,9 @@ private:
     /// What the buckets leave to after the last backward: rest_parameters, none with Megatron-Core's or NeMo's.
     [[nodiscard]] double unbucketed_parameters(int stage) const { return planned_buckets() ? 0 : rest_parameters(stage); }
     /// Stage r's ring plans: a reduction, or an all-gather, of `message` per GPU.
-    [[nodiscard]] std::vector<fabric::CollectivePhase> reduction_phases(int stage, Bytes message) const;
+    /// (`gather`: an all-gather over the same t rings, as Megatron-FSDP gathers each tensor rank's shards.)
+    [[nodiscard]] std::vector<fabric::CollectivePhase> reduction_phases(int stage, Bytes message,
+                                                                        bool gather = false) const;
     [[nodiscard]] std::vector<fabric::CollectivePhase> gather_phases(int stage, Bytes message) const;
     /// A planned bucket's (Megatron-Core's, NeMo's) reduction ([0]) or parameter all-gather ([1]) plan, made once per size.
     const Plan& bucket_plan(int stage, const GradientBucket& b, bool gather);

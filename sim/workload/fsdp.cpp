@@ -41,9 +41,10 @@ std::vector<std::pair<int, const Plan*>> Builder::plan_fsdp() {
         const double embedding = r == 0 ? embedding_parameters_per_gpu(m, e_.tensor) : 0.0;
         const double output = parameters_on_stage(m, e_, r) - embedding - layer * e_.layers_on_stage(m.layers, r);
         FsdpPlans p;
-        p.gather_layer = intern(gather_phases(r, bytes(unit)));
-        p.gather_embedding = intern(gather_phases(r, bytes(embedding * 2.0)));
-        p.gather_output = intern(gather_phases(r, bytes(output * 2.0)));
+        // Every tensor rank's ring gathers its own shards (the t rings move together, as the reductions').
+        p.gather_layer = intern(reduction_phases(r, bytes(unit), true));
+        p.gather_embedding = intern(reduction_phases(r, bytes(embedding * 2.0), true));
+        p.gather_output = intern(reduction_phases(r, bytes(output * 2.0), true));
         p.reduce_layer = intern(reduction_phases(r, bytes(layer * grad)));
         p.reduce_embedding = intern(reduction_phases(r, bytes(embedding * grad)));
         p.reduce_output = intern(reduction_phases(r, bytes(output * grad)));

@@ -72,13 +72,15 @@ std::vector<fabric::CollectivePhase> Builder::gather_phases(int r, Bytes message
     return fabric::plan_collective(fab_, CollectiveKind::all_gather, ranks, message, coll_params_);
 }
 
-std::vector<fabric::CollectivePhase> Builder::reduction_phases(int r, Bytes message) const {
+std::vector<fabric::CollectivePhase> Builder::reduction_phases(int r, Bytes message, bool gather) const {
     // One ring per tensor rank i (same rail) over the data (and context) replicas; the t rings move together.
     std::vector<std::vector<int>> rings(static_cast<std::size_t>(e_.tensor));
     for (int i = 0; i < e_.tensor; ++i)
         for (int k = 0; k < e_.data; ++k)
             for (int j = 0; j < e_.context; ++j) rings[static_cast<std::size_t>(i)].push_back(rank(r, k, j, i));
-    const auto kind = e_.distributed_optimizer ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    const auto kind = gather                     ? CollectiveKind::all_gather
+                      : e_.distributed_optimizer ? CollectiveKind::reduce_scatter
+                                                 : CollectiveKind::all_reduce;
     return fabric::plan_concurrent_collectives(fab_, kind, rings, message, coll_params_);
 }
 
@@ -320,7 +322,9 @@ Time Builder::optimizer_step(int r) const {
     // With FP8, the next iteration's weight casts (fp8_weight_cast_bytes) are counted here, on the compute stream
     // before the first forward that needs them.
     const double cast_s = sc_.system.hbm_pass_seconds(fp8_weight_cast_bytes(sc_.model, e_, r));
-    return Time::from_seconds(sc_.system.optimizer_step_seconds(shard, params, e_.precision, bytes_per_param(e_).gradients) +
+    // (The gradient buffer the step zeroes is the whole stage's, with fsdp its shard.)
+    return Time::from_seconds(sc_.system.optimizer_step_seconds(shard, e_.fsdp ? shard : params, e_.precision,
+                                                                bytes_per_param(e_).gradients) +
                               cast_s) +
            sc_.system.optimizer.fixed_overhead;
 }
