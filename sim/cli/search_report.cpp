@@ -60,7 +60,8 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
         human << fmt::format("note: {} candidates are within the margin; only the best {} estimates were simulated "
                              "(raise --simulate-max, or narrow --margin)\n", r.within_margin, r.simulated.size());
     human << "t tensor, c context (when > 1), p pipeline, d data-parallel; m interleave (model chunks per stage), "
-             "b microbatch;\nSP sequence parallelism, dopt distributed optimizer, ogr overlap_grad_reduce; "
+             "b microbatch;\nSP sequence parallelism, dopt distributed optimizer (fsdp: Megatron-FSDP), ogr "
+             "overlap_grad_reduce; "
              "estim s the analytical screen, sim s simulated,\nerr% estimate vs simulated, est# rank by estimate; "
              "tok/s tokens per second, TF/s model TFLOP/s per GPU\n";
     const bool cp = std::any_of(r.simulated.begin(), r.simulated.end(), [](const auto& c) { return c.execution.context > 1; });
@@ -137,9 +138,12 @@ bool print_search(std::ostream& human, const SearchRequest& req, const SearchRes
             ++rank, e.tensor, cp ? fmt::format(" {:>3}", e.context) : "", e.pipeline, e.data,
             fmt::format("{:>2}{}", e.interleave, split(e)), e.microbatch,
             fmt::format("{:>{}}", recompute_label(e), rc_width), e.sequence_parallel ? "on" : "off",
-            e.distributed_optimizer ? "on" : "off", e.overlap_grad_reduce ? "on" : "off", switch_columns(&e),
-            c.estimate_s, it.iteration_time_s, 100 * (c.estimate_s / it.iteration_time_s - 1), c.estimate_rank,
-            tokens_per_s(sc, it), tflops_per_gpu(sc, it), 100 * it.mfu, it.peak_memory.gib(), it.oom ? "  OOM" : "");
+            e.fsdp                    ? "fsdp"
+            : e.distributed_optimizer ? "on"
+                                      : "off",
+            e.overlap_grad_reduce ? "on" : "off", switch_columns(&e), c.estimate_s, it.iteration_time_s,
+            100 * (c.estimate_s / it.iteration_time_s - 1), c.estimate_rank, tokens_per_s(sc, it),
+            tflops_per_gpu(sc, it), 100 * it.mfu, it.peak_memory.gib(), it.oom ? "  OOM" : "");
     }
     if (const int by = screen_overturned(r)) {
         const auto best_estimate = std::find_if(r.simulated.begin(), r.simulated.end(),

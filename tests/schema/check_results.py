@@ -31,8 +31,9 @@ except ImportError:
 SIMULATED = {
     "paper/table4.yaml", "sweeps/microbatch.yaml", "paper/175b-on-h100.yaml", "llama/llama3-h100.yaml",
     "paper/table5.yaml", "paper/table2.yaml", "paper/table2-hopper.yaml", "llama/offload-h100.yaml",
+    "llama/fsdp-h100.yaml",
 }
-SIMULATED_QUICK = {"paper/table4.yaml", "sweeps/microbatch.yaml", "llama/offload-h100.yaml"}
+SIMULATED_QUICK = {"paper/table4.yaml", "sweeps/microbatch.yaml", "llama/offload-h100.yaml", "llama/fsdp-h100.yaml"}
 PARTS = {"models", "systems", "devices"}
 
 
