@@ -5,7 +5,8 @@ Llama 3.1 405B on DGX H100, in BF16 and FP8 (a prediction of strata's model, not
 For each model, GPU count and precision, and each recompute policy (none; selective of the attention core, the paper's;
 selective of the MLP, Megatron-Core's other module for these layers, which re-runs the whole MLP with the norm fused
 into fc1; full; block, full recompute of only the fewest first layers of each model chunk that fit; then every policy
-and module set at once, the search's own answer, which names the policy it chose; and what to store on the host:
+and module set at once, the search's own answer, which names the policy it chose, and the same with Megatron-FSDP
+among the layouts (pipeline 1; in FP8 with FP8 parameters for every candidate); and what to store on the host:
 Megatron-Core's fine-grained activation offloading of the layer input, the norm's output and the attention's tensors,
 alone and with MLP recompute, which the search's own answer may choose too),
 `strata search` finds the fastest execution that fits in memory (tensor, context 1, pipeline, data, interleave,
@@ -57,6 +58,9 @@ POLICIES = [
                                   "--fix", f"offload_modules={OFFLOAD}"]),
     # every policy, selective module set and offloading or not: the search's own answer
     ("searched", ["--fix", f"offload_modules=none,{OFFLOAD}"]),
+    # and with Megatron-FSDP among the layouts (pipeline 1; in FP8 every candidate then gathers FP8 parameters, as
+    # Megatron-FSDP needs and Megatron-Bridge's recipes run)
+    ("searched, with FSDP", ["--fix", f"offload_modules=none,{OFFLOAD}", "--fix", "fsdp=off,on"]),
 ]
 
 
@@ -66,6 +70,8 @@ def search(strata, model, gpus, batch, seq, precision, policy_args, jobs, sets=(
                 "--global-batch", str(batch), "--attention", "flash", "--precision", precision, "--top", "1",
                 "--replicas", "representative", "--jobs", str(jobs), "--json", out.name,
                 "--set", "execution.transformer_impl=transformer_engine"] + policy_args
+        if "fsdp=off,on" in policy_args and precision == "fp8":
+            args += ["--set", "execution.fp8_param_gather=true"]
         for setting in sets:
             args += ["--set", setting]
         if seq:
@@ -82,6 +88,8 @@ def search(strata, model, gpus, batch, seq, precision, policy_args, jobs, sets=(
 def policy_name(r):
     """What the search chose, as the rows above name it."""
     e = r["execution"]
+    if e.get("fsdp"):
+        return "FSDP, " + policy_name({**r, "execution": {**e, "fsdp": False}})
     off = "offload + " if e.get("offload_modules") else ""
     if e["recompute"] == "full" and e["recompute_method"] == "block" and e["recompute_layers"] > 0:
         return f"block: full, first {e['recompute_layers']} layers per chunk"
@@ -151,8 +159,8 @@ def main():
                 if r is None:
                     print(f"{head} - | - | - | - | {why} |")
                     continue
-                if name == "searched":
-                    head = f"| {label}, {gpus}, {batch}{at} | {precision} | searched: {policy_name(r)} |"
+                if name.startswith("searched"):
+                    head = f"| {label}, {gpus}, {batch}{at} | {precision} | {name}: {policy_name(r)} |"
                 t = r["iteration_time_s"]
                 base = t if name == "none" else base
                 rel = f"{(t / base - 1) * 100:+.1f}%" if base and name != "none" else "-"
@@ -175,7 +183,7 @@ def plot(rows, path):
         sys.exit(f"recompute-today.py: error: --plot needs matplotlib (Debian's python3-matplotlib), not available to "
                  f"{sys.executable}")
     policies = [name for name, _ in POLICIES if name != "searched"]
-    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3"]
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.2))
     height = 0.8 / len(policies)
     for i, (case, times, chosen) in enumerate(rows):

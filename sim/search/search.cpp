@@ -187,9 +187,11 @@ SearchResult search(const SearchRequest& req) {
             const auto& keys = search_keys();
             const bool varied =
                 std::any_of(keys.begin(), keys.end(), [&](const SearchKey& k) { return problem->key == k.name; });
-            // A module set the candidate's layers cannot recompute (layernorm under Transformer Engine) is named too.
+            // A module set the candidate's layers cannot recompute (layernorm under Transformer Engine) is named too, and
+            // so is what Megatron-FSDP is not modelled with (FP8 without FP8 parameters, offloading).
             const bool sizes = problem->part != "execution" ||
-                               (varied && problem->key != "recompute_modules" && problem->key != "offload_modules") ||
+                               (varied && problem->key != "recompute_modules" && problem->key != "offload_modules" &&
+                                problem->key != "fsdp") ||
                                derived.count(problem->key) > 0;
             ++res.rejected[sizes ? std::string("infeasible sizes (divisibility, schedule)")
                                  : "incompatible with " + where + " (" + problem->message + ")"];
