@@ -61,7 +61,7 @@ struct SearchSpace {
     std::vector<bool> sequence_parallel = {false, true};        ///< on only where t > 1
     std::vector<bool> distributed_optimizer = {false, true};    ///< on only where d x c > 1
     /// Megatron-FSDP (ExecutionSpec::fsdp): on only with the distributed optimizer, pipeline 1 and d x c > 1; its
-    /// candidates run both overlaps (Megatron-FSDP's own), which are then not varied.
+    /// candidates run both overlaps (Megatron-FSDP's own), which are then not varied, and in FP8 gather FP8 parameters.
     std::vector<bool> fsdp = {false};
     std::vector<bool> overlap_grad_reduce = {false, true};      ///< on only where d x c > 1
     std::vector<bool> overlap_param_gather = {false};           ///< on only with the distributed optimizer

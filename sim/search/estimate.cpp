@@ -52,8 +52,14 @@ double estimate(const Scenario& sc, const CostModel& boost) {
                      layer_params = layer_parameters_per_gpu(sc.model, e.tensor);
         const double linear = layer_linear_weights_per_gpu(sc.model, e.tensor);
         const double gathered = e.fp8_param_gather ? linear + 2.0 * (layer_params - linear) : 2.0 * layer_params;
-        const double gather = share * gathered / bw, reduce = share * layer_params * bpp.gradients / bw;
-        const double embedding = share * embedding_parameters_per_gpu(sc.model, e.tensor) * bpp.gradients / bw;
+        // Across nodes each tensor rank's ring drives its share of the node's NICs (the hierarchical collectives).
+        const NetworkSpec& net = sc.system.network;
+        const double nics = std::max(1.0, double(std::min(net.rails, sc.system.gpus_per_node)) / e.tensor);
+        const double ring = e.gpus() > sc.system.gpus_per_node
+                                ? std::min(net.nvlink_bandwidth.value, net.nic_bandwidth.value * nics)
+                                : net.nvlink_bandwidth.value;
+        const double gather = share * gathered / ring, reduce = share * layer_params * bpp.gradients / ring;
+        const double embedding = share * embedding_parameters_per_gpu(sc.model, e.tensor) * bpp.gradients / ring;
         const double comm = layers_per_stage * (2.0 * gather + reduce) + 2.0 * embedding;
         t += n * (std::max(0.0, comm - stage) + reduce + embedding);
     } else if (replicas > 1) {

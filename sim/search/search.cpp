@@ -158,6 +158,10 @@ SearchResult search(const SearchRequest& req) {
         throw InputError(
             "search: --fix recompute_modules applies to selective recompute, which the --fix recompute "
             "given leaves out; add selective to it, or leave recompute_modules unfixed");
+    if (std::find(sp.fsdp.begin(), sp.fsdp.end(), true) != sp.fsdp.end() &&
+        std::find(sp.distributed_optimizer.begin(), sp.distributed_optimizer.end(), true) == sp.distributed_optimizer.end())
+        throw InputError("search: --fix fsdp=on needs the distributed optimizer, which the --fix distributed_optimizer "
+                         "given leaves out (Megatron-FSDP steps it over the shards); add on to it");
     const bool try_block = sp.block_recompute && !selective_only;
     std::vector<Policy> policies;
     for (Recompute rc : sp.recompute) {
@@ -334,6 +338,8 @@ SearchResult search(const SearchRequest& req) {
                                                 e.sequence_parallel = seq;
                                                 e.distributed_optimizer = dopt;
                                                 e.fsdp = fsdp;
+                                                // FP8 under Megatron-FSDP gathers FP8 parameters (find_problem).
+                                                if (fsdp && e.precision == Precision::fp8) e.fp8_param_gather = true;
                                                 e.overlap_grad_reduce = ogr;
                                                 e.overlap_param_gather = opg;
                                                 e.tp_comm_overlap = tpo;

@@ -53,7 +53,7 @@ const std::vector<KeyDef>& key_defs() {
          "off,on (on where d x c > 1)"},
         {"fsdp", KeyKind::boolean, nullptr, &SearchSpace::fsdp,
          "off (on only with the distributed optimizer, pipeline 1 and d x c > 1: Megatron-FSDP, whose candidates run "
-         "overlap_grad_reduce and overlap_param_gather, its own, unvaried)"},
+         "overlap_grad_reduce and overlap_param_gather, its own, unvaried, and in FP8 gather FP8 parameters)"},
         {"overlap_grad_reduce", KeyKind::boolean, nullptr, &SearchSpace::overlap_grad_reduce,
          "off,on (on where d x c > 1)"},
         {"overlap_param_gather", KeyKind::boolean, nullptr, &SearchSpace::overlap_param_gather,
