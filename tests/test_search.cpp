@@ -594,4 +594,7 @@ TEST_CASE(
     // p = 1, d = 2 (t = 8 of 16): one layout, with and without overlapping the reduction under the plain optimizer,
     // once with FSDP.
     CHECK(fsdp == 1);
+    // FSDP without the distributed optimizer is a contradiction, said as such (not as sizes that do not fit).
+    req.space = constrained({"distributed_optimizer=off", "fsdp=on"});
+    CHECK_THROWS_WITH(search(req), Catch::Contains("--fix fsdp=on needs the distributed optimizer"));
 }
