@@ -274,9 +274,9 @@ struct ExecutionSpec {
         return bucket_size > 0 ? bucket_size : std::max(40e6, 1e6 * data);
     }
     /// What the reports say: megatron_bucket_size with Megatron-Core's buckets and overlap_grad_reduce (its first
-    /// stage's first chunk), 0 otherwise (one per layer, or none).
+    /// stage's first chunk), 0 otherwise (one per layer, or none; with fsdp Megatron-FSDP's own, a layer each).
     [[nodiscard]] std::int64_t bucket_size_in_force() const {
-        if (grad_buckets != GradBuckets::megatron_core || !overlap_grad_reduce) return 0;
+        if (grad_buckets != GradBuckets::megatron_core || !overlap_grad_reduce || fsdp) return 0;
         return static_cast<std::int64_t>(megatron_bucket_size());
     }
     GradientAverage gradient_average = GradientAverage::scale;

@@ -96,9 +96,10 @@ const std::vector<CsvColumn>& csv_columns() {
         c.push_back({"distributed_optimizer",
                      exec([](const ExecutionSpec& e) { return csv_bool(e.distributed_optimizer); })});
         c.push_back({"fsdp", exec([](const ExecutionSpec& e) { return csv_bool(e.fsdp); })});
-        c.push_back({"overlap_grad_reduce", exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_grad_reduce); })});
+        c.push_back({"overlap_grad_reduce",
+                     exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_grad_reduce || e.fsdp); })});
         c.push_back({"overlap_param_gather",
-                     exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_param_gather); })});
+                     exec([](const ExecutionSpec& e) { return csv_bool(e.overlap_param_gather || e.fsdp); })});
         c.push_back({"gradient_average",
                      exec([](const ExecutionSpec& e) { return std::string(to_string(e.gradient_average)); })});
         c.push_back({"grad_reduce_in_fp32", exec([](const ExecutionSpec& e) { return csv_bool(e.fp32_gradients()); })});

@@ -270,8 +270,9 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
                           {"schedule", to_string(e.schedule)},
                           {"distributed_optimizer", e.distributed_optimizer},
                           {"fsdp", e.fsdp},
-                          {"overlap_grad_reduce", e.overlap_grad_reduce},
-                          {"overlap_param_gather", e.overlap_param_gather},
+                          // In force: Megatron-FSDP overlaps both by itself.
+                          {"overlap_grad_reduce", e.overlap_grad_reduce || e.fsdp},
+                          {"overlap_param_gather", e.overlap_param_gather || e.fsdp},
                           {"gradient_average", to_string(e.gradient_average)},
                           {"grad_reduce_in_fp32", e.fp32_gradients()},
                           {"gradient_accumulation_fusion", e.gradient_accumulation_fusion},
