@@ -1,6 +1,7 @@
 // Scenario fixtures shared by the test files.
 #pragma once
 
+#include "strata/errors.hpp"
 #include "strata/memory.hpp"
 #include "strata/scenario.hpp"
 
@@ -12,6 +13,16 @@ namespace strata::testing {
 inline std::string source_path(const std::string& rel) { return std::string(STRATA_SOURCE_DIR) + "/" + rel; }
 /// A file under tests/data/.
 inline std::string data_path(const std::string& rel) { return source_path("tests/data/" + rel); }
+
+/// The error loading `text` as if from the source tree's `rel` gives (its message), or "" when it loads.
+inline std::string load_error(const std::string& text, const std::string& rel) {
+    try {
+        (void)load_experiment_text(text, source_path(rel));
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
 
 /// An experiment text with tests/data/valid/'s small model and system, t = p = 1, no recompute, microbatch 1, global
 /// batch 8, and `execution_extra` (", key: value, ...") in its execution mapping, read as if from tests/data/valid/`file`

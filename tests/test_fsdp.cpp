@@ -35,13 +35,9 @@ Scenario llama8b(const std::string& extra, int layers = 4, const std::string& gr
         .cases.at(0);
 }
 
+/// The error loading `text` (as scenarios/llama/x.yaml) gives, or "" when it loads.
 std::string error_of(const std::string& text) {
-    try {
-        (void)load_experiment_text(text, source_path("scenarios/llama/x.yaml"));
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
+    return strata::testing::load_error(text, "scenarios/llama/x.yaml");
 }
 
 struct Run {

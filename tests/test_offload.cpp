@@ -40,12 +40,7 @@ constexpr const char* kAll = ", offload_modules: [qkv_linear, core_attn, attn_pr
 
 /// The error loading `text` (as scenarios/llama/x.yaml) gives, or "" when it loads.
 std::string error_of(const std::string& text) {
-    try {
-        (void)load_experiment_text(text, source_path("scenarios/llama/x.yaml"));
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
+    return strata::testing::load_error(text, "scenarios/llama/x.yaml");
 }
 
 std::string error_of(const std::string& extra, const std::string& recompute) {
