@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -73,7 +74,7 @@ Time end_of(const std::vector<TraceSpan>& spans, const std::string& kind, int mb
 }
 
 Time first_start(const std::vector<TraceSpan>& spans, const std::string& kind, int mb) {
-    Time t = Time::from_seconds(1e9);
+    Time t = Time::from_ps(std::numeric_limits<std::int64_t>::max());
     for (const TraceSpan& s : spans)
         if (kind == s.kind && s.microbatch == mb) t = std::min(t, s.start);
     return t;
