@@ -49,6 +49,9 @@ double gradient_bytes(const ExecutionSpec& exec, double params, double fp32_para
 double layer_parameters_per_gpu(const ModelSpec& model, int tensor);
 /// Of those, the linear layers' weights (QKV, projection, fc1, fc2): what FP8 parameters hold in FP8.
 double layer_linear_weights_per_gpu(const ModelSpec& model, int tensor);
+/// Bytes of one transformer layer's weights as Megatron-FSDP gathers them to one GPU (ExecutionSpec::fsdp): the linear
+/// weights in FP8 with FP8 parameters (fp8_param_gather), everything else in 16 bits.
+double fsdp_layer_gather_bytes(const ModelSpec& model, const ExecutionSpec& exec);
 /// Parameters of the input embedding held by one GPU of the first stage: its vocabulary shard (and a learned
 /// position table).
 double embedding_parameters_per_gpu(const ModelSpec& model, int tensor);

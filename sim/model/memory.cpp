@@ -364,6 +364,11 @@ double layer_linear_weights_per_gpu(const ModelSpec& m, int t) {
     return (h * (h + kv) + h * h + gate * h * f + f * h) / t;
 }
 
+double fsdp_layer_gather_bytes(const ModelSpec& m, const ExecutionSpec& e) {
+    const double layer = layer_parameters_per_gpu(m, e.tensor), linear = layer_linear_weights_per_gpu(m, e.tensor);
+    return e.precision == Precision::fp8 && e.fp8_param_gather ? linear + (layer - linear) * 2.0 : layer * 2.0;
+}
+
 namespace {
 
 /// Megatron-FSDP (optim_grads_params, ExecutionSpec::fsdp; pipeline 1): every parameter's stored weight, main gradient
@@ -382,7 +387,7 @@ StageMemory fsdp_stage_state(const ModelSpec& m, const ExecutionSpec& e, const D
     const double layers = double(e.layers_on_stage(m.layers, 0));
     const double rest = params - layer * layers;  // embedding, output layer, final norm
     const bool fp8 = e.precision == Precision::fp8 && e.fp8_param_gather;
-    const double unit = fp8 ? linear + (layer - linear) * 2.0 : layer * 2.0;  // one layer's gathered weights
+    const double unit = fsdp_layer_gather_bytes(m, e);  // one layer's gathered weights
     StageMemory sm;
     sm.stage = 0;
     const double weights = (unit * layers + rest * 2.0) / shards + rest * 2.0 + 2.0 * unit + (fp8 ? linear : 0.0);

@@ -50,8 +50,7 @@ double estimate(const Scenario& sc, const CostModel& boost) {
         // scatters (a layer's and the embedding's) its backward waits for.
         const double share = double(replicas - 1) / replicas,
                      layer_params = layer_parameters_per_gpu(sc.model, e.tensor);
-        const double linear = layer_linear_weights_per_gpu(sc.model, e.tensor);
-        const double gathered = e.fp8_param_gather ? linear + 2.0 * (layer_params - linear) : 2.0 * layer_params;
+        const double gathered = fsdp_layer_gather_bytes(sc.model, e);
         // Across nodes each tensor rank's ring drives its share of the node's NICs (the hierarchical collectives).
         const NetworkSpec& net = sc.system.network;
         const double nics = std::max(1.0, double(std::min(net.rails, sc.system.gpus_per_node)) / e.tensor);

@@ -360,6 +360,9 @@ private:
     /// Piece i of a chunk's first forward waits for its parameter bucket's all-gather; `prev`: the task before it,
     /// updated to its last.
     void wait_for_gather(Group& g, int chunk, std::size_t i, const UnitTasks& ut, std::optional<TaskId>& prev);
+    /// On the first group, `waiter` waits for weights (a bucket's or a layer's gather; with fsdp also reduce-scatters)
+    /// after `before` (none: the run's start): its wait counts as exposed data-parallel communication (observe).
+    void note_weight_wait(const Group& g, TaskId waiter, std::optional<TaskId> before);
     /// A chunk's passes as separate units (built once per direction and virtual stage); with Megatron-Core's buckets a
     /// layer's backward is cut where each tensor's gradient is complete (split_at_gradients): several pieces per pass.
     struct Pieces {

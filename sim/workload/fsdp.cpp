@@ -30,12 +30,11 @@ void Builder::add_fsdp_streams(const std::vector<double>& dp_speeds) {
 
 std::vector<std::pair<int, const Plan*>> Builder::plan_fsdp() {
     const ModelSpec& m = sc_.model;
-    const bool fp8 = e_.precision == Precision::fp8 && e_.fp8_param_gather;
-    const double layer = layer_parameters_per_gpu(m, e_.tensor), linear = layer_linear_weights_per_gpu(m, e_.tensor);
+    const double layer = layer_parameters_per_gpu(m, e_.tensor);
     // Gathered: the layers' linear weights in FP8 with FP8 parameters, everything else in 16 bits; reduced: the
     // gradients' bytes (Megatron-Core 0.14-0.15 reduce in fp32 with grad_reduce_in_fp32, else in the parameters'
     // dtype).
-    const double unit = fp8 ? linear + (layer - linear) * 2.0 : layer * 2.0, grad = bytes_per_param(e_).gradients;
+    const double unit = fsdp_layer_gather_bytes(m, e_), grad = bytes_per_param(e_).gradients;
     const auto bytes = [](double b) { return Bytes(std::llround(b)); };
     for (int r = 0; r < e_.pipeline; ++r) {
         const double embedding = r == 0 ? embedding_parameters_per_gpu(m, e_.tensor) : 0.0;
@@ -112,12 +111,7 @@ Builder::UnitTasks Builder::emit_fsdp_unit(Group& g, const schedule::Unit& u, st
             fmt::format("stage {}: {} layer pieces for {} layers under fsdp", g.stage, counted, layers));
     const TaskId start = after.value_or(kNoTask);
     // What replica 0 waits for is exposed data-parallel communication (observe: the wait from the task before).
-    const bool first_group = &g == &groups_.front();
-    const auto exposed = [&](TaskId waiter, std::optional<TaskId> before) {
-        if (!first_group) return;
-        g0_gather_waiters_.push_back(waiter);
-        g0_gather_preds_.push_back(before.value_or(kNoTask));
-    };
+    const auto exposed = [&](TaskId waiter, std::optional<TaskId> before) { note_weight_wait(g, waiter, before); };
     const auto l = [](int layer) { return static_cast<std::size_t>(layer); };
     std::vector<std::size_t> gather(l(layers));
     std::optional<TaskId> prev = after;

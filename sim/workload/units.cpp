@@ -462,11 +462,14 @@ void Builder::wait_for_gather(Group& g, int chunk, std::size_t i, const UnitTask
     const std::size_t first_bucket = ch.chunk_offset[static_cast<std::size_t>(chunk)];
     // Its parameters are there (Megatron's forward pre-hook waits for the bucket).
     sim_.add_dependency(ch.gathered[first_bucket + i], ut.first);
-    if (&g == &groups_.front()) {
-        g0_gather_waiters_.push_back(ut.first);
-        g0_gather_preds_.push_back(prev.value_or(kNoTask));
-    }
+    note_weight_wait(g, ut.first, prev);
     prev = ut.last;
+}
+
+void Builder::note_weight_wait(const Group& g, TaskId waiter, std::optional<TaskId> before) {
+    if (&g != &groups_.front()) return;
+    g0_gather_waiters_.push_back(waiter);
+    g0_gather_preds_.push_back(before.value_or(kNoTask));
 }
 
 }  // namespace strata::workload
