@@ -212,6 +212,18 @@ TEST_CASE("fused attention: measured grid, interpolated in log2(batch x heads) a
     // Clamped outside the grid, never extrapolated.
     CHECK(c.flash_efficiency(flash_kernel(64, 16384, 128, true)) == Approx(0.5));
     CHECK(c.flash_efficiency(flash_kernel(1, 256, 128, true)) == Approx(0.2));
+    // Past the grid's longest sequence the further query tiles count as heads: 4 heads at s = 8192 as 8 heads at
+    // 4096 (halfway in log2 between 0.4 and 0.5), at 16384 as 16 heads there.
+    CHECK(c.flash_efficiency(flash_kernel(4, 8192, 128, true)) == Approx(0.45));
+    CHECK(c.flash_efficiency(flash_kernel(4, 16384, 128, true)) == Approx(0.5));
+    // Context parallelism: the rank's 1024 queries against the ring's 4096 keys as the square kernel of the same work
+    // (2048, halfway between 0.2 and 0.4); 4096 queries against 65,536 keys as one of 16,384 tokens, folded into heads.
+    Kernel ring = flash_kernel(4, 1024, 128, true);
+    ring.gemm.n = 4096;
+    CHECK(c.flash_efficiency(ring) == Approx(0.3));
+    ring.gemm.m = 4096;
+    ring.gemm.n = 65536;
+    CHECK(c.flash_efficiency(ring) == Approx(0.5));
     // Another head_dim: the grid scaled by that head_dim's measured ratio; an unmeasured one: the grid as is.
     CHECK(c.flash_efficiency(flash_kernel(4, 1024, 64, true)) == Approx(0.8 * 0.2));
     CHECK(c.flash_efficiency(flash_kernel(4, 1024, 96, true)) == Approx(0.2));

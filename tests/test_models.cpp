@@ -233,6 +233,29 @@ TEST_CASE("context parallelism: each GPU holds s / c tokens, the ring moves K an
     CHECK(rings == 1);
 }
 
+TEST_CASE("context parallelism: Transformer Engine's bookkeeping around the ring's steps, by hand, none without it") {
+    const ModelSpec m = small_llama();  // h 1024, 4 query groups of 64
+    LayerConfig cfg{&m, 2, true, Recompute::none, 1};
+    cfg.attention = Attention::flash;
+    auto bytes_of = [](const std::vector<Step>& pass, const std::string& name) {
+        std::int64_t n = -1;
+        for (const Step& st : pass)
+            for (const Kernel& k : st.kernels)
+                if (k.name == name) n = k.bytes.value;
+        return n;
+    };
+    CHECK(bytes_of(build_layer(cfg).forward, "attn.cp-copies") == -1);
+    CHECK(bytes_of(build_layer(cfg).backward, "attn.cp-grad-accumulate") == -1);
+    cfg.context = 4;
+    const LayerPlan plan = build_layer(cfg);
+    // This GPU's 512 tokens: q 2 x 512 x 1024 / 2 bytes, k and v 2 x 2 x 512 x (4 x 64 / 2); three received steps.
+    const std::int64_t q = 2 * 512 * 512, kv = 2 * 2 * 512 * 128, steps = 3;
+    CHECK(bytes_of(plan.forward, "attn.cp-copies") == steps * (kv + q) / 2);
+    CHECK(bytes_of(plan.forward, "attn.cp-out-correction") == 4 * q + steps * 9 * q / 4);
+    CHECK(bytes_of(plan.backward, "attn.cp-copies.bwd") == 2 * kv + steps * (kv + 3 * q) / 2);
+    CHECK(bytes_of(plan.backward, "attn.cp-grad-accumulate") == 3 * (q + kv) + steps * 9 * (q + kv) / 4);
+}
+
 TEST_CASE("context parallelism: validation, rank layout and gradients over data x context") {
     Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
     Scenario sc = ex.cases[0];  // 8B, t2 d4 flash

@@ -196,9 +196,17 @@ double CostModel::flash_efficiency(const Kernel& k) const {
     if (flash_grid_.xs.empty()) return ratio * (forward ? profile_.flash_forward_efficiency : profile_.flash_backward_efficiency);
     const int dir = forward ? 0 : 1;
     // Queries against keys (context parallelism: a rank's queries against the ring's keys): the geometric mean
-    // stands for the sequence length of the measured square kernels.
-    const double s = 0.5 * (std::log2(double(k.gemm.m)) + std::log2(double(k.gemm.n)));
-    return ratio * flash_grid_.at(std::log2(double(k.gemm.batch)), s, dir) * flash_grid_.head_dim_ratio(k.gemm.k, dir);
+    // stands for the sequence length of the measured square kernels (the causal square kernel of the same work;
+    // Transformer Engine runs the ring's steps on two streams so that one step's last wave overlaps the next's).
+    double s = 0.5 * (std::log2(double(k.gemm.m)) + std::log2(double(k.gemm.n)));
+    double x = std::log2(double(k.gemm.batch));
+    // Past the grid's longest sequence, the further query tiles count as further heads (as many thread blocks, each
+    // as long or longer), up to the grid's widest point: nothing beyond a measured point.
+    if (s > flash_grid_.ss.back()) {
+        x += s - flash_grid_.ss.back();
+        s = flash_grid_.ss.back();
+    }
+    return ratio * flash_grid_.at(x, s, dir) * flash_grid_.head_dim_ratio(k.gemm.k, dir);
 }
 
 double CostModel::gemm_efficiency(const GemmShape& g) const {

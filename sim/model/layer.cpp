@@ -273,8 +273,47 @@ Kernel residual_grad_add(const std::string& name, std::int64_t elements) {
     return elementwise(name, "", 6 * elements);
 }
 
+// Context parallelism's bookkeeping around the ring's attention kernels (Transformer Engine's AttnFuncWithCP, read at
+// bfe21c3d (1.6.0.dev0) attention.py; v2.4's context_parallel.py does the same): with the load-balanced causal
+// chunks, half of the c - 1 received steps attend with a contiguous copy of half the keys and values, the other half
+// with a copy of the second half of the queries (and in the backward of the output and its gradient too); every
+// step's partial output is merged into the output by its softmax statistics (the forward's corrections, c of them,
+// half of them over half the queries), and every step's query gradient and key-value gradient added into the
+// running ones (the backward). q and kv: a query-sized and a key-and-value-sized 16-bit tensor of this GPU's tokens.
+// Elementwise HBM traffic, read and written; the softmax statistics themselves (1/32 of q) are left out.
+std::int64_t cp_q_bytes(const Dims& d) {
+    return 2 * d.n * d.h / d.t;
+}
+std::int64_t cp_kv_bytes(const Dims& d) {
+    return 2 * 2 * d.n * d.kv_w;
+}
+std::vector<Kernel> cp_bookkeeping_forward(const Dims& d) {
+    if (d.c <= 1) return {};
+    const std::int64_t q = cp_q_bytes(d), kv = cp_kv_bytes(d), steps = d.c - 1;
+    // Copies: per received step half the steps copy kv / 2 and half q / 2 (each read and written). Corrections: the
+    // zeroed output (q written), then the own step's (3 q: the step's output and the output read, the output
+    // written), and each received step's on the whole or on half the queries (2.25 q on average).
+    return {elementwise("attn.cp-copies", "", steps * (kv + q) / 2),
+            elementwise("attn.cp-out-correction", "", q + 3 * q + steps * 9 * q / 4)};
+}
+std::vector<Kernel> cp_bookkeeping_backward(const Dims& d) {
+    if (d.c <= 1) return {};
+    const std::int64_t q = cp_q_bytes(d), kv = cp_kv_bytes(d), steps = d.c - 1;
+    // Copies: the keys and values into the ring's buffer (2 kv), then per received step half the steps copy kv / 2
+    // and half copy the second halves of q, the output and its gradient (3 q / 2 each read and written). The query
+    // and key-value gradients accumulated: the own step's whole (3 q + 3 kv), each received step's on the whole or
+    // half (2.25 (q + kv) on average).
+    return {elementwise("attn.cp-copies.bwd", "", 2 * kv + steps * (kv + 3 * q) / 2),
+            elementwise("attn.cp-grad-accumulate", "", 3 * (q + kv) + steps * 9 * (q + kv) / 4)};
+}
+
 std::vector<Kernel> attention_core_forward(const Dims& d) {
-    if (d.flash) return {flash("attn.flash", d, true)};
+    if (d.flash) {
+        std::vector<Kernel> k = {flash("attn.flash", d, true)};
+        for (Kernel& e : cp_bookkeeping_forward(d))
+            k.push_back(std::move(e));
+        return k;
+    }
     const std::int64_t e = d.b * d.heads_t * d.s * d.s;  // score elements per GPU
     std::vector<Kernel> k;
     if (d.g < d.a) {
@@ -289,7 +328,12 @@ std::vector<Kernel> attention_core_forward(const Dims& d) {
 }
 
 std::vector<Kernel> attention_core_backward(const Dims& d) {
-    if (d.flash) return {flash("attn.flash.bwd", d, false)};
+    if (d.flash) {
+        std::vector<Kernel> k = {flash("attn.flash.bwd", d, false)};
+        for (Kernel& e : cp_bookkeeping_backward(d))
+            k.push_back(std::move(e));
+        return k;
+    }
     const std::int64_t e = d.b * d.heads_t * d.s * d.s;
     std::vector<Kernel> k = {gemm("attn.av.dgrad-probs", d.s, d.s, d.d, d.b * d.heads_t),
                              gemm("attn.av.dgrad-values", d.s, d.d, d.s, d.b * d.heads_t)};
