@@ -777,7 +777,8 @@ def plot_hopper_validation(tables, paper, save):
                 die("%s case '%s' has no simulated result (%s)" % (title, r.get("name"), r.get("error", "")))
             sim = r["tflops_per_gpu"] if measure == "tflops" else r["tokens_per_s"] / r["execution"]["gpus"]
             rows.append((title, case, sim / p_ - 1))
-    colors = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#999999", "#000000"]  # one per table
+    colors = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#999999", "#000000",
+              "#F0E442"]  # one per table
     groups = list(dict.fromkeys(g for g, _, _ in rows))
     fig, ax = plt.subplots(figsize=(max(8, 0.42 * len(rows) + 2), 4.8))
     ax.axhspan(-5, 5, color="#DDDDDD", alpha=0.5, lw=0, label="within 5%")
@@ -807,7 +808,8 @@ def plot_hopper_validation(tables, paper, save):
 PAPER_REQUIRED = ["table5.json", "table2.json", "timeline.json"]
 PAPER_OPTIONAL = ["530b-2240.json", "table4.json", "sc21-table1.json", "table2-hopper.json", "sweep.json",
                   "megatron-h100.json", "megatron-bridge-h100.json", "nemo-h100.json", "mlperf-gpt3-h100.json",
-                  "mlperf-gpt3-h100-v4.json", "mlperf-llama31-405b.json", "dgxc-h100.json", "dgxc-h100-v2504.json"]
+                  "mlperf-gpt3-h100-v4.json", "mlperf-llama31-405b.json", "dgxc-h100.json", "dgxc-h100-v2504.json",
+                  "nemo-long-h100.json"]
 # The Hopper validation figure's tables: results file, title, paper_values key, measure.
 HOPPER_TABLES = [("megatron-h100.json", "Megatron-LM weak scaling (TFLOP/s, BF16)", "megatron_h100", "tflops"),
                  ("megatron-bridge-h100.json", "Megatron-Bridge (tokens/s, FP8)", "megatron_bridge_h100", "tokens"),
@@ -819,7 +821,9 @@ HOPPER_TABLES = [("megatron-h100.json", "Megatron-LM weak scaling (TFLOP/s, BF16
                   "mlperf_llama31_405b", "tokens"),
                  ("dgxc-h100.json", "DGX Cloud Benchmarking v25.02 (tokens/s, BF16 and FP8)", "dgxc_h100", "tokens"),
                  ("dgxc-h100-v2504.json", "DGX Cloud Benchmarking v25.04, NeMo 2 (tokens/s, BF16 and FP8)",
-                  "dgxc_h100_v2504", "tokens")]
+                  "dgxc_h100_v2504", "tokens"),
+                 ("nemo-long-h100.json", "NeMo long sequences, 4K-1,024K, context parallel (tokens/s, FP8)",
+                  "nemo_long_h100", "tokens")]
 
 
 def plot_paper(inputs, out, formats, written=None):

@@ -12,6 +12,8 @@ usage: scripts/tokens-table.py KEY RESULTS.json
     dgxc_h100             scenarios/validation/dgxc-h100.yaml (DGX Cloud Benchmarking v25.02, DGX-H100, BF16 and FP8)
     dgxc_h100_v2504       scenarios/validation/dgxc-h100-v2504.yaml (DGX Cloud Benchmarking v25.04, NeMo 2, DGX-H100,
                           BF16 and FP8)
+    nemo_long_h100        scenarios/validation/nemo-long-h100.yaml (NeMo 24.03.01, Llama 2 7B at 4K-1,024K tokens with
+                          context parallelism, DGX-H100, FP8; tokens/s from the published TFLOP/s by NeMo's FLOPs count)
 Tokens per second per GPU need no FLOPs convention: global batch x sequence / (iteration time x GPUs).
 Where the table publishes step times of one layout, microbatch size and GPU for several numbers of microbatches per
 pipeline (m), the published and the simulated step times are also each split into a fixed part and a part per

@@ -197,3 +197,16 @@ def test_recompute_validation_compares_ratios_not_levels(tmp_path):
     path.write_text(json.dumps({"results": results[:3]}))
     p = _run("recompute-validation.py", str(path))
     assert p.returncode == 2 and "expected the 4 cases of scenarios/validation/bridge-recompute-h100.yaml" in p.stderr
+
+
+def test_nemo_long_tokens_are_the_published_tflops_by_nemos_llama2_flops_count():
+    """The long-sequence table publishes TFLOP/s; its tokens/s are derived by NeMo's own count (flops_formulas.py llama2:
+    the whole s^2 attention), to 0.1, and the rows are the scenario's cases in order."""
+    with open(os.path.join(SRC, "plots", "paper_values.json")) as f:
+        t = json.load(f)["nemo_long_h100"]
+    layers, h, groups, heads, ffn, vocab = 32, 4096, 32, 32, 11008, 32000
+    assert len(t["tokens_per_s_per_gpu"]) == len(t["nemo_tflops_per_gpu"]) == len(t["seq_len"]) == len(t["cases"]) == 9
+    for tflops, s, tokens, case in zip(t["nemo_tflops_per_gpu"], t["seq_len"], t["tokens_per_s_per_gpu"], t["cases"]):
+        per_token = layers * h * h * (12 + 12 * groups / heads + 18 * ffn / h + 12 * s / h + 6 * vocab / (layers * h))
+        assert abs(tflops * 1e12 / per_token - tokens) <= 0.05 + 1e-9, case
+        assert case.startswith(f"{s // 1024}K on ")
