@@ -250,10 +250,32 @@ TEST_CASE("context parallelism: Transformer Engine's bookkeeping around the ring
     const LayerPlan plan = build_layer(cfg);
     // This GPU's 512 tokens: q 2 x 512 x 1024 / 2 bytes, k and v 2 x 2 x 512 x (4 x 64 / 2); three received steps.
     const std::int64_t q = 2 * 512 * 512, kv = 2 * 2 * 512 * 128, steps = 3;
-    CHECK(bytes_of(plan.forward, "attn.cp-copies") == steps * (kv + q) / 2);
+    CHECK(bytes_of(plan.forward, "attn.cp-copies") == 2 * kv + steps * (kv + q) / 2);
     CHECK(bytes_of(plan.forward, "attn.cp-out-correction") == 4 * q + steps * 9 * q / 4);
     CHECK(bytes_of(plan.backward, "attn.cp-copies.bwd") == 2 * kv + steps * (kv + 3 * q) / 2);
-    CHECK(bytes_of(plan.backward, "attn.cp-grad-accumulate") == 3 * (q + kv) + steps * 9 * (q + kv) / 4);
+    CHECK(bytes_of(plan.backward, "attn.cp-grad-accumulate") == 2 * (q + kv) + steps * 9 * (q + kv) / 4);
+    // Where they run: the copies inside the ring's loop, in the step beside the ring; the output corrections after the
+    // loop, in a step of their own after it (not beside the ring, not slowed by its SMs); the backward's accumulations
+    // inside its loop, beside the ring.
+    auto step_of = [](const std::vector<Step>& pass, const std::string& name) {
+        for (std::size_t i = 0; i < pass.size(); ++i)
+            for (const Kernel& k : pass[i].kernels)
+                if (k.name == name) return int(i);
+        return -1;
+    };
+    const int ring = step_of(plan.forward, "attn.flash") - 1;
+    REQUIRE(ring >= 0);
+    CHECK(plan.forward[std::size_t(ring)].kind == Step::Kind::collective);
+    CHECK(plan.forward[std::size_t(ring)].collective.context_group);
+    CHECK(step_of(plan.forward, "attn.cp-copies") == ring + 1);
+    CHECK(step_of(plan.forward, "attn.cp-out-correction") == ring + 2);
+    CHECK(step_of(plan.backward, "attn.cp-grad-accumulate") == step_of(plan.backward, "attn.flash.bwd"));
+    // Recomputing the attention core reruns the ring's forward with its bookkeeping.
+    cfg.recompute = Recompute::selective;
+    cfg.modules = {true, false, false};
+    const LayerPlan re = build_layer(cfg);
+    CHECK(bytes_of(re.backward, "recompute.attn.cp-copies") == 2 * kv + steps * (kv + q) / 2);
+    CHECK(step_of(re.backward, "recompute.attn.cp-out-correction") == step_of(re.backward, "recompute.attn.flash") + 1);
 }
 
 TEST_CASE("context parallelism: validation, rank layout and gradients over data x context") {

@@ -275,26 +275,35 @@ Kernel residual_grad_add(const std::string& name, std::int64_t elements) {
 
 // Context parallelism's bookkeeping around the ring's attention kernels (Transformer Engine's AttnFuncWithCP, read at
 // bfe21c3d (1.6.0.dev0) attention.py; v2.4's context_parallel.py does the same): with the load-balanced causal
-// chunks, half of the c - 1 received steps attend with a contiguous copy of half the keys and values, the other half
-// with a copy of the second half of the queries (and in the backward of the output and its gradient too); every
-// step's partial output is merged into the output by its softmax statistics (the forward's corrections, c of them,
-// half of them over half the queries), and every step's query gradient and key-value gradient added into the
-// running ones (the backward). q and kv: a query-sized and a key-and-value-sized 16-bit tensor of this GPU's tokens.
-// Elementwise HBM traffic, read and written; the softmax statistics themselves (1/32 of q) are left out.
+// chunks, the forward first concatenates K and V into the ring's buffer; then half of the c - 1 received steps attend
+// with a contiguous copy of half the keys and values, the other half with a copy of the second half of the queries
+// (and in the backward of the output and its gradient too); after the loop every step's partial output is merged
+// into the output by its softmax statistics (the forward's corrections, c of them, half of them over half the
+// queries), and in the backward every step's query gradient and key-value gradient is added into the running ones
+// inside the loop. q and kv: a query-sized and a key-and-value-sized 16-bit tensor of this GPU's tokens. Elementwise
+// HBM traffic, read and written, averaged over the ring's ranks (the rank that does the most moves 10-30% more of
+// these bytes: about 0.3% of a 1,024K-token layer); the softmax statistics themselves (1/32 of q), and the dK / dV
+// concatenation TE up to 2.2 makes after each step with cuDNN's kernels, are left out.
 std::int64_t cp_q_bytes(const Dims& d) {
     return 2 * d.n * d.h / d.t;
 }
 std::int64_t cp_kv_bytes(const Dims& d) {
     return 2 * 2 * d.n * d.kv_w;
 }
-std::vector<Kernel> cp_bookkeeping_forward(const Dims& d) {
+/// The forward's copies inside the ring's loop: K and V into its buffer (2 kv), then per received step half the
+/// steps copy kv / 2 and half q / 2 (each read and written).
+std::vector<Kernel> cp_copies_forward(const Dims& d) {
     if (d.c <= 1) return {};
     const std::int64_t q = cp_q_bytes(d), kv = cp_kv_bytes(d), steps = d.c - 1;
-    // Copies: per received step half the steps copy kv / 2 and half q / 2 (each read and written). Corrections: the
-    // zeroed output (q written), then the own step's (3 q: the step's output and the output read, the output
-    // written), and each received step's on the whole or on half the queries (2.25 q on average).
-    return {elementwise("attn.cp-copies", "", steps * (kv + q) / 2),
-            elementwise("attn.cp-out-correction", "", q + 3 * q + steps * 9 * q / 4)};
+    return {elementwise("attn.cp-copies", "", 2 * kv + steps * (kv + q) / 2)};
+}
+/// The forward's output corrections after the ring's loop: the zeroed output (q written), the own step's (3 q: the
+/// step's output and the output read, the output written), each received step's on the whole or on half the queries
+/// (2.25 q on average).
+std::vector<Kernel> cp_out_correction(const Dims& d) {
+    if (d.c <= 1) return {};
+    const std::int64_t q = cp_q_bytes(d), steps = d.c - 1;
+    return {elementwise("attn.cp-out-correction", "", q + 3 * q + steps * 9 * q / 4)};
 }
 std::vector<Kernel> cp_bookkeeping_backward(const Dims& d) {
     if (d.c <= 1) return {};
@@ -302,15 +311,15 @@ std::vector<Kernel> cp_bookkeeping_backward(const Dims& d) {
     // Copies: the keys and values into the ring's buffer (2 kv), then per received step half the steps copy kv / 2
     // and half copy the second halves of q, the output and its gradient (3 q / 2 each read and written). The query
     // and key-value gradients accumulated: the own step's whole (3 q + 3 kv), each received step's on the whole or
-    // half (2.25 (q + kv) on average).
+    // half (2.25 (q + kv) on average), less the first step's, a copy rather than an add (q + kv less).
     return {elementwise("attn.cp-copies.bwd", "", 2 * kv + steps * (kv + 3 * q) / 2),
-            elementwise("attn.cp-grad-accumulate", "", 3 * (q + kv) + steps * 9 * (q + kv) / 4)};
+            elementwise("attn.cp-grad-accumulate", "", 2 * (q + kv) + steps * 9 * (q + kv) / 4)};
 }
 
 std::vector<Kernel> attention_core_forward(const Dims& d) {
     if (d.flash) {
         std::vector<Kernel> k = {flash("attn.flash", d, true)};
-        for (Kernel& e : cp_bookkeeping_forward(d))
+        for (Kernel& e : cp_copies_forward(d))
             k.push_back(std::move(e));
         return k;
     }
@@ -343,6 +352,20 @@ std::vector<Kernel> attention_core_backward(const Dims& d) {
     k.push_back(gemm("attn.qk.dgrad-k", d.s, d.d, d.s, d.b * d.heads_t));
     if (d.g < d.a) k.push_back(elementwise("attn.kv-expand.bwd", "", 2 * (2 * d.n * d.kv_w + 2 * d.n * d.h / d.t)));
     return k;
+}
+
+/// Context parallelism's attention forward (`prefix` "recompute." for its rerun): the ring of K and V overlapped with
+/// the attention kernel and the copies Transformer Engine makes inside its loop, then the output corrections it makes
+/// after the loop, no longer beside the ring.
+void ring_attention_forward(std::vector<Step>& p, const Dims& d, const std::string& prefix) {
+    p.push_back(collective(prefix + "attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
+    std::vector<Kernel> in_loop = attention_core_forward(d), after = cp_out_correction(d);
+    for (Kernel& k : in_loop)
+        k.name = prefix + k.name;
+    for (Kernel& k : after)
+        k.name = prefix + k.name;
+    p.push_back(compute(std::move(in_loop)));
+    p.push_back(compute(std::move(after)));
 }
 
 /// The norm before QKV or fc1 (a column-parallel linear layer's input). Under FP8 with delayed scaling Transformer
@@ -470,8 +493,11 @@ std::vector<Step> forward_pass_overlapped(const Dims& d) {
     sp_gather(p, d, "attn.all-gather", TpOverlap::qkv_fprop, "qkv");
     p.push_back(compute({ring_exchange(d, linear(Layer::qkv, kFwd, d.n, d.qkv_out, d.h), TpOverlap::qkv_fprop)}));
     if (d.rope) p.push_back(compute({elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))}));
-    if (d.c > 1) p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
-    p.push_back(compute(attention_core_forward(d)));
+    if (d.c > 1) {
+        ring_attention_forward(p, d, "");
+    } else {
+        p.push_back(compute(attention_core_forward(d)));
+    }
     overlapped_reduce_scatter(p, d, d.proj_rs, TpOverlap::proj_fprop, "attn.reduce-scatter",
                               linear(Layer::proj, kFwd, d.n, d.h, d.h / d.t));
     p.push_back(compute({residual_add(d, "attn"), norm_forward(d, "ln2")}));
@@ -495,9 +521,8 @@ std::vector<Step> forward_pass(const Dims& d) {
     if (d.rope) add(p, {elementwise("rope", "rope_fwd", kRope * d.n * (d.h / d.t + d.kv_w))});
     if (d.c > 1) {
         // Ring attention: the K and V shards travel round the c ranks while each block is computed (overlapped).
-        p.push_back(collective("attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
-        p.push_back(compute(attention_core_forward(d)));
-        p.push_back(compute({linear(Layer::proj, kFwd, d.n, d.h, d.h / d.t)}));
+        ring_attention_forward(p, d, "");
+        add(p, {linear(Layer::proj, kFwd, d.n, d.h, d.h / d.t)});
     } else {
         add(p, attention_core_forward(d));
         add(p, {linear(Layer::proj, kFwd, d.n, d.h, d.h / d.t)});
@@ -611,12 +636,12 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
                    wgrad(d, Layer::proj, d.h / d.t, d.h, d.n));
     }
     if (selective && d.modules.core_attn) {
-        std::vector<Kernel> re = attention_core_forward(d);
-        for (auto& k : re) k.name = "recompute." + k.name;
         if (d.c > 1) {
-            p.push_back(collective("recompute.attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
-            p.push_back(compute(std::move(re)));
+            ring_attention_forward(p, d, "recompute.");
         } else {
+            std::vector<Kernel> re = attention_core_forward(d);
+            for (auto& k : re)
+                k.name = "recompute." + k.name;
             add(p, std::move(re));
         }
     }
