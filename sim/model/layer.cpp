@@ -317,12 +317,7 @@ std::vector<Kernel> cp_bookkeeping_backward(const Dims& d) {
 }
 
 std::vector<Kernel> attention_core_forward(const Dims& d) {
-    if (d.flash) {
-        std::vector<Kernel> k = {flash("attn.flash", d, true)};
-        for (Kernel& e : cp_copies_forward(d))
-            k.push_back(std::move(e));
-        return k;
-    }
+    if (d.flash) return std::vector<Kernel>{flash("attn.flash", d, true)} + cp_copies_forward(d);
     const std::int64_t e = d.b * d.heads_t * d.s * d.s;  // score elements per GPU
     std::vector<Kernel> k;
     if (d.g < d.a) {
@@ -337,12 +332,7 @@ std::vector<Kernel> attention_core_forward(const Dims& d) {
 }
 
 std::vector<Kernel> attention_core_backward(const Dims& d) {
-    if (d.flash) {
-        std::vector<Kernel> k = {flash("attn.flash.bwd", d, false)};
-        for (Kernel& e : cp_bookkeeping_backward(d))
-            k.push_back(std::move(e));
-        return k;
-    }
+    if (d.flash) return std::vector<Kernel>{flash("attn.flash.bwd", d, false)} + cp_bookkeeping_backward(d);
     const std::int64_t e = d.b * d.heads_t * d.s * d.s;
     std::vector<Kernel> k = {gemm("attn.av.dgrad-probs", d.s, d.s, d.d, d.b * d.heads_t),
                              gemm("attn.av.dgrad-values", d.s, d.d, d.s, d.b * d.heads_t)};
@@ -354,18 +344,20 @@ std::vector<Kernel> attention_core_backward(const Dims& d) {
     return k;
 }
 
+/// `ks` with each name prefixed (the rerun's "recompute.").
+std::vector<Kernel> prefixed(std::vector<Kernel> ks, const std::string& prefix) {
+    for (Kernel& k : ks)
+        k.name = prefix + k.name;
+    return ks;
+}
+
 /// Context parallelism's attention forward (`prefix` "recompute." for its rerun): the ring of K and V overlapped with
 /// the attention kernel and the copies Transformer Engine makes inside its loop, then the output corrections it makes
 /// after the loop, no longer beside the ring.
 void ring_attention_forward(std::vector<Step>& p, const Dims& d, const std::string& prefix) {
     p.push_back(collective(prefix + "attn.cp-kv-ring", CollectiveKind::all_gather, kv_ring_bytes(d), true, true));
-    std::vector<Kernel> in_loop = attention_core_forward(d), after = cp_out_correction(d);
-    for (Kernel& k : in_loop)
-        k.name = prefix + k.name;
-    for (Kernel& k : after)
-        k.name = prefix + k.name;
-    p.push_back(compute(std::move(in_loop)));
-    p.push_back(compute(std::move(after)));
+    p.push_back(compute(prefixed(attention_core_forward(d), prefix)));
+    p.push_back(compute(prefixed(cp_out_correction(d), prefix)));
 }
 
 /// The norm before QKV or fc1 (a column-parallel linear layer's input). Under FP8 with delayed scaling Transformer
@@ -639,10 +631,7 @@ std::vector<Step> backward_pass(const Dims& d, Recompute rc) {
         if (d.c > 1) {
             ring_attention_forward(p, d, "recompute.");
         } else {
-            std::vector<Kernel> re = attention_core_forward(d);
-            for (auto& k : re)
-                k.name = "recompute." + k.name;
-            add(p, std::move(re));
+            add(p, prefixed(attention_core_forward(d), "recompute."));
         }
     }
     if (d.c > 1) {

@@ -110,8 +110,8 @@ Builder::UnitTasks Builder::emit_fsdp_unit(Group& g, const schedule::Unit& u, st
         throw std::logic_error(
             fmt::format("stage {}: {} layer pieces for {} layers under fsdp", g.stage, counted, layers));
     const TaskId start = after.value_or(kNoTask);
-    // What replica 0 waits for is exposed data-parallel communication (observe: the wait from the task before).
-    const auto exposed = [&](TaskId waiter, std::optional<TaskId> before) { note_weight_wait(g, waiter, before); };
+    // What replica 0 waits for is exposed data-parallel communication (note_weight_wait: the wait from the task
+    // before).
     const auto l = [](int layer) { return static_cast<std::size_t>(layer); };
     std::vector<std::size_t> gather(l(layers));
     std::optional<TaskId> prev = after;
@@ -135,7 +135,7 @@ Builder::UnitTasks Builder::emit_fsdp_unit(Group& g, const schedule::Unit& u, st
             }
             if (wait) {
                 fsdp_wait(g, *wait, piece.first);
-                exposed(piece.first, prev);
+                note_weight_wait(g, piece.first, prev);
             }
             prev = piece.last;
             if (!ps.is_layer[i]) return;
@@ -164,7 +164,7 @@ Builder::UnitTasks Builder::emit_fsdp_unit(Group& g, const schedule::Unit& u, st
         fsdp_wait(g, gather[l(layer)], piece.first);
         // The gradient buffer it writes held the layer two after it, until that layer's reduce-scatter.
         if (layer + 2 < layers) fsdp_wait(g, reduce[l(layer + 2)], piece.first);
-        exposed(piece.first, prev);
+        note_weight_wait(g, piece.first, prev);
         prev = piece.last;
         if (layer >= 2) gather[l(layer - 2)] = fsdp_op(g, plans.gather_layer, gathered, piece.last);
         reduce[l(layer)] = fsdp_op(g, plans.reduce_layer, reduced, piece.last);
@@ -175,7 +175,7 @@ Builder::UnitTasks Builder::emit_fsdp_unit(Group& g, const schedule::Unit& u, st
     sim_.add_dependency(ut.last, join);
     for (const std::size_t j : reductions)
         fsdp_wait(g, j, join);
-    exposed(join, ut.last);
+    note_weight_wait(g, join, ut.last);
     return {ut.first, join, true};
 }
 
