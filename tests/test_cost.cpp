@@ -290,12 +290,14 @@ TEST_CASE("SMs held by what moves a collective: NCCL's channels, a userbuffers k
     CHECK(c.sms_held(ce) == 0);
     CHECK(c.comm_sm_fraction(0) == 0.0);
     CHECK(c.comm_sm_fraction(2) == Approx(1.0 - 1.0 / 1.10));
-    // In a pass: the compute beside each collective slows by what that collective holds.
-    Step work;
+    // In a pass: the GEMMs beside each collective slow by what that collective holds (8 waves of tiles on 100 SMs,
+    // more than the SMs left); a bandwidth-bound kernel beside it loses nothing (measured up to 32 SMs held).
+    Step work, copy_step;
+    work.kernels.push_back(gemm(8 * 1280, 1280, 4096));
     Kernel copy;
     copy.name = "e";
     copy.bytes = Bytes(400'000'000);  // elementwise
-    work.kernels.push_back(copy);
+    copy_step.kernels.push_back(copy);
     const Time tw = c.compute_step(work);
     for (const auto& [coll, fraction] : {std::pair{nccl, 1.0 - 1.0 / 1.50}, std::pair{ub, 1.0 - 1.0 / 1.10}, std::pair{ce, 0.0}}) {
         Step s;
@@ -305,7 +307,64 @@ TEST_CASE("SMs held by what moves a collective: NCCL's channels, a userbuffers k
         const Time tc = c.tp_collective(coll.kind, 8, coll.message);
         REQUIRE(tc < tw);
         CHECK(c.pass_time({s, work}, 8).seconds() == Approx(tw.seconds() + fraction * tc.seconds()));
+        REQUIRE(tc < c.compute_step(copy_step));
+        CHECK(c.pass_time({s, copy_step}, 8) == c.compute_step(copy_step));
     }
+}
+
+TEST_CASE(
+    "Kernels beside a collective: GEMMs at the measured table, fused attention at the share, bandwidth-bound ones "
+    "unslowed") {
+    DeviceProfile p = test_profile();  // 100 SMs
+    Kernel copy;
+    copy.bytes = Bytes(1 << 20);
+    Kernel attention = gemm(4096, 4096, 128, 16);
+    attention.kind = KernelKind::flash_attention_fwd;
+    const Kernel big = gemm(8 * 1280, 1280, 4096);  // 8 waves of 128 x 128 tiles
+    const Kernel small = gemm(1280, 640, 4096);     // 50 tiles: they fit on the 80 SMs left
+    // Without a measured table every kernel loses the held share.
+    for (const Kernel& k : {copy, attention, big, small})
+        CHECK(CostModel(p).speed_beside(k, 20) == Approx(0.8));
+    p.measured_sms_held = {{2, 1.10}, {10, 1.30}, {20, 1.50}};
+    const CostModel c(p);
+    CHECK(c.speed_beside(big, 20) == Approx(1.0 / 1.50));
+    CHECK(c.speed_beside(small, 20) == 1.0);
+    CHECK(c.speed_beside(attention, 20) == Approx(0.8));
+    CHECK(c.speed_beside(copy, 20) == 1.0);
+    CHECK(c.speed_beside(big, 0) == 1.0);
+    // A step's share lost: its kernels' losses weighted by their times.
+    Step step;
+    step.kernels = {big, copy};
+    const double tb = c.kernel(big).time.seconds(), te = c.kernel(copy).time.seconds();
+    CHECK(c.step_sm_fraction(step, 20) == Approx((tb * (1.0 - 1.0 / 1.50)) / (tb + te)));
+}
+
+TEST_CASE("Context-parallel ring: NCCL's point-to-point channels by where each GPU's neighbours sit") {
+    DeviceProfile p = test_profile();  // 100 SMs
+    p.nccl_channels = 32;
+    const CostModel c(p);
+    const Bytes small(std::int64_t{64} << 20), huge(std::int64_t{16} << 30);
+    // Two ranks on two nodes: one batched kernel to the one peer, 2 channels per network peer.
+    CHECK(c.context_ring_sms(std::vector<int>{0, 8}, 8, small) == 2);
+    // Two ranks in a node: half the 2-rank communicator's 32 channels, all of them once each channel's part of a step
+    // (here 8 GiB a step) passes 32 x 512 KiB.
+    CHECK(c.context_ring_sms(std::vector<int>{0, 1}, 8, small) == 16);
+    CHECK(c.context_ring_sms(std::vector<int>{0, 1}, 8, huge) == 32);
+    // More ranks: a send and a receive kernel apart, each on its own 2-rank communicator; the busiest GPU counts.
+    CHECK(c.context_ring_sms(std::vector<int>{0, 8, 16, 24}, 8, small) == 4);  // every neighbour remote
+    CHECK(c.context_ring_sms(std::vector<int>{0, 4, 8, 12}, 8, small) == 18);  // one neighbour local, one remote
+    CHECK(c.context_ring_sms(std::vector<int>{0, 2, 4, 6}, 8, small) == 32);   // both local
+    CHECK(c.context_ring_sms(std::vector<int>{0}, 8, small) == 0);
+    // A job's rings in Megatron's order (tensor innermost, then context): t = 4, c = 4 on 8-GPU nodes.
+    ExecutionSpec e;
+    e.tensor = 4;
+    e.context = 4;
+    e.data = 2;
+    CHECK(c.context_ring_sms(e, 8, small) == 18);
+    e.tensor = 8;
+    CHECK(c.context_ring_sms(e, 8, small) == 4);
+    e.tensor = 1;
+    CHECK(c.context_ring_sms(e, 8, small) == 32);
 }
 
 TEST_CASE("GEMM with an SM margin: its waves planned on the SMs left, at their share of the peak") {

@@ -5,7 +5,9 @@
 #include "strata/profile.hpp"
 #include "strata/units.hpp"
 
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -113,14 +115,26 @@ public:
     /// SMs a collective's kernel holds while it runs (CommEngine): NCCL's nccl_channels, a userbuffers kernel's own
     /// CTAs, none for the copy engines.
     [[nodiscard]] int sms_held(const TpCollective& c) const;
+    /// SMs Transformer Engine's context-parallel ring (a TpCollective with context_group) holds on its busiest GPU
+    /// while it moves each step's keys and values: NCCL point-to-point kernels on PyTorch's communicators, by where
+    /// each GPU's neighbours are. `ring_gpus`: the ring's GPUs in ring order; `message`: the collective's whole buffer
+    /// (each step moves a c-th of it).
+    [[nodiscard]] int context_ring_sms(std::span<const int> ring_gpus, int gpus_per_node, Bytes message) const;
+    /// The same over every ring of a job (each stage, data replica and tensor rank, placed in Megatron's order): the
+    /// busiest GPU's.
+    [[nodiscard]] int context_ring_sms(const ExecutionSpec& e, int gpus_per_node, Bytes message) const;
     /// Share of the speed compute loses while a collective holding `sms` SMs runs beside it:
     /// 1 - speed_with_sms_held(sms) (without a measured table: sms / sm_count); 0 for none.
     [[nodiscard]] double comm_sm_fraction(int sms) const;
     /// The same for an intra-node NCCL collective (nccl_channels SMs).
     [[nodiscard]] double comm_sm_fraction() const;
-    /// The share of speed a compute step's kernels lose, together, while a collective holds `sms` SMs: each GEMM at
-    /// the table's slowdown for its waves (gemm_waves, at least 1), none where its output tiles all fit on the SMs left;
-    /// the other kernels at comm_sm_fraction(sms); weighted by their times.
+    /// A kernel's speed while a collective holds `sms` SMs beside it: a GEMM at the measured table's slowdown for its
+    /// waves (gemm_waves, at least 1), none where its output tiles all fit on the SMs left; fused attention at the
+    /// share of the SMs left (a bound: measured, it loses less); bandwidth-bound kernels at full speed (measured up to
+    /// 32 SMs held). Without a measured table every kernel at the share of the SMs left.
+    [[nodiscard]] double speed_beside(const Kernel& k, int sms) const;
+    /// The share of speed a compute step's kernels lose, together, while a collective holds `sms` SMs (each at
+    /// speed_beside), weighted by their times.
     [[nodiscard]] double step_sm_fraction(const Step& compute, int sms) const;
     /// The SMs a GEMM runs on: the device's, less its margin (at least one).
     [[nodiscard]] int gemm_sms(const GemmShape& g) const;
@@ -137,10 +151,13 @@ public:
     /// Sum of the kernels of a compute step.
     [[nodiscard]] Time compute_step(const Step& step) const;
     /// Serial time of a pass (tensor-parallel collectives over `ranks`, context-parallel ones over
-    /// `context_ranks`, both at the intra-node figures): compute steps and exposed collectives add up; an overlapped collective
-    /// and the compute step after it take the longer of the two, the compute slowed by the SMs the
+    /// `context_ranks`, both at the intra-node figures): compute steps and exposed collectives add up; an overlapped
+    /// collective and the compute step after it take the longer of the two, the compute slowed by the SMs the
     /// collective occupies while both run, the collective lengthened by a ring exchange's tail (ring_tail).
-    [[nodiscard]] Time pass_time(const std::vector<Step>& pass, int ranks, int context_ranks = 1) const;
+    /// `ring_sms`, where given: the SMs the context-parallel ring holds for a collective's buffer (context_ring_sms at
+    /// the job's placement); else NCCL's intra-node channels.
+    [[nodiscard]] Time pass_time(const std::vector<Step>& pass, int ranks, int context_ranks = 1,
+                                 const std::function<int(Bytes)>& ring_sms = {}) const;
     /// A layer's time by kind of work at this model's rates (call it before sustain()): compute steps' kernels as
     /// GEMMs, fused attention or the rest; with `collectives`, those the compute waits for (not overlapped) as the
     /// rest, over `ranks` (`context_ranks`).

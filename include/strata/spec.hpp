@@ -417,6 +417,10 @@ struct ExecutionSpec {
     /// Transformer layers of the model chunk at virtual stage `v` (chunk x pipeline + stage): a stage's layers over
     /// the interleave, less the embedding's or the loss's place when they count in the split.
     [[nodiscard]] int layers_in_chunk(int layers, int v) const;
+    /// A GPU's global rank in Megatron's order (tensor innermost, then context, then data, then pipeline).
+    [[nodiscard]] int global_rank(int stage, int replica, int context_rank, int tensor_rank) const {
+        return ((stage * data + replica) * context + context_rank) * tensor + tensor_rank;
+    }
     /// Whether the embedding or the loss takes a layer's place in the pipeline split.
     [[nodiscard]] bool split_counts_ends() const { return embedding_in_pipeline_split || loss_in_pipeline_split; }
     /// Of a chunk's `chunk_layers` layers, how many full recompute re-runs (all, or the block's first ones).

@@ -350,85 +350,12 @@ Time CostModel::tp_collective(CollectiveKind kind, int ranks, Bytes message) con
            Time::from_seconds(double(per_rank.value) / bus);
 }
 
-double sm_share_speed(const DeviceProfile& p, double sms) {
-    if (p.sm_count <= 0) return 1.0;
-    return 1.0 - std::min(0.9, sms / double(p.sm_count));
-}
-
-double speed_with_sms_held(const DeviceProfile& p, double sms, double waves) {
-    if (p.sm_count <= 0 || sms <= 0) return 1.0;
-    const auto share = [&](double k) { return sm_share_speed(p, k); };
-    const std::vector<MeasuredSmsHeld>& t = p.measured_sms_held;
-    if (t.empty()) return share(sms);
-    double k0 = 0, s0 = 1.0;  // slowdown 1 with no SM held
-    for (const MeasuredSmsHeld& e : t) {
-        const double se = e.at(waves);
-        if (sms <= e.sms) return 1.0 / (s0 + (se - s0) * (sms - k0) / (double(e.sms) - k0));
-        k0 = e.sms;
-        s0 = se;
-    }
-    // Past the table: the last measured speed, less the further share of the SMs held.
-    return std::max(0.1, share(sms) / share(k0) / s0);
-}
-
-int CostModel::sms_held(const TpCollective& c) const {
-    switch (c.engine) {
-        case CommEngine::nccl: return profile_.nccl_channels;
-        case CommEngine::userbuffers: return c.sms;
-        case CommEngine::copy_engine: return 0;
-    }
-    return 0;
-}
-
-double CostModel::comm_sm_fraction(int sms) const {
-    if (profile_.sm_count <= 0 || sms <= 0) return 0;
-    return 1.0 - speed_with_sms_held(profile_, sms);
-}
-
-double CostModel::comm_sm_fraction() const { return comm_sm_fraction(profile_.nccl_channels); }
-
 int CostModel::gemm_sms(const GemmShape& g) const { return std::max(1, profile_.sm_count - std::max(0, g.sm_margin)); }
 
 double CostModel::gemm_waves(const GemmShape& g) const {
     const GemmShape one = g.largest_chunk();
     const std::int64_t tm = std::max<std::int64_t>(profile_.gemm_tile_m, 1), tn = std::max<std::int64_t>(profile_.gemm_tile_n, 1);
     return double((one.m + tm - 1) / tm) * double((one.n + tn - 1) / tn) * double(one.batch) / double(gemm_sms(g));
-}
-
-double CostModel::step_sm_fraction(const Step& compute, int sms) const {
-    if (profile_.sm_count <= 0 || sms <= 0) return 0;
-    double weighted = 0, total = 0;
-    for (const Kernel& k : compute.kernels) {
-        const double t = kernel(k).time.seconds();
-        double f = comm_sm_fraction(sms);
-        if (k.is_gemm()) {
-            // A GEMM whose output tiles all fit on the SMs the collective leaves loses nothing to it; otherwise the
-            // table at its waves (at least one: the line is not extrapolated below a full wave).
-            const double waves = gemm_waves(k.gemm);
-            const double tiles = waves * double(gemm_sms(k.gemm));
-            f = tiles <= double(profile_.sm_count - sms) ? 0.0 : 1.0 - speed_with_sms_held(profile_, sms, std::max(waves, 1.0));
-        }
-        weighted += t * f;
-        total += t;
-    }
-    return total > 0 ? weighted / total : comm_sm_fraction(sms);
-}
-
-Time CostModel::slowed_compute(Time compute, Time collective, double f) {
-    // The kernels run at (1 - f) speed while the collective holds its SMs: all of them, if they end within it
-    // (compute / (1 - f)); else the collective's length costs an extra f times that.
-    if (f <= 0) return compute;
-    const double slowed = compute.seconds() / (1.0 - f);
-    if (slowed <= collective.seconds()) return Time::from_seconds(slowed);
-    return compute + Time::from_seconds(f * collective.seconds());
-}
-
-Time CostModel::ring_tail(const TpCollective& c, const Step& compute) const {
-    if (c.engine != CommEngine::copy_engine) return Time::zero();
-    for (const Kernel& k : compute.kernels)
-        if (k.gemm.chunks > 1 && k.is_gemm())
-            return Time::from_ps(kernel(k).time.ps() / k.gemm.chunk_parts());
-    return Time::zero();
 }
 
 Time CostModel::compute_step(const Step& step) const {
@@ -468,7 +395,8 @@ SustainedClock CostModel::sustain(const PowerMix& mix) {
     return sustained_;
 }
 
-Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, int context_ranks) const {
+Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, int context_ranks,
+                          const std::function<int(Bytes)>& ring_sms) const {
     Time total = Time::zero();
     for (std::size_t i = 0; i < pass.size(); ++i) {
         const Step& s = pass[i];
@@ -478,8 +406,10 @@ Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, int context_
         }
         const Time c = tp_collective(s.collective.kind, s.collective.context_group ? context_ranks : ranks, s.collective.message);
         if (s.overlapped && i + 1 < pass.size() && pass[i + 1].kind == Step::Kind::compute) {
+            const int sms =
+                s.collective.context_group && ring_sms ? ring_sms(s.collective.message) : sms_held(s.collective);
             total += std::max(c + ring_tail(s.collective, pass[i + 1]),
-                              slowed_compute(compute_step(pass[i + 1]), c, step_sm_fraction(pass[i + 1], sms_held(s.collective))));
+                              slowed_compute(compute_step(pass[i + 1]), c, step_sm_fraction(pass[i + 1], sms)));
             ++i;
         } else {
             total += c;

@@ -36,8 +36,13 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
             "microbatch, {:.1f} MB of GPU memory freed (of {:.1f} MB stored)\n",
             fmt::join(names_of(e.offload_modules), ", "), plan.offload.copies, double(plan.offload.copied.value) / 1e6,
             double(plan.offload.freed.value) / 1e6, double(plan.stored_bytes.value) / 1e6);
+    // The SMs each collective's kernels hold: the context-parallel ring's by where its GPUs sit.
+    const auto ring_sms = [&](Bytes m) { return cost.context_ring_sms(e, sc.system.gpus_per_node, m); };
+    const auto sms_held = [&](const TpCollective& c) {
+        return c.context_group ? ring_sms(c.message) : cost.sms_held(c);
+    };
     for (const auto& [title, pass] : {std::pair{"forward", &plan.forward}, std::pair{"backward", &plan.backward}}) {
-        out << fmt::format("  {} pass: {:.3f} ms\n", title, cost.pass_time(*pass, e.tensor, e.context).ms());
+        out << fmt::format("  {} pass: {:.3f} ms\n", title, cost.pass_time(*pass, e.tensor, e.context, ring_sms).ms());
         for (std::size_t i = 0; i < pass->size(); ++i) {
             const Step& step = (*pass)[i];
             if (step.kind == Step::Kind::collective) {
@@ -45,7 +50,7 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                 const bool paired =
                     step.overlapped && i + 1 < pass->size() && (*pass)[i + 1].kind == Step::Kind::compute;
                 const double speed =
-                    paired ? 1.0 - cost.step_sm_fraction((*pass)[i + 1], cost.sms_held(step.collective)) : 1.0;
+                    paired ? 1.0 - cost.step_sm_fraction((*pass)[i + 1], sms_held(step.collective)) : 1.0;
                 out << fmt::format(
                     "    {:<34} {:>14} {:>10.1f} MB {:>9.3f} ms{}\n", step.collective.name,
                     to_string(step.collective.kind), double(step.collective.message.value) / 1e6,
@@ -56,8 +61,10 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                     : step.collective.engine == CommEngine::copy_engine
                         ? std::string("  (overlapped with the next step; copy engines, no SM)")
                         : fmt::format("  (overlapped with the next step, at {:.1f}% speed beside its {} SMs{})",
-                                      100.0 * speed, cost.sms_held(step.collective),
-                                      step.collective.engine == CommEngine::userbuffers ? ", userbuffers" : ""));
+                                      100.0 * speed, sms_held(step.collective),
+                                      step.collective.engine == CommEngine::userbuffers ? ", userbuffers"
+                                      : step.collective.context_group                   ? ", NCCL point-to-point"
+                                                                                        : ""));
                 continue;
             }
             for (std::size_t j = 0; j < step.kernels.size(); ++j) {

@@ -25,8 +25,9 @@ CaseResult analyze(const Scenario& sc) {
     r.layer.sm_clock_mhz = clock.clock_mhz;
     r.layer.headroom_ms = 1e3 * clock.headroom_s;
     r.layer.headroom_saving_fraction = clock.saving_fraction;
-    r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor, sc.execution.context).ms();
-    r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor, sc.execution.context).ms();
+    const auto ring_sms = [&](Bytes m) { return cost.context_ring_sms(sc.execution, sc.system.gpus_per_node, m); };
+    r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor, sc.execution.context, ring_sms).ms();
+    r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor, sc.execution.context, ring_sms).ms();
     bool any_measured = false, any_analytical = false;
     for (const auto* pass : {&plan.forward, &plan.backward}) {
         for (const auto& step : *pass) {

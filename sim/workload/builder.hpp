@@ -39,10 +39,10 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <unordered_map>
-#include <span>
 #include <utility>
 #include <vector>
 
@@ -71,7 +71,9 @@ struct Unit {
 
 /// Appends a pass's steps, costed, merging adjacent compute steps (never into a step paired with an
 /// overlapped collective).
-void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost);
+/// `ring_sms`: the SMs the context-parallel ring holds (CostModel::context_ring_sms) for a collective's buffer.
+void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost,
+            const std::function<int(Bytes)>& ring_sms);
 
 enum class TaskKind : std::uint32_t {
     forward = 0,
@@ -283,7 +285,7 @@ private:
     [[nodiscard]] int group_index(int stage, int replica) const { return stage * replicas_ + replica; }
     /// Global rank (Megatron's order: tensor innermost, then context, then data, then pipeline).
     [[nodiscard]] int rank(int stage, int replica, int context_rank, int tensor_rank) const {
-        return ((stage * e_.data + replica) * e_.context + context_rank) * e_.tensor + tensor_rank;
+        return e_.global_rank(stage, replica, context_rank, tensor_rank);
     }
     /// Ranks that share a stage's weights: data x context parallel (gradients reduced over them).
     [[nodiscard]] int weight_replicas() const { return e_.data * e_.context; }
@@ -524,6 +526,11 @@ private:
     ActivationPlan activations_;
     Bytes activation_message_;                                   // one microbatch's activation, all t ranks
     std::vector<Group> groups_;
+    /// The SMs the context-parallel ring holds for a collective's buffer: CostModel::context_ring_sms over every ring
+    /// of the job (each stage, data replica and tensor rank), the busiest GPU's; memoised by buffer size.
+    [[nodiscard]] int context_ring_sms(Bytes message) const;
+    mutable std::map<std::int64_t, int> ring_sms_cache_;
+    std::function<int(Bytes)> ring_sms_ = [this](Bytes m) { return context_ring_sms(m); };
     std::vector<StreamId> dp_streams_;
     std::vector<StreamId> gather_streams_;                       // overlapped parameter all-gather, per stage
     std::vector<std::int32_t> gather_stage_;                     // stream -> stage whose gather stream it is, or -1

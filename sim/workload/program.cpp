@@ -309,7 +309,8 @@ bool Builder::emit_next(std::size_t gi) {
 const Unit& Builder::drain_unit() {
     if (!drain_) {
         drain_.emplace();
-        append(drain_->steps, build_deferred_wgrad(layer_config(sc_.model, e_), activations_.deferred_microbatches), cost_);
+        append(drain_->steps, build_deferred_wgrad(layer_config(sc_.model, e_), activations_.deferred_microbatches),
+               cost_, ring_sms_);
     }
     return *drain_;
 }

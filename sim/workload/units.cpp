@@ -8,7 +8,8 @@
 
 namespace strata::workload {
 
-void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost) {
+void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const CostModel& cost,
+            const std::function<int(Bytes)>& ring_sms) {
     const Step* before = nullptr;
     for (const Step& s : pass) {
         const Step* const collective = before;
@@ -37,7 +38,7 @@ void append(std::vector<UnitStep>& out, const std::vector<Step>& pass, const Cos
             u.message = s.collective.message;
             u.overlapped = s.overlapped;
             u.context_group = s.collective.context_group;
-            u.sms_held = cost.sms_held(s.collective);
+            u.sms_held = s.collective.context_group ? ring_sms(s.collective.message) : cost.sms_held(s.collective);
             u.sm_fraction = cost.comm_sm_fraction(u.sms_held);  // refined by the compute step it pairs with (above)
             out.push_back(u);
         }
@@ -191,9 +192,8 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
             Time moving = alone_time(plan);
             Time saving = Time::zero();
             if (paired) {
-                const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
                 // As unfused (below): the kernels beside it, then a ring exchange's tail after both, drawn in that order.
-                const Time beside = CostModel::slowed_compute(unit.steps[i + 1].duration, c, s.sm_fraction);
+                const Time beside = CostModel::slowed_compute(unit.steps[i + 1].duration, moving, s.sm_fraction);
                 const Time tail = std::min(s.tail, beside);
                 // Each span drawn once (run-to-run jitter draws at every call), as unfused.
                 const Time kernels = span_time(g, beside - tail);
@@ -227,10 +227,10 @@ Builder::UnitTasks Builder::emit_unit(Group& g, const Unit& unit, std::optional<
         const TaskId last = emit_phases(g.tp, plan, prev.span(), tp_label, &first, !paired && g.replica == 0);
         note_first(first);
         if (paired) {
-            // The overlapped kernels lose the SMs the collective holds while it runs. A ring exchange's last GEMM chunk
-            // (its tail) runs after both the other chunks and the last transfer.
-            const Time c = cost_.tp_collective(s.kind, s.context_group ? e_.context : e_.tensor, s.message);
-            const Time beside = CostModel::slowed_compute(unit.steps[i + 1].duration, c, s.sm_fraction);
+            // The overlapped kernels lose the SMs the collective holds while it runs: for its time alone on its route
+            // (a context-parallel ring across nodes at the network's pace, not at the intra-node figure). A ring
+            // exchange's last GEMM chunk (its tail) runs after both the other chunks and the last transfer.
+            const Time beside = CostModel::slowed_compute(unit.steps[i + 1].duration, alone_time(plan), s.sm_fraction);
             const Time tail = std::min(s.tail, beside);
             const Time kernels = span_time(g, beside - tail);
             TaskId w = sim_.add_compute(g.compute, kernels, label);
@@ -304,6 +304,12 @@ void Builder::for_each_pass(bool forward, int v, const std::function<void(const 
     if (v == 0) fn(build_embedding(lc).backward, false);
 }
 
+int Builder::context_ring_sms(Bytes message) const {
+    const auto [it, fresh] = ring_sms_cache_.try_emplace(message.value, 0);
+    if (fresh) it->second = cost_.context_ring_sms(e_, sc_.system.gpus_per_node, message);
+    return it->second;
+}
+
 const Unit& Builder::unit_for(bool forward, int v, bool deferred) {
     const int last_v = shape_.virtual_stages() - 1;
     const int kind = (v == 0 ? 1 : 0) | (v == last_v ? 2 : 0) | (deferred ? 4 : 0);
@@ -312,7 +318,8 @@ const Unit& Builder::unit_for(bool forward, int v, bool deferred) {
     auto it = units_.find(key);
     if (it != units_.end()) return it->second;
     Unit u;
-    for_each_pass(forward, v, [&](const std::vector<Step>& pass, bool) { append(u.steps, pass, cost_); }, deferred);
+    for_each_pass(
+        forward, v, [&](const std::vector<Step>& pass, bool) { append(u.steps, pass, cost_, ring_sms_); }, deferred);
     return units_.emplace(key, std::move(u)).first->second;
 }
 
@@ -395,7 +402,7 @@ const Builder::Pieces& Builder::pieces_of(bool forward, int v, bool deferred) {
         int pass = 0;
         const auto piece = [&](const std::vector<Step>& steps, bool layer, int done) {
             ps.pieces.emplace_back();
-            append(ps.pieces.back().steps, steps, cost_);
+            append(ps.pieces.back().steps, steps, cost_, ring_sms_);
             ps.is_layer.push_back(layer);
             ps.pass.push_back(pass);
             ps.events_done.push_back(done);

@@ -365,8 +365,8 @@ double fp8_speedup_mean_abs(const TokensErrors& t) {
 }  // namespace
 
 TEST_CASE(
-    "validation: Megatron-Bridge H100 (Llama 3 70B, 3.1 405B, FP8) tokens/s per GPU within 0.3% / 0.8%, 25.11: 1.0% / "
-    "10.4%, 25.09's 8B with Megatron-FSDP 2%") {
+    "validation: Megatron-Bridge H100 (Llama 3 70B, 3.1 405B, FP8) tokens/s per GPU within 0.5% / 0.8%, 25.11: 1.2% / "
+    "10.7%, 25.09's 8B with Megatron-FSDP 2%") {
     // Hopper, today's software (Megatron-Bridge 26.04 and 26.04.01: bf16 gradient reduction, TE's fused cross-entropy,
     // FP8 current scaling and parameter gather, overlapped pipeline communication; 405B: context parallelism and the
     // embedding and loss counted in the pipeline split). Session 31's figures, 70B +0.04%, 405B -0.96%, pinned so that
@@ -390,11 +390,14 @@ TEST_CASE(
     // recipe fixed as the script's default, delayed scaling): +1.82% (current scaling -0.64%). Session 48's context
     // parallelism (Transformer Engine's copies, output corrections and gradient accumulations around the ring's steps;
     // the fused-attention grid read past its longest sequence): the 405B rows -0.62% and +10.36% (+0.12%, +11.17%).
+    // Session 49's SMs beside a collective (bandwidth-bound kernels unslowed, fused attention at the share of the SMs
+    // left, for the collective's time on the fabric; the context-parallel ring at NCCL's point-to-point channels, 2 for
+    // CP 2 across nodes): +0.46%, -0.40%, 25.11 +1.15%, +10.61%, the 8B +1.8%.
     REQUIRE(errors.size() == 5);
-    CHECK(std::abs(errors[0]) <= 0.003);
+    CHECK(std::abs(errors[0]) <= 0.005);
     CHECK(std::abs(errors[1]) <= 0.008);
-    CHECK(std::abs(errors[2]) <= 0.010);
-    CHECK(std::abs(errors[3]) <= 0.104);
+    CHECK(std::abs(errors[2]) <= 0.012);
+    CHECK(std::abs(errors[3]) <= 0.107);
     CHECK(std::abs(errors[4]) <= 0.02);
 }
 
@@ -521,7 +524,7 @@ TEST_CASE(
 
 TEST_CASE(
     "validation: MLPerf v5.0 Llama 3.1 405B (H100 and H200, 512-8,192 GPUs) step time: the H100 part per microbatch "
-    "within 1%, tokens/s mean |error| <= 2.6%, worst <= 8.1%") {
+    "within 1%, tokens/s mean |error| <= 2.7%, worst <= 8.3%") {
     // NVIDIA's five Eos runs (TP 8, CP 2, PP 8, 8 chunks, FP8 delayed scaling with FP8 parameters) and Nebius's two
     // H200 runs (TP 4) of the same code, first simulated in session 36 with nothing changed for them (+0.1 / +1.9 /
     // +3.5 / +3.9 / +8.4%, +0.8 / +1.3%), then with the userbuffer settings that NeMo v2.2.0's callback passes on (a
@@ -536,11 +539,14 @@ TEST_CASE(
     // / +8.9%, +0.8 / +1.3% (mean 3.23%), per microbatch 189.57 ms. With session 48's context parallelism
     // (Transformer Engine's copies, output corrections and gradient accumulations around the ring's steps; the
     // fused-attention grid read past its longest sequence): -0.1 / +1.6 / +3.3 / +3.6 / +8.0%, +0.2 / +0.8% (mean
-    // 2.52%), per microbatch 191.04 ms (+0.92%). Pinned so that a change is seen.
+    // 2.52%), per microbatch 191.04 ms (+0.92%). With session 49's SMs beside a collective (bandwidth-bound kernels
+    // unslowed, fused attention at the share of the SMs left, for the collective's time on the fabric; the CP 2 ring
+    // across nodes at NCCL's 2 point-to-point channels): +0.1 / +1.9 / +3.5 / +3.8 / +8.2%, +0.3 / +0.9% (mean 2.66%),
+    // per microbatch 190.72 ms (+0.75%). Pinned so that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_llama31_405b", "scenarios/validation/mlperf-llama31-405b.yaml");
     REQUIRE(t.errors.size() == 7);
-    CHECK(t.summary.mean_abs <= 0.026);
-    CHECK(t.summary.worst_abs <= 0.081);
+    CHECK(t.summary.mean_abs <= 0.027);
+    CHECK(t.summary.worst_abs <= 0.083);
 
     // The H100 rows' part per microbatch: the first five cases, one layout on one device (the H200 rows come after).
     REQUIRE(t.rows.size() == 7);
@@ -550,7 +556,7 @@ TEST_CASE(
 
 TEST_CASE(
     "validation: NeMo long sequences on H100 (Llama 2 7B, FP8, 4K-1,024K tokens, context parallelism up to 32) "
-    "tokens/s mean |error| <= 5.3%, worst <= 7.3%") {
+    "tokens/s mean |error| <= 5.3%, worst <= 7.9%") {
     // NeMo 24.03.01's published TFLOP/s with context parallelism, as tokens/s by NeMo's own FLOPs count (plots/
     // paper_values.json "nemo_long_h100"), the configuration from the launcher's Llama 2 7B files at that tag (read
     // before any row ran). First simulated in session 48: +2.0 / +5.3 / +5.5 / +7.2 / -5.0 / -4.8 / -5.6 / -24.9 /
@@ -558,16 +564,21 @@ TEST_CASE(
     // 4 heads per GPU ran at the efficiency of a short kernel of 4 heads; read past it (the further query tiles as
     // further heads) and with Transformer Engine's copies, output corrections and gradient accumulations around the
     // ring's steps: +2.0 / +5.3 / +7.2 / +7.2 / +4.1 / +5.9 / +5.8 / +3.2 / +6.1% (5.20% / 7.22% / +5.20%, strata
-    // fast throughout). Pinned so that a change is seen (docs/validation-hopper.md, "NeMo's long sequences").
+    // fast throughout). Session 49's SMs beside a collective: the ring's NCCL point-to-point channels by where each
+    // GPU's neighbours are (16 for CP 2 in a node, 18 with one neighbour on another node, 4 with both), the kernels
+    // beside it slowed for the ring's time on the fabric (across nodes at the network's pace, no longer at the
+    // intra-node figure), bandwidth-bound kernels unslowed and fused attention at the share of the SMs left: +2.0 /
+    // +5.3 / +7.4 / +7.8 / +4.8 / +5.5 / +4.8 / +3.6 / +6.4% (5.28% / 7.83% / +5.28%). Pinned so that a change is seen
+    // (docs/validation-hopper.md, "NeMo's long sequences").
     const TokensErrors t = tokens_errors("nemo_long_h100", "scenarios/validation/nemo-long-h100.yaml");
     REQUIRE(t.errors.size() == 9);
     CHECK(t.summary.mean_abs <= 0.053);
-    CHECK(t.summary.worst_abs <= 0.073);
+    CHECK(t.summary.worst_abs <= 0.079);
 }
 
 TEST_CASE(
-    "validation: DGX Cloud Benchmarking H100 (BF16 and FP8, 8-2,304 GPUs) tokens/s mean |error| <= 2.4%, "
-    "worst <= 7.6%, FP8's speed-up over BF16 within 2.8% on average") {
+    "validation: DGX Cloud Benchmarking H100 (BF16 and FP8, 8-2,304 GPUs) tokens/s mean |error| <= 2.5%, "
+    "worst <= 7.9%, FP8's speed-up over BF16 within 2.8% on average") {
     // NVIDIA's dgxc-benchmarking v25.02 (NeMo 24.12): Llama 3.1 8B / 70B / 405B, GPT-3 175B and Nemotron-4 15B, each at
     // its smallest and largest published size, in BF16 and in FP8 with the same layout, first simulated in session 36
     // with nothing changed for them: mean 3.15%, worst 8.63% (Llama 3.1 70B on 2,048 in FP8), signed +2.31%; the BF16
@@ -584,18 +595,20 @@ TEST_CASE(
     // layers compute them (GPT-3 175B: BF16 rows 0.4 points faster, FP8 0.1): 2.97% / 8.80% / +2.65%, speed-up 2.90% /
     // +1.64%. Session 48's context parallelism (Transformer Engine's bookkeeping around the ring's steps; the
     // fused-attention grid read past its longest sequence; the Llama rows' CP 2): 2.37% / 7.51% / +1.90%, speed-up
-    // 2.79% / +1.44%. Pinned so that a change is seen
+    // 2.79% / +1.44%. Session 49's SMs beside a collective (bandwidth-bound kernels unslowed, fused attention at the
+    // share of the SMs left, for the collective's time on the fabric; the CP 2 rings at NCCL's point-to-point
+    // channels): 2.49% / 7.81% / +2.06%, speed-up 2.77% / +1.61%. Pinned so that a change is seen
     // (docs/validation-hopper.md, "DGX Cloud Benchmarking, BF16 and FP8").
     const TokensErrors t = tokens_errors("dgxc_h100", "scenarios/validation/dgxc-h100.yaml");
     REQUIRE(t.errors.size() == 20);
-    CHECK(t.summary.mean_abs <= 0.024);
-    CHECK(t.summary.worst_abs <= 0.076);
+    CHECK(t.summary.mean_abs <= 0.025);
+    CHECK(t.summary.worst_abs <= 0.079);
     CHECK(fp8_speedup_mean_abs(t) <= 0.028);
 }
 
 TEST_CASE(
     "validation: DGX Cloud Benchmarking v25.04 H100, NeMo 2 (BF16 and FP8, 8-2,048 GPUs) tokens/s mean |error| "
-    "<= 1.7%, worst <= 6.2%, FP8's speed-up over BF16 within 3.0% on average") {
+    "<= 1.7%, worst <= 6.3%, FP8's speed-up over BF16 within 3.0% on average") {
     // NVIDIA's dgxc-benchmarking v25.04 (nemo:25.02.01: NeMo 2.2, Megatron-Core 0.11, MLPerf v5.0's stack): Llama 3.1
     // 8B / 70B / 405B and Nemotron-4 15B / 340B at every published full-model size, BF16 and FP8 in pairs, first
     // simulated in session 37 with nothing changed for them: 52 rows, mean 2.42%, worst 7.03% (Nemotron-4 15B on 2,048
@@ -610,12 +623,14 @@ TEST_CASE(
     // casts, transposes and bias gradients where TE makes them; the Llama FP8 rows' fp8_buf on both): 1.82% / 6.13% /
     // +0.76%, speed-up 3.16% / +0.74%. With session 48's context parallelism (Transformer Engine's bookkeeping around
     // the ring's steps; the fused-attention grid read past its longest sequence): 1.68% / 6.13% / +0.20%, speed-up
-    // 2.90% / +0.82%. Pinned so that a change is seen (docs/validation-hopper.md, "DGX Cloud
-    // Benchmarking v25.04, NeMo 2").
+    // 2.90% / +0.82%. With session 49's SMs beside a collective (bandwidth-bound kernels unslowed, fused attention at
+    // the share of the SMs left, for the collective's time on the fabric; the CP 2 rings at NCCL's point-to-point
+    // channels): 1.69% / 6.26% / +0.33%, speed-up 2.90% / +0.94%. Pinned so that a change is seen
+    // (docs/validation-hopper.md, "DGX Cloud Benchmarking v25.04, NeMo 2").
     const TokensErrors t = tokens_errors("dgxc_h100_v2504", "scenarios/validation/dgxc-h100-v2504.yaml");
     REQUIRE(t.errors.size() == 52);
     CHECK(t.summary.mean_abs <= 0.017);
-    CHECK(t.summary.worst_abs <= 0.062);
+    CHECK(t.summary.worst_abs <= 0.063);
     CHECK(fp8_speedup_mean_abs(t) <= 0.030);
 }
 

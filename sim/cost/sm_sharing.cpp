@@ -1,0 +1,154 @@
+// What a collective's kernels take from the compute beside them (see include/strata/cost.hpp): the SMs each holds
+// (NCCL's channels, a userbuffers kernel's CTAs, NCCL's point-to-point channels for the context-parallel ring), the
+// speed each kind of kernel keeps beside them (measured on an H100), and the pair's time.
+#include "strata/cost.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace strata {
+
+double sm_share_speed(const DeviceProfile& p, double sms) {
+    if (p.sm_count <= 0) return 1.0;
+    return 1.0 - std::min(0.9, sms / double(p.sm_count));
+}
+
+double speed_with_sms_held(const DeviceProfile& p, double sms, double waves) {
+    if (p.sm_count <= 0 || sms <= 0) return 1.0;
+    const auto share = [&](double k) { return sm_share_speed(p, k); };
+    const std::vector<MeasuredSmsHeld>& t = p.measured_sms_held;
+    if (t.empty()) return share(sms);
+    double k0 = 0, s0 = 1.0;  // slowdown 1 with no SM held
+    for (const MeasuredSmsHeld& e : t) {
+        const double se = e.at(waves);
+        if (sms <= e.sms) return 1.0 / (s0 + (se - s0) * (sms - k0) / (double(e.sms) - k0));
+        k0 = e.sms;
+        s0 = se;
+    }
+    // Past the table: the last measured speed, less the further share of the SMs held.
+    return std::max(0.1, share(sms) / share(k0) / s0);
+}
+
+int CostModel::sms_held(const TpCollective& c) const {
+    switch (c.engine) {
+        case CommEngine::nccl:
+            return profile_.nccl_channels;
+        case CommEngine::userbuffers:
+            return c.sms;
+        case CommEngine::copy_engine:
+            return 0;
+    }
+    return 0;
+}
+
+// NCCL's point-to-point channels (one SM each), read in NCCL 2.18-2.26 (src/graph/paths.cc ncclTopoGetNchannels and
+// ncclTopoComputeP2pChannels, src/enqueue.cc): to a peer on another node 2 channels (NCCL_NCHANNELS_PER_NET_PEER
+// unset: 2 per NIC, one NIC per GPU on a DGX); to a peer over NVLink the communicator's channels, rounded up to a power
+// of two (all of them: 2 per NVLink, 18 on an H100, exceed 32), of which a send or receive starts on half (a 2-rank
+// communicator: nChannelsMin halves while nChannelsMin x nRanks exceeds them) and doubles while each channel's part
+// exceeds 32 of NCCL's 512 KiB NVLink chunks (calcP2pChunkSize, NCCL_P2P_NVL_CHUNKSIZE).
+constexpr int kNcclP2pChannelsPerNetPeer = 2;
+constexpr std::int64_t kNcclP2pNvlChunkMax = std::int64_t{32} * 512 * 1024;
+
+int CostModel::context_ring_sms(std::span<const int> ring_gpus, int gpus_per_node, Bytes message) const {
+    const auto c = static_cast<std::int64_t>(ring_gpus.size());
+    if (c <= 1 || profile_.nccl_channels <= 0) return 0;
+    const std::int64_t step = message.value / c;  // one GPU's keys and values, moved at each step
+    const auto channels = [&](int a, int b) {
+        if (gpus_per_node <= 0 || a / gpus_per_node != b / gpus_per_node) return kNcclP2pChannelsPerNetPeer;
+        int all = 1;
+        while (all < profile_.nccl_channels)
+            all *= 2;
+        int ch = std::max(all / 2, 1);
+        while (ch < all && step / ch > kNcclP2pNvlChunkMax)
+            ch *= 2;
+        return ch;
+    };
+    // Transformer Engine's AttnFuncWithCP (flash_attn_p2p_communicate; bfe21c3d and v2.4) batches the send and the
+    // receive into one group with two ranks (cp_size 2, or NVTE_BATCH_MHA_P2P_COMM set): one kernel on the context
+    // group's communicator, each channel carrying both. With more it calls isend and irecv apart, and PyTorch's
+    // ProcessGroupNCCL runs an unbatched point-to-point on a communicator of its own two ranks (pointToPoint,
+    // getKeySendRecv, created lazily): a send kernel and a receive kernel on two streams, concurrently.
+    int most = 0;
+    for (std::int64_t j = 0; j < c; ++j) {
+        const int me = ring_gpus[static_cast<std::size_t>(j)];
+        const int next = ring_gpus[static_cast<std::size_t>((j + 1) % c)];
+        const int prev = ring_gpus[static_cast<std::size_t>((j + c - 1) % c)];
+        const int sms = c == 2 ? channels(me, next) : channels(me, next) + channels(prev, me);
+        most = std::max(most, sms);
+    }
+    return std::min(most, std::max(profile_.sm_count - 1, 0));
+}
+
+int CostModel::context_ring_sms(const ExecutionSpec& e, int gpus_per_node, Bytes message) const {
+    if (e.context <= 1) return 0;
+    int most = 0;
+    std::vector<int> ring(static_cast<std::size_t>(e.context));
+    for (int r = 0; r < e.pipeline; ++r)
+        for (int k = 0; k < e.data; ++k)
+            for (int i = 0; i < e.tensor; ++i) {
+                for (int j = 0; j < e.context; ++j)
+                    ring[static_cast<std::size_t>(j)] = e.global_rank(r, k, j, i);
+                most = std::max(most, context_ring_sms(ring, gpus_per_node, message));
+            }
+    return most;
+}
+
+double CostModel::comm_sm_fraction(int sms) const {
+    if (profile_.sm_count <= 0 || sms <= 0) return 0;
+    return 1.0 - speed_with_sms_held(profile_, sms);
+}
+
+double CostModel::comm_sm_fraction() const {
+    return comm_sm_fraction(profile_.nccl_channels);
+}
+
+double CostModel::speed_beside(const Kernel& k, int sms) const {
+    if (profile_.sm_count <= 0 || sms <= 0) return 1.0;
+    // Without a measured table every kernel loses the held share of the SMs.
+    if (profile_.measured_sms_held.empty()) return sm_share_speed(profile_, sms);
+    if (k.is_gemm()) {
+        // A GEMM whose output tiles all fit on the SMs the collective leaves loses nothing to it; otherwise the
+        // table at its waves (at least one: the line is not extrapolated below a full wave).
+        const double waves = gemm_waves(k.gemm);
+        const double tiles = waves * double(gemm_sms(k.gemm));
+        return tiles <= double(profile_.sm_count - sms) ? 1.0
+                                                        : speed_with_sms_held(profile_, sms, std::max(waves, 1.0));
+    }
+    // Measured on the H100 beside a kernel holding 2, 16 and 32 SMs (calibrate/torch_tp_overlap.py --kinds,
+    // calibrate/results/2026-11-26b/h100-kinds.json): cuDNN's fused attention loses less than the held share (1.075
+    // at 16 SMs where the share is 1.138), so the share is its bound; bandwidth-bound kernels (add, copy, layer norm,
+    // GeLU) lose nothing up to 32 SMs held, as they need fewer SMs than the GPU has to keep HBM busy.
+    if (k.is_fused_attention()) return sm_share_speed(profile_, sms);
+    return 1.0;
+}
+
+double CostModel::step_sm_fraction(const Step& compute, int sms) const {
+    if (profile_.sm_count <= 0 || sms <= 0) return 0;
+    double weighted = 0, total = 0;
+    for (const Kernel& k : compute.kernels) {
+        const double t = kernel(k).time.seconds();
+        weighted += t * (1.0 - speed_beside(k, sms));
+        total += t;
+    }
+    return total > 0 ? weighted / total : comm_sm_fraction(sms);
+}
+
+Time CostModel::slowed_compute(Time compute, Time collective, double f) {
+    // The kernels run at (1 - f) speed while the collective holds its SMs: all of them, if they end within it
+    // (compute / (1 - f)); else the collective's length costs an extra f times that.
+    if (f <= 0) return compute;
+    const double slowed = compute.seconds() / (1.0 - f);
+    if (slowed <= collective.seconds()) return Time::from_seconds(slowed);
+    return compute + Time::from_seconds(f * collective.seconds());
+}
+
+Time CostModel::ring_tail(const TpCollective& c, const Step& compute) const {
+    if (c.engine != CommEngine::copy_engine) return Time::zero();
+    for (const Kernel& k : compute.kernels)
+        if (k.gemm.chunks > 1 && k.is_gemm()) return Time::from_ps(kernel(k).time.ps() / k.gemm.chunk_parts());
+    return Time::zero();
+}
+
+}  // namespace strata
