@@ -598,3 +598,25 @@ TEST_CASE(
     req.space = constrained({"distributed_optimizer=off", "fsdp=on"});
     CHECK_THROWS_WITH(search(req), Catch::Contains("--fix fsdp=on needs the distributed optimizer"));
 }
+
+TEST_CASE("search screen: the context-parallel ring counts in the estimate, with the SMs it holds") {
+    // t = 1, c = 2 on one node: the ring is the layer's only collective. A device whose NVLink is 1,000 times slower
+    // makes the ring far outlast the attention beside it, and the screen must see it (it used to cost the ring
+    // nothing).
+    SearchRequest req = small_request();
+    req.model = load_model(std::string(STRATA_SOURCE_DIR) + "/tests/golden/tiny-gpt.yaml");  // 1.3B, 1,024 tokens
+    req.base.attention = Attention::flash;
+    req.gpus = 2;
+    req.global_batch = 2;
+    req.space = constrained({"tensor=1", "pipeline=1", "context_parallel=2", "microbatch=1", "recompute=full",
+                             "sequence_parallel=off", "distributed_optimizer=off", "overlap_grad_reduce=off"});
+    req.simulate_top = 1;
+    req.margin = 0;
+    const SearchResult fast = search(req);
+    req.system.device.intra_node_bus_bandwidth /= 1000;
+    req.system.device.measured_collectives.clear();
+    const SearchResult slow = search(req);
+    REQUIRE(fast.simulated.size() == 1);
+    REQUIRE(slow.simulated.size() == 1);
+    CHECK(slow.simulated[0].estimate_s > 1.5 * fast.simulated[0].estimate_s);
+}

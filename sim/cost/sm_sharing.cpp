@@ -83,11 +83,18 @@ int CostModel::context_ring_sms(std::span<const int> ring_gpus, int gpus_per_nod
 
 int CostModel::context_ring_sms(const ExecutionSpec& e, int gpus_per_node, Bytes message) const {
     if (e.context <= 1) return 0;
+    // A ring's channels depend only on where its first GPU sits in its node (its GPUs are t apart): each such place
+    // once.
+    std::vector<bool> seen(static_cast<std::size_t>(std::max(gpus_per_node, 1)), false);
     int most = 0;
     std::vector<int> ring(static_cast<std::size_t>(e.context));
     for (int r = 0; r < e.pipeline; ++r)
         for (int k = 0; k < e.data; ++k)
             for (int i = 0; i < e.tensor; ++i) {
+                const int first = e.global_rank(r, k, 0, i);
+                const auto place = static_cast<std::size_t>(gpus_per_node > 0 ? first % gpus_per_node : 0);
+                if (seen[place]) continue;
+                seen[place] = true;
                 for (int j = 0; j < e.context; ++j)
                     ring[static_cast<std::size_t>(j)] = e.global_rank(r, k, j, i);
                 most = std::max(most, context_ring_sms(ring, gpus_per_node, message));
