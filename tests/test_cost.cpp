@@ -331,6 +331,7 @@ TEST_CASE(
     CHECK(c.speed_beside(small, 20) == 1.0);
     CHECK(c.speed_beside(attention, 20) == Approx(0.8));
     CHECK(c.speed_beside(copy, 20) == 1.0);
+    CHECK(c.speed_beside(copy, 60) == Approx(0.4 / 0.8));  // past the table's 20 SMs: the further share
     CHECK(c.speed_beside(big, 0) == 1.0);
     // A step's share lost: its kernels' losses weighted by their times.
     Step step;
@@ -355,6 +356,15 @@ TEST_CASE("Context-parallel ring: NCCL's point-to-point channels by where each G
     CHECK(c.context_ring_sms(std::vector<int>{0, 4, 8, 12}, 8, small) == 18);  // one neighbour local, one remote
     CHECK(c.context_ring_sms(std::vector<int>{0, 2, 4, 6}, 8, small) == 32);   // both local
     CHECK(c.context_ring_sms(std::vector<int>{0}, 8, small) == 0);
+    // Four ranks in one node, steps of 4 GiB: each kernel on all 32 channels, a send and a receive: 64.
+    CHECK(c.context_ring_sms(std::vector<int>{0, 2, 4, 6}, 8, huge) == 64);
+    // A profile that names no NCCL channels charges nothing; never all the SMs.
+    DeviceProfile none = p;
+    none.nccl_channels = 0;
+    CHECK(CostModel(none).context_ring_sms(std::vector<int>{0, 8, 16}, 8, small) == 0);
+    DeviceProfile few = p;
+    few.sm_count = 20;
+    CHECK(CostModel(few).context_ring_sms(std::vector<int>{0, 2, 4, 6}, 8, huge) == 19);
     // A job's rings in Megatron's order (tensor innermost, then context): t = 4, c = 4 on 8-GPU nodes.
     ExecutionSpec e;
     e.tensor = 4;

@@ -1100,6 +1100,7 @@ namespace {
 /// and how many of the fused ones carry dropout.
 struct LayerKernelTimes {
     double attention_s = 0, rest_s = 0;
+    double attention_forward_s = 0;  ///< of attention_s, the forward kernels'
     int dropout_kernels = 0;
 };
 
@@ -1114,6 +1115,7 @@ LayerKernelTimes layer_kernel_times(const Scenario& s) {
                 const double t = (cost.kernel(k).time - launch).seconds();
                 if (k.is_fused_attention()) {
                     r.attention_s += t;
+                    if (k.kind == KernelKind::flash_attention_fwd) r.attention_forward_s += t;
                     r.dropout_kernels += k.dropout ? 1 : 0;
                 } else {
                     r.rest_s += t;
@@ -1129,11 +1131,18 @@ TEST_CASE("attention flash2: FlashAttention-2's kernels at the profile's flash2 
     Scenario sc = ex.cases[0];
     REQUIRE(sc.execution.attention == Attention::flash);
     auto attention_time = [](const Scenario& s) { return layer_kernel_times(s).attention_s; };
-    const double cudnn = attention_time(sc);
+    const LayerKernelTimes cudnn = layer_kernel_times(sc);
+    REQUIRE(cudnn.attention_forward_s > 0);
+    REQUIRE(cudnn.attention_forward_s < cudnn.attention_s);
     sc.execution.attention = Attention::flash2;
     validate(sc);
-    REQUIRE(sc.system.device.flash2_forward_ratio == Approx(0.62));
-    CHECK(attention_time(sc) == Approx(cudnn / 0.62).epsilon(1e-3));   // compute-bound: time over the ratio
+    REQUIRE(sc.system.device.flash2_forward_ratio == Approx(0.54));
+    REQUIRE(sc.system.device.flash2_backward_ratio == Approx(0.65));
+    // Compute-bound: each direction's time over its ratio.
+    const LayerKernelTimes fa2 = layer_kernel_times(sc);
+    CHECK(fa2.attention_forward_s == Approx(cudnn.attention_forward_s / 0.54).epsilon(1e-3));
+    CHECK(fa2.attention_s - fa2.attention_forward_s ==
+          Approx((cudnn.attention_s - cudnn.attention_forward_s) / 0.65).epsilon(1e-3));
     CHECK(simulate(sc).iteration_time > simulate(ex.cases[0]).iteration_time);
     // A profile without the ratios cannot run it; the message names the keys.
     sc.system.device.flash2_forward_ratio = sc.system.device.flash2_backward_ratio = 0;

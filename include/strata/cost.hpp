@@ -130,8 +130,9 @@ public:
     [[nodiscard]] double comm_sm_fraction() const;
     /// A kernel's speed while a collective holds `sms` SMs beside it: a GEMM at the measured table's slowdown for its
     /// waves (gemm_waves, at least 1), none where its output tiles all fit on the SMs left; fused attention at the
-    /// share of the SMs left (a bound: measured, it loses less); bandwidth-bound kernels at full speed (measured up to
-    /// 32 SMs held). Without a measured table every kernel at the share of the SMs left.
+    /// share of the SMs left (a bound: measured, it loses less); bandwidth-bound kernels at full speed up to the
+    /// table's last entry (measured to 32 SMs held on an H100), past it at the further share. Without a measured table
+    /// every kernel at the share of the SMs left.
     [[nodiscard]] double speed_beside(const Kernel& k, int sms) const;
     /// The share of speed a compute step's kernels lose, together, while a collective holds `sms` SMs (each at
     /// speed_beside), weighted by their times.

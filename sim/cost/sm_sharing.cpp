@@ -128,7 +128,9 @@ double CostModel::speed_beside(const Kernel& k, int sms) const {
     // at 16 SMs where the share is 1.138), so the share is its bound; bandwidth-bound kernels (add, copy, layer norm,
     // GeLU) lose nothing up to 32 SMs held, as they need fewer SMs than the GPU has to keep HBM busy.
     if (k.is_fused_attention()) return sm_share_speed(profile_, sms);
-    return 1.0;
+    // Measured up to the table's last entry (32 SMs on the H100): past it, the further share of the SMs.
+    const int measured = profile_.measured_sms_held.back().sms;
+    return sms <= measured ? 1.0 : sm_share_speed(profile_, sms) / sm_share_speed(profile_, measured);
 }
 
 double CostModel::step_sm_fraction(const Step& compute, int sms) const {

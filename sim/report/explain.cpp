@@ -109,7 +109,10 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
             }
         }
     }
-    const auto nccl_overlapped = [](const Step& s) { return s.overlapped && s.collective.engine == CommEngine::nccl; };
+    // NCCL's collectives (the context-parallel ring's point-to-point kernels say their own SMs on their lines).
+    const auto nccl_overlapped = [](const Step& s) {
+        return s.overlapped && s.collective.engine == CommEngine::nccl && !s.collective.context_group;
+    };
     const bool overlapped = std::any_of(plan.forward.begin(), plan.forward.end(), nccl_overlapped) ||
                             std::any_of(plan.backward.begin(), plan.backward.end(), nccl_overlapped);
     if (overlapped && dev.nccl_channels > 0)

@@ -143,6 +143,9 @@ public:
     /// `detail`: whether the run's intervals (and, with options.keep_trace, its trace) are wanted.
     Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab, const SimulationOptions& options,
             bool detail);
+    // ring_sms_ calls back into this object, and the engine holds pointers into it: neither copied nor moved.
+    Builder(const Builder&) = delete;
+    Builder& operator=(const Builder&) = delete;
 
     /// Sets the engine up to stream: groups, streams, pools, the refill and the observer, and the work that
     /// depends on nothing (overlapped parameter gathers).

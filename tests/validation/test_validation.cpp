@@ -462,7 +462,7 @@ TEST_CASE("validation: NeMo H100 (eleven dense FP8 rows) tokens/s per GPU, mean 
 
 TEST_CASE(
     "validation: MLPerf v3.1 GPT-3 175B on DGX H100 (seven sizes, 512-10,752 GPUs) step time: the part per microbatch "
-    "within 1.5%, tokens/s mean |error| <= 7.6%, worst <= 12.8%") {
+    "within 1.5%, tokens/s mean |error| <= 7.7%, worst <= 12.8%") {
     // NVIDIA's closed-division submissions (NeMo 23.09, FP8 delayed scaling, TP 4, PP 8, one layer per chunk), first
     // simulated in session 35 with nothing changed for them: +1.2 / +1.0 / +5.9 / +5.9 / +5.9 / +9.2 / +9.9% (strata
     // fast; mean 5.57%, signed +5.57%); 5.48% / +5.48% with session 37's amax all-reduce over the tensor-parallel group
@@ -483,10 +483,13 @@ TEST_CASE(
     // and its backward (fp8_scale_update: per_module, the submission's TE revision 09ba842 predates 1.6's fused
     // update; three launch-bound kernels per module and pass, counted from TE's code and how torch.compile fuses):
     // 7.54% / 12.68% / +7.54%, the work per microbatch 83.20 ms (-1.4%). Each step is TE's code; what the microbatches
-    // still miss (about 1.2 ms each) is open. Both are pinned so that a change is seen.
+    // still miss (about 1.2 ms each) is open. Session 49's SMs beside a collective (the copies and casts beside the
+    // tensor-parallel collectives unslowed) and FlashAttention-2's ratios per direction (0.54 / 0.65 of the grid's
+    // cuDNN, the flash-attn package's absolute rates): 7.63% / 12.70% / +7.63%, 83.13 ms (-1.5%). Both are pinned so
+    // that a change is seen.
     const TokensErrors t = tokens_errors("mlperf_gpt3_h100", "scenarios/validation/mlperf-gpt3-h100.yaml");
     REQUIRE(t.errors.size() == 7);
-    CHECK(t.summary.mean_abs <= 0.076);
+    CHECK(t.summary.mean_abs <= 0.077);
     CHECK(t.summary.worst_abs <= 0.128);
 
     CHECK(std::abs(per_microbatch_error(t, 0, 7)) <= 0.015);
@@ -568,8 +571,9 @@ TEST_CASE(
     // GPU's neighbours are (16 for CP 2 in a node, 18 with one neighbour on another node, 4 with both), the kernels
     // beside it slowed for the ring's time on the fabric (across nodes at the network's pace, no longer at the
     // intra-node figure), bandwidth-bound kernels unslowed and fused attention at the share of the SMs left: +2.0 /
-    // +5.3 / +7.4 / +7.8 / +4.8 / +5.5 / +4.8 / +3.6 / +6.4% (5.28% / 7.83% / +5.28%). Pinned so that a change is seen
-    // (docs/validation-hopper.md, "NeMo's long sequences").
+    // +5.3 / +7.4 / +7.8 / +4.8 / +5.5 / +4.8 / +3.6 / +6.4% (5.28% / 7.83% / +5.28%); with FlashAttention-2's ratios
+    // per direction (0.54 / 0.65 of the grid's cuDNN, were 0.62 both ways) 5.24% / 7.79% / +5.24%. Pinned so that a
+    // change is seen (docs/validation-hopper.md, "NeMo's long sequences").
     const TokensErrors t = tokens_errors("nemo_long_h100", "scenarios/validation/nemo-long-h100.yaml");
     REQUIRE(t.errors.size() == 9);
     CHECK(t.summary.mean_abs <= 0.053);
