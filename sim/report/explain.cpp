@@ -41,6 +41,20 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
     const auto sms_held = [&](const TpCollective& c) {
         return c.context_group ? ring_sms(c.message) : cost.sms_held(c);
     };
+    // Whether a context-parallel ring has neighbours on different nodes (Megatron's order: the ring's GPUs t apart):
+    // then its bytes cross a NIC at each such step, and the line says what that takes beside the intra-node figure.
+    const int per_node = sc.system.gpus_per_node;
+    bool ring_crosses_nodes = false;
+    for (int j = 0; per_node > 0 && j < e.context && e.context > 1; ++j)
+        ring_crosses_nodes = ring_crosses_nodes || e.global_rank(0, 0, j, 0) / per_node !=
+                                                       e.global_rank(0, 0, (j + 1) % e.context, 0) / per_node;
+    const double nic = sc.system.network.nic_bandwidth.value;
+    const auto across_nodes = [&](const TpCollective& c) -> std::string {
+        if (!c.context_group || !ring_crosses_nodes || nic <= 0) return "";
+        // A ring all-gather moves (c - 1) / c of the buffer through each GPU's NIC.
+        const double bytes = double(c.message.value) * double(e.context - 1) / double(e.context);
+        return fmt::format(" (across nodes about {:.1f} ms at the NIC's {:.0f} GB/s)", 1e3 * bytes / nic, nic / 1e9);
+    };
     for (const auto& [title, pass] : {std::pair{"forward", &plan.forward}, std::pair{"backward", &plan.backward}}) {
         out << fmt::format("  {} pass: {:.3f} ms\n", title, cost.pass_time(*pass, e.tensor, e.context, ring_sms).ms());
         for (std::size_t i = 0; i < pass->size(); ++i) {
@@ -52,11 +66,12 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                 const double speed =
                     paired ? 1.0 - cost.step_sm_fraction((*pass)[i + 1], sms_held(step.collective)) : 1.0;
                 out << fmt::format(
-                    "    {:<34} {:>14} {:>10.1f} MB {:>9.3f} ms{}\n", step.collective.name,
+                    "    {:<34} {:>14} {:>10.1f} MB {:>9.3f} ms{}{}\n", step.collective.name,
                     to_string(step.collective.kind), double(step.collective.message.value) / 1e6,
                     cost.tp_collective(step.collective.kind, step.collective.context_group ? e.context : e.tensor,
                                        step.collective.message)
                         .ms(),
+                    across_nodes(step.collective),
                     !step.overlapped ? ""
                     : step.collective.engine == CommEngine::copy_engine
                         ? std::string("  (overlapped with the next step; copy engines, no SM)")
@@ -145,7 +160,6 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
             "  (backward) while its host, synchronised with it, issues the unit (execution.host_gap_*_us; not in\n"
             "  the passes above)\n",
             e.host_gap_forward.ms(), e.host_gap_backward.ms());
-    const int per_node = sc.system.gpus_per_node;
     if (per_node > 0 && e.tensor * e.context > per_node)
         out << fmt::format(
             "  the tensor-parallel group (t = {}{}) spans {} nodes of {} GPUs: its collectives are costed here, and in "
