@@ -123,6 +123,9 @@ public:
     /// The same over every ring of a job (each stage, data replica and tensor rank, placed in Megatron's order): the
     /// busiest GPU's.
     [[nodiscard]] int context_ring_sms(const ExecutionSpec& e, int gpus_per_node, Bytes message) const;
+    /// The same as a function of the collective's buffer, for pass_time and the simulation's units (this model and
+    /// `e` must outlive it).
+    [[nodiscard]] std::function<int(Bytes)> context_ring_sms(const ExecutionSpec& e, int gpus_per_node) const;
     /// Share of the speed compute loses while a collective holding `sms` SMs runs beside it:
     /// 1 - speed_with_sms_held(sms) (without a measured table: sms / sm_count); 0 for none.
     [[nodiscard]] double comm_sm_fraction(int sms) const;

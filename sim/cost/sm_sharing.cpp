@@ -83,23 +83,22 @@ int CostModel::context_ring_sms(std::span<const int> ring_gpus, int gpus_per_nod
 
 int CostModel::context_ring_sms(const ExecutionSpec& e, int gpus_per_node, Bytes message) const {
     if (e.context <= 1) return 0;
-    // A ring's channels depend only on where its first GPU sits in its node (its GPUs are t apart): each such place
-    // once.
-    std::vector<bool> seen(static_cast<std::size_t>(std::max(gpus_per_node, 1)), false);
+    // Ring (b, i), b = stage x data + replica, starts at GPU b x c x t + i, its GPUs t apart: where it sits in its
+    // nodes repeats with b within gpus_per_node blocks, so those rings are every ring's placement.
+    const int blocks = e.pipeline * e.data, distinct = gpus_per_node > 0 ? std::min(blocks, gpus_per_node) : 1;
     int most = 0;
     std::vector<int> ring(static_cast<std::size_t>(e.context));
-    for (int r = 0; r < e.pipeline; ++r)
-        for (int k = 0; k < e.data; ++k)
-            for (int i = 0; i < e.tensor; ++i) {
-                const int first = e.global_rank(r, k, 0, i);
-                const auto place = static_cast<std::size_t>(gpus_per_node > 0 ? first % gpus_per_node : 0);
-                if (seen[place]) continue;
-                seen[place] = true;
-                for (int j = 0; j < e.context; ++j)
-                    ring[static_cast<std::size_t>(j)] = e.global_rank(r, k, j, i);
-                most = std::max(most, context_ring_sms(ring, gpus_per_node, message));
-            }
+    for (int b = 0; b < distinct; ++b)
+        for (int i = 0; i < e.tensor; ++i) {
+            for (int j = 0; j < e.context; ++j)
+                ring[static_cast<std::size_t>(j)] = e.global_rank(b / e.data, b % e.data, j, i);
+            most = std::max(most, context_ring_sms(ring, gpus_per_node, message));
+        }
     return most;
+}
+
+std::function<int(Bytes)> CostModel::context_ring_sms(const ExecutionSpec& e, int gpus_per_node) const {
+    return [this, &e, gpus_per_node](Bytes message) { return context_ring_sms(e, gpus_per_node, message); };
 }
 
 double CostModel::comm_sm_fraction(int sms) const {

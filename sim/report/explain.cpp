@@ -37,7 +37,7 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
             fmt::join(names_of(e.offload_modules), ", "), plan.offload.copies, double(plan.offload.copied.value) / 1e6,
             double(plan.offload.freed.value) / 1e6, double(plan.stored_bytes.value) / 1e6);
     // The SMs each collective's kernels hold: the context-parallel ring's by where its GPUs sit.
-    const auto ring_sms = [&](Bytes m) { return cost.context_ring_sms(e, sc.system.gpus_per_node, m); };
+    const auto ring_sms = cost.context_ring_sms(e, sc.system.gpus_per_node);
     const auto sms_held = [&](const TpCollective& c) {
         return c.context_group ? ring_sms(c.message) : cost.sms_held(c);
     };

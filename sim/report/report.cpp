@@ -25,7 +25,7 @@ CaseResult analyze(const Scenario& sc) {
     r.layer.sm_clock_mhz = clock.clock_mhz;
     r.layer.headroom_ms = 1e3 * clock.headroom_s;
     r.layer.headroom_saving_fraction = clock.saving_fraction;
-    const auto ring_sms = [&](Bytes m) { return cost.context_ring_sms(sc.execution, sc.system.gpus_per_node, m); };
+    const auto ring_sms = cost.context_ring_sms(sc.execution, sc.system.gpus_per_node);
     r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor, sc.execution.context, ring_sms).ms();
     r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor, sc.execution.context, ring_sms).ms();
     bool any_measured = false, any_analytical = false;

@@ -17,7 +17,7 @@ double estimate(const Scenario& sc, const CostModel& boost) {
     (void)sustain_for(cost, sc.model, e);
     // The context-parallel ring over its c ranks with the SMs it holds (at the intra-node figures, as every collective
     // here).
-    const auto ring_sms = [&](Bytes m) { return cost.context_ring_sms(e, sc.system.gpus_per_node, m); };
+    const auto ring_sms = cost.context_ring_sms(e, sc.system.gpus_per_node);
     const double layer_backward = cost.pass_time(layer.backward, e.tensor, e.context, ring_sms).seconds();
     const double layer_forward = cost.pass_time(layer.forward, e.tensor, e.context, ring_sms).seconds();
     // Partial full recompute (block): the layers it leaves alone run their backward without the rerun.

@@ -143,9 +143,6 @@ public:
     /// `detail`: whether the run's intervals (and, with options.keep_trace, its trace) are wanted.
     Builder(const Scenario& sc, engine::Simulator& sim, fabric::Fabric& fab, const SimulationOptions& options,
             bool detail);
-    // ring_sms_ calls back into this object, and the engine holds pointers into it: neither copied nor moved.
-    Builder(const Builder&) = delete;
-    Builder& operator=(const Builder&) = delete;
 
     /// Sets the engine up to stream: groups, streams, pools, the refill and the observer, and the work that
     /// depends on nothing (overlapped parameter gathers).
@@ -529,11 +526,10 @@ private:
     ActivationPlan activations_;
     Bytes activation_message_;                                   // one microbatch's activation, all t ranks
     std::vector<Group> groups_;
-    /// The SMs the context-parallel ring holds for a collective's buffer: CostModel::context_ring_sms over every ring
-    /// of the job (each stage, data replica and tensor rank), the busiest GPU's; memoised by buffer size.
-    [[nodiscard]] int context_ring_sms(Bytes message) const;
-    mutable std::map<std::int64_t, int> ring_sms_cache_;
-    std::function<int(Bytes)> ring_sms_ = [this](Bytes m) { return context_ring_sms(m); };
+    /// The SMs the context-parallel ring holds for a collective's buffer (CostModel::context_ring_sms, the job's).
+    [[nodiscard]] std::function<int(Bytes)> ring_sms() const {
+        return cost_.context_ring_sms(e_, sc_.system.gpus_per_node);
+    }
     std::vector<StreamId> dp_streams_;
     std::vector<StreamId> gather_streams_;                       // overlapped parameter all-gather, per stage
     std::vector<std::int32_t> gather_stage_;                     // stream -> stage whose gather stream it is, or -1

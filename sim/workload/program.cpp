@@ -310,7 +310,7 @@ const Unit& Builder::drain_unit() {
     if (!drain_) {
         drain_.emplace();
         append(drain_->steps, build_deferred_wgrad(layer_config(sc_.model, e_), activations_.deferred_microbatches),
-               cost_, ring_sms_);
+               cost_, ring_sms());
     }
     return *drain_;
 }

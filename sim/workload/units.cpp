@@ -304,12 +304,6 @@ void Builder::for_each_pass(bool forward, int v, const std::function<void(const 
     if (v == 0) fn(build_embedding(lc).backward, false);
 }
 
-int Builder::context_ring_sms(Bytes message) const {
-    const auto [it, fresh] = ring_sms_cache_.try_emplace(message.value, 0);
-    if (fresh) it->second = cost_.context_ring_sms(e_, sc_.system.gpus_per_node, message);
-    return it->second;
-}
-
 const Unit& Builder::unit_for(bool forward, int v, bool deferred) {
     const int last_v = shape_.virtual_stages() - 1;
     const int kind = (v == 0 ? 1 : 0) | (v == last_v ? 2 : 0) | (deferred ? 4 : 0);
@@ -319,7 +313,7 @@ const Unit& Builder::unit_for(bool forward, int v, bool deferred) {
     if (it != units_.end()) return it->second;
     Unit u;
     for_each_pass(
-        forward, v, [&](const std::vector<Step>& pass, bool) { append(u.steps, pass, cost_, ring_sms_); }, deferred);
+        forward, v, [&](const std::vector<Step>& pass, bool) { append(u.steps, pass, cost_, ring_sms()); }, deferred);
     return units_.emplace(key, std::move(u)).first->second;
 }
 
@@ -402,7 +396,7 @@ const Builder::Pieces& Builder::pieces_of(bool forward, int v, bool deferred) {
         int pass = 0;
         const auto piece = [&](const std::vector<Step>& steps, bool layer, int done) {
             ps.pieces.emplace_back();
-            append(ps.pieces.back().steps, steps, cost_, ring_sms_);
+            append(ps.pieces.back().steps, steps, cost_, ring_sms());
             ps.is_layer.push_back(layer);
             ps.pass.push_back(pass);
             ps.events_done.push_back(done);
