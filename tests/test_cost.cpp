@@ -377,6 +377,44 @@ TEST_CASE("Context-parallel ring: NCCL's point-to-point channels by where each G
     CHECK(c.context_ring_sms(e, 8, small) == 32);
 }
 
+TEST_CASE("Context-parallel ring: across nodes its bytes pass each GPU's share of the NICs, inside a node NVLink's") {
+    DeviceProfile p = test_profile();
+    p.nccl_channels = 32;
+    const CostModel c(p);
+    SystemSpec sys;
+    sys.gpus_per_node = 8;
+    sys.network.rails = 8;
+    sys.network.nic_bandwidth = BytesPerSecond{50e9};
+    ExecutionSpec e;
+    e.context = 2;
+    e.data = 2;
+    const Bytes buffer(std::int64_t{1} << 30);
+    const Time inside = c.tp_collective(CollectiveKind::all_gather, 2, buffer);
+    // t = 4, c = 2: each ring's GPUs 4 apart, in one node: the intra-node figure.
+    e.tensor = 4;
+    const ContextRing near = c.context_ring(e, sys);
+    CHECK(near.ranks == 2);
+    CHECK(near.across_nodes.value == 0);
+    CHECK(c.context_collective(near, CollectiveKind::all_gather, buffer) == inside);
+    // t = 8, c = 2: each ring's GPUs 8 apart, on two nodes: half the buffer through the GPU's own NIC.
+    e.tensor = 8;
+    const ContextRing far = c.context_ring(e, sys);
+    CHECK(far.across_nodes.value == Approx(50e9));
+    const Time nic = Time::from_seconds(double(buffer.value) / 2 / 50e9);
+    CHECK(c.context_collective(far, CollectiveKind::all_gather, buffer) == std::max(inside, nic));
+    CHECK(c.context_collective(far, CollectiveKind::all_gather, buffer) > inside);
+    CHECK(far.sms(buffer) == c.context_ring_sms(e, 8, buffer));
+    // Four NICs for eight GPUs: each GPU gets half of one.
+    sys.network.rails = 4;
+    CHECK(c.context_ring(e, sys).across_nodes.value == Approx(25e9));
+    // pass_time takes the ring's time: the ring alone in a pass, across nodes, is that time.
+    Step ring_step;
+    ring_step.kind = Step::Kind::collective;
+    ring_step.collective = TpCollective{"attn.cp-kv-ring", CollectiveKind::all_gather, buffer, true};
+    CHECK(c.pass_time({ring_step}, 8, far) == c.context_collective(far, CollectiveKind::all_gather, buffer));
+    CHECK(c.pass_time({ring_step}, 8, near) == inside);
+}
+
 TEST_CASE("GEMM with an SM margin: its waves planned on the SMs left, at their share of the peak") {
     DeviceProfile p = test_profile();  // 100 SMs, 128 x 64 tiles, ceiling 0.8
     const CostModel c(p);

@@ -519,7 +519,7 @@ TEST_CASE("tp_comm_overlap and overlap_param_gather: Megatron's published overla
     const CostModel cost(sc.system.device);
     const auto layer_ms = [&](const LayerConfig& c) {
         const LayerPlan p = build_layer(c);
-        return cost.pass_time(p.forward, 8, 1).ms() + cost.pass_time(p.backward, 8, 1).ms();
+        return cost.pass_time(p.forward, 8).ms() + cost.pass_time(p.backward, 8).ms();
     };
     LayerConfig few = lc;
     few.tp_overlap_fc2_fprop = TpOverlapRs::pipeline;

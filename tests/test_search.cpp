@@ -620,3 +620,26 @@ TEST_CASE("search screen: the context-parallel ring counts in the estimate, with
     REQUIRE(slow.simulated.size() == 1);
     CHECK(slow.simulated[0].estimate_s > 1.5 * fast.simulated[0].estimate_s);
 }
+
+TEST_CASE("search screen: a context-parallel ring across nodes counts at the NICs' speed") {
+    // t = 1, c = 2 on two 1-GPU nodes with NICs 1,000 times slower: the screen must cost the ring through them, where
+    // on one 2-GPU node (NVLink) the NICs do not matter.
+    SearchRequest req = small_request();
+    req.model = load_model(std::string(STRATA_SOURCE_DIR) + "/tests/golden/tiny-gpt.yaml");
+    req.base.attention = Attention::flash;
+    req.gpus = 2;
+    req.global_batch = 2;
+    req.space = constrained({"tensor=1", "pipeline=1", "context_parallel=2", "microbatch=1", "recompute=full",
+                             "sequence_parallel=off", "distributed_optimizer=off", "overlap_grad_reduce=off"});
+    req.simulate_top = 1;
+    req.margin = 0;
+    req.system.network.nic_bandwidth.value /= 1000;
+    req.system.gpus_per_node = 2;
+    req.system.network.rails = 1;
+    const SearchResult inside = search(req);
+    req.system.gpus_per_node = 1;
+    const SearchResult across = search(req);
+    REQUIRE(inside.simulated.size() == 1);
+    REQUIRE(across.simulated.size() == 1);
+    CHECK(across.simulated[0].estimate_s > 1.5 * inside.simulated[0].estimate_s);
+}

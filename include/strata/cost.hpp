@@ -82,6 +82,18 @@ struct SustainedClock {
 /// headroom_accrual).
 [[nodiscard]] SustainedClock sustained_clock(const PowerLimit& power, const PowerMix& mix);
 
+/// A job's context-parallel ring as pass_time costs its collectives: its ranks, the SMs it holds, and where some of its
+/// GPUs' neighbours sit on other nodes, the NIC bandwidth each GPU's bytes cross at (CostModel::context_ring).
+struct ContextRing {
+    int ranks = 1;
+    /// SMs held for a collective's buffer (CostModel::context_ring_sms at the job's placement); unset: NCCL's
+    /// intra-node channels.
+    std::function<int(Bytes)> sms;
+    /// Each GPU's share of its node's NICs where a ring crosses nodes (at every such step all of a node's GPUs send
+    /// at once); zero where every ring stays inside its nodes.
+    BytesPerSecond across_nodes{};
+};
+
 /// Costs from a device profile. Analytical model:
 ///   GEMM: time = launch + max(flops / (peak x eff), bytes / (HBM x eta_mem)) where
 ///         eff = ceiling x wave_efficiency x k / (k + k_half); wave_efficiency is the fraction of the
@@ -126,6 +138,12 @@ public:
     /// The same as a function of the collective's buffer, for pass_time and the simulation's units (this model and
     /// `e` must outlive it).
     [[nodiscard]] std::function<int(Bytes)> context_ring_sms(const ExecutionSpec& e, int gpus_per_node) const;
+    /// The job's context-parallel ring on `system` (this model and `e` must outlive it): its SMs as above, and whether
+    /// any ring's neighbours sit on different nodes (Megatron's order puts them t apart).
+    [[nodiscard]] ContextRing context_ring(const ExecutionSpec& e, const SystemSpec& system) const;
+    /// A context-parallel collective's time on `ring`: the intra-node figure over its ranks, and where the ring
+    /// crosses nodes at least the (c - 1) / c of the buffer each GPU sends through its NIC share.
+    [[nodiscard]] Time context_collective(const ContextRing& ring, CollectiveKind kind, Bytes message) const;
     /// Share of the speed compute loses while a collective holding `sms` SMs runs beside it:
     /// 1 - speed_with_sms_held(sms) (without a measured table: sms / sm_count); 0 for none.
     [[nodiscard]] double comm_sm_fraction(int sms) const;
@@ -154,14 +172,12 @@ public:
     [[nodiscard]] Time ring_tail(const TpCollective& c, const Step& compute) const;
     /// Sum of the kernels of a compute step.
     [[nodiscard]] Time compute_step(const Step& step) const;
-    /// Serial time of a pass (tensor-parallel collectives over `ranks`, context-parallel ones over
-    /// `context_ranks`, both at the intra-node figures): compute steps and exposed collectives add up; an overlapped
+    /// Serial time of a pass (tensor-parallel collectives over `ranks` at the intra-node figures, context-parallel
+    /// ones on `ring` by context_collective): compute steps and exposed collectives add up; an overlapped
     /// collective and the compute step after it take the longer of the two, the compute slowed by the SMs the
-    /// collective occupies while both run, the collective lengthened by a ring exchange's tail (ring_tail).
-    /// `ring_sms`, where given: the SMs the context-parallel ring holds for a collective's buffer (context_ring_sms at
-    /// the job's placement); else NCCL's intra-node channels.
-    [[nodiscard]] Time pass_time(const std::vector<Step>& pass, int ranks, int context_ranks = 1,
-                                 const std::function<int(Bytes)>& ring_sms = {}) const;
+    /// collective occupies while both run (the ring's by ring.sms where set), the collective lengthened by a ring
+    /// exchange's tail (ring_tail).
+    [[nodiscard]] Time pass_time(const std::vector<Step>& pass, int ranks, const ContextRing& ring = {}) const;
     /// A layer's time by kind of work at this model's rates (call it before sustain()): compute steps' kernels as
     /// GEMMs, fused attention or the rest; with `collectives`, those the compute waits for (not overlapped) as the
     /// rest, over `ranks` (`context_ranks`).

@@ -395,8 +395,7 @@ SustainedClock CostModel::sustain(const PowerMix& mix) {
     return sustained_;
 }
 
-Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, int context_ranks,
-                          const std::function<int(Bytes)>& ring_sms) const {
+Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, const ContextRing& ring) const {
     Time total = Time::zero();
     for (std::size_t i = 0; i < pass.size(); ++i) {
         const Step& s = pass[i];
@@ -404,10 +403,11 @@ Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, int context_
             total += compute_step(s);
             continue;
         }
-        const Time c = tp_collective(s.collective.kind, s.collective.context_group ? context_ranks : ranks, s.collective.message);
+        const Time c = s.collective.context_group ? context_collective(ring, s.collective.kind, s.collective.message)
+                                                  : tp_collective(s.collective.kind, ranks, s.collective.message);
         if (s.overlapped && i + 1 < pass.size() && pass[i + 1].kind == Step::Kind::compute) {
             const int sms =
-                s.collective.context_group && ring_sms ? ring_sms(s.collective.message) : sms_held(s.collective);
+                s.collective.context_group && ring.sms ? ring.sms(s.collective.message) : sms_held(s.collective);
             total += std::max(c + ring_tail(s.collective, pass[i + 1]),
                               slowed_compute(compute_step(pass[i + 1]), c, step_sm_fraction(pass[i + 1], sms)));
             ++i;

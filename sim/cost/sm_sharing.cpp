@@ -101,6 +101,35 @@ std::function<int(Bytes)> CostModel::context_ring_sms(const ExecutionSpec& e, in
     return [this, &e, gpus_per_node](Bytes message) { return context_ring_sms(e, gpus_per_node, message); };
 }
 
+ContextRing CostModel::context_ring(const ExecutionSpec& e, const SystemSpec& system) const {
+    ContextRing ring{e.context, context_ring_sms(e, system.gpus_per_node), BytesPerSecond{}};
+    const int per_node = system.gpus_per_node;
+    if (e.context <= 1 || per_node <= 0) return ring;
+    // Whether any ring has neighbours on different nodes: as in context_ring_sms, the first gpus_per_node blocks'
+    // rings are every ring's placement.
+    const int blocks = std::min(e.pipeline * e.data, per_node);
+    bool crosses = false;
+    for (int b = 0; b < blocks && !crosses; ++b)
+        for (int i = 0; i < e.tensor && !crosses; ++i)
+            for (int j = 0; j < e.context && !crosses; ++j)
+                crosses = e.global_rank(b / e.data, b % e.data, j, i) / per_node !=
+                          e.global_rank(b / e.data, b % e.data, (j + 1) % e.context, i) / per_node;
+    if (crosses) {
+        const NetworkSpec& net = system.network;
+        const double nics = double(std::min(std::max(net.rails, 1), per_node));
+        ring.across_nodes = BytesPerSecond{net.nic_bandwidth.value * nics / double(per_node)};
+    }
+    return ring;
+}
+
+Time CostModel::context_collective(const ContextRing& ring, CollectiveKind kind, Bytes message) const {
+    const Time inside = tp_collective(kind, ring.ranks, message);
+    if (ring.across_nodes.value <= 0 || ring.ranks <= 1) return inside;
+    // A ring step's whole buffer share (c - 1 of the c steps) passes each GPU's NIC share.
+    const double bytes = double(message.value) * double(ring.ranks - 1) / double(ring.ranks);
+    return std::max(inside, Time::from_seconds(bytes / ring.across_nodes.value));
+}
+
 double CostModel::comm_sm_fraction(int sms) const {
     if (profile_.sm_count <= 0 || sms <= 0) return 0;
     return 1.0 - speed_with_sms_held(profile_, sms);

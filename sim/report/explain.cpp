@@ -37,26 +37,23 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
             fmt::join(names_of(e.offload_modules), ", "), plan.offload.copies, double(plan.offload.copied.value) / 1e6,
             double(plan.offload.freed.value) / 1e6, double(plan.stored_bytes.value) / 1e6);
     // The SMs each collective's kernels hold: the context-parallel ring's by where its GPUs sit.
-    const auto ring_sms = cost.context_ring_sms(e, sc.system.gpus_per_node);
+    // Where a ring's neighbours sit on different nodes its bytes cross a NIC at each such step: its lines give that
+    // time (as pass_time takes it) and the intra-node figure beside it.
+    const ContextRing ring = cost.context_ring(e, sc.system);
     const auto sms_held = [&](const TpCollective& c) {
-        return c.context_group ? ring_sms(c.message) : cost.sms_held(c);
+        return c.context_group ? ring.sms(c.message) : cost.sms_held(c);
     };
-    // Whether a context-parallel ring has neighbours on different nodes (Megatron's order: the ring's GPUs t apart):
-    // then its bytes cross a NIC at each such step, and the line says what that takes beside the intra-node figure.
-    const int per_node = sc.system.gpus_per_node;
-    bool ring_crosses_nodes = false;
-    for (int j = 0; per_node > 0 && j < e.context && e.context > 1; ++j)
-        ring_crosses_nodes = ring_crosses_nodes || e.global_rank(0, 0, j, 0) / per_node !=
-                                                       e.global_rank(0, 0, (j + 1) % e.context, 0) / per_node;
-    const double nic = sc.system.network.nic_bandwidth.value;
+    const auto collective_time = [&](const TpCollective& c) {
+        return c.context_group ? cost.context_collective(ring, c.kind, c.message)
+                               : cost.tp_collective(c.kind, e.tensor, c.message);
+    };
     const auto across_nodes = [&](const TpCollective& c) -> std::string {
-        if (!c.context_group || !ring_crosses_nodes || nic <= 0) return "";
-        // A ring all-gather moves (c - 1) / c of the buffer through each GPU's NIC.
-        const double bytes = double(c.message.value) * double(e.context - 1) / double(e.context);
-        return fmt::format(" (across nodes about {:.1f} ms at the NIC's {:.0f} GB/s)", 1e3 * bytes / nic, nic / 1e9);
+        if (!c.context_group || ring.across_nodes.value <= 0) return "";
+        return fmt::format(" (across nodes at {:.0f} GB/s per GPU's NIC share; {:.1f} ms inside a node)",
+                           ring.across_nodes.value / 1e9, cost.tp_collective(c.kind, e.context, c.message).ms());
     };
     for (const auto& [title, pass] : {std::pair{"forward", &plan.forward}, std::pair{"backward", &plan.backward}}) {
-        out << fmt::format("  {} pass: {:.3f} ms\n", title, cost.pass_time(*pass, e.tensor, e.context, ring_sms).ms());
+        out << fmt::format("  {} pass: {:.3f} ms\n", title, cost.pass_time(*pass, e.tensor, ring).ms());
         for (std::size_t i = 0; i < pass->size(); ++i) {
             const Step& step = (*pass)[i];
             if (step.kind == Step::Kind::collective) {
@@ -68,10 +65,7 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                 out << fmt::format(
                     "    {:<34} {:>14} {:>10.1f} MB {:>9.3f} ms{}{}\n", step.collective.name,
                     to_string(step.collective.kind), double(step.collective.message.value) / 1e6,
-                    cost.tp_collective(step.collective.kind, step.collective.context_group ? e.context : e.tensor,
-                                       step.collective.message)
-                        .ms(),
-                    across_nodes(step.collective),
+                    collective_time(step.collective).ms(), across_nodes(step.collective),
                     !step.overlapped ? ""
                     : step.collective.engine == CommEngine::copy_engine
                         ? std::string("  (overlapped with the next step; copy engines, no SM)")
@@ -160,13 +154,14 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
             "  (backward) while its host, synchronised with it, issues the unit (execution.host_gap_*_us; not in\n"
             "  the passes above)\n",
             e.host_gap_forward.ms(), e.host_gap_backward.ms());
-    if (per_node > 0 && e.tensor * e.context > per_node)
+    // (A context-parallel ring across nodes gets its NIC time on its lines.)
+    const int per_node = sc.system.gpus_per_node;
+    if (per_node > 0 && e.tensor > per_node)
         out << fmt::format(
-            "  the tensor-parallel group (t = {}{}) spans {} nodes of {} GPUs: its collectives are costed here, and in "
+            "  the tensor-parallel group (t = {}) spans {} nodes of {} GPUs: its collectives are costed here, and in "
             "the\n"
             "  table's fwd / bwd ms, at the intra-node figures; the simulation routes them over the fabric\n",
-            e.tensor, e.context > 1 ? fmt::format(", x {} context", e.context) : "",
-            (e.tensor * e.context + per_node - 1) / per_node, per_node);
+            e.tensor, (e.tensor + per_node - 1) / per_node, per_node);
 }
 
 }  // namespace strata

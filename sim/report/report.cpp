@@ -25,9 +25,9 @@ CaseResult analyze(const Scenario& sc) {
     r.layer.sm_clock_mhz = clock.clock_mhz;
     r.layer.headroom_ms = 1e3 * clock.headroom_s;
     r.layer.headroom_saving_fraction = clock.saving_fraction;
-    const auto ring_sms = cost.context_ring_sms(sc.execution, sc.system.gpus_per_node);
-    r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor, sc.execution.context, ring_sms).ms();
-    r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor, sc.execution.context, ring_sms).ms();
+    const ContextRing ring = cost.context_ring(sc.execution, sc.system);
+    r.layer.forward_ms = cost.pass_time(plan.forward, sc.execution.tensor, ring).ms();
+    r.layer.backward_ms = cost.pass_time(plan.backward, sc.execution.tensor, ring).ms();
     bool any_measured = false, any_analytical = false;
     for (const auto* pass : {&plan.forward, &plan.backward}) {
         for (const auto& step : *pass) {

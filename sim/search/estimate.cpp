@@ -15,16 +15,15 @@ double estimate(const Scenario& sc, const CostModel& boost) {
     const LayerPlan layer = build_layer(lc);
     CostModel cost = boost;  // this candidate's layer sets the clock under a power limit, as in the simulation
     (void)sustain_for(cost, sc.model, e);
-    // The context-parallel ring over its c ranks with the SMs it holds (at the intra-node figures, as every collective
-    // here).
-    const auto ring_sms = cost.context_ring_sms(e, sc.system.gpus_per_node);
-    const double layer_backward = cost.pass_time(layer.backward, e.tensor, e.context, ring_sms).seconds();
-    const double layer_forward = cost.pass_time(layer.forward, e.tensor, e.context, ring_sms).seconds();
+    // The context-parallel ring over its c ranks with the SMs it holds, through the NICs where it crosses nodes (the
+    // tensor-parallel collectives at the intra-node figures).
+    const ContextRing context = cost.context_ring(e, sc.system);
+    const double layer_backward = cost.pass_time(layer.backward, e.tensor, context).seconds();
+    const double layer_forward = cost.pass_time(layer.forward, e.tensor, context).seconds();
     // Partial full recompute (block): the layers it leaves alone run their backward without the rerun.
     const bool partial = e.recompute == Recompute::full && e.recompute_method == RecomputeMethod::block;
     const double left_alone_backward =
-        partial ? cost.pass_time(build_layer_left_alone(lc).backward, e.tensor, e.context, ring_sms).seconds()
-                : layer_backward;
+        partial ? cost.pass_time(build_layer_left_alone(lc).backward, e.tensor, context).seconds() : layer_backward;
     const OutputPlan out = build_output(lc);
     const double output = (cost.pass_time(out.forward, e.tensor) + cost.pass_time(out.backward, e.tensor)).seconds();
     // The pipeline runs at its fullest stage's pace.
