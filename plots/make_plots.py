@@ -900,6 +900,7 @@ MEMORY_CATEGORIES = [
     ("activations_bytes", "activations (transformer layers)", C_PRESENT),
     ("embedding_output_bytes", "activations (embedding, output layer)", "#009E73"),
     ("recompute_bytes", "recompute working buffer", "#56B4E9"),
+    ("attention_workspace_bytes", "attention workspace (context-parallel ring)", "#CC79A7"),
     ("reserved_bytes", "runtime reserve (CUDA context, NCCL)", "#F0E442"),
 ]
 # Keys that name a case best, first; the x axis of a sweep prefers microbatch (as the paper's sweep figure).

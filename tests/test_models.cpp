@@ -278,6 +278,45 @@ TEST_CASE("context parallelism: Transformer Engine's bookkeeping around the ring
     CHECK(step_of(re.backward, "recompute.attn.cp-out-correction") == step_of(re.backward, "recompute.attn.flash") + 1);
 }
 
+TEST_CASE("context parallelism: the ring's transient buffers, by hand, held in the peak memory and none without it") {
+    const ModelSpec m = small_llama();  // h 1024, 4 query groups of 64, 16 heads
+    LayerConfig cfg{&m, 2, true, Recompute::none, 1};
+    cfg.attention = Attention::flash;
+    CHECK(build_layer(cfg).attention_workspace_forward.value == 0);
+    CHECK(build_layer(cfg).attention_workspace_backward.value == 0);
+    cfg.context = 4;
+    const LayerPlan plan = build_layer(cfg);
+    // 512 tokens on this GPU; q 2 x 512 x 512 bytes, kv 2 x 2 x 512 x 128; fp32 statistics of 8 heads x 512 tokens.
+    const std::int64_t q = 2 * 512 * 512, kv = 2 * 2 * 512 * 128, lse = 4 * 8 * 512, c = 4;
+    // Forward: the c - 1 buffers beyond the one it saves, every step's output and statistics, two steps' copies.
+    CHECK(plan.attention_workspace_forward.value == (c - 1) * kv + c * (q + lse) + std::max(kv, q));
+    // Backward: two double buffers of kv and dkv, a step's dq and dkv, a step's copy of half q, out and dout.
+    CHECK(plan.attention_workspace_backward.value == 4 * kv + q + kv + 3 * q / 2);
+    // Recomputing the attention reruns the forward's ring in the backward: the larger of the two.
+    cfg.recompute = Recompute::selective;
+    cfg.modules = {true, false, false};
+    CHECK(build_layer(cfg).attention_workspace_backward == plan.attention_workspace_forward);
+    cfg.modules = {false, false, true};  // the MLP alone: the backward's own
+    CHECK(build_layer(cfg).attention_workspace_backward == plan.attention_workspace_backward);
+    // In the stage's peak, in their own category, as the simulation holds them.
+    Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
+    Scenario sc = ex.cases[0];  // 8B, t2 d4 flash
+    sc.execution.context = 2;
+    sc.execution.data = 2;
+    sc.execution.global_batch = 16;
+    validate(sc);
+    const StageMemory a = stage_memory(sc.model, sc.execution, sc.system.device_memory(), 0);
+    const LayerPlan l8 = build_layer(layer_config(sc.model, sc.execution));
+    CHECK(a.attention_workspace == std::max(l8.attention_workspace_forward, l8.attention_workspace_backward));
+    CHECK(a.bytes(MemoryCategory::attention) == a.attention_workspace);
+    SimulationOptions opt;
+    opt.keep_timeline = false;
+    SimulationDetail detail;
+    (void)simulate(sc, opt, &detail);
+    CHECK(detail.stage_peaks.at(0).total == a.total());
+    CHECK(detail.stage_peaks.at(0).by_category.at(index(MemoryCategory::attention)) == a.attention_workspace);
+}
+
 TEST_CASE("context parallelism: validation, rank layout and gradients over data x context") {
     Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
     Scenario sc = ex.cases[0];  // 8B, t2 d4 flash

@@ -246,6 +246,28 @@ TEST_CASE("offload: simulated copies against the analytical memory, a link that 
     }
 }
 
+TEST_CASE(
+    "offload: with context parallelism the ring's transient buffers join the peak at a layer's start, as simulated") {
+    // Two GPUs of a ring, a link that keeps pace: the simulated peak is the analytical one, the ring's buffers in it
+    // (held from the first layer of a forward or from the last layer of a backward).
+    Scenario sc = with_link(llama8b(std::string(kAll) + ", context_parallel: 2"), 1e13);
+    validate(sc);
+    const StageMemory a = stage_memory(sc.model, sc.execution, sc.system.device_memory(), 0);
+    const LayerPlan layer = build_layer(layer_config(sc.model, sc.execution));
+    REQUIRE(layer.attention_workspace_forward.value > 0);
+    CHECK(a.attention_workspace.value > 0);
+    const Run r = simulate_case(sc);
+    INFO("simulated " << r.detail.stage_peaks.at(0).total.value << " analytical " << a.total().value << " attention "
+                      << r.detail.stage_peaks.at(0).by_category.at(index(MemoryCategory::attention)).value << " / "
+                      << a.attention_workspace.value << " layers " << r.detail.stage_peaks.at(0).by_category.at(3).value
+                      << " / " << a.activations_layers.value);
+    CHECK(r.detail.stage_peaks.at(0).total == a.total());
+    CHECK(r.detail.stage_peaks.at(0).by_category.at(index(MemoryCategory::attention)) == a.attention_workspace);
+    REQUIRE_FALSE(r.detail.stage0_memory.empty());
+    CHECK(r.detail.stage0_memory.back().in_use ==
+          stage_state(sc.model, sc.execution, sc.system.device_memory(), 0).total());
+}
+
 TEST_CASE("offload: interleaved pipeline stages stay within the analytical bound and free what they allocate") {
     for (const double link : {1e13, 52.8e9}) {
         Scenario sc = with_link(llama8b(kAll, 8), link);

@@ -243,8 +243,9 @@ TEST_CASE("JSON memory.by_stage: every pipeline stage by category, its largest t
     const json r = json::parse(to_json("Table 5", {analyze(sc)}))["results"][0];
     const json& by_stage = r["memory"]["by_stage"];
     const std::size_t p = std::size_t(sc.execution.pipeline);
-    const char* categories[] = {"weights_bytes", "activations_bytes", "gradients_bytes", "optimizer_bytes",
-                                "embedding_output_bytes", "recompute_bytes", "reserved_bytes"};
+    const char* categories[] = {
+        "weights_bytes",          "activations_bytes", "gradients_bytes",           "optimizer_bytes",
+        "embedding_output_bytes", "recompute_bytes",   "attention_workspace_bytes", "reserved_bytes"};
     for (const char* k : categories) REQUIRE(by_stage[k].size() == p);
     REQUIRE(by_stage["total_bytes"].size() == p);
     REQUIRE(by_stage["units_in_flight"].size() == p);

@@ -142,6 +142,12 @@ struct LayerPlan {
     std::vector<Step> backward;   ///< includes recompute steps for the policy
     Bytes stored_bytes;           ///< per layer under the policy (what the forward pass keeps)
     Bytes recompute_peak_bytes;   ///< extra bytes live while one layer recomputes (full: the layer's activations)
+    /// Bytes a layer's attention holds only while it runs, beyond what it stores: context parallelism's ring buffers,
+    /// each step's partial outputs and copies (Transformer Engine's AttnFuncWithCP), in the forward, and in the
+    /// backward its double buffers of keys, values and their gradients with a step's gradients (or the forward's,
+    /// where the backward reruns the attention and that is more). None without context parallelism.
+    Bytes attention_workspace_forward;
+    Bytes attention_workspace_backward;
     LayerOffload offload;         ///< with offload modules
 };
 

@@ -121,9 +121,10 @@ enum class MemoryCategory : std::uint32_t {
     activations,       ///< transformer layers' stored activations
     embedding_output,  ///< embedding dropout masks (first virtual stage), output layer's activations (last)
     recompute,         ///< one layer's recomputed activations while its backward runs
+    attention,         ///< an attention's transient buffers while it runs (context parallelism's ring)
     reserved,          ///< runtime: CUDA context, NCCL buffers, workspaces
 };
-inline constexpr std::size_t kMemoryCategoryCount = 7;
+inline constexpr std::size_t kMemoryCategoryCount = 8;
 [[nodiscard]] const char* to_string(MemoryCategory c);
 /// Every category's name, in index order.
 [[nodiscard]] std::vector<std::string> memory_category_names();
@@ -146,6 +147,8 @@ struct ActivationPlan {
     Bytes embedding;              ///< per microbatch, first virtual stage
     Bytes output;                 ///< per microbatch, last virtual stage
     std::vector<Bytes> workspace;        ///< per virtual stage: live while a backward recomputes (one layer, or a group)
+    /// Live while a unit's attention runs (LayerPlan::attention_workspace_*): held from the unit's start, as a bound.
+    Bytes attention_forward, attention_backward;
     /// defer_embedding_wgrad_compute: the first `deferred_microbatches` backwards of the last virtual stage keep
     /// `deferred_output` each until the drain after the stage's last backward; `deferral_buffers` held throughout.
     int deferred_microbatches = 0;
@@ -167,6 +170,11 @@ struct ActivationPlan {
     [[nodiscard]] Bytes held_for_deferral(int stage) const { return drains(stage) ? deferral_buffers : Bytes(0); }
     [[nodiscard]] Bytes recompute_workspace(int stage, int chunk) const {
         return workspace[static_cast<std::size_t>(schedule::virtual_stage(shape, stage, chunk))];
+    }
+    /// What a unit of the chunk holds while its attention runs: none for a chunk without layers.
+    [[nodiscard]] Bytes attention_workspace(int stage, int chunk, bool forward) const {
+        if (layers_of(stage, chunk) == 0) return Bytes(0);
+        return forward ? attention_forward : attention_backward;
     }
     /// Fine-grained activation offloading (ExecutionSpec::offload_modules), per layer and microbatch (every layer the
     /// same: full recompute, the only policy that makes layers differ, is not offloaded); none without it.
@@ -196,11 +204,12 @@ struct StageMemory {
     Bytes activations_embedding;  ///< embedding dropout masks (first stage)
     Bytes activations_output;     ///< final norm, logits input, fp32 logits (last stage)
     Bytes recompute_workspace;    ///< one layer's recomputed activations (full / selective recompute)
+    Bytes attention_workspace;    ///< an attention's transient buffers (context parallelism's ring)
     Bytes reserved;               ///< runtime: CUDA context, NCCL buffers, workspaces (system memory_reserved_bytes)
     int units_in_flight = 0;      ///< model-chunk activations held at the peak
     [[nodiscard]] Bytes total() const {
         return weights + gradients + optimizer + activations_layers + activations_embedding + activations_output +
-               recompute_workspace + reserved;
+               recompute_workspace + attention_workspace + reserved;
     }
     /// The bytes of one category (embedding and output share one).
     [[nodiscard]] Bytes bytes(MemoryCategory c) const;

@@ -292,6 +292,8 @@ const char* to_string(MemoryCategory c) {
         case MemoryCategory::activations: return "activations";
         case MemoryCategory::embedding_output: return "embedding/output";
         case MemoryCategory::recompute: return "recompute";
+        case MemoryCategory::attention:
+            return "attention workspace";
         case MemoryCategory::reserved: return "runtime reserved";
     }
     return "?";
@@ -311,6 +313,8 @@ Bytes StageMemory::bytes(MemoryCategory c) const {
         case MemoryCategory::activations: return activations_layers;
         case MemoryCategory::embedding_output: return activations_embedding + activations_output;
         case MemoryCategory::recompute: return recompute_workspace;
+        case MemoryCategory::attention:
+            return attention_workspace;
         case MemoryCategory::reserved: return reserved;
     }
     return Bytes(0);
@@ -337,6 +341,8 @@ ActivationPlan activation_plan(const ModelSpec& m, const ExecutionSpec& e) {
     a.deferred_microbatches = e.deferred_wgrad_microbatches();
     a.deferred_output = output.deferred_per_microbatch;
     a.deferral_buffers = output.deferral_buffers;
+    a.attention_forward = layer.attention_workspace_forward;
+    a.attention_backward = layer.attention_workspace_backward;
     // Full recompute keeps a recomputed layer's input only (layer.stored_bytes); a layer it leaves alone (block
     // method) keeps everything; a uniform group of G layers keeps one input and recomputes G layers at once.
     const int chunks = a.shape.virtual_stages();
@@ -425,13 +431,14 @@ StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const Devic
     StageMemory sm = stage_state(m, e, device, s);
     if (plan.offload.any()) return offloading_stage_memory(std::move(sm), plan, s);
     // Walk the program: a forward allocates its chunk's activations when it starts, a backward holds them
-    // (plus the recompute workspace) while it runs and frees them when it ends. The first instant of the
-    // largest total is the peak, as in the engine's memory pools.
+    // (plus the recompute workspace) while it runs and frees them when it ends; either holds its attention's
+    // transient buffers from its start (a bound: one layer's attention at a time). The first instant of the largest
+    // total is the peak, as in the engine's memory pools.
     UnitActivations held;
     held.output = plan.held_for_deferral(s);
     int units = 0;
     model_detail::ActivationPeak peak{sm};
-    auto consider = [&](Bytes workspace) { peak.consider(held, workspace, units); };
+    auto consider = [&](Bytes workspace, Bytes attention) { peak.consider(held, workspace, attention, units); };
     for (const schedule::Unit& u : schedule::unit_order(plan.shape, s)) {
         const UnitActivations a = plan.of(s, u.chunk);
         if (u.forward) {
@@ -439,9 +446,9 @@ StageMemory stage_memory(const ModelSpec& m, const ExecutionSpec& e, const Devic
             held.embedding += a.embedding;
             held.output += a.output;
             ++units;
-            consider(Bytes(0));
+            consider(Bytes(0), plan.attention_workspace(s, u.chunk, true));
         } else {
-            consider(plan.recompute_workspace(s, u.chunk));
+            consider(plan.recompute_workspace(s, u.chunk), plan.attention_workspace(s, u.chunk, false));
             held.layers -= a.layers;
             held.embedding -= a.embedding;
             held.output -= a.output - plan.kept_after_backward(s, u.chunk, u.microbatch);

@@ -41,8 +41,8 @@ StageMemory offloading_stage_memory(StageMemory sm, const ActivationPlan& plan, 
     int units = 0;
     model_detail::ActivationPeak peak{sm};
     Bytes pending{};  // freed by a copy still in flight: gone after the next instant considered
-    auto consider = [&](Bytes workspace) {
-        peak.consider(held, workspace, units);
+    auto consider = [&](Bytes workspace, Bytes attention = Bytes(0)) {
+        peak.consider(held, workspace, attention, units);
         held.layers -= pending;
         pending = Bytes(0);
     };
@@ -60,7 +60,7 @@ StageMemory offloading_stage_memory(StageMemory sm, const ActivationPlan& plan, 
             if (layers == 0) consider(Bytes(0));
             for (int l = 0; l < layers; ++l) {
                 held.layers += per_layer;
-                consider(Bytes(0));
+                consider(Bytes(0), l == 0 ? plan.attention_workspace(s, u.chunk, true) : Bytes(0));
                 if (offloaded(l)) pending = off.freed_at(v, l);
             }
             continue;
@@ -76,7 +76,8 @@ StageMemory offloading_stage_memory(StageMemory sm, const ActivationPlan& plan, 
         for (int l = layers - 1; l >= 0; --l) {
             // The layer before's reload (every layer but a chunk's last is offloaded), or at the first the next's.
             held.layers += l > 0 ? off.reloaded : next_reload;
-            consider(l == layers - 1 ? workspace : Bytes(0));
+            consider(l == layers - 1 ? workspace : Bytes(0),
+                     l == layers - 1 ? plan.attention_workspace(s, u.chunk, false) : Bytes(0));
             held.layers -= offloaded(l) ? per_layer - off.freed_at(v, l) + off.reloaded : per_layer;
         }
         if (layers == 0) held.layers += next_reload;

@@ -85,7 +85,7 @@ private:
 template <class IO, class Stage>
 void stage_fields(IO& io, Stage& s) {
     for (auto* b : {&s.weights, &s.gradients, &s.optimizer, &s.activations_layers, &s.activations_embedding,
-                    &s.activations_output, &s.recompute_workspace, &s.reserved})
+                    &s.activations_output, &s.recompute_workspace, &s.attention_workspace, &s.reserved})
         io(*b);
     io(s.stage);
     io(s.units_in_flight);

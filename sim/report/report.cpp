@@ -388,6 +388,7 @@ std::string to_json(const std::string& experiment, const std::vector<CaseResult>
         category("activations_bytes", MemoryCategory::activations);
         category("embedding_output_bytes", MemoryCategory::embedding_output);
         category("recompute_bytes", MemoryCategory::recompute);
+        category("attention_workspace_bytes", MemoryCategory::attention);
         category("reserved_bytes", MemoryCategory::reserved);
         stage_array("total_bytes", [](const StageMemory& sm) { return sm.total().value; });
         stage_array("units_in_flight", [](const StageMemory& sm) { return sm.units_in_flight; });

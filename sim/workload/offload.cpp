@@ -84,7 +84,8 @@ Builder::UnitTasks Builder::emit_offloaded_unit(Group& g, const schedule::Unit& 
     const int layers = activations_.layers_of(g.stage, u.chunk);
     const LayerOffload& off = activations_.offload;
     const Bytes per_layer = activations_.per_layer;
-    const std::uint32_t acts = index(MemoryCategory::activations);
+    const std::uint32_t acts = index(MemoryCategory::activations), attn = index(MemoryCategory::attention);
+    const Bytes attention = activations_.attention_workspace(g.stage, u.chunk, u.forward);
     const NetworkSpec& net = sc_.system.network;
     const bool last_offloaded = last_offloaded_[stage][at];
     const auto offloaded = [&](int layer) { return layer < layers - 1 || last_offloaded; };
@@ -102,6 +103,10 @@ Builder::UnitTasks Builder::emit_offloaded_unit(Group& g, const schedule::Unit& 
                 if (gathers) wait_for_gather(g, u.chunk, i, piece, prev);
                 if (!ps.is_layer[i]) return;
                 sim_.add_memory_effect(piece.first, {g.pool, acts, per_layer, Bytes(0)});
+                if (layer == 0 && attention.value > 0) {  // held through the first layer
+                    sim_.add_memory_effect(piece.first, {g.pool, attn, attention, Bytes(0)});
+                    sim_.add_memory_effect(piece.last, {g.pool, attn, Bytes(0), attention});
+                }
                 if (offloaded(layer)) {
                     const TaskId c =
                         add_copy(g.d2h, g.d2h_route, off.copied, off.copies, net.device_to_host_bandwidth, copy_label);
@@ -172,7 +177,11 @@ Builder::UnitTasks Builder::emit_offloaded_unit(Group& g, const schedule::Unit& 
         [&](std::size_t i, const UnitTasks& piece) {
             if (by_bucket) on_backward_piece(g, u.chunk, ps, i, piece.last);
             if (!ps.is_layer[i]) return;
-            if (i == 0 || ps.pass[i - 1] != ps.pass[i]) --layer;
+            if (i == 0 || ps.pass[i - 1] != ps.pass[i]) {
+                --layer;
+                if (layer == layers - 1 && attention.value > 0)  // held through the first layer, its reload in it
+                    sim_.add_memory_effect(piece.first, {g.pool, attn, attention, Bytes(0)});
+            }
             const auto l = static_cast<std::size_t>(layer);
             if (waits[i] && offloaded(layer)) {
                 if (reloads[l] == kNoTask) throw std::logic_error("an offloaded layer's backward before its reload");
@@ -184,6 +193,8 @@ Builder::UnitTasks Builder::emit_offloaded_unit(Group& g, const schedule::Unit& 
                 next_last.reset();
             }
             if (i + 1 == n || ps.pass[i + 1] != ps.pass[i]) {
+                if (layer == layers - 1 && attention.value > 0)
+                    sim_.add_memory_effect(piece.last, {g.pool, attn, Bytes(0), attention});
                 const Bytes freed = offloaded(layer) ? per_layer - off.freed_at(v, layer) + off.reloaded : per_layer;
                 sim_.add_memory_effect(piece.last, {g.pool, acts, Bytes(0), freed});
             }

@@ -9,8 +9,8 @@
 //
 // Memory: each group's pool holds weights, gradients and optimizer state from time zero; a forward unit
 // allocates its chunk's activations (ActivationPlan, the analytical model's too) when it starts and the
-// backward unit frees them when it ends; recompute holds one layer's recomputed activations while the
-// backward unit's first task runs.
+// backward unit frees them when it ends; recompute's one layer and context parallelism's ring buffers (a bound;
+// an offloading unit's through its first layer) are held while the unit's first task runs.
 #include "builder.hpp"
 
 #include "strata/errors.hpp"
@@ -401,6 +401,8 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     g.prev_unit = true;
     if (e_.reduces_fp8_amax()) emit_amax_reduction(g, s);
     const UnitActivations a = activations_.of(g.stage, s.chunk);
+    if (const Bytes ws = activations_.attention_workspace(g.stage, s.chunk, s.forward); ws.value > 0 && !offloading())
+        sim_.add_memory_effect(ut.first, {g.pool, index(MemoryCategory::attention), ws, ws});
     if (s.forward) {
         if (!offloading()) sim_.add_memory_effect(ut.first, {g.pool, activations, a.layers, Bytes(0)});
         if (v == 0) sim_.add_memory_effect(ut.first, {g.pool, embedding_output, a.embedding, Bytes(0)});
@@ -409,9 +411,8 @@ void Builder::emit_instruction(std::size_t gi, const schedule::Instruction& ins)
     }
     if (!offloading()) sim_.add_memory_effect(ut.last, {g.pool, activations, Bytes(0), a.layers});
     if (v == 0) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.embedding});
-    if (v == last_v)
-        sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0),
-                                         a.output - activations_.kept_after_backward(g.stage, s.chunk, s.microbatch)});
+    const Bytes kept = activations_.kept_after_backward(g.stage, s.chunk, s.microbatch);
+    if (v == last_v) sim_.add_memory_effect(ut.last, {g.pool, embedding_output, Bytes(0), a.output - kept});
     if (workspace.value > 0)
         sim_.add_memory_effect(ut.first, {g.pool, index(MemoryCategory::recompute), workspace, workspace});
     g.last_backward = ut.last;
