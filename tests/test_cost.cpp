@@ -313,7 +313,8 @@ TEST_CASE("SMs held by what moves a collective: NCCL's channels, a userbuffers k
 }
 
 TEST_CASE(
-    "Kernels beside a collective: GEMMs at the measured table, fused attention at the share, bandwidth-bound ones "
+    "Kernels beside a collective: GEMMs at the measured table, fused attention at its own or the share, "
+    "bandwidth-bound ones "
     "unslowed") {
     DeviceProfile p = test_profile();  // 100 SMs
     Kernel copy;
@@ -333,6 +334,19 @@ TEST_CASE(
     CHECK(c.speed_beside(copy, 20) == 1.0);
     CHECK(c.speed_beside(copy, 60) == Approx(0.4 / 0.8));  // past the table's 20 SMs: the further share
     CHECK(c.speed_beside(big, 0) == 1.0);
+    // Fused attention with its own measured table (cuDNN's): interpolated from (0, 1) through it, past it the further
+    // share; FlashAttention-2's kernels, not measured, keep the share.
+    p.measured_attention_sms_held = {{2, 1.02}, {10, 1.10}, {20, 1.20}};
+    const CostModel ca(p);
+    CHECK(ca.speed_beside(attention, 20) == Approx(1.0 / 1.20));
+    CHECK(ca.speed_beside(attention, 6) == Approx(1.0 / 1.06));
+    CHECK(ca.speed_beside(attention, 1) == Approx(1.0 / 1.01));
+    CHECK(ca.speed_beside(attention, 60) == Approx((0.4 / 0.8) / 1.20));
+    Kernel fa2 = attention;
+    fa2.flash2 = true;
+    CHECK(ca.speed_beside(fa2, 20) == Approx(0.8));
+    CHECK(attention_speed_with_sms_held(p, 20, false) == Approx(1.0 / 1.20));
+    CHECK(attention_speed_with_sms_held(p, 20, true) == Approx(0.8));
     // A step's share lost: its kernels' losses weighted by their times.
     Step step;
     step.kernels = {big, copy};
@@ -448,6 +462,23 @@ TEST_CASE("SMs held: the shipped Hopper profiles carry the H100 measurement, the
     const DeviceProfile a100 = load_device_profile(dir + "a100-sxm4-80gb.yaml");
     CHECK(a100.measured_sms_held.empty());
     CHECK(speed_with_sms_held(a100, 24) == Approx(1.0 - 24.0 / 108.0));
+    // cuDNN's fused attention: the H100 and H200 profiles carry the measured run's ratios (to the rounding), the A100
+    // profile none.
+    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/calibrate/results/2026-11-26b/h100-kinds.json");
+    REQUIRE(in);
+    const nlohmann::json kinds = nlohmann::json::parse(in)["kinds"];
+    const auto it = std::find_if(kinds.begin(), kinds.end(), [](const nlohmann::json& k) {
+        return k["op"].get<std::string>().rfind("cuDNN attention", 0) == 0;
+    });
+    REQUIRE(it != kinds.end());
+    const nlohmann::json& us = (*it)["us"];
+    for (const char* name : {"h100-sxm5-80gb.yaml", "h200-sxm-141gb.yaml"}) {
+        const DeviceProfile p = load_device_profile(dir + name);
+        REQUIRE(p.measured_attention_sms_held.size() == 3);
+        for (const MeasuredSmsHeld& e : p.measured_attention_sms_held)
+            CHECK(e.slowdown == Approx(us[std::to_string(e.sms)].get<double>() / us["0"].get<double>()).margin(5e-4));
+    }
+    CHECK(a100.measured_attention_sms_held.empty());
 }
 
 TEST_CASE("GEMM: stream-K spreads badly quantized tiles over every SM at its own share of the rate") {

@@ -312,6 +312,18 @@ TEST_CASE("hardening: a device profile's measured block is checked", "[hardening
     CHECK_THAT(msg, Contains("measured.sms_held[1].slowdown"));
     msg = profile_error_of(base + held + "    - {sms: 8, slowdwn: 1.2}\n");
     CHECK_THAT(msg, Contains("unknown key"));
+    // Fused attention's table the same, a slowdown alone (no per-wave line).
+    const std::string attention = "measured:\n  attention_sms_held:\n    - {sms: 2, slowdown: 1.01}\n";
+    REQUIRE(load_device_profile_text(base + attention + "    - {sms: 16, slowdown: 1.08}\n", kOrigin)
+                .measured_attention_sms_held.size() == 2);
+    msg = profile_error_of(base + attention + "    - {sms: 2, slowdown: 1.2}\n");
+    CHECK_THAT(msg, Contains("measured.attention_sms_held[1].sms: entries must be in increasing order"));
+    msg = profile_error_of(base + attention + "    - {sms: 64, slowdown: 1.2}\n");
+    CHECK_THAT(msg, Contains("measured.attention_sms_held[1].sms: must be below device.sm_count (64)"));
+    msg = profile_error_of(base + attention + "    - {sms: 8, slowdown: 0.9}\n");
+    CHECK_THAT(msg, Contains("measured.attention_sms_held[1].slowdown"));
+    msg = profile_error_of(base + attention + "    - {sms: 8, slowdown: 1.2, base: 1.1, per_wave: 0.5}\n");
+    CHECK_THAT(msg, Contains("unknown key"));
     // NCCL's channels hold one SM each: fewer than the device has.
     const std::string intra = "intra_node:\n  bus_bandwidth_bytes_per_s: 100e9\n  step_latency_us: 2.0\n";
     REQUIRE(base.find(intra) != std::string::npos);

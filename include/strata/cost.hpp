@@ -31,6 +31,10 @@ struct KernelCost {
 /// `waves` > 0: a GEMM of that many output tiles per SM, at the table's per-wave slowdown where it has one
 /// (MeasuredSmsHeld::at).
 [[nodiscard]] double speed_with_sms_held(const DeviceProfile& profile, double sms, double waves = 0);
+/// Fused attention's speed while a collective's kernels hold `sms` SMs: as speed_with_sms_held over the profile's
+/// measured_attention_sms_held (cuDNN's kernels), the share of the SMs left without it or for FlashAttention-2's
+/// kernels (`flash2`), which were not measured.
+[[nodiscard]] double attention_speed_with_sms_held(const DeviceProfile& profile, double sms, bool flash2);
 /// The share model alone: the speed a kernel keeps when it loses the `sms` SMs held, 1 - sms / sm_count (at
 /// least 0.1; 1 without an SM count).
 [[nodiscard]] double sm_share_speed(const DeviceProfile& profile, double sms);

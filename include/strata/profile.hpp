@@ -158,6 +158,9 @@ struct DeviceProfile {
     /// Measured slowdown of a GEMM while SMs are held (sorted by sms, unique). Where present it replaces the held
     /// share of the SMs in the interference of overlapped collectives (speed_with_sms_held).
     std::vector<MeasuredSmsHeld> measured_sms_held;
+    /// Measured slowdown of cuDNN's fused attention while SMs are held (sorted by sms, unique; slowdown only): where
+    /// present it replaces the held share for fused attention (not FlashAttention-2's kernels) beside a collective.
+    std::vector<MeasuredSmsHeld> measured_attention_sms_held;
     /// The power limit (power.*, measured.gemm_power, measured.gemm_power_fp8): where present, GEMMs and fused
     /// attention run at the clock the limit leaves a layer's mix of kernels (CostModel::sustain); absent (the A100's),
     /// at the profile's rates.

@@ -14,10 +14,13 @@ double sm_share_speed(const DeviceProfile& p, double sms) {
     return 1.0 - std::min(0.9, sms / double(p.sm_count));
 }
 
-double speed_with_sms_held(const DeviceProfile& p, double sms, double waves) {
+namespace {
+
+/// 1 / slowdown interpolated linearly in sms from (0, 1) through the table `t`, past its last entry scaled by the
+/// share model from there; the share without a table.
+double held_speed(const DeviceProfile& p, const std::vector<MeasuredSmsHeld>& t, double sms, double waves) {
     if (p.sm_count <= 0 || sms <= 0) return 1.0;
     const auto share = [&](double k) { return sm_share_speed(p, k); };
-    const std::vector<MeasuredSmsHeld>& t = p.measured_sms_held;
     if (t.empty()) return share(sms);
     double k0 = 0, s0 = 1.0;  // slowdown 1 with no SM held
     for (const MeasuredSmsHeld& e : t) {
@@ -28,6 +31,16 @@ double speed_with_sms_held(const DeviceProfile& p, double sms, double waves) {
     }
     // Past the table: the last measured speed, less the further share of the SMs held.
     return std::max(0.1, share(sms) / share(k0) / s0);
+}
+
+}  // namespace
+
+double speed_with_sms_held(const DeviceProfile& p, double sms, double waves) {
+    return held_speed(p, p.measured_sms_held, sms, waves);
+}
+
+double attention_speed_with_sms_held(const DeviceProfile& p, double sms, bool flash2) {
+    return held_speed(p, flash2 ? std::vector<MeasuredSmsHeld>{} : p.measured_attention_sms_held, sms, 0);
 }
 
 int CostModel::sms_held(const TpCollective& c) const {
@@ -153,9 +166,10 @@ double CostModel::speed_beside(const Kernel& k, int sms) const {
     }
     // Measured on the H100 beside a kernel holding 2, 16 and 32 SMs (calibrate/torch_tp_overlap.py --kinds,
     // calibrate/results/2026-11-26b/h100-kinds.json): cuDNN's fused attention loses less than the held share (1.075
-    // at 16 SMs where the share is 1.138), so the share is its bound; bandwidth-bound kernels (add, copy, layer norm,
-    // GeLU) lose nothing up to 32 SMs held, as they need fewer SMs than the GPU has to keep HBM busy.
-    if (k.is_fused_attention()) return sm_share_speed(profile_, sms);
+    // at 16 SMs where the share is 1.138), at the profile's measured.attention_sms_held where it has them
+    // (FlashAttention-2's kernels, unmeasured, at the share); bandwidth-bound kernels (add, copy, layer norm, GeLU)
+    // lose nothing up to 32 SMs held, as they need fewer SMs than the GPU has to keep HBM busy.
+    if (k.is_fused_attention()) return attention_speed_with_sms_held(profile_, sms, k.flash2);
     // Measured up to the table's last entry (32 SMs on the H100): past it, the further share of the SMs.
     const int measured = profile_.measured_sms_held.back().sms;
     return sms <= measured ? 1.0 : sm_share_speed(profile_, sms) / sm_share_speed(profile_, measured);

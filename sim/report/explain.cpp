@@ -126,13 +126,14 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                             std::any_of(plan.backward.begin(), plan.backward.end(), nccl_overlapped);
     if (overlapped && dev.nccl_channels > 0)
         out << fmt::format(
-            "  compute overlapped with an NCCL collective runs at {:.1f}% speed while it holds {} SMs ({}{})\n",
+            "  compute overlapped with an NCCL collective runs at {:.1f}% speed while it holds {} SMs ({}{}{})\n",
             100.0 * (1.0 - cost.comm_sm_fraction()), dev.nccl_channels,
             dev.measured_sms_held.empty() ? "the share of the SMs left" : "the profile's measured.sms_held",
             std::any_of(dev.measured_sms_held.begin(), dev.measured_sms_held.end(),
                         [](const MeasuredSmsHeld& h) { return h.per_wave > 0; })
                 ? "; a GEMM at its waves' rate: each step's speed above"
-                : "");
+                : "",
+            dev.measured_attention_sms_held.empty() ? "" : ", cuDNN's fused attention at measured.attention_sms_held");
     if (dev.power.present())
         out << fmt::format(
             "  power limit {:.0f} W: at the boost clock this layer's kernels would draw {:.0f} W on average; "

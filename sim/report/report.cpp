@@ -66,6 +66,13 @@ double print_profile_check(std::ostream& out, const DeviceProfile& profile) {
                                 1.0 / sm_share_speed(profile, e.sms));
         out << line << "\n";
     }
+    if (!profile.measured_attention_sms_held.empty() && profile.sm_count > 0) {
+        std::string line = "fused attention (cuDNN's) with SMs held (measured.attention_sms_held):";
+        for (const MeasuredSmsHeld& e : profile.measured_attention_sms_held)
+            line +=
+                fmt::format(" {} -> {:.3f}x (share {:.3f}x)", e.sms, e.slowdown, 1.0 / sm_share_speed(profile, e.sms));
+        out << line << "; FlashAttention-2's kernels at the share\n";
+    }
     if (profile.measured_layers.empty()) return 0;
     out << fmt::format("{:<34} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7} {:>14} {:>14}\n", "layer (a, h, s, b, t, SP, recompute)",
                        "meas fwd", "pred fwd", "err", "meas bwd", "pred bwd", "err", "act meas B", "act model B");

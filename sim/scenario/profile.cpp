@@ -53,9 +53,12 @@ void check_flash_grid(const YAML::Node& measured, const std::string& file, const
 void read_measured(const YAML::Node& root, const std::string& file, DeviceProfile& p) {
     const YAML::Node measured = root["measured"];
     if (measured && !measured.IsNull() && !measured.IsMap()) {
-        throw InputError(yamlio::where_value(file, root, "measured") +
-                         ": profile.measured: expected a mapping (copy_bandwidth_bytes_per_s, gemm, elementwise, "
-                         "collectives, collective_fit, layers, flash_attention, sms_held, gemm_power, gemm_power_fp8), got " + (measured.IsSequence() ? "a list" : "'" + measured.Scalar() + "'"));
+        throw InputError(
+            yamlio::where_value(file, root, "measured") +
+            ": profile.measured: expected a mapping (copy_bandwidth_bytes_per_s, gemm, elementwise, "
+            "collectives, collective_fit, layers, flash_attention, sms_held, attention_sms_held, gemm_power, "
+            "gemm_power_fp8), got " +
+            (measured.IsSequence() ? "a list" : "'" + measured.Scalar() + "'"));
     }
     auto each = [&](const char* name, auto&& fn, std::span<const std::string_view> keys) {
         if (!measured || !measured.IsMap()) return;
@@ -187,6 +190,24 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
         if (f.has("note")) (void)f.get_string("note");
         p.measured_sms_held.push_back(h);
     }, held_keys);
+    constexpr std::array<std::string_view, 3> attention_held_keys = {"sms", "slowdown", "note"};
+    each(
+        "attention_sms_held",
+        [&](const Fields& f) {
+            MeasuredSmsHeld h;
+            h.sms = static_cast<int>(f.get_int("sms", 1, 1 << 16));
+            if (p.sm_count > 0 && h.sms >= p.sm_count)
+                f.fail("sms", "must be below device.sm_count (" + std::to_string(p.sm_count) +
+                                  "): SMs held by another kernel");
+            const auto& prior = p.measured_attention_sms_held;
+            if (!prior.empty() && h.sms <= prior.back().sms)
+                f.fail("sms", "entries must be in increasing order of sms without repeats (the previous one has " +
+                                  std::to_string(prior.back().sms) + ")");
+            h.slowdown = f.get_double("slowdown", 1.0, 100.0);
+            if (f.has("note")) (void)f.get_string("note");
+            p.measured_attention_sms_held.push_back(h);
+        },
+        attention_held_keys);
     constexpr std::array<std::string_view, 4> power_keys = {"clock_mhz", "speed", "watts", "note"};
     const std::array<std::pair<const char*, std::vector<MeasuredGemmPower>*>, 2> curves = {
         {{"gemm_power", &p.power.gemm}, {"gemm_power_fp8", &p.power.gemm_fp8}}};
@@ -249,11 +270,10 @@ DeviceProfile profile_from(const YAML::Node& root, const std::string& file) {
     // The lists under `measured` stay opaque values here (measured.gemm, ...); read_measured() reads them.
     f.reset(root, file);
     std::vector<std::string_view> known(kProfileKeys.begin(), kProfileKeys.end());
-    constexpr std::array<std::string_view, 9> lists = {"measured.gemm", "measured.elementwise",
-                                                       "measured.collectives", "measured.collective_fit",
-                                                       "measured.layers", "measured.flash_attention",
-                                                       "measured.sms_held", "measured.gemm_power",
-                                                       "measured.gemm_power_fp8"};
+    constexpr std::array<std::string_view, 10> lists = {
+        "measured.gemm",       "measured.elementwise",     "measured.collectives", "measured.collective_fit",
+        "measured.layers",     "measured.flash_attention", "measured.sms_held",    "measured.attention_sms_held",
+        "measured.gemm_power", "measured.gemm_power_fp8"};
     known.insert(known.end(), lists.begin(), lists.end());
     f.check_known(known);
 

@@ -42,7 +42,8 @@ std::vector<double> Builder::dp_collective_speeds() const {
         if (!measured) {
             speed = sm_share_speed(dev, channels);
         } else {
-            speed = 1.0 / (k.gemm / speed_with_sms_held(dev, channels) + k.attention / sm_share_speed(dev, channels) +
+            const double attention = attention_speed_with_sms_held(dev, channels, e_.attention == Attention::flash2);
+            speed = 1.0 / (k.gemm / speed_with_sms_held(dev, channels) + k.attention / attention +
                            (1.0 - k.gemm - k.attention));
         }
     }
