@@ -347,6 +347,13 @@ TEST_CASE(
     CHECK(ca.speed_beside(fa2, 20) == Approx(0.8));
     CHECK(attention_speed_with_sms_held(p, 20, false) == Approx(1.0 / 1.20));
     CHECK(attention_speed_with_sms_held(p, 20, true) == Approx(0.8));
+    // The attention table alone (no GEMM table): fused attention by it, every other kernel at the share.
+    DeviceProfile only = test_profile();
+    only.measured_attention_sms_held = p.measured_attention_sms_held;
+    const CostModel co(only);
+    CHECK(co.speed_beside(attention, 20) == Approx(1.0 / 1.20));
+    CHECK(co.speed_beside(big, 20) == Approx(0.8));
+    CHECK(co.speed_beside(copy, 20) == Approx(0.8));
     // A step's share lost: its kernels' losses weighted by their times.
     Step step;
     step.kernels = {big, copy};
@@ -421,6 +428,16 @@ TEST_CASE("Context-parallel ring: across nodes its bytes pass each GPU's share o
     // Four NICs for eight GPUs: each GPU gets half of one.
     sys.network.rails = 4;
     CHECK(c.context_ring(e, sys).across_nodes.value == Approx(25e9));
+    // t = 2, c = 8: each ring's GPUs 2 apart over two nodes, two of its steps crossing (6 -> 8 and 14 -> 0, and 7 -> 9,
+    // 15 -> 1 for the other tensor rank), each by its destination's rail: a NIC each with 4 rails, one NIC for both
+    // with one rail.
+    ExecutionSpec wide;
+    wide.tensor = 2;
+    wide.context = 8;
+    CHECK(c.context_ring(wide, sys).across_nodes.value == Approx(50e9));
+    sys.network.rails = 1;
+    CHECK(c.context_ring(wide, sys).across_nodes.value == Approx(25e9));
+    sys.network.rails = 4;
     // pass_time takes the ring's time: the ring alone in a pass, across nodes, is that time.
     Step ring_step;
     ring_step.kind = Step::Kind::collective;

@@ -298,6 +298,9 @@ TEST_CASE("context parallelism: the ring's transient buffers, by hand, held in t
     CHECK(build_layer(cfg).attention_workspace_backward == plan.attention_workspace_forward);
     cfg.modules = {false, false, true};  // the MLP alone: the backward's own
     CHECK(build_layer(cfg).attention_workspace_backward == plan.attention_workspace_backward);
+    cfg.recompute = Recompute::full;  // the whole forward again, its ring included
+    CHECK(build_layer(cfg).attention_workspace_backward == plan.attention_workspace_forward);
+    CHECK(build_layer_left_alone(cfg).attention_workspace_backward == plan.attention_workspace_backward);
     // In the stage's peak, in their own category, as the simulation holds them.
     Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
     Scenario sc = ex.cases[0];  // 8B, t2 d4 flash

@@ -93,8 +93,8 @@ struct ContextRing {
     /// SMs held for a collective's buffer (CostModel::context_ring_sms at the job's placement); unset: NCCL's
     /// intra-node channels.
     std::function<int(Bytes)> sms;
-    /// Each GPU's share of its node's NICs where a ring crosses nodes (at every such step all of a node's GPUs send
-    /// at once); zero where every ring stays inside its nodes.
+    /// Where a ring crosses nodes, each crossing step's share of the NIC it leaves and arrives by (the destination's
+    /// rail; the busiest NIC's, as every ring steps at once); zero where every ring stays inside its nodes.
     BytesPerSecond across_nodes{};
 };
 
@@ -142,11 +142,11 @@ public:
     /// The same as a function of the collective's buffer, for pass_time and the simulation's units (this model and
     /// `e` must outlive it).
     [[nodiscard]] std::function<int(Bytes)> context_ring_sms(const ExecutionSpec& e, int gpus_per_node) const;
-    /// The job's context-parallel ring on `system` (this model and `e` must outlive it): its SMs as above, and whether
-    /// any ring's neighbours sit on different nodes (Megatron's order puts them t apart).
+    /// The job's context-parallel ring on `system` (this model and `e` must outlive it): its SMs as above, and where
+    /// any ring's neighbours sit on different nodes (Megatron's order puts them t apart) the NIC share of its steps.
     [[nodiscard]] ContextRing context_ring(const ExecutionSpec& e, const SystemSpec& system) const;
     /// A context-parallel collective's time on `ring`: the intra-node figure over its ranks, and where the ring
-    /// crosses nodes at least the (c - 1) / c of the buffer each GPU sends through its NIC share.
+    /// crosses nodes at least the (c - 1) / c of the buffer a GPU sends, at its step's NIC share.
     [[nodiscard]] Time context_collective(const ContextRing& ring, CollectiveKind kind, Bytes message) const;
     /// Share of the speed compute loses while a collective holding `sms` SMs runs beside it:
     /// 1 - speed_with_sms_held(sms) (without a measured table: sms / sm_count); 0 for none.

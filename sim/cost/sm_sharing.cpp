@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -118,20 +120,23 @@ ContextRing CostModel::context_ring(const ExecutionSpec& e, const SystemSpec& sy
     ContextRing ring{e.context, context_ring_sms(e, system.gpus_per_node), BytesPerSecond{}};
     const int per_node = system.gpus_per_node;
     if (e.context <= 1 || per_node <= 0) return ring;
-    // Whether any ring has neighbours on different nodes: as in context_ring_sms, the first gpus_per_node blocks'
-    // rings are every ring's placement.
+    // The rings' steps that cross nodes, counted per NIC: a step to another node leaves by the rail of its destination
+    // (dst_local % rails, NCCL's PXN, as the fabric routes it) and arrives on the same rail. As in context_ring_sms,
+    // the first gpus_per_node blocks' rings fill whole nodes and are every ring's placement.
     const int blocks = std::min(e.pipeline * e.data, per_node);
-    bool crosses = false;
-    for (int b = 0; b < blocks && !crosses; ++b)
-        for (int i = 0; i < e.tensor && !crosses; ++i)
-            for (int j = 0; j < e.context && !crosses; ++j)
-                crosses = e.global_rank(b / e.data, b % e.data, j, i) / per_node !=
-                          e.global_rank(b / e.data, b % e.data, (j + 1) % e.context, i) / per_node;
-    if (crosses) {
-        const NetworkSpec& net = system.network;
-        const double nics = double(std::min(std::max(net.rails, 1), per_node));
-        ring.across_nodes = BytesPerSecond{net.nic_bandwidth.value * nics / double(per_node)};
-    }
+    const int rails = std::max(system.network.rails, 1);
+    std::map<std::pair<int, int>, int> out, in;  // (node, rail) -> steps sent / received through that NIC at once
+    int most = 0;
+    for (int b = 0; b < blocks; ++b)
+        for (int i = 0; i < e.tensor; ++i)
+            for (int j = 0; j < e.context; ++j) {
+                const int me = e.global_rank(b / e.data, b % e.data, j, i);
+                const int next = e.global_rank(b / e.data, b % e.data, (j + 1) % e.context, i);
+                if (me / per_node == next / per_node) continue;
+                const int rail = (next % per_node) % rails;
+                most = std::max({most, ++out[{me / per_node, rail}], ++in[{next / per_node, rail}]});
+            }
+    if (most > 0) ring.across_nodes = BytesPerSecond{system.network.nic_bandwidth.value / double(most)};
     return ring;
 }
 
@@ -154,7 +159,9 @@ double CostModel::comm_sm_fraction() const {
 
 double CostModel::speed_beside(const Kernel& k, int sms) const {
     if (profile_.sm_count <= 0 || sms <= 0) return 1.0;
-    // Without a measured table every kernel loses the held share of the SMs.
+    // Fused attention by its own table where the profile has one (below); without a measured table every other kernel
+    // loses the held share of the SMs.
+    if (k.is_fused_attention()) return attention_speed_with_sms_held(profile_, sms, k.flash2);
     if (profile_.measured_sms_held.empty()) return sm_share_speed(profile_, sms);
     if (k.is_gemm()) {
         // A GEMM whose output tiles all fit on the SMs the collective leaves loses nothing to it; otherwise the
@@ -169,7 +176,6 @@ double CostModel::speed_beside(const Kernel& k, int sms) const {
     // at 16 SMs where the share is 1.138), at the profile's measured.attention_sms_held where it has them
     // (FlashAttention-2's kernels, unmeasured, at the share); bandwidth-bound kernels (add, copy, layer norm, GeLU)
     // lose nothing up to 32 SMs held, as they need fewer SMs than the GPU has to keep HBM busy.
-    if (k.is_fused_attention()) return attention_speed_with_sms_held(profile_, sms, k.flash2);
     // Measured up to the table's last entry (32 SMs on the H100): past it, the further share of the SMs.
     const int measured = profile_.measured_sms_held.back().sms;
     return sms <= measured ? 1.0 : sm_share_speed(profile_, sms) / sm_share_speed(profile_, measured);

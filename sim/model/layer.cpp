@@ -316,15 +316,17 @@ std::vector<Kernel> cp_bookkeeping_backward(const Dims& d) {
             elementwise("attn.cp-grad-accumulate", "", 2 * (q + kv) + steps * 9 * (q + kv) / 4)};
 }
 
-// What the ring's attention holds while it runs (Transformer Engine v2.4's AttnFuncWithCP, context_parallel.py; the
-// same since 1.6): the forward keeps every step's received keys and values in its list of c buffers (the first a
-// concatenated copy of its own; the last is the one saved for the backward, counted in the layer's stored bytes), and
-// every step's partial output and fp32 softmax statistics until the corrections after the loop (on the busiest rank,
-// the last, every step's output covers all its queries), with two steps' contiguous copies (of half the keys and
-// values or half the queries) in flight on its two streams. The backward allocates two double buffers each of keys and
-// values and of their gradient (4 kv, the first filled with a copy of the saved kv) and, per step, the attention
-// kernel's query and key-value gradients and a contiguous copy (half the queries, the output and its gradient: 3 q / 2,
-// or half the keys and values); its own dq, dk and dv are the layer's gradients, as without the ring.
+// What the ring's attention holds while it runs (Transformer Engine's AttnFuncWithCP: bfe21c3d (1.6.0.dev0)
+// attention.py, v2.4's context_parallel.py): the forward keeps every step's received keys and values in its list of c
+// buffers (the first a concatenated copy of its own; the last is the one saved for the backward, counted in the layer's
+// stored bytes), and every step's partial output and fp32 softmax statistics until the corrections after the loop (on
+// the busiest rank, the last, every step's output covers all its queries), with two steps' contiguous copies (of half
+// the keys and values or half the queries) in flight on its two streams (TE 1.x copies for every backend; v2.4 only for
+// cuDNN's fused attention, FlashAttention-2 taking views: a bound there, as the copies' traffic above). The backward
+// allocates two double buffers each of keys and values and of their gradient (4 kv, the first filled with a copy of the
+// saved kv) and, per step, the attention kernel's query and key-value gradients and a contiguous copy (half the
+// queries, the output and its gradient: 3 q / 2, or half the keys and values); its own dq, dk and dv are the layer's
+// gradients, as without the ring.
 Bytes cp_workspace_forward(const Dims& d) {
     if (d.c <= 1 || !d.flash) return Bytes(0);
     const std::int64_t q = cp_q_bytes(d), kv = cp_kv_bytes(d), lse = 4 * d.b * d.heads_t * d.s;
@@ -921,10 +923,12 @@ LayerPlan build_layer(const LayerConfig& cfg) {
     }
     plan.attention_workspace_forward = cp_workspace_forward(d);
     plan.attention_workspace_backward = cp_workspace_backward(d);
-    const bool reruns_ring = std::any_of(plan.backward.begin(), plan.backward.end(), [](const Step& s) {
-        return s.kind == Step::Kind::collective && s.collective.context_group &&
-               s.collective.name.rfind("recompute.", 0) == 0;
-    });
+    // Full recompute reruns the whole forward, ring included; selective recompute where its modules rerun the ring.
+    const bool reruns_ring =
+        cfg.recompute == Recompute::full || std::any_of(plan.backward.begin(), plan.backward.end(), [](const Step& s) {
+            return s.kind == Step::Kind::collective && s.collective.context_group &&
+                   s.collective.name.rfind("recompute.", 0) == 0;
+        });
     if (reruns_ring)
         plan.attention_workspace_backward =
             std::max(plan.attention_workspace_backward, plan.attention_workspace_forward);

@@ -133,7 +133,9 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                         [](const MeasuredSmsHeld& h) { return h.per_wave > 0; })
                 ? "; a GEMM at its waves' rate: each step's speed above"
                 : "",
-            dev.measured_attention_sms_held.empty() ? "" : ", cuDNN's fused attention at measured.attention_sms_held");
+            dev.measured_attention_sms_held.empty() || e.attention != Attention::flash
+                ? ""
+                : ", cuDNN's fused attention at measured.attention_sms_held");
     if (dev.power.present())
         out << fmt::format(
             "  power limit {:.0f} W: at the boost clock this layer's kernels would draw {:.0f} W on average; "

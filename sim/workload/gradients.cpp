@@ -20,9 +20,10 @@ std::vector<double> Builder::dp_collective_speeds() const {
     // bandwidth-bound kernels (add, copy, layer norm, GeLU) lose nothing with up to 32 SMs held (they need fewer
     // SMs than the GPU has to keep HBM busy), and cuDNN's fused attention loses less than the held share (1.075 at
     // 16 SMs, share 1.138): the stage's compute under interference is its GEMM time at the table's speed, its
-    // attention time at the share model's (a bound), its elementwise time unchanged, weighted by the layer's
-    // kernel times (the same layer on every stage). Without a table every kernel loses the held share.
-    const bool measured = !dev.measured_sms_held.empty();
+    // attention time at the profile's attention table (cuDNN's; FlashAttention-2's and without the table the share,
+    // a bound), its elementwise time unchanged, weighted by the layer's kernel times (the same layer on every stage).
+    // Without a GEMM table every kernel but fused attention loses the held share.
+    const bool measured = !dev.measured_sms_held.empty() || !dev.measured_attention_sms_held.empty();
     const KernelShares k = measured ? kernel_shares() : KernelShares{};
     const int per_node_gpus = sc_.system.gpus_per_node;
     for (int stage = 0; stage < e_.pipeline; ++stage) {
@@ -43,8 +44,9 @@ std::vector<double> Builder::dp_collective_speeds() const {
             speed = sm_share_speed(dev, channels);
         } else {
             const double attention = attention_speed_with_sms_held(dev, channels, e_.attention == Attention::flash2);
+            const double rest = dev.measured_sms_held.empty() ? sm_share_speed(dev, channels) : 1.0;
             speed = 1.0 / (k.gemm / speed_with_sms_held(dev, channels) + k.attention / attention +
-                           (1.0 - k.gemm - k.attention));
+                           (1.0 - k.gemm - k.attention) / rest);
         }
     }
     return speeds;
