@@ -278,6 +278,17 @@ TEST_CASE("context parallelism: Transformer Engine's bookkeeping around the ring
     CHECK(step_of(re.backward, "recompute.attn.cp-out-correction") == step_of(re.backward, "recompute.attn.flash") + 1);
 }
 
+/// Llama 3 8B on DGX H100 with t = 2, c = 2, d = 2 (llama3-h100.yaml's first case with context parallelism), validated.
+Scenario llama8b_context2() {
+    Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
+    Scenario sc = ex.cases[0];  // 8B, t2 d4 flash
+    sc.execution.context = 2;
+    sc.execution.data = 2;
+    sc.execution.global_batch = 16;
+    validate(sc);
+    return sc;
+}
+
 TEST_CASE("context parallelism: the ring's transient buffers, by hand, held in the peak memory and none without it") {
     const ModelSpec m = small_llama();  // h 1024, 4 query groups of 64, 16 heads
     LayerConfig cfg{&m, 2, true, Recompute::none, 1};
@@ -302,12 +313,7 @@ TEST_CASE("context parallelism: the ring's transient buffers, by hand, held in t
     CHECK(build_layer(cfg).attention_workspace_backward == plan.attention_workspace_forward);
     CHECK(build_layer_left_alone(cfg).attention_workspace_backward == plan.attention_workspace_backward);
     // In the stage's peak, in their own category, as the simulation holds them.
-    Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
-    Scenario sc = ex.cases[0];  // 8B, t2 d4 flash
-    sc.execution.context = 2;
-    sc.execution.data = 2;
-    sc.execution.global_batch = 16;
-    validate(sc);
+    const Scenario sc = llama8b_context2();
     const StageMemory a = stage_memory(sc.model, sc.execution, sc.system.device_memory(), 0);
     const LayerPlan l8 = build_layer(layer_config(sc.model, sc.execution));
     CHECK(a.attention_workspace == std::max(l8.attention_workspace_forward, l8.attention_workspace_backward));
@@ -321,12 +327,7 @@ TEST_CASE("context parallelism: the ring's transient buffers, by hand, held in t
 }
 
 TEST_CASE("context parallelism: validation, rank layout and gradients over data x context") {
-    Experiment ex = load_experiment(kRoot + "scenarios/llama/llama3-h100.yaml");
-    Scenario sc = ex.cases[0];  // 8B, t2 d4 flash
-    sc.execution.context = 2;
-    sc.execution.data = 2;
-    sc.execution.global_batch = 16;
-    validate(sc);
+    Scenario sc = llama8b_context2();
     CHECK(sc.execution.gpus() == 8);
     // The distributed optimizer shards over data x context.
     CHECK(bytes_per_param(sc.execution).optimizer == 3);

@@ -38,6 +38,21 @@ SearchSpace constrained(std::initializer_list<const char*> constraints) {
     return s;
 }
 
+/// t = 1, c = 2 on two GPUs, one candidate (full recompute), simulated: the context-parallel ring is the layer's only
+/// collective.
+SearchRequest ring_request() {
+    SearchRequest req = small_request();
+    req.model = load_model(std::string(STRATA_SOURCE_DIR) + "/tests/golden/tiny-gpt.yaml");  // 1.3B, 1,024 tokens
+    req.base.attention = Attention::flash;
+    req.gpus = 2;
+    req.global_batch = 2;
+    req.space = constrained({"tensor=1", "pipeline=1", "context_parallel=2", "microbatch=1", "recompute=full",
+                             "sequence_parallel=off", "distributed_optimizer=off", "overlap_grad_reduce=off"});
+    req.simulate_top = 1;
+    req.margin = 0;
+    return req;
+}
+
 }  // namespace
 
 TEST_CASE("search constraints (--fix): single values, ranges, lists, booleans and recompute policies") {
@@ -603,15 +618,7 @@ TEST_CASE("search screen: the context-parallel ring counts in the estimate, with
     // t = 1, c = 2 on one node: the ring is the layer's only collective. A device whose NVLink is 1,000 times slower
     // makes the ring far outlast the attention beside it, and the screen must see it (it used to cost the ring
     // nothing).
-    SearchRequest req = small_request();
-    req.model = load_model(std::string(STRATA_SOURCE_DIR) + "/tests/golden/tiny-gpt.yaml");  // 1.3B, 1,024 tokens
-    req.base.attention = Attention::flash;
-    req.gpus = 2;
-    req.global_batch = 2;
-    req.space = constrained({"tensor=1", "pipeline=1", "context_parallel=2", "microbatch=1", "recompute=full",
-                             "sequence_parallel=off", "distributed_optimizer=off", "overlap_grad_reduce=off"});
-    req.simulate_top = 1;
-    req.margin = 0;
+    SearchRequest req = ring_request();
     const SearchResult fast = search(req);
     req.system.device.intra_node_bus_bandwidth /= 1000;
     req.system.device.measured_collectives.clear();
@@ -624,15 +631,7 @@ TEST_CASE("search screen: the context-parallel ring counts in the estimate, with
 TEST_CASE("search screen: a context-parallel ring across nodes counts at the NICs' speed") {
     // t = 1, c = 2 on two 1-GPU nodes with NICs 1,000 times slower: the screen must cost the ring through them, where
     // on one 2-GPU node (NVLink) the NICs do not matter.
-    SearchRequest req = small_request();
-    req.model = load_model(std::string(STRATA_SOURCE_DIR) + "/tests/golden/tiny-gpt.yaml");
-    req.base.attention = Attention::flash;
-    req.gpus = 2;
-    req.global_batch = 2;
-    req.space = constrained({"tensor=1", "pipeline=1", "context_parallel=2", "microbatch=1", "recompute=full",
-                             "sequence_parallel=off", "distributed_optimizer=off", "overlap_grad_reduce=off"});
-    req.simulate_top = 1;
-    req.margin = 0;
+    SearchRequest req = ring_request();
     req.system.network.nic_bandwidth.value /= 1000;
     req.system.gpus_per_node = 2;
     req.system.network.rails = 1;
