@@ -479,8 +479,8 @@ TEST_CASE("SMs held: the shipped Hopper profiles carry the H100 measurement, the
     const DeviceProfile a100 = load_device_profile(dir + "a100-sxm4-80gb.yaml");
     CHECK(a100.measured_sms_held.empty());
     CHECK(speed_with_sms_held(a100, 24) == Approx(1.0 - 24.0 / 108.0));
-    // cuDNN's fused attention: the H100 and H200 profiles carry the measured run's ratios (to the rounding), the A100
-    // profile none.
+    // cuDNN's fused attention: the H100 and H200 profiles, analytical and calibrated, carry the measured run's ratios
+    // (to the rounding), the A100 profile none.
     std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/calibrate/results/2026-11-26b/h100-kinds.json");
     REQUIRE(in);
     const nlohmann::json kinds = nlohmann::json::parse(in)["kinds"];
@@ -489,7 +489,9 @@ TEST_CASE("SMs held: the shipped Hopper profiles carry the H100 measurement, the
     });
     REQUIRE(it != kinds.end());
     const nlohmann::json& us = (*it)["us"];
-    for (const char* name : {"h100-sxm5-80gb.yaml", "h200-sxm-141gb.yaml"}) {
+    for (const char* name : {"h100-sxm5-80gb.yaml", "h200-sxm-141gb.yaml", "h100-sxm5-80gb-calibrated.yaml",
+                             "h200-sxm-141gb-calibrated.yaml"}) {
+        INFO(name);
         const DeviceProfile p = load_device_profile(dir + name);
         REQUIRE(p.measured_attention_sms_held.size() == 3);
         for (const MeasuredSmsHeld& e : p.measured_attention_sms_held)
