@@ -36,6 +36,12 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
             "microbatch, {:.1f} MB of GPU memory freed (of {:.1f} MB stored)\n",
             fmt::join(names_of(e.offload_modules), ", "), plan.offload.copies, double(plan.offload.copied.value) / 1e6,
             double(plan.offload.freed.value) / 1e6, double(plan.stored_bytes.value) / 1e6);
+    if (plan.attention_workspace_forward.value > 0 || plan.attention_workspace_backward.value > 0)
+        out << fmt::format(
+            "  the context-parallel ring's transient buffers while the attention runs: {:.1f} MB forward, {:.1f} MB "
+            "backward (peak memory's 'attention workspace'; {:.1f} MB stored per layer)\n",
+            double(plan.attention_workspace_forward.value) / 1e6, double(plan.attention_workspace_backward.value) / 1e6,
+            double(plan.stored_bytes.value) / 1e6);
     // The SMs each collective's kernels hold: the context-parallel ring's by where its GPUs sit.
     // Where a ring's neighbours sit on different nodes its bytes cross a NIC at each such step: its lines give that
     // time (as pass_time takes it) and the intra-node figure beside it.

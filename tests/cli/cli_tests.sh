@@ -175,10 +175,13 @@ check "explain says what moves each Transformer Engine overlap's bytes and how f
 "$strata" explain "$root/scenarios/validation/nemo-h100.yaml" --case "GPT3-175B on 128" >"$tmp/out" 2>&1; rc=$?
 check "explain says how fast compute overlapped with an NCCL collective runs, and from what" '[[ $rc -eq 0 ]] && grep -q "runs at 74.2% speed while it holds 32 SMs (the profile.s measured.sms_held; a GEMM at its waves. rate" "$tmp/out" && grep -q "qkv.input-all-gather .*(overlapped with the next step, at 74.0% speed beside its 32 SMs)" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/nemo-long-h100.yaml" --case "1024K on 1024" >"$tmp/out" 2>&1; rc=$?
+check "explain gives the context-parallel ring's transient buffers, forward and backward" '[[ $rc -eq 0 ]] && grep -q "ring.s transient buffers while the attention runs: 3238.0 MB forward, 419.4 MB backward" "$tmp/out"'
 check "explain gives the context-parallel ring the SMs of NCCL's point-to-point kernels by where its neighbours are" '[[ $rc -eq 0 ]] && grep -q "attn.cp-kv-ring .*beside its 4 SMs, NCCL point-to-point)" "$tmp/out"'
 check "explain gives a ring across nodes its time through the NIC, the intra-node figure beside it, and counts it in the pass" '[[ $rc -eq 0 ]] && grep -q "attn.cp-kv-ring .* 43.341 ms (across nodes at 48 GB/s per GPU.s NIC share. 5.8 ms inside a node)" "$tmp/out" && grep -q "forward pass: 103.488 ms" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/nemo-long-h100.yaml" --case "32K on 32" >"$tmp/out" 2>&1; rc=$?
 check "explain: a ring of two GPUs in one node holds half the 2-rank communicator's channels, no NIC time" '[[ $rc -eq 0 ]] && grep -q "attn.cp-kv-ring .*beside its 16 SMs, NCCL point-to-point)" "$tmp/out" && ! grep -q "across nodes" "$tmp/out"'
+"$strata" explain "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" >"$tmp/out" 2>&1; rc=$?
+check "explain names no ring buffers without context parallelism" '[[ $rc -eq 0 ]] && ! grep -q "transient buffers" "$tmp/out"'
 "$strata" explain "$root/scenarios/validation/nemo-h100.yaml" --case "LLAMA2-70B on 64" >"$tmp/out" 2>&1; rc=$?
 check "explain shows a GEMM's SM margin (set_sm_margin)" '[[ $rc -eq 0 ]] && grep -q "proj .*as 4 chunks of 2048 columns, on 108 SMs (margin 24)" "$tmp/out" && grep -q "fc1.input-all-gather .*beside its 2 SMs, userbuffers)" "$tmp/out"'
 "$strata" explain "$root/scenarios/paper/table4.yaml" --case "baseline no recompute" --set execution.tensor=16 >"$tmp/out" 2>&1; rc=$?
