@@ -300,29 +300,28 @@ TEST_CASE("hardening: a device profile's measured block is checked", "[hardening
     msg = profile_error_of(base + grid + "    - {heads: 16, seq_len: 2048, head_dim: 128, causal: false, forward_us: 1, backward_us: 2}\n");
     CHECK_THAT(msg, Contains("measured.flash_attention[3].causal"));
     CHECK_THAT(msg, Contains("only causal attention"));
-    // SMs held: fewer than the device's SMs, in increasing order, a slowdown of at least 1.
-    const std::string held = "measured:\n  sms_held:\n    - {sms: 2, slowdown: 1.1}\n";
-    REQUIRE_NOTHROW(load_device_profile_text(base + held + "    - {sms: 16, slowdown: 1.2}\n", kOrigin));
-    msg = profile_error_of(base + held + "    - {sms: 2, slowdown: 1.2}\n");
-    CHECK_THAT(msg, StartsWith(at(line + 3, 8)));  // the value of sms
-    CHECK_THAT(msg, Contains("measured.sms_held[1].sms: entries must be in increasing order"));
-    msg = profile_error_of(base + held + "    - {sms: 64, slowdown: 1.2}\n");
-    CHECK_THAT(msg, Contains("measured.sms_held[1].sms: must be below device.sm_count (64)"));
-    msg = profile_error_of(base + held + "    - {sms: 8, slowdown: 0.9}\n");
-    CHECK_THAT(msg, Contains("measured.sms_held[1].slowdown"));
-    msg = profile_error_of(base + held + "    - {sms: 8, slowdwn: 1.2}\n");
-    CHECK_THAT(msg, Contains("unknown key"));
-    // Fused attention's table the same, a slowdown alone (no per-wave line).
-    const std::string attention = "measured:\n  attention_sms_held:\n    - {sms: 2, slowdown: 1.01}\n";
-    REQUIRE(load_device_profile_text(base + attention + "    - {sms: 16, slowdown: 1.08}\n", kOrigin)
-                .measured_attention_sms_held.size() == 2);
-    msg = profile_error_of(base + attention + "    - {sms: 2, slowdown: 1.2}\n");
-    CHECK_THAT(msg, Contains("measured.attention_sms_held[1].sms: entries must be in increasing order"));
-    msg = profile_error_of(base + attention + "    - {sms: 64, slowdown: 1.2}\n");
-    CHECK_THAT(msg, Contains("measured.attention_sms_held[1].sms: must be below device.sm_count (64)"));
-    msg = profile_error_of(base + attention + "    - {sms: 8, slowdown: 0.9}\n");
-    CHECK_THAT(msg, Contains("measured.attention_sms_held[1].slowdown"));
-    msg = profile_error_of(base + attention + "    - {sms: 8, slowdown: 1.2, base: 1.1, per_wave: 0.5}\n");
+    // SMs held, a GEMM's table and fused attention's alike: fewer than the device's SMs, in increasing order, a
+    // slowdown of at least 1, no unknown key; both load.
+    for (const std::string table : {"sms_held", "attention_sms_held"}) {
+        INFO(table);
+        const std::string held = "measured:\n  " + table + ":\n    - {sms: 2, slowdown: 1.1}\n";
+        const std::string key = "measured." + table + "[1]";
+        const DeviceProfile loaded =
+            load_device_profile_text(base + held + "    - {sms: 16, slowdown: 1.2}\n", kOrigin);
+        CHECK((table == "sms_held" ? loaded.measured_sms_held : loaded.measured_attention_sms_held).size() == 2);
+        msg = profile_error_of(base + held + "    - {sms: 2, slowdown: 1.2}\n");
+        CHECK_THAT(msg, StartsWith(at(line + 3, 8)));  // the value of sms
+        CHECK_THAT(msg, Contains(key + ".sms: entries must be in increasing order"));
+        msg = profile_error_of(base + held + "    - {sms: 64, slowdown: 1.2}\n");
+        CHECK_THAT(msg, Contains(key + ".sms: must be below device.sm_count (64)"));
+        msg = profile_error_of(base + held + "    - {sms: 8, slowdown: 0.9}\n");
+        CHECK_THAT(msg, Contains(key + ".slowdown"));
+        msg = profile_error_of(base + held + "    - {sms: 8, slowdwn: 1.2}\n");
+        CHECK_THAT(msg, Contains("unknown key"));
+    }
+    // Fused attention's table has a slowdown alone, no per-wave line.
+    msg = profile_error_of(
+        base + "measured:\n  attention_sms_held:\n    - {sms: 8, slowdown: 1.2, base: 1.1, per_wave: 0.5}\n");
     CHECK_THAT(msg, Contains("unknown key"));
     // NCCL's channels hold one SM each: fewer than the device has.
     const std::string intra = "intra_node:\n  bus_bandwidth_bytes_per_s: 100e9\n  step_latency_us: 2.0\n";

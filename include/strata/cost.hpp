@@ -148,6 +148,9 @@ public:
     /// A context-parallel collective's time on `ring`: the intra-node figure over its ranks, and where the ring
     /// crosses nodes at least the (c - 1) / c of the buffer a GPU sends, at its step's NIC share.
     [[nodiscard]] Time context_collective(const ContextRing& ring, CollectiveKind kind, Bytes message) const;
+    /// A pass's collective as pass_time costs it: a context-parallel one on `ring` (context_collective), any other
+    /// over `ranks` at the intra-node figure (tp_collective).
+    [[nodiscard]] Time collective_time(const TpCollective& c, int ranks, const ContextRing& ring) const;
     /// Share of the speed compute loses while a collective holding `sms` SMs runs beside it:
     /// 1 - speed_with_sms_held(sms) (without a measured table: sms / sm_count); 0 for none.
     [[nodiscard]] double comm_sm_fraction(int sms) const;

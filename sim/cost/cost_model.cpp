@@ -403,8 +403,7 @@ Time CostModel::pass_time(const std::vector<Step>& pass, int ranks, const Contex
             total += compute_step(s);
             continue;
         }
-        const Time c = s.collective.context_group ? context_collective(ring, s.collective.kind, s.collective.message)
-                                                  : tp_collective(s.collective.kind, ranks, s.collective.message);
+        const Time c = collective_time(s.collective, ranks, ring);
         if (s.overlapped && i + 1 < pass.size() && pass[i + 1].kind == Step::Kind::compute) {
             const int sms =
                 s.collective.context_group && ring.sms ? ring.sms(s.collective.message) : sms_held(s.collective);

@@ -42,7 +42,7 @@ double speed_with_sms_held(const DeviceProfile& p, double sms, double waves) {
 }
 
 double attention_speed_with_sms_held(const DeviceProfile& p, double sms, bool flash2) {
-    return held_speed(p, flash2 ? std::vector<MeasuredSmsHeld>{} : p.measured_attention_sms_held, sms, 0);
+    return flash2 ? sm_share_speed(p, sms) : held_speed(p, p.measured_attention_sms_held, sms, 0);
 }
 
 int CostModel::sms_held(const TpCollective& c) const {
@@ -96,19 +96,31 @@ int CostModel::context_ring_sms(std::span<const int> ring_gpus, int gpus_per_nod
     return std::min(most, std::max(profile_.sm_count - 1, 0));
 }
 
-int CostModel::context_ring_sms(const ExecutionSpec& e, int gpus_per_node, Bytes message) const {
-    if (e.context <= 1) return 0;
-    // Ring (b, i), b = stage x data + replica, starts at GPU b x c x t + i, its GPUs t apart: where it sits in its
-    // nodes repeats with b within gpus_per_node blocks, so those rings are every ring's placement.
+namespace {
+
+/// Calls `fn` with every distinct placement of the job's context-parallel rings, each as its GPUs in ring order. Ring
+/// (b, i), b = stage x data + replica, starts at GPU b x c x t + i, its GPUs t apart: where it sits in its nodes
+/// repeats with b within gpus_per_node blocks, so those rings (whole nodes) are every ring's placement.
+template <class Fn>
+void for_each_ring(const ExecutionSpec& e, int gpus_per_node, Fn&& fn) {
     const int blocks = e.pipeline * e.data, distinct = gpus_per_node > 0 ? std::min(blocks, gpus_per_node) : 1;
-    int most = 0;
     std::vector<int> ring(static_cast<std::size_t>(e.context));
     for (int b = 0; b < distinct; ++b)
         for (int i = 0; i < e.tensor; ++i) {
             for (int j = 0; j < e.context; ++j)
                 ring[static_cast<std::size_t>(j)] = e.global_rank(b / e.data, b % e.data, j, i);
-            most = std::max(most, context_ring_sms(ring, gpus_per_node, message));
+            fn(std::span<const int>(ring));
         }
+}
+
+}  // namespace
+
+int CostModel::context_ring_sms(const ExecutionSpec& e, int gpus_per_node, Bytes message) const {
+    if (e.context <= 1) return 0;
+    int most = 0;
+    for_each_ring(e, gpus_per_node, [&](std::span<const int> ring) {
+        most = std::max(most, context_ring_sms(ring, gpus_per_node, message));
+    });
     return most;
 }
 
@@ -121,23 +133,24 @@ ContextRing CostModel::context_ring(const ExecutionSpec& e, const SystemSpec& sy
     const int per_node = system.gpus_per_node;
     if (e.context <= 1 || per_node <= 0) return ring;
     // The rings' steps that cross nodes, counted per NIC: a step to another node leaves by the rail of its destination
-    // (dst_local % rails, NCCL's PXN, as the fabric routes it) and arrives on the same rail. As in context_ring_sms,
-    // the first gpus_per_node blocks' rings fill whole nodes and are every ring's placement.
-    const int blocks = std::min(e.pipeline * e.data, per_node);
+    // (dst_local % rails, NCCL's PXN, as the fabric routes it) and arrives on the same rail.
     const int rails = std::max(system.network.rails, 1);
     std::map<std::pair<int, int>, int> out, in;  // (node, rail) -> steps sent / received through that NIC at once
     int most = 0;
-    for (int b = 0; b < blocks; ++b)
-        for (int i = 0; i < e.tensor; ++i)
-            for (int j = 0; j < e.context; ++j) {
-                const int me = e.global_rank(b / e.data, b % e.data, j, i);
-                const int next = e.global_rank(b / e.data, b % e.data, (j + 1) % e.context, i);
-                if (me / per_node == next / per_node) continue;
-                const int rail = (next % per_node) % rails;
-                most = std::max({most, ++out[{me / per_node, rail}], ++in[{next / per_node, rail}]});
-            }
+    for_each_ring(e, per_node, [&](std::span<const int> gpus) {
+        for (std::size_t j = 0; j < gpus.size(); ++j) {
+            const int me = gpus[j], next = gpus[(j + 1) % gpus.size()];
+            if (me / per_node == next / per_node) continue;
+            const int rail = (next % per_node) % rails;
+            most = std::max({most, ++out[{me / per_node, rail}], ++in[{next / per_node, rail}]});
+        }
+    });
     if (most > 0) ring.across_nodes = BytesPerSecond{system.network.nic_bandwidth.value / double(most)};
     return ring;
+}
+
+Time CostModel::collective_time(const TpCollective& c, int ranks, const ContextRing& ring) const {
+    return c.context_group ? context_collective(ring, c.kind, c.message) : tp_collective(c.kind, ranks, c.message);
 }
 
 Time CostModel::context_collective(const ContextRing& ring, CollectiveKind kind, Bytes message) const {

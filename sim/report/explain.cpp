@@ -49,10 +49,6 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
     const auto sms_held = [&](const TpCollective& c) {
         return c.context_group ? ring.sms(c.message) : cost.sms_held(c);
     };
-    const auto collective_time = [&](const TpCollective& c) {
-        return c.context_group ? cost.context_collective(ring, c.kind, c.message)
-                               : cost.tp_collective(c.kind, e.tensor, c.message);
-    };
     const auto across_nodes = [&](const TpCollective& c) -> std::string {
         if (!c.context_group || ring.across_nodes.value <= 0) return "";
         return fmt::format(" (across nodes at {:.0f} GB/s per GPU's NIC share; {:.1f} ms inside a node)",
@@ -71,7 +67,7 @@ void print_layer_breakdown(std::ostream& out, const Scenario& sc, bool clock_fro
                 out << fmt::format(
                     "    {:<34} {:>14} {:>10.1f} MB {:>9.3f} ms{}{}\n", step.collective.name,
                     to_string(step.collective.kind), double(step.collective.message.value) / 1e6,
-                    collective_time(step.collective).ms(), across_nodes(step.collective),
+                    cost.collective_time(step.collective, e.tensor, ring).ms(), across_nodes(step.collective),
                     !step.overlapped ? ""
                     : step.collective.engine == CommEngine::copy_engine
                         ? std::string("  (overlapped with the next step; copy engines, no SM)")

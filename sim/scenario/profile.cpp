@@ -171,42 +171,38 @@ void read_measured(const YAML::Node& root, const std::string& file, DeviceProfil
         p.measured_flash_attention.push_back(a);
     }, flash_keys);
     check_flash_grid(measured, file, p.measured_flash_attention);
-    constexpr std::array<std::string_view, 5> held_keys = {"sms", "slowdown", "base", "per_wave", "note"};
-    each("sms_held", [&](const Fields& f) {
+    // An SMs-held entry's sms (below the device's SMs, after the table's previous entry) and slowdown (>= 1).
+    const auto held_entry = [&](const Fields& f, const std::vector<MeasuredSmsHeld>& table) {
         MeasuredSmsHeld h;
         h.sms = static_cast<int>(f.get_int("sms", 1, 1 << 16));
         if (p.sm_count > 0 && h.sms >= p.sm_count)
             f.fail("sms", "must be below device.sm_count (" + std::to_string(p.sm_count) + "): SMs held by another kernel");
-        if (!p.measured_sms_held.empty() && h.sms <= p.measured_sms_held.back().sms)
+        if (!table.empty() && h.sms <= table.back().sms)
             f.fail("sms", "entries must be in increasing order of sms without repeats (the previous one has " +
-                              std::to_string(p.measured_sms_held.back().sms) + ")");
+                              std::to_string(table.back().sms) + ")");
         h.slowdown = f.get_double("slowdown", 1.0, 100.0);
-        if (f.has("base") != f.has("per_wave"))
-            f.fail(f.has("base") ? "base" : "per_wave", "base and per_wave go together (slowdown = base + per_wave / waves)");
-        if (f.has("base")) {
-            h.base = f.get_double("base", 1.0, 100.0);
-            h.per_wave = f.get_double("per_wave", 0.0, 100.0);
-        }
         if (f.has("note")) (void)f.get_string("note");
-        p.measured_sms_held.push_back(h);
-    }, held_keys);
+        return h;
+    };
+    constexpr std::array<std::string_view, 5> held_keys = {"sms", "slowdown", "base", "per_wave", "note"};
+    each(
+        "sms_held",
+        [&](const Fields& f) {
+            MeasuredSmsHeld h = held_entry(f, p.measured_sms_held);
+            if (f.has("base") != f.has("per_wave"))
+                f.fail(f.has("base") ? "base" : "per_wave",
+                       "base and per_wave go together (slowdown = base + per_wave / waves)");
+            if (f.has("base")) {
+                h.base = f.get_double("base", 1.0, 100.0);
+                h.per_wave = f.get_double("per_wave", 0.0, 100.0);
+            }
+            p.measured_sms_held.push_back(h);
+        },
+        held_keys);
     constexpr std::array<std::string_view, 3> attention_held_keys = {"sms", "slowdown", "note"};
     each(
         "attention_sms_held",
-        [&](const Fields& f) {
-            MeasuredSmsHeld h;
-            h.sms = static_cast<int>(f.get_int("sms", 1, 1 << 16));
-            if (p.sm_count > 0 && h.sms >= p.sm_count)
-                f.fail("sms", "must be below device.sm_count (" + std::to_string(p.sm_count) +
-                                  "): SMs held by another kernel");
-            const auto& prior = p.measured_attention_sms_held;
-            if (!prior.empty() && h.sms <= prior.back().sms)
-                f.fail("sms", "entries must be in increasing order of sms without repeats (the previous one has " +
-                                  std::to_string(prior.back().sms) + ")");
-            h.slowdown = f.get_double("slowdown", 1.0, 100.0);
-            if (f.has("note")) (void)f.get_string("note");
-            p.measured_attention_sms_held.push_back(h);
-        },
+        [&](const Fields& f) { p.measured_attention_sms_held.push_back(held_entry(f, p.measured_attention_sms_held)); },
         attention_held_keys);
     constexpr std::array<std::string_view, 4> power_keys = {"clock_mhz", "speed", "watts", "note"};
     const std::array<std::pair<const char*, std::vector<MeasuredGemmPower>*>, 2> curves = {
